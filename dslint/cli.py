@@ -1,0 +1,231 @@
+"""The ``dslint`` command line. Thin: parse flags, call the API, print, exit.
+
+Exit codes (as ruff): 0 no findings, 1 findings, 2 usage/config/internal error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import List, Optional
+
+import click
+
+from dslint import __version__
+
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+def _fail(message: str) -> None:
+    click.echo(f"dslint: error: {message}", err=True)
+    sys.exit(EXIT_ERROR)
+
+
+def _codes(values) -> Optional[List[str]]:
+    """Comma- or repeat-separated selectors."""
+    if not values:
+        return None
+    out: List[str] = []
+    for value in values:
+        out.extend(v for v in value.split(",") if v.strip())
+    return out
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "-V", "--version", prog_name="dslint")
+def main() -> None:
+    """Find the bugs that make PyTorch data pipelines leak, stall, repeat or crash."""
+
+
+@main.command()
+@click.argument("paths", nargs=-1)
+@click.option("--select", multiple=True, metavar="CODES", help="Rules to enable (codes, prefixes such as DSL5, names, or ALL); replaces the configured `select`.")
+@click.option("--extend-select", multiple=True, metavar="CODES", help="Rules to enable on top of `select`.")
+@click.option("--ignore", multiple=True, metavar="CODES", help="Rules to disable.")
+@click.option("--per-file-ignores", "per_file_ignores", multiple=True, metavar="PATTERN:CODES", help="Ignore codes in files matching a pattern, e.g. 'tests/**:DSL1'.")
+@click.option("--preview/--no-preview", default=None, help="Enable preview rules.")
+@click.option("--output-format", type=click.Choice(["full", "concise", "json", "json-lines", "github", "sarif"]), default=None, envvar="DSLINT_OUTPUT_FORMAT", help="How to print findings [default: full].")
+@click.option("-o", "--output-file", type=click.Path(dir_okay=False, writable=True), help="Write findings to this file instead of stdout.")
+@click.option("--statistics", is_flag=True, help="Print a count per rule instead of the findings.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (2 still means an error).")
+@click.option("--exclude", multiple=True, metavar="PATTERN", help="Replace the default excludes with these patterns.")
+@click.option("--extend-exclude", multiple=True, metavar="PATTERN", help="Exclude these patterns too.")
+@click.option("--force-exclude/--no-force-exclude", default=None, help="Apply excludes to paths passed explicitly too (for pre-commit).")
+@click.option("--respect-gitignore/--no-respect-gitignore", default=None, help="Skip files ignored by .gitignore [default: respect].")
+@click.option("--stdin-filename", metavar="PATH", help="The name to report for source read from stdin (`-`).")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Use this pyproject.toml instead of searching for one.")
+@click.option("--isolated", is_flag=True, help="Ignore all configuration files.")
+@click.option("--no-cache", is_flag=True, envvar="DSLINT_NO_CACHE", help="Neither read nor write the cache.")
+@click.option("--cache-dir", metavar="DIR", help="Where the cache lives [env: DSLINT_CACHE_DIR; default: .dslint_cache].")
+@click.option("--no-prefilter", is_flag=True, help="Parse every file, not only those that can contain dataset code.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Worker processes [default: CPU count; small inputs run in-process].")
+@click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary.")
+@click.option("--color/--no-color", default=None, help="Colour the full output [default: when stdout is a terminal].")
+def check(paths, select, extend_select, ignore, per_file_ignores, preview, output_format, output_file, statistics,
+          exit_zero, exclude, extend_exclude, force_exclude, respect_gitignore, stdin_filename, config_file, isolated,
+          no_cache, cache_dir, no_prefilter, jobs, quiet, color) -> None:
+    """Check PATHS (default: .) for Dataset/DataLoader bugs. Never imports or runs them."""
+    from dslint import api, formats
+    from dslint.config import ConfigError, build_settings, normalize_selector, validate_table
+    from dslint.rules.base import all_rules
+
+    paths = list(paths)
+    if not paths:
+        paths = ["-"] if stdin_filename else ["."]
+    try:
+        overrides = {}
+        raw = {
+            "select": _codes(select),
+            "extend-select": _codes(extend_select),
+            "ignore": _codes(ignore),
+            "exclude": list(exclude) or None,
+            "extend-exclude": list(extend_exclude) or None,
+            "force-exclude": force_exclude,
+            "respect-gitignore": respect_gitignore,
+            "output-format": output_format,
+            "preview": preview,
+            "cache-dir": cache_dir,
+        }
+        for key, value in raw.items():
+            if value is None:
+                continue
+            if key in ("select", "extend-select", "ignore"):
+                value = [normalize_selector(v, f"--{key}") for v in value]
+            overrides[key] = value
+        if per_file_ignores:
+            table = {}
+            for item in per_file_ignores:
+                pattern, sep, codes = item.rpartition(":")
+                if not sep or not pattern:
+                    raise ConfigError(f"--per-file-ignores: expected PATTERN:CODES, got {item!r}")
+                table[pattern] = [c for c in codes.split(",") if c]
+            overrides["per-file-ignores"] = validate_table({"per-file-ignores": table}, "--per-file-ignores")["per-file-ignores"]
+        settings = build_settings(paths, config=config_file, isolated=isolated, overrides=overrides)
+        rules = settings.enabled_rules()
+    except ConfigError as exc:
+        _fail(str(exc))
+        return
+
+    for warning in dict.fromkeys(settings.warnings):
+        click.echo(f"dslint: warning: {warning}", err=True)
+
+    options = api.CheckOptions(stdin_filename=stdin_filename, use_cache=not no_cache, use_prefilter=not no_prefilter, jobs=jobs)
+    outcome = api.check(paths, settings, options)
+    diagnostics = outcome.diagnostics
+    result = outcome.result
+
+    fmt = settings.output_format
+    use_color = color if color is not None else (output_file is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ)
+    env = formats.Env(root=str(settings.root), color=bool(use_color and fmt == "full"), rules={r.code: r for r in all_rules().values()})
+    if statistics:
+        text = _statistics(diagnostics, fmt, env)
+    else:
+        text = formats.render(fmt, diagnostics, env)
+    if output_file:
+        Path(output_file).write_text(text, encoding="utf-8")
+    elif text:
+        click.echo(text, nl=False)
+
+    for error in result.internal_errors:
+        click.echo(f"dslint: error: {error}", err=True)
+    if not quiet:
+        _summary(outcome, env)
+    if result.internal_errors:
+        sys.exit(EXIT_ERROR)
+    if diagnostics and not exit_zero:
+        sys.exit(EXIT_FINDINGS)
+    sys.exit(EXIT_OK)
+
+
+def _statistics(diagnostics, fmt: str, env) -> str:
+    from dslint.formats import fixable
+
+    counts = Counter(d.code for d in diagnostics)
+    fixes = Counter(d.code for d in diagnostics if fixable(d, env))
+    names = {d.code: d.name for d in diagnostics}
+    if fmt in ("json", "json-lines"):
+        rows = [
+            {"code": code, "name": names[code], "count": count, "fixable": fixes[code] > 0}
+            for code, count in counts.most_common()
+        ]
+        return json.dumps(rows, indent=2) + "\n"
+    width = max((len(str(c)) for c in counts.values()), default=1)
+    return "".join(
+        f"{str(count).rjust(width)}\t{code}\t{'[*] ' if fixes[code] else ''}{names[code]}\n"
+        for code, count in counts.most_common()
+    )
+
+
+def _summary(outcome, env) -> None:
+    from dslint.formats import fixable
+
+    diagnostics = outcome.diagnostics
+    if outcome.no_files:
+        click.echo("dslint: warning: No Python files found under the given path(s)", err=True)
+        return
+    if not diagnostics:
+        click.echo("All checks passed!", err=True)
+        return
+    files = len({d.path for d in diagnostics})
+    n = len(diagnostics)
+    click.echo(f"Found {n} problem{'s' if n != 1 else ''} in {files} file{'s' if files != 1 else ''}.", err=True)
+    safe = sum(1 for d in diagnostics if fixable(d, None))
+    unsafe = sum(1 for d in diagnostics if d.fix is not None and d.fix.applicability == "unsafe")
+    if safe:
+        click.echo(f"[*] {safe} fixable with the `--fix` option.", err=True)
+    if unsafe:
+        click.echo(f"({unsafe} more fixable with `--fix --unsafe-fixes`.)", err=True)
+
+
+@main.command()
+@click.argument("code")
+@click.option("--output-format", type=click.Choice(["text", "json"]), default="text")
+def rule(code: str, output_format: str) -> None:
+    """Print the documentation of rule CODE (or its name)."""
+    from dslint.docs import rule_json, rule_page
+    from dslint.rules.base import all_rules
+
+    rules = all_rules()
+    found = rules.get(code.upper()) or next((r for r in rules.values() if r.name == code), None)
+    if found is None:
+        _fail(f"unknown rule `{code}` (see `dslint rules`)")
+        return
+    if output_format == "json":
+        click.echo(json.dumps(rule_json(found), indent=2))
+    else:
+        click.echo(rule_page(found), nl=False)
+
+
+@main.command()
+@click.option("--output-format", type=click.Choice(["text", "json"]), default="text")
+def rules(output_format: str) -> None:
+    """List every rule: code, name, level, fixable, preview."""
+    from dslint.docs import rule_json
+    from dslint.rules.base import all_rules
+
+    registry = all_rules()
+    if output_format == "json":
+        click.echo(json.dumps([rule_json(r) for r in registry.values()], indent=2))
+        return
+    rows = [("CODE", "NAME", "LEVEL", "FIX", "PREVIEW", "SUMMARY")]
+    for rule_cls in registry.values():
+        rows.append(
+            (
+                rule_cls.code,
+                rule_cls.name,
+                rule_cls.level,
+                {"never": "-", "sometimes": "some", "always": "yes"}[rule_cls.fix_availability],
+                "yes" if rule_cls.preview else "-",
+                rule_cls.summary,
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    for row in rows:
+        click.echo("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:5])) + "  " + row[5])
+
+
+if __name__ == "__main__":
+    main()

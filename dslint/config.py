@@ -1,0 +1,355 @@
+"""Settings: ``[tool.dslint]`` in the nearest pyproject.toml, merged with flags.
+
+Precedence follows ruff: ``--select`` replaces the configured ``select``;
+``extend-select`` and ``ignore`` from the file and the command line add up; for
+each rule the most specific selector wins, and at equal specificity ``ignore``
+wins. Every problem is a ``ConfigError`` (one line, exit 2), never a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from dslint.rules.base import Rule, all_rules
+
+OUTPUT_FORMATS = ("full", "concise", "json", "json-lines", "github", "sarif")
+
+DEFAULT_EXCLUDE = (
+    ".bzr",
+    ".direnv",
+    ".eggs",
+    ".git",
+    ".git-rewrite",
+    ".hg",
+    ".ipynb_checkpoints",
+    ".mypy_cache",
+    ".nox",
+    ".pants.d",
+    ".pyenv",
+    ".pytest_cache",
+    ".pytype",
+    ".ruff_cache",
+    ".dslint_cache",
+    ".svn",
+    ".tox",
+    ".venv",
+    ".vscode",
+    "__pypackages__",
+    "__pycache__",
+    "_build",
+    "buck-out",
+    "build",
+    "dist",
+    "node_modules",
+    "site-packages",
+    "venv",
+)
+
+
+class ConfigError(Exception):
+    """A problem with flags or configuration: reported in one line, exit 2."""
+
+
+@dataclass
+class Settings:
+    root: Path
+    config_file: Optional[Path] = None
+    select: Optional[List[str]] = None
+    extend_select: List[str] = field(default_factory=list)
+    ignore: List[str] = field(default_factory=list)
+    per_file_ignores: Dict[str, List[str]] = field(default_factory=dict)
+    exclude: List[str] = field(default_factory=lambda: list(DEFAULT_EXCLUDE))
+    extend_exclude: List[str] = field(default_factory=list)
+    respect_gitignore: bool = True
+    force_exclude: bool = False
+    output_format: str = "full"
+    preview: bool = False
+    cache_dir: Optional[str] = None
+    baseline: Optional[str] = None
+    rule_options: Dict[str, dict] = field(default_factory=dict)
+    warnings: List[str] = field(default_factory=list)
+
+    # ---------------------------------------------------------------- rules
+    def enabled_rules(self) -> List[type]:
+        rules = all_rules()
+        select = self.select if self.select is not None else ["ALL"]
+        chosen = []
+        for code, rule in rules.items():
+            if rule.engine_rule and code in ("DSL000", "DSL002"):
+                continue  # always reported, not selectable
+            if not _is_enabled(code, select + self.extend_select, self.ignore):
+                continue
+            if rule.preview and not self.preview:
+                if _explicitly_selected(code, select + self.extend_select):
+                    self.warnings.append(f"{code} is a preview rule; pass `--preview` to enable it")
+                continue
+            chosen.append(rule)
+        return chosen
+
+    def ignored_codes_for(self, relpath: str) -> set:
+        codes: set = set()
+        for pattern, rules in self.per_file_ignores.items():
+            if _match_glob(pattern, relpath):
+                for selector in rules:
+                    codes.update(expand_selector(selector))
+        return codes
+
+    def analysis_key(self) -> str:
+        """What changes the analysis of a file (for the cache)."""
+        import json
+
+        codes = sorted(r.code for r in self.enabled_rules())
+        return json.dumps({"rules": codes, "preview": self.preview, "options": self.rule_options}, sort_keys=True)
+
+
+def _specificity(selector: str, code: str) -> int:
+    if selector == "ALL":
+        return 0
+    if code.startswith(selector):
+        return len(selector)
+    return -1
+
+
+def _is_enabled(code: str, select: Sequence[str], ignore: Sequence[str]) -> bool:
+    best_select = max((_specificity(s, code) for s in select), default=-1)
+    best_ignore = max((_specificity(s, code) for s in ignore), default=-1)
+    if best_select < 0:
+        return False
+    return best_select > best_ignore
+
+
+def _explicitly_selected(code: str, select: Sequence[str]) -> bool:
+    return any(s != "ALL" and code.startswith(s) for s in select)
+
+
+def _match_glob(pattern: str, relpath: str) -> bool:
+    import pathspec
+
+    return pathspec.GitIgnoreSpec.from_lines([pattern]).match_file(relpath)
+
+
+def expand_selector(selector: str) -> set:
+    rules = all_rules()
+    if selector == "ALL":
+        return set(rules)
+    return {code for code in rules if code.startswith(selector)}
+
+
+def normalize_selector(selector: str, where: str) -> str:
+    """A code, a prefix (``DSL5``), a rule name (``sampler-with-shuffle``) or ``ALL``."""
+    selector = selector.strip()
+    rules = all_rules()
+    if selector == "ALL":
+        return selector
+    for code, rule in rules.items():
+        if rule.name == selector:
+            return code
+    upper = selector.upper()
+    if upper.startswith("DSL") and any(code.startswith(upper) for code in rules):
+        return upper
+    raise ConfigError(f"{where}: unknown rule selector `{selector}` (expected a code such as DSL101, a prefix such as DSL1, a rule name, or ALL)")
+
+
+# -------------------------------------------------------------------- loading
+
+_KEYS = {
+    "select": "codes",
+    "extend-select": "codes",
+    "ignore": "codes",
+    "per-file-ignores": "per-file",
+    "extend-per-file-ignores": "per-file",
+    "exclude": "strings",
+    "extend-exclude": "strings",
+    "respect-gitignore": "bool",
+    "force-exclude": "bool",
+    "output-format": "format",
+    "preview": "bool",
+    "cache-dir": "string",
+    "baseline": "string",
+    "rules": "rules",
+}
+
+
+def find_config(start_dirs: Sequence[Path]) -> Optional[Path]:
+    """The nearest pyproject.toml with a [tool.dslint] table, above any of ``start_dirs``."""
+    seen = set()
+    for start in start_dirs:
+        directory = start if start.is_dir() else start.parent
+        for candidate_dir in [directory, *directory.parents]:
+            if candidate_dir in seen:
+                break
+            seen.add(candidate_dir)
+            candidate = candidate_dir / "pyproject.toml"
+            if candidate.is_file() and _has_dslint_table(candidate):
+                return candidate
+    return None
+
+
+def _has_dslint_table(path: Path) -> bool:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return False
+    if "tool.dslint" not in text and "[tool]" not in text and "tool = " not in text:
+        return False
+    data = _load_toml(path)
+    return isinstance(data.get("tool"), dict) and "dslint" in data["tool"]
+
+
+def _load_toml(path: Path) -> dict:
+    try:
+        with open(path, "rb") as handle:
+            return tomllib.load(handle)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}")
+
+
+def read_config(path: Path) -> dict:
+    data = _load_toml(path)
+    table = data.get("tool", {}).get("dslint", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.dslint] must be a table")
+    return validate_table(table, str(path))
+
+
+def validate_table(table: dict, where: str) -> dict:
+    out = {}
+    for key, value in table.items():
+        kind = _KEYS.get(key)
+        if kind is None:
+            known = ", ".join(sorted(_KEYS))
+            raise ConfigError(f"{where}: unknown key `{key}` in [tool.dslint] (known keys: {known})")
+        label = f"{where}: [tool.dslint] `{key}`"
+        if kind in ("codes", "strings"):
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise ConfigError(f"{label} must be a list of strings, got {_type_name(value)}")
+            out[key] = [normalize_selector(v, label) for v in value] if kind == "codes" else list(value)
+        elif kind == "bool":
+            if not isinstance(value, bool):
+                raise ConfigError(f"{label} must be true or false, got {_type_name(value)}")
+            out[key] = value
+        elif kind == "string":
+            if not isinstance(value, str):
+                raise ConfigError(f"{label} must be a string, got {_type_name(value)}")
+            out[key] = value
+        elif kind == "format":
+            if value not in OUTPUT_FORMATS:
+                raise ConfigError(f"{label} must be one of {', '.join(OUTPUT_FORMATS)}, got {value!r}")
+            out[key] = value
+        elif kind == "per-file":
+            if not isinstance(value, dict) or not all(
+                isinstance(v, list) and all(isinstance(c, str) for c in v) for v in value.values()
+            ):
+                raise ConfigError(f"{label} must map file patterns to lists of codes")
+            out[key] = {pattern: [normalize_selector(c, label) for c in codes] for pattern, codes in value.items()}
+        elif kind == "rules":
+            out[key] = _validate_rule_options(value, label)
+    return out
+
+
+def _validate_rule_options(value, label: str) -> Dict[str, dict]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{label} must be a table of per-rule tables")
+    rules = all_rules()
+    result = {}
+    for code, options in value.items():
+        rule: Optional[type[Rule]] = rules.get(code)
+        if rule is None:
+            raise ConfigError(f"{label}: unknown rule code `{code}`")
+        if not isinstance(options, dict):
+            raise ConfigError(f"{label}.{code} must be a table")
+        for name, option in options.items():
+            if name not in rule.options:
+                known = ", ".join(sorted(rule.options)) or "none"
+                raise ConfigError(f"{label}.{code}: unknown option `{name}` (options: {known})")
+            default = rule.options[name]
+            if type(option) is not type(default) or (
+                isinstance(default, list) and not all(isinstance(x, str) for x in option)
+            ):
+                raise ConfigError(f"{label}.{code}.{name} must be {_type_name(default)}, got {_type_name(option)}")
+        result[code] = dict(options)
+    return result
+
+
+def _type_name(value) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list", dict: "a table"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def build_settings(
+    paths: Sequence[str],
+    *,
+    config: Optional[str] = None,
+    isolated: bool = False,
+    overrides: Optional[dict] = None,
+    cwd: Optional[Path] = None,
+) -> Settings:
+    """Settings from the config file (unless ``isolated``), then command-line ``overrides``."""
+    cwd = cwd or Path.cwd()
+    config_file: Optional[Path] = None
+    table: dict = {}
+    if config is not None:
+        config_file = Path(config)
+        if not config_file.is_file():
+            raise ConfigError(f"{config}: config file not found")
+        table = read_config(config_file)
+    elif not isolated:
+        starts = [Path(p).resolve() for p in paths if p != "-" and os.path.exists(p)]
+        config_file = find_config([*starts, cwd.resolve()])
+        if config_file is not None:
+            table = read_config(config_file)
+    root = config_file.resolve().parent if config_file else cwd.resolve()
+    settings = Settings(root=root, config_file=config_file)
+    _apply(settings, table)
+    _apply(settings, overrides or {}, from_cli=True)
+    return settings
+
+
+def _apply(settings: Settings, table: dict, from_cli: bool = False) -> None:
+    for key, value in table.items():
+        if value is None:
+            continue
+        if key == "select":
+            settings.select = list(value)
+        elif key == "extend-select":
+            settings.extend_select += list(value)
+        elif key == "ignore":
+            settings.ignore += list(value)
+        elif key == "per-file-ignores":
+            if from_cli:
+                settings.per_file_ignores.update(value)
+            else:
+                settings.per_file_ignores = dict(value)
+        elif key == "extend-per-file-ignores":
+            settings.per_file_ignores.update(value)
+        elif key == "exclude":
+            settings.exclude = list(value)
+        elif key == "extend-exclude":
+            settings.extend_exclude += list(value)
+        elif key == "respect-gitignore":
+            settings.respect_gitignore = value
+        elif key == "force-exclude":
+            settings.force_exclude = value
+        elif key == "output-format":
+            settings.output_format = value
+        elif key == "preview":
+            settings.preview = value
+        elif key == "cache-dir":
+            settings.cache_dir = value
+        elif key == "baseline":
+            settings.baseline = value
+        elif key == "rules":
+            for code, options in value.items():
+                settings.rule_options.setdefault(code, {}).update(options)

@@ -1,0 +1,111 @@
+"""The data a check produces: diagnostics, fixes and edits.
+
+Everything here is plain data (JSON-serialisable through ``to_dict``/``from_dict``)
+so that results can cross process boundaries and live in the cache.
+Rows are 1-based; columns are 1-based character offsets, as in ruff.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+ERROR = "error"
+WARNING = "warning"
+
+SAFE = "safe"
+UNSAFE = "unsafe"
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace the text between two (row, column) locations with ``content``."""
+
+    content: str
+    start: tuple[int, int]
+    end: tuple[int, int]
+
+    def to_dict(self) -> dict:
+        return {"content": self.content, "start": list(self.start), "end": list(self.end)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Edit":
+        return cls(d["content"], tuple(d["start"]), tuple(d["end"]))
+
+
+@dataclass(frozen=True)
+class Fix:
+    applicability: str  # SAFE or UNSAFE
+    message: str
+    edits: tuple[Edit, ...]
+
+    def to_dict(self) -> dict:
+        return {
+            "applicability": self.applicability,
+            "message": self.message,
+            "edits": [e.to_dict() for e in self.edits],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Optional[dict]) -> Optional["Fix"]:
+        if d is None:
+            return None
+        return cls(d["applicability"], d["message"], tuple(Edit.from_dict(e) for e in d["edits"]))
+
+
+@dataclass
+class Diagnostic:
+    code: str
+    name: str
+    message: str
+    path: str
+    start: tuple[int, int]
+    end: tuple[int, int]
+    level: str = ERROR
+    help: Optional[str] = None
+    fix: Optional[Fix] = None
+    noqa_row: Optional[int] = None
+    # Filled in after the check: the source line(s) for code frames.
+    source_lines: list[str] = field(default_factory=list, compare=False, repr=False)
+
+    @property
+    def row(self) -> int:
+        return self.start[0]
+
+    @property
+    def column(self) -> int:
+        return self.start[1]
+
+    def sort_key(self):
+        return (self.path, self.start, self.code)
+
+    def to_dict(self) -> dict:
+        return {
+            "code": self.code,
+            "name": self.name,
+            "message": self.message,
+            "path": self.path,
+            "start": list(self.start),
+            "end": list(self.end),
+            "level": self.level,
+            "help": self.help,
+            "fix": self.fix.to_dict() if self.fix else None,
+            "noqa_row": self.noqa_row,
+            "source_lines": self.source_lines,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Diagnostic":
+        return cls(
+            code=d["code"],
+            name=d["name"],
+            message=d["message"],
+            path=d["path"],
+            start=tuple(d["start"]),
+            end=tuple(d["end"]),
+            level=d["level"],
+            help=d.get("help"),
+            fix=Fix.from_dict(d.get("fix")),
+            noqa_row=d.get("noqa_row"),
+            source_lines=list(d.get("source_lines", ())),
+        )

@@ -1,0 +1,187 @@
+"""Which files to check.
+
+Directories are walked for ``*.py`` and ``*.pyi``, pruning the default excludes
+(``.git``, ``.venv``, ``build``, ``site-packages``...), ``exclude``/``extend-exclude``
+patterns and, unless disabled, anything ``.gitignore``/``.git/info/exclude`` ignores.
+Files named explicitly are always checked unless ``--force-exclude`` is given
+(what pre-commit needs). Directory symlinks are not followed, so a symlink loop
+cannot trap the walk; a file symlink is read through (and a broken or looping one
+becomes a per-file I/O error).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import pathspec
+
+from dslint.config import Settings
+
+PY_SUFFIXES = (".py", ".pyi")
+
+
+@dataclass
+class Candidate:
+    path: str  # as displayed (relative to the cwd when possible)
+    abspath: str
+    explicit: bool = False
+    missing: bool = False
+
+
+class _GitIgnore:
+    """Hierarchical .gitignore matching, one compiled spec per directory."""
+
+    def __init__(self) -> None:
+        self._specs: Dict[str, Optional[pathspec.GitIgnoreSpec]] = {}
+        self._repo_roots: Dict[str, Optional[str]] = {}
+
+    def _spec(self, directory: str) -> Optional[pathspec.GitIgnoreSpec]:
+        if directory in self._specs:
+            return self._specs[directory]
+        lines: List[str] = []
+        for name in (".gitignore", os.path.join(".git", "info", "exclude")):
+            try:
+                with open(os.path.join(directory, name), encoding="utf-8", errors="replace") as handle:
+                    lines.extend(handle.read().splitlines())
+            except OSError:
+                pass
+        spec = pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
+        self._specs[directory] = spec
+        return spec
+
+    def _repo_root(self, directory: str) -> Optional[str]:
+        if directory in self._repo_roots:
+            return self._repo_roots[directory]
+        root: Optional[str] = None
+        if os.path.exists(os.path.join(directory, ".git")):
+            root = directory
+        else:
+            parent = os.path.dirname(directory)
+            if parent != directory:
+                root = self._repo_root(parent)
+        self._repo_roots[directory] = root
+        return root
+
+    def ignored(self, abspath: str, is_dir: bool) -> bool:
+        directory = os.path.dirname(abspath)
+        repo = self._repo_root(directory)
+        if repo is None:
+            return False
+        # Walk from the repository root down; deeper .gitignore files override.
+        chain = []
+        current = directory
+        while True:
+            chain.append(current)
+            if current == repo:
+                break
+            parent = os.path.dirname(current)
+            if parent == current:
+                break
+            current = parent
+        verdict = False
+        for base in reversed(chain):
+            spec = self._spec(base)
+            if spec is None:
+                continue
+            rel = os.path.relpath(abspath, base).replace(os.sep, "/")
+            if is_dir:
+                rel += "/"
+            result = spec.check_file(rel)
+            if result.include is not None:
+                verdict = result.include
+        return verdict
+
+
+class Discovery:
+    def __init__(self, settings: Settings, cwd: Optional[Path] = None) -> None:
+        self.settings = settings
+        self.cwd = str((cwd or Path.cwd()).resolve())
+        self.root = str(settings.root)
+        self.exclude = pathspec.GitIgnoreSpec.from_lines([*settings.exclude, *settings.extend_exclude])
+        self.gitignore = _GitIgnore() if settings.respect_gitignore else None
+
+    def display(self, abspath: str) -> str:
+        try:
+            rel = os.path.relpath(abspath, self.cwd)
+        except ValueError:
+            return abspath
+        return abspath if rel.startswith("..") else rel
+
+    def _rel_to_root(self, abspath: str) -> str:
+        rel = os.path.relpath(abspath, self.root)
+        return rel.replace(os.sep, "/")
+
+    def excluded(self, abspath: str, is_dir: bool) -> bool:
+        rel = self._rel_to_root(abspath)
+        if rel.startswith("../"):
+            # outside the project: match on the path's own name only
+            rel = os.path.basename(abspath)
+        if is_dir:
+            rel += "/"
+        if self.exclude.match_file(rel):
+            return True
+        return bool(self.gitignore and self.gitignore.ignored(abspath, is_dir))
+
+    def collect(self, paths: List[str]) -> List[Candidate]:
+        out: List[Candidate] = []
+        seen = set()
+        for raw in paths:
+            abspath = os.path.abspath(raw)
+            if not os.path.lexists(abspath):
+                out.append(Candidate(raw, abspath, explicit=True, missing=True))
+                continue
+            if os.path.isdir(abspath):
+                if self.settings.force_exclude and self._any_parent_excluded(abspath, is_dir=True):
+                    continue
+                for found in self._walk(abspath):
+                    if found not in seen:
+                        seen.add(found)
+                        out.append(Candidate(self.display(found), found))
+            else:
+                if self.settings.force_exclude and self._any_parent_excluded(abspath, is_dir=False):
+                    continue
+                if abspath not in seen:
+                    seen.add(abspath)
+                    out.append(Candidate(self.display(abspath), abspath, explicit=True))
+        return out
+
+    def _any_parent_excluded(self, abspath: str, is_dir: bool) -> bool:
+        if self.excluded(abspath, is_dir):
+            return True
+        current = os.path.dirname(abspath)
+        root = self.root
+        while current.startswith(root) and current != root:
+            if self.excluded(current, True):
+                return True
+            current = os.path.dirname(current)
+        return False
+
+    def _walk(self, top: str) -> List[str]:
+        found: List[str] = []
+        stack = [top]
+        while stack:
+            directory = stack.pop()
+            try:
+                entries = sorted(os.scandir(directory), key=lambda e: e.name)
+            except OSError:
+                continue
+            subdirs = []
+            for entry in entries:
+                try:
+                    is_dir = entry.is_dir(follow_symlinks=False)
+                    is_link = entry.is_symlink()
+                except OSError:
+                    continue
+                if is_dir:
+                    if not self.excluded(entry.path, True):
+                        subdirs.append(entry.path)
+                elif entry.name.endswith(PY_SUFFIXES):
+                    if is_link and os.path.isdir(entry.path):
+                        continue
+                    if not self.excluded(entry.path, False):
+                        found.append(entry.path)
+            stack.extend(reversed(subdirs))
+        return found

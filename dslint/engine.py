@@ -1,0 +1,306 @@
+"""Orchestration of one ``dslint check`` run.
+
+1. read and decode every file (I/O problems become DSL002 findings);
+2. prefilter: pick the files that can matter (``prefilter.py``);
+3. phase 1: parse each picked file once and summarise it; pull in files whose
+   functions or classes dataset code reaches, until nothing new is reached;
+4. build the project index from the summaries (cross-file facts);
+5. phase 2: run every selected rule over each parsed file, then suppressions;
+6. per-file ignores, sorted output.
+
+Large inputs run on one worker process per core ("shards"); a shard keeps the
+trees it parsed in phase 1 for phase 2, so nothing is parsed twice. Small inputs
+(what pre-commit passes) run in-process. The cache (``cache.py``) skips both
+phases for unchanged files whose cross-file answers are unchanged.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Set, Tuple
+
+from dslint import prefilter, worker
+from dslint.config import Settings
+from dslint.diagnostics import ERROR, Diagnostic
+from dslint.rules.base import all_rules
+from dslint.semantics.names import module_name_for
+from dslint.semantics.project import ProjectIndex
+from dslint.source import SourceError, decode
+
+PARALLEL_MIN_BYTES = 256 * 1024
+CHUNK_BYTES = 64 * 1024
+MAX_PULL_ROUNDS = 8
+
+
+@dataclass
+class FileInput:
+    path: str  # display path
+    abspath: str
+    data: Optional[bytes] = None
+    error: Optional[str] = None
+
+
+@dataclass
+class CheckResult:
+    diagnostics: List[Diagnostic] = field(default_factory=list)
+    internal_errors: List[str] = field(default_factory=list)
+    files: int = 0
+    parsed: int = 0
+    cached: int = 0
+    texts: Dict[str, str] = field(default_factory=dict)
+    encodings: Dict[str, tuple] = field(default_factory=dict)
+
+
+def io_error(path: str, message: str) -> Diagnostic:
+    rule = all_rules()["DSL002"]
+    return Diagnostic(
+        code="DSL002",
+        name=rule.name,
+        message=message,
+        path=path,
+        start=(1, 1),
+        end=(1, 1),
+        level=ERROR,
+        help=rule.help,
+    )
+
+
+class Engine:
+    def __init__(self, settings: Settings, *, use_prefilter: bool = True, jobs: Optional[int] = None, cache=None) -> None:
+        self.settings = settings
+        self.use_prefilter = use_prefilter
+        self.jobs = jobs if jobs is not None else (os.cpu_count() or 1)
+        self.cache = cache
+        self.rules = settings.enabled_rules()
+        self.rule_specs = [(r.code, settings.rule_options.get(r.code, {})) for r in self.rules]
+        self.enabled = sorted({r.code for r in self.rules} | {"DSL000", "DSL002"})
+
+    # ------------------------------------------------------------------ public
+    def check(self, inputs: Sequence[FileInput]) -> CheckResult:
+        result = CheckResult(files=len(inputs))
+        texts: Dict[str, str] = {}
+        modules: Dict[str, Tuple[str, bool]] = {}
+        for item in inputs:
+            if item.error is not None:
+                result.diagnostics.append(io_error(item.path, item.error))
+                continue
+            try:
+                source = decode(item.data or b"", item.path)
+            except SourceError as exc:
+                result.diagnostics.append(io_error(item.path, str(exc)))
+                continue
+            texts[item.path] = source.text
+            result.encodings[item.path] = (source.encoding, source.has_bom)
+            modules[item.path] = module_name_for(item.abspath)
+        result.texts = texts
+        if not texts:
+            return result
+
+        cached = self.cache.lookup(texts) if self.cache is not None else {}
+        chosen = self._choose(texts, cached)
+        by_module: Dict[str, List[str]] = {}
+        for path, (name, _) in modules.items():
+            by_module.setdefault(name, []).append(path)
+
+        with _Shards(self.jobs if self._parallel(texts, chosen) else 1) as shards:
+            summaries: Dict[str, dict] = {}
+            pending = set(chosen)
+            rounds = 0
+            while pending and rounds < MAX_PULL_ROUNDS:
+                rounds += 1
+                self._phase1(sorted(pending), texts, modules, cached, shards, summaries, result)
+                index = ProjectIndex(summaries)
+                reached = _reached_files(index, summaries, by_module)
+                pending = {p for p in reached if p not in chosen}
+                chosen |= pending
+            index = ProjectIndex(summaries)
+            self._phase2(sorted(chosen), texts, modules, cached, shards, summaries, index, result)
+
+        if self.cache is not None:
+            self.cache.save()
+        self._per_file_ignores(result)
+        result.diagnostics.sort(key=Diagnostic.sort_key)
+        return result
+
+    # ------------------------------------------------------------------ steps
+    def _choose(self, texts: Dict[str, str], cached: Dict[str, dict]) -> Set[str]:
+        if not self.use_prefilter:
+            return set(texts)
+        return prefilter.select(texts)
+
+    def _parallel(self, texts: Dict[str, str], chosen: Set[str]) -> bool:
+        if self.jobs <= 1:
+            return False
+        return sum(len(texts[p]) for p in chosen) >= PARALLEL_MIN_BYTES
+
+    def _phase1(self, paths, texts, modules, cached, shards, summaries, result) -> None:
+        todo = []
+        for path in paths:
+            entry = cached.get(path)
+            if entry is not None and "summary" in entry:
+                if entry["summary"] is not None:
+                    summaries[path] = entry["summary"]
+                elif entry.get("syntax") is not None:
+                    pass  # a cached syntax error: reported in phase 2
+                continue
+            todo.append((path, texts[path], *modules[path]))
+        for path, summary, syntax in shards.summarize(todo):
+            result.parsed += 1
+            if summary is not None:
+                summaries[path] = summary
+            if self.cache is not None:
+                self.cache.store_summary(path, texts[path], summary, syntax)
+            if syntax is not None:
+                cached.setdefault(path, {})["syntax_now"] = syntax
+
+    def _phase2(self, paths, texts, modules, cached, shards, summaries, index, result) -> None:
+        todo = []
+        for path in paths:
+            entry = cached.get(path, {})
+            if "syntax_now" in entry:
+                result.diagnostics.append(Diagnostic.from_dict(entry["syntax_now"]))
+                continue
+            if entry.get("summary") is None and entry.get("syntax") is not None:
+                result.diagnostics.append(Diagnostic.from_dict(entry["syntax"]))
+                result.cached += 1
+                continue
+            if self.cache is not None and self.cache.valid_findings(path, entry, index):
+                result.diagnostics.extend(Diagnostic.from_dict(d) for d in entry["findings"])
+                result.cached += 1
+                continue
+            todo.append((path, texts[path], *modules[path]))
+        for path, diagnostics, log, errors in shards.check(todo, summaries, self.rule_specs, self.enabled):
+            result.diagnostics.extend(Diagnostic.from_dict(d) for d in diagnostics)
+            result.internal_errors.extend(errors)
+            if self.cache is not None and not errors:
+                self.cache.store_findings(path, texts[path], diagnostics, log)
+
+    def _per_file_ignores(self, result: CheckResult) -> None:
+        if not self.settings.per_file_ignores:
+            return
+        root = str(self.settings.root)
+        kept = []
+        memo: Dict[str, set] = {}
+        for diagnostic in result.diagnostics:
+            ignored = memo.get(diagnostic.path)
+            if ignored is None:
+                rel = os.path.relpath(os.path.abspath(diagnostic.path), root).replace(os.sep, "/")
+                ignored = memo[diagnostic.path] = self.settings.ignored_codes_for(rel)
+            if diagnostic.code not in ignored:
+                kept.append(diagnostic)
+        result.diagnostics = kept
+
+
+def _reached_files(index: ProjectIndex, summaries: Dict[str, dict], by_module: Dict[str, List[str]]) -> Set[str]:
+    """Files (not yet summarised) that define something dataset code refers to."""
+    wanted: Set[str] = set()
+    for path, summary in summaries.items():
+        for cls in summary["classes"].values():
+            wanted.update(b for b in cls["bases"] if b)
+        for key, (mode, _) in index.per_sample.items():
+            if key[0] != path:
+                continue
+            facts = index.function_facts(key)
+            for kind, target, _ in facts["calls"] if facts else ():
+                if kind == "func":
+                    wanted.add(target)
+        wanted.update(summary.get("references", ()))
+    found: Set[str] = set()
+    for qualified in wanted:
+        parts = qualified.split(".")
+        for i in range(len(parts) - 1, 0, -1):
+            for path in by_module.get(".".join(parts[:i]), ()):
+                if path not in summaries:
+                    found.add(path)
+    return found
+
+
+# ---------------------------------------------------------------------- shards
+
+
+class _Shards:
+    """Phase 1 and phase 2 on N single-process pools; a file stays on its shard."""
+
+    def __init__(self, count: int) -> None:
+        self.count = max(1, count)
+        self.pools: List[ProcessPoolExecutor] = []
+        self.owner: Dict[str, int] = {}
+
+    def __enter__(self):
+        if self.count > 1:
+            context = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
+            self.pools = [ProcessPoolExecutor(max_workers=1, mp_context=context) for _ in range(self.count)]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for pool in self.pools:
+            pool.shutdown(wait=True, cancel_futures=True)
+        worker.release()
+
+    def summarize(self, items: List[tuple]) -> List[tuple]:
+        if not items:
+            return []
+        if not self.pools:
+            return worker.summarize_batch(items)
+        chunks = _chunks(items)
+        results: List[tuple] = []
+        free = list(range(self.count))
+        running = {}
+        while chunks or running:
+            while chunks and free:
+                shard = free.pop()
+                chunk = chunks.pop(0)
+                running[self.pools[shard].submit(worker.summarize_batch, chunk)] = (shard, chunk)
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                shard, chunk = running.pop(future)
+                free.append(shard)
+                for item in chunk:
+                    self.owner[item[0]] = shard
+                results.extend(future.result())
+        return results
+
+    def check(self, items: List[tuple], summaries, rule_specs, enabled) -> List[tuple]:
+        if not items:
+            return []
+        if not self.pools:
+            return worker.check_batch(items, summaries, rule_specs, enabled)
+        per_shard: Dict[int, List[tuple]] = {}
+        unowned = []
+        for item in items:
+            shard = self.owner.get(item[0])
+            if shard is None:
+                unowned.append(item)
+            else:
+                per_shard.setdefault(shard, []).append((item[0], None, item[2], item[3]))
+        # files parsed by nobody yet (cache hits in phase 1) go to the lightest shard
+        for item in unowned:
+            shard = min(range(self.count), key=lambda s: len(per_shard.get(s, ())))
+            per_shard.setdefault(shard, []).append(item)
+        futures = [
+            self.pools[shard].submit(worker.check_batch, batch, summaries, rule_specs, enabled)
+            for shard, batch in per_shard.items()
+        ]
+        results: List[tuple] = []
+        for future in futures:
+            results.extend(future.result())
+        return results
+
+
+def _chunks(items: List[tuple]) -> List[List[tuple]]:
+    chunks: List[List[tuple]] = []
+    current: List[tuple] = []
+    size = 0
+    for item in sorted(items, key=lambda it: -len(it[1])):
+        current.append(item)
+        size += len(item[1])
+        if size >= CHUNK_BYTES:
+            chunks.append(current)
+            current, size = [], 0
+    if current:
+        chunks.append(current)
+    return chunks

@@ -1,0 +1,59 @@
+"""Text edits for fixes, and applying them safely."""
+
+from __future__ import annotations
+
+import re
+from typing import List, Sequence
+
+from dslint.diagnostics import SAFE, Edit, Fix
+
+_CODE = re.compile(r"[A-Z]+[0-9]+")
+
+
+def remove_noqa_codes(noqa, unused: Sequence[str]) -> Fix:
+    """Drop ``unused`` codes from a ``# noqa: ...`` comment (the whole comment if nothing is left)."""
+    comment = noqa.comment
+    start, end = noqa.match_span
+    directive = comment[start:end]
+    codes = [c for c in _CODE.findall(directive.split(":", 1)[1]) if c not in unused] if ":" in directive else []
+    row = noqa.row
+    col = noqa.start[1]  # 1-based column of '#'
+    if codes:
+        new_directive = directive.split(":", 1)[0] + ": " + ", ".join(codes)
+        new_comment = comment[:start] + new_directive + comment[end:]
+        edit = Edit(new_comment, (row, col), (row, col + len(comment)))
+    else:
+        rest = (comment[:start].rstrip("# ").strip() + " " + comment[end:].strip()).strip()
+        if rest:
+            rest = rest.lstrip("#").strip()
+            edit = Edit("# " + rest, (row, col), (row, col + len(comment)))
+        else:
+            line = noqa.line_text.rstrip("\r\n")
+            before = line[: col - 1]
+            trimmed = before.rstrip()
+            edit = Edit("", (row, len(trimmed) + 1), (row, col + len(comment)))
+    plural = "s" if len(unused) > 1 else ""
+    return Fix(SAFE, f"Remove unused `noqa` code{plural} {', '.join(unused)}", (edit,))
+
+
+def apply_edits(text: str, edits: List[Edit]) -> str:
+    """Apply non-overlapping edits (rows/columns 1-based) to ``text``."""
+    from dslint.source import line_starts, offset_of
+
+    starts = line_starts(text)
+    spans = []
+    for edit in edits:
+        a = offset_of(starts, *edit.start)
+        b = offset_of(starts, *edit.end)
+        spans.append((a, b, edit.content))
+    spans.sort()
+    out = []
+    position = 0
+    for a, b, content in spans:
+        if a < position:
+            raise ValueError("overlapping edits")
+        out.append(text[position:a])
+        out.append(content)
+        position = b
+    out.append(text[position:])
+    return "".join(out)

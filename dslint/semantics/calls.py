@@ -1,0 +1,175 @@
+"""Binding call arguments to parameters, and what a literal argument is worth.
+
+Arguments bind by position and keyword exactly as Python would for the signature
+given. Anything that is not a literal (or a module constant assigned once to a
+literal) is UNKNOWN, and so is every parameter not passed explicitly when the call
+has ``*args``/``**kwargs``: unknown is never reported as wrong.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional, Sequence
+
+import libcst as cst
+
+
+class _Sentinel:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def __bool__(self) -> bool:  # an unknown must never pass for a value
+        raise TypeError(f"{self.name} has no truth value; compare with `is`")
+
+
+UNKNOWN = _Sentinel("UNKNOWN")
+
+
+class Signature:
+    def __init__(self, positional: Sequence[str], keyword_only: Sequence[str] = (), defaults: Optional[dict] = None) -> None:
+        self.positional = tuple(positional)
+        self.keyword_only = tuple(keyword_only)
+        self.defaults = dict(defaults or {})
+
+    @property
+    def names(self):
+        return self.positional + self.keyword_only
+
+
+DATALOADER = Signature(
+    (
+        "dataset",
+        "batch_size",
+        "shuffle",
+        "sampler",
+        "batch_sampler",
+        "num_workers",
+        "collate_fn",
+        "pin_memory",
+        "drop_last",
+        "timeout",
+        "worker_init_fn",
+        "multiprocessing_context",
+        "generator",
+    ),
+    ("prefetch_factor", "persistent_workers", "pin_memory_device", "in_order"),
+    {
+        "batch_size": 1,
+        "shuffle": None,
+        "sampler": None,
+        "batch_sampler": None,
+        "num_workers": 0,
+        "collate_fn": None,
+        "pin_memory": False,
+        "drop_last": False,
+        "timeout": 0,
+        "worker_init_fn": None,
+        "multiprocessing_context": None,
+        "generator": None,
+        "prefetch_factor": None,
+        "persistent_workers": False,
+        "pin_memory_device": "",
+        "in_order": True,
+    },
+)
+
+
+class BoundCall:
+    """A call's arguments by parameter name."""
+
+    def __init__(self, call: cst.Call, signature: Signature) -> None:
+        self.call = call
+        self.signature = signature
+        self.args: Dict[str, cst.Arg] = {}
+        self.has_star_args = False
+        self.has_star_kwargs = False
+        position = 0
+        for arg in call.args:
+            if arg.star == "*":
+                self.has_star_args = True
+                continue
+            if arg.star == "**":
+                self.has_star_kwargs = True
+                continue
+            if arg.keyword is not None:
+                self.args[arg.keyword.value] = arg
+                continue
+            if self.has_star_args:
+                continue  # position unknown after *args
+            if position < len(signature.positional):
+                self.args[signature.positional[position]] = arg
+            position += 1
+
+    @property
+    def is_open(self) -> bool:
+        """Arguments may come from ``*args``/``**kwargs`` that we cannot see."""
+        return self.has_star_args or self.has_star_kwargs
+
+    def arg(self, name: str) -> Optional[cst.Arg]:
+        return self.args.get(name)
+
+    def passed(self, name: str) -> bool:
+        return name in self.args
+
+    def may_be_passed(self, name: str) -> bool:
+        return name in self.args or self.is_open
+
+    def expr(self, name: str) -> Optional[cst.BaseExpression]:
+        arg = self.args.get(name)
+        return arg.value if arg is not None else None
+
+
+def literal_value(expr: cst.CSTNode, constant=None):
+    """The Python value of a literal expression, or UNKNOWN.
+
+    ``constant(name_node)`` may resolve a Name to another expression (a module
+    constant); it returns None when the name is not a known constant.
+    """
+    if isinstance(expr, cst.Integer):
+        return expr.evaluated_value
+    if isinstance(expr, cst.Float):
+        return expr.evaluated_value
+    if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString)):
+        value = expr.evaluated_value
+        return UNKNOWN if value is None else value
+    if isinstance(expr, cst.Name):
+        if expr.value == "True":
+            return True
+        if expr.value == "False":
+            return False
+        if expr.value == "None":
+            return None
+        if constant is not None:
+            target = constant(expr)
+            if target is not None:
+                return literal_value(target, None)
+        return UNKNOWN
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, (cst.Minus, cst.Plus)):
+        inner = literal_value(expr.expression, constant)
+        if isinstance(inner, (int, float)) and not isinstance(inner, bool):
+            return -inner if isinstance(expr.operator, cst.Minus) else inner
+        return UNKNOWN
+    if isinstance(expr, (cst.List, cst.Tuple)):
+        values = []
+        for element in expr.elements:
+            if not isinstance(element, cst.Element):
+                return UNKNOWN
+            value = literal_value(element.value, constant)
+            if value is UNKNOWN:
+                return UNKNOWN
+            values.append(value)
+        return values if isinstance(expr, cst.List) else tuple(values)
+    return UNKNOWN
+
+
+def is_truthy_literal(value) -> bool:
+    return value is not UNKNOWN and bool(value)
+
+
+def describe(expr: cst.CSTNode, module: cst.Module) -> str:
+    """Source text of an expression, on one line, for messages."""
+    text = module.code_for_node(expr).strip()
+    text = " ".join(text.split())
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -1,0 +1,221 @@
+"""FileContext: what a rule may ask about the file it checks.
+
+Built once per file over the single parse; rules ask questions here instead of
+re-deriving them: qualified names, enclosing functions and classes, which classes
+are datasets, which code runs per sample, DataLoader arguments and literal values.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Iterator, List, Optional
+
+import libcst as cst
+
+from dslint.semantics.bindings import class_ref, local_class_path, single_assignment
+from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall, Signature, literal_value
+from dslint.semantics.names import ModuleNames, dotted_parts
+from dslint.semantics.project import DATALOADER_ROOTS, View
+from dslint.semantics.regions import LOOP, WHOLE, RegionCache
+from dslint.semantics.summary import local_qualname
+from dslint.semantics.walk import TreeIndex
+
+DATALOADER_NAME = "torch.utils.data.DataLoader"
+
+
+class FileContext:
+    def __init__(
+        self,
+        path: str,
+        text: str,
+        module: cst.Module,
+        tree: TreeIndex,
+        names: ModuleNames,
+        regions: RegionCache,
+        summary: dict,
+        view: View,
+        options: Optional[dict] = None,
+    ) -> None:
+        self.path = path
+        self.text = text
+        self.module = module
+        self.tree = tree
+        self.names = names
+        self.regions = regions
+        self.summary = summary
+        self.view = view
+        self.options = options or {}
+        self._memo: Dict[str, object] = {}
+
+    # ------------------------------------------------------------------ tree
+    def nodes(self, cls):
+        return self.tree.nodes(cls)
+
+    def parent(self, node: cst.CSTNode):
+        return self.tree.parent_of(node)
+
+    def ancestors(self, node: cst.CSTNode):
+        return self.tree.ancestors(node)
+
+    def code(self, node: cst.CSTNode) -> str:
+        return self.module.code_for_node(node)
+
+    def enclosing_function(self, node: cst.CSTNode, *, through_lambdas: bool = True) -> Optional[cst.FunctionDef]:
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, cst.FunctionDef):
+                return ancestor
+            if isinstance(ancestor, cst.ClassDef):
+                return None
+            if isinstance(ancestor, cst.Lambda) and not through_lambdas:
+                return None
+        return None
+
+    def method_class(self, func: cst.FunctionDef) -> Optional[cst.ClassDef]:
+        """The class whose body defines ``func`` directly, if any."""
+        block = self.parent(func)
+        if isinstance(block, cst.IndentedBlock):
+            owner = self.parent(block)
+            if isinstance(owner, cst.ClassDef):
+                return owner
+        return None
+
+    def qualname_of_def(self, node) -> str:
+        return local_qualname(node, self.tree)
+
+    # ------------------------------------------------------------------ names
+    def qualname(self, expr: cst.CSTNode) -> Optional[str]:
+        return self.names.qualname(expr)
+
+    def call_name(self, call: cst.Call) -> Optional[str]:
+        if isinstance(call.func, (cst.Name, cst.Attribute)):
+            return self.names.qualname(call.func)
+        return None
+
+    def calls_to(self, *qualified: str) -> Iterator[cst.Call]:
+        wanted = set(qualified)
+        last = self.names.call_tails({q.rsplit(".", 1)[-1] for q in wanted})
+        for call in self.nodes(cst.Call):
+            func = call.func
+            tail = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else None)
+            if tail in last and self.call_name(call) in wanted:
+                yield call
+
+    # ------------------------------------------------------------------ datasets
+    def class_kind(self, cls: cst.ClassDef) -> Optional[str]:
+        return self.view.class_kind(self.qualname_of_def(cls))
+
+    def dataset_classes(self) -> List[cst.ClassDef]:
+        if "dataset_classes" not in self._memo:
+            self._memo["dataset_classes"] = [c for c in self.nodes(cst.ClassDef) if self.class_kind(c)]
+        return self._memo["dataset_classes"]  # type: ignore[return-value]
+
+    def dataset_class_of(self, node: cst.CSTNode) -> Optional[cst.ClassDef]:
+        """The dataset class whose method contains ``node``."""
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, cst.ClassDef):
+                return ancestor if self.class_kind(ancestor) else None
+        return None
+
+    def per_sample_mode(self, func: cst.FunctionDef) -> Optional[str]:
+        answer = self.view.per_sample(self.qualname_of_def(func))
+        return answer[0] if answer else None
+
+    def per_sample_label(self, func: cst.FunctionDef) -> Optional[str]:
+        answer = self.view.per_sample(self.qualname_of_def(func))
+        return answer[1] if answer else None
+
+    def is_per_sample(self, node: cst.CSTNode) -> bool:
+        """Does ``node`` run once for every sample the dataset produces?"""
+        chain = []
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, cst.FunctionDef):
+                break
+            if isinstance(ancestor, cst.ClassDef):
+                return False
+            chain.append(ancestor)
+        else:
+            return False
+        func = ancestor
+        mode = self.per_sample_mode(func)
+        if mode is None:
+            return False
+        in_loop, lazy = self.regions.get(func).classify(node, chain)
+        if lazy:
+            return False
+        return mode == WHOLE or (mode == LOOP and in_loop)
+
+    def in_dataset_code(self, node: cst.CSTNode) -> bool:
+        """Inside a method of a dataset class, or a function that runs per sample."""
+        func = self.enclosing_function(node)
+        while func is not None:
+            owner = self.method_class(func)
+            if owner is not None and self.class_kind(owner):
+                return True
+            if self.per_sample_mode(func):
+                return True
+            func = self.enclosing_function(func)
+        return False
+
+    def dataset_kind(self, expr: Optional[cst.CSTNode]) -> Optional[str]:
+        """Kind of the dataset an expression evaluates to, when it can be told statically."""
+        ref = class_ref(self.tree, self.names, expr)
+        if ref is None:
+            return None
+        if ref[0] == "local":
+            return self.class_kind(ref[1])
+        return self.view.kind_of(ref[1])
+
+    def class_kind_of_ref(self, ref: cst.CSTNode) -> Optional[str]:
+        """Dataset kind of the class a Name/Attribute refers to."""
+        if isinstance(ref, cst.Name):
+            local = local_class_path(self.tree, ref.value)
+            if local is not None:
+                return self.class_kind(local)
+        return self.view.kind_of(self.qualname(ref))
+
+    def single_assignment(self, name: cst.Name) -> Optional[cst.BaseExpression]:
+        """The value of the one assignment to ``name`` in its scope, if there is one."""
+        return single_assignment(self.tree, name)
+
+    # ------------------------------------------------------------------ literals
+    def literal(self, expr: Optional[cst.CSTNode]):
+        if expr is None:
+            return UNKNOWN
+        return literal_value(expr, self._module_constant)
+
+    def _module_constant(self, name: cst.Name) -> Optional[cst.BaseExpression]:
+        # Only a module-level name assigned exactly once, not shadowed where used.
+        for ancestor in self.ancestors(name):
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+                found, _ = self.names.scope(ancestor).lookup(name.value)
+                if found:
+                    return None
+        if name.value in self.names.imports or name.value in self.names.defs:
+            return None
+        values = self.names.assigns.get(name.value)
+        if values and len(values) == 1 and values[0] is not None:
+            return values[0]
+        return None
+
+    # ------------------------------------------------------------------ loaders
+    def is_dataloader_call(self, call: cst.Call) -> bool:
+        return self.call_name(call) == DATALOADER_NAME
+
+    def dataloader_calls(self) -> List[BoundCall]:
+        if "loaders" not in self._memo:
+            self._memo["loaders"] = [BoundCall(c, DATALOADER) for c in self.calls_to(DATALOADER_NAME)]
+        return self._memo["loaders"]  # type: ignore[return-value]
+
+    def bind(self, call: cst.Call, signature: Signature) -> BoundCall:
+        return BoundCall(call, signature)
+
+    def value(self, bound: BoundCall, name: str):
+        """Literal value of an argument; the default when absent and nothing is hidden."""
+        arg = bound.arg(name)
+        if arg is not None:
+            return self.literal(arg.value)
+        if bound.is_open:
+            return UNKNOWN
+        return bound.signature.defaults.get(name, UNKNOWN)
+
+
+__all__ = ["FileContext", "DATALOADER_NAME", "DATALOADER_ROOTS", "UNKNOWN", "dotted_parts"]

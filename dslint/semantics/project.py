@@ -1,0 +1,371 @@
+"""The project index: facts that cross files, computed from file summaries.
+
+* which classes are datasets (map-style or iterable), through any chain of project
+  classes and however the torch base was imported;
+* which functions run per sample: reached from ``__getitem__``/``__getitems__``/
+  ``__iter__``/``__next__`` through ``self.method()``, ``super().method()`` and plain
+  calls, with methods looked up along the dataset class's own MRO (so a base class
+  in one file and the method it calls in a subclass in another are connected);
+* which functions exist where (for ``worker_init_fn`` and helpers).
+
+Rules never see the index directly: each file gets a ``View`` that records every
+question and answer. The cache replays those questions against a new index to
+know whether a file's cached findings still hold (a base class edited in another
+file changes the answer, so the file is checked again).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Dict, List, Optional, Tuple
+
+from dslint.semantics.names import canonical
+from dslint.semantics.regions import LOOP, WHOLE
+
+MAP = "map"
+ITERABLE = "iterable"
+
+ITERABLE_ROOTS = frozenset(
+    {
+        "torch.utils.data.IterableDataset",
+        "torch.utils.data.ChainDataset",
+        "torch.utils.data.IterDataPipe",
+        "torch.utils.data.datapipes.datapipe.IterDataPipe",
+        "torch.utils.data.datapipes.iter.IterDataPipe",
+    }
+)
+MAP_ROOTS = frozenset(
+    {
+        "torch.utils.data.Dataset",
+        "torch.utils.data.TensorDataset",
+        "torch.utils.data.Subset",
+        "torch.utils.data.ConcatDataset",
+        "torch.utils.data.StackDataset",
+        "torch.utils.data.MapDataPipe",
+        "torch.utils.data.datapipes.datapipe.MapDataPipe",
+        "torchvision.datasets.VisionDataset",
+    }
+)
+DATALOADER_ROOTS = frozenset({"torch.utils.data.DataLoader"})
+
+ENTRY_POINTS = (("__getitem__", WHOLE), ("__getitems__", WHOLE), ("__iter__", None), ("__next__", WHOLE))
+
+Key = Tuple[str, str]  # (path, local qualified name)
+
+
+def root_kind(qualified: Optional[str]) -> Optional[str]:
+    if not qualified:
+        return None
+    qualified = canonical(qualified)
+    if qualified in ITERABLE_ROOTS:
+        return ITERABLE
+    if qualified in MAP_ROOTS:
+        return MAP
+    if qualified.startswith("torchvision.datasets."):
+        last = qualified.rsplit(".", 1)[1]
+        if last[:1].isupper():
+            return MAP
+    return None
+
+
+class ProjectIndex:
+    def __init__(self, summaries: Dict[str, dict]) -> None:
+        self.summaries = summaries
+        self.by_module: Dict[str, List[str]] = {}
+        for path, summary in summaries.items():
+            self.by_module.setdefault(summary["module"], []).append(path)
+        self._kind: Dict[Key, Optional[str]] = {}
+        self._located: Dict[tuple, Optional[Key]] = {}
+        self.per_sample: Dict[Key, Tuple[str, str]] = {}
+        self._loaders: Optional[Dict[Key, List[dict]]] = None
+        self._compute_per_sample()
+
+    # ---------------------------------------------------------------- locating
+    def _pick(self, paths: List[str], from_path: Optional[str]) -> Optional[str]:
+        if len(paths) == 1:
+            return paths[0]
+        if from_path is None:
+            return None
+        here = os.path.dirname(from_path)
+        best, best_len, tie = None, -1, False
+        for path in paths:
+            common = len(os.path.commonpath([here, os.path.dirname(path)]))
+            if common > best_len:
+                best, best_len, tie = path, common, False
+            elif common == best_len:
+                tie = True
+        return None if tie else best
+
+    def locate(self, qualified: str, from_path: Optional[str], table: str = "classes", _depth: int = 0) -> Optional[Key]:
+        """Where the class (or function) ``qualified`` is defined in the project."""
+        memo_key = (qualified, from_path, table)
+        if memo_key in self._located:
+            return self._located[memo_key]
+        self._located[memo_key] = None  # cycle guard
+        result = self._locate(qualified, from_path, table, _depth)
+        self._located[memo_key] = result
+        return result
+
+    def _locate(self, qualified: str, from_path: Optional[str], table: str, depth: int) -> Optional[Key]:
+        parts = qualified.split(".")
+        for i in range(len(parts) - 1, 0, -1):
+            paths = self.by_module.get(".".join(parts[:i]))
+            if not paths:
+                continue
+            path = self._pick(paths, from_path)
+            if path is None:
+                return None
+            summary = self.summaries[path]
+            rest = parts[i:]
+            key = ".".join(rest)
+            if key in summary[table]:
+                return (path, key)
+            if depth >= 6:
+                return None
+            target = summary["imports"].get(rest[0])
+            if target is not None:
+                return self.locate(canonical(".".join([target, *rest[1:]])), path, table, depth + 1)
+            for star in summary["star_imports"]:
+                found = self.locate(f"{star}.{key}", path, table, depth + 1)
+                if found is not None:
+                    return found
+            return None
+        return None
+
+    # ---------------------------------------------------------------- classes
+    def class_info(self, key: Key) -> dict:
+        return self.summaries[key[0]]["classes"][key[1]]
+
+    def base_keys(self, key: Key) -> List[Key]:
+        found = []
+        for base in self.class_info(key)["bases"]:
+            if base and root_kind(base) is None:
+                located = self.locate(base, key[0])
+                if located is not None and located != key:
+                    found.append(located)
+        return found
+
+    def class_kind(self, key: Key) -> Optional[str]:
+        if key in self._kind:
+            return self._kind[key]
+        self._kind[key] = None  # cycle guard
+        kinds = set()
+        for base in self.class_info(key)["bases"]:
+            kind = root_kind(base)
+            if kind is None and base:
+                located = self.locate(base, key[0])
+                if located is not None and located != key:
+                    kind = self.class_kind(located)
+            if kind:
+                kinds.add(kind)
+        result = ITERABLE if ITERABLE in kinds else (MAP if MAP in kinds else None)
+        self._kind[key] = result
+        return result
+
+    def kind_of(self, qualified: Optional[str], from_path: Optional[str]) -> Optional[str]:
+        """Dataset kind of a class named by a qualified name (torch's own or the project's)."""
+        if not qualified:
+            return None
+        kind = root_kind(qualified)
+        if kind:
+            return kind
+        located = self.locate(canonical(qualified), from_path)
+        return self.class_kind(located) if located else None
+
+    def is_subclass_of(self, key: Key, roots: frozenset, _seen=None) -> bool:
+        seen = _seen if _seen is not None else set()
+        if key in seen:
+            return False
+        seen.add(key)
+        for base in self.class_info(key)["bases"]:
+            if base and canonical(base) in roots:
+                return True
+            if base:
+                located = self.locate(base, key[0])
+                if located is not None and self.is_subclass_of(located, roots, seen):
+                    return True
+        return False
+
+    def mro(self, key: Key) -> List[Key]:
+        order: List[Key] = []
+        stack = [key]
+        while stack:
+            current = stack.pop(0)
+            if current in order:
+                continue
+            order.append(current)
+            stack[0:0] = self.base_keys(current)
+        return order
+
+    def find_method(self, mro: List[Key], name: str, after: Optional[Key] = None) -> Optional[Key]:
+        started = after is None
+        for cls in mro:
+            if not started:
+                started = cls == after
+                continue
+            if name in self.class_info(cls)["methods"]:
+                return (cls[0], f"{cls[1]}.{name}")
+        return None
+
+    def function_facts(self, key: Key) -> Optional[dict]:
+        summary = self.summaries[key[0]]
+        if key[1] in summary["functions"]:
+            return summary["functions"][key[1]]
+        owner, _, name = key[1].rpartition(".")
+        cls = summary["classes"].get(owner)
+        if cls is not None:
+            return cls["methods"].get(name)
+        return None
+
+    # ---------------------------------------------------------------- per sample
+    def _compute_per_sample(self) -> None:
+        for path, summary in self.summaries.items():
+            for qual in summary["classes"]:
+                key = (path, qual)
+                if self.class_kind(key) is None:
+                    continue
+                self._reach_from(key)
+
+    def _reach_from(self, cls: Key) -> None:
+        mro = self.mro(cls)
+        label = f"{self.summaries[cls[0]]['module']}.{cls[1]}"
+        work: List[Tuple[Key, str]] = []
+        for name, mode in ENTRY_POINTS:
+            method = self.find_method(mro, name)
+            if method is not None:
+                work.append((method, mode))
+        seen: Dict[Key, str] = {}
+        while work:
+            func, mode = work.pop()
+            facts = self.function_facts(func)
+            if facts is None or facts["cached"]:
+                continue
+            if mode is None:
+                mode = LOOP if facts["gen"] else "entry"
+            elif mode == WHOLE and facts["gen"]:
+                mode = LOOP
+            previous = seen.get(func)
+            if previous == WHOLE or previous == mode:
+                continue
+            seen[func] = mode
+            if mode in (WHOLE, LOOP):
+                current = self.per_sample.get(func)
+                if current is None or (current[0] == LOOP and mode == WHOLE):
+                    self.per_sample[func] = (mode, label)
+            owner = (func[0], func[1].rpartition(".")[0])
+            for kind, target, in_loop in facts["calls"]:
+                strong = mode == WHOLE or in_loop
+                callee = self._callee(kind, target, mro, owner, func[0])
+                if callee is None:
+                    continue
+                callee_facts = self.function_facts(callee)
+                if callee_facts is None:
+                    continue
+                if strong:
+                    work.append((callee, LOOP if callee_facts["gen"] else WHOLE))
+                elif callee_facts["gen"]:
+                    work.append((callee, LOOP))
+
+    def _callee(self, kind: str, target: str, mro: List[Key], owner: Key, path: str) -> Optional[Key]:
+        if kind == "self":
+            return self.find_method(mro, target)
+        if kind == "super":
+            return self.find_method(mro, target, after=owner)
+        located = self.locate(target, path, table="functions")
+        return located
+
+    # ---------------------------------------------------------------- loaders & helpers
+    def has_method(self, key: Key, name: str) -> bool:
+        """Defined on the class or a project base (torch's own bases are not counted)."""
+        return self.find_method(self.mro(key), name) is not None
+
+    def reachable(self, key: Key, method: str) -> List[Key]:
+        """Every function reached from ``method`` of class ``key`` by any call."""
+        mro = self.mro(key)
+        start = self.find_method(mro, method)
+        if start is None:
+            return []
+        seen = [start]
+        work = [start]
+        while work:
+            func = work.pop()
+            facts = self.function_facts(func)
+            owner = (func[0], func[1].rpartition(".")[0])
+            for kind, target, _ in facts["calls"] if facts else ():
+                callee = self._callee(kind, target, mro, owner, func[0])
+                if callee is not None and callee not in seen and self.function_facts(callee) is not None:
+                    seen.append(callee)
+                    work.append(callee)
+        return seen
+
+    def loaders_over(self, key: Key) -> List[dict]:
+        """Facts of every DataLoader in the project built over an instance of class ``key``."""
+        if self._loaders is None:
+            self._loaders = {}
+            for path, summary in self.summaries.items():
+                for facts in summary.get("loaders", ()):
+                    if not facts["dataset"]:
+                        continue
+                    located = self.locate(facts["dataset"], path)
+                    if located is not None:
+                        self._loaders.setdefault(located, []).append(facts)
+        return self._loaders.get(key, [])
+
+    def function_by_name(self, qualified: str, from_path: str) -> Optional[dict]:
+        located = self.locate(qualified, from_path, table="functions")
+        return self.function_facts(located) if located else None
+
+    def per_sample_mode(self, path: str, qual: str) -> Optional[Tuple[str, str]]:
+        return self.per_sample.get((path, qual))
+
+
+class View:
+    """The index as seen from one file; every answer is recorded for the cache."""
+
+    def __init__(self, index: ProjectIndex, path: str) -> None:
+        self._index = index
+        self.path = path
+        self.log: List[list] = []
+
+    def _record(self, name: str, args: list, answer):
+        self.log.append([name, args, answer])
+        return answer
+
+    def class_kind(self, qual: str) -> Optional[str]:
+        return self._record("class_kind", [qual], self._index.class_kind((self.path, qual)))
+
+    def kind_of(self, qualified: Optional[str]) -> Optional[str]:
+        return self._record("kind_of", [qualified], self._index.kind_of(qualified, self.path))
+
+    def per_sample(self, qual: str):
+        answer = self._index.per_sample_mode(self.path, qual)
+        return self._record("per_sample", [qual], list(answer) if answer else None)
+
+    def is_subclass(self, qual: str, roots: List[str]) -> bool:
+        key = (self.path, qual)
+        answer = self._index.is_subclass_of(key, frozenset(roots)) if qual in self._index.summaries.get(self.path, {}).get("classes", {}) else False
+        return self._record("is_subclass", [qual, roots], answer)
+
+    def function_facts(self, qualified: str) -> Optional[dict]:
+        """Summary facts of a project function (by qualified name), if it is in the project."""
+        return self._record("function_facts", [qualified], self._index.function_by_name(qualified, self.path))
+
+    def has_method(self, qual: str, name: str) -> bool:
+        return self._record("has_method", [qual, name], self._index.has_method((self.path, qual), name))
+
+    def loaders_over(self, qual: str) -> List[dict]:
+        return self._record("loaders_over", [qual], self._index.loaders_over((self.path, qual)))
+
+    def reachable_facts(self, qual: str, method: str) -> List[dict]:
+        """Facts of the functions reached from ``method`` of this file's class ``qual``."""
+        keys = self._index.reachable((self.path, qual), method)
+        return self._record("reachable_facts", [qual, method], [self._index.function_facts(k) for k in keys])
+
+
+def replay(index: ProjectIndex, path: str, log: List[list]) -> bool:
+    """True when every recorded question still gets the recorded answer."""
+    view = View(index, path)
+    for name, args, answer in log:
+        if getattr(view, name)(*args) != answer:
+            return False
+    return True

@@ -1,0 +1,191 @@
+"""Which code inside a function runs once per sample.
+
+A function reached from ``__getitem__`` runs per sample as a whole. A generator
+(``__iter__`` and the generators it reaches) runs per sample only inside the loops
+that yield; the code before the loop runs once per epoch. In both, a block guarded
+by a "not created yet" test on a ``self`` attribute (the lazy, once-per-worker
+pattern ``if self.db is None: self.db = open_db()``) runs once, not per sample.
+These facts are computed here once and used by the project summary (reachability)
+and by the rules (is this node per-sample?).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Set
+
+import libcst as cst
+
+from dslint.semantics.names import dotted_parts
+from dslint.semantics.walk import iter_subtree
+
+WHOLE = "whole"
+LOOP = "loop"
+
+_SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
+
+
+def self_name(func: cst.FunctionDef) -> Optional[str]:
+    """The name of a method's first parameter (``self`` by convention)."""
+    params = (*func.params.posonly_params, *func.params.params)
+    if not params:
+        return None
+    for decorator in func.decorators:
+        parts = dotted_parts(decorator.decorator)
+        if parts and parts[-1] in ("staticmethod", "classmethod"):
+            return None
+    return params[0].name.value
+
+
+def self_attr(node: cst.CSTNode, self_param: Optional[str]) -> Optional[str]:
+    """``X`` for ``self.X`` (the attribute directly on the instance)."""
+    if (
+        self_param
+        and isinstance(node, cst.Attribute)
+        and isinstance(node.value, cst.Name)
+        and node.value.value == self_param
+    ):
+        return node.attr.value
+    return None
+
+
+def _checked_attrs(test: cst.BaseExpression, self_param: Optional[str]) -> Set[str]:
+    """Self attributes a test checks for "not set yet"."""
+    found: Set[str] = set()
+    if isinstance(test, cst.BooleanOperation):
+        return _checked_attrs(test.left, self_param) | _checked_attrs(test.right, self_param)
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = test.expression
+        attr = self_attr(inner, self_param)
+        if attr:
+            found.add(attr)
+        if isinstance(inner, cst.Call):
+            parts = dotted_parts(inner.func)
+            if parts == ["hasattr"] and len(inner.args) >= 2:
+                value = inner.args[1].value
+                if isinstance(value, cst.SimpleString):
+                    found.add(value.evaluated_value)
+        return found
+    if isinstance(test, cst.Comparison):
+        left_attr = self_attr(test.left, self_param)
+        for comparison in test.comparisons:
+            op = comparison.operator
+            right = comparison.comparator
+            if isinstance(op, (cst.Is, cst.Equal)) and isinstance(right, cst.Name) and right.value == "None":
+                if left_attr:
+                    found.add(left_attr)
+            if isinstance(op, (cst.NotEqual, cst.IsNot)) and left_attr:
+                # ``if self.pid != os.getpid():`` -- reopened per process
+                found.add(left_attr)
+            if isinstance(op, cst.NotIn) and isinstance(test.left, cst.SimpleString):
+                found.add(test.left.evaluated_value)
+            if isinstance(op, cst.NotIn):
+                target_attr = self_attr(right, self_param)
+                if target_attr:
+                    found.add(target_attr)
+        return found
+    return found
+
+
+def _assigned_attrs(body: cst.BaseSuite, self_param: Optional[str]) -> Set[str]:
+    assigned: Set[str] = set()
+    for node in iter_subtree(body, into_scopes=False):
+        if isinstance(node, cst.AssignTarget):
+            target = node.target
+        elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+            target = node.target
+        else:
+            continue
+        if isinstance(target, cst.Subscript):
+            target = target.value
+        attr = self_attr(target, self_param)
+        if attr:
+            assigned.add(attr)
+    return assigned
+
+
+def is_lazy_guard(node: cst.If, self_param: Optional[str]) -> bool:
+    """``if self.h is None: self.h = ...`` and its relatives (once per worker)."""
+    if not self_param:
+        return False
+    checked = _checked_attrs(node.test, self_param)
+    if not checked:
+        return False
+    return bool(checked & _assigned_attrs(node.body, self_param))
+
+
+class FunctionRegions:
+    """Per-sample facts about one function body."""
+
+    __slots__ = ("func", "self_param", "is_generator", "loops", "lazy_bodies", "_loop_bodies")
+
+    def __init__(self, func: cst.FunctionDef) -> None:
+        self.func = func
+        self.self_param = self_name(func)
+        self.is_generator = False
+        self.loops: List[cst.CSTNode] = []
+        self.lazy_bodies: Set[int] = set()
+        loops: List[cst.CSTNode] = []
+        yields: List[cst.CSTNode] = []
+        for node in iter_subtree(func.body, into_scopes=False):
+            if isinstance(node, _SCOPES):
+                continue
+            if isinstance(node, (cst.For, cst.While)):
+                loops.append(node)
+            elif isinstance(node, cst.Yield):
+                yields.append(node)
+                self.is_generator = True
+            elif isinstance(node, cst.If) and is_lazy_guard(node, self.self_param):
+                self.lazy_bodies.add(id(node.body))
+        if yields:
+            for loop in loops:
+                if any(_contains(loop.body, y) for y in yields):
+                    self.loops.append(loop)
+        self._loop_bodies = {id(loop.body) for loop in self.loops}
+
+    def classify(self, node: cst.CSTNode, ancestors: List[cst.CSTNode]) -> tuple[bool, bool]:
+        """(in a yielding loop body, in a lazy once-only block) for ``node``.
+
+        ``ancestors`` runs from ``node``'s parent up to (not including) the function.
+        """
+        in_loop = False
+        lazy = False
+        for ancestor in ancestors:
+            key = id(ancestor)
+            if key in self._loop_bodies:
+                in_loop = True
+            if key in self.lazy_bodies:
+                lazy = True
+        return in_loop, lazy
+
+
+def _contains(root: cst.CSTNode, target: cst.CSTNode) -> bool:
+    for node in iter_subtree(root, into_scopes=False):
+        if node is target:
+            return True
+    return False
+
+
+def is_cached(func: cst.FunctionDef) -> bool:
+    """Memoised functions (``functools.lru_cache``/``cache``) run once per argument."""
+    for decorator in func.decorators:
+        expr = decorator.decorator
+        if isinstance(expr, cst.Call):
+            expr = expr.func
+        parts = dotted_parts(expr)
+        if parts and parts[-1] in ("lru_cache", "cache", "cached_property"):
+            return True
+    return False
+
+
+class RegionCache:
+    """FunctionRegions per function node, computed on first use."""
+
+    def __init__(self) -> None:
+        self._by_id: Dict[int, FunctionRegions] = {}
+
+    def get(self, func: cst.FunctionDef) -> FunctionRegions:
+        regions = self._by_id.get(id(func))
+        if regions is None:
+            regions = FunctionRegions(func)
+            self._by_id[id(func)] = regions
+        return regions

@@ -1,0 +1,201 @@
+"""A file's cross-file facts, as plain JSON-able data.
+
+The project index (``project.py``) is built from these summaries alone, so a file
+that is unchanged never needs re-parsing to take part in cross-file analysis
+(dataset classes derived across files, methods inherited from another file,
+``worker_init_fn`` helpers). Everything here is derived from the one parse of the
+file and kept small.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+import libcst as cst
+
+from dslint.semantics.bindings import class_ref
+from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall, literal_value
+from dslint.semantics.names import ModuleNames, dotted_parts
+from dslint.semantics.regions import RegionCache, is_cached
+from dslint.semantics.walk import TreeIndex, iter_subtree
+
+_SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
+WORKER_INFO = "torch.utils.data.get_worker_info"
+
+
+def local_qualname(node: cst.CSTNode, tree: TreeIndex) -> str:
+    """``Outer.Inner`` / ``func.<locals>.Local`` path of a class or function in its module."""
+    parts = [node.name.value]
+    for ancestor in tree.ancestors(node):
+        if isinstance(ancestor, cst.ClassDef):
+            parts.append(ancestor.name.value)
+        elif isinstance(ancestor, cst.FunctionDef):
+            parts.append("<locals>")
+            parts.append(ancestor.name.value)
+    return ".".join(reversed(parts))
+
+
+class Summarizer:
+    def __init__(self, tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> None:
+        self.tree = tree
+        self.names = names
+        self.regions = regions
+        self.class_paths: Dict[str, List[str]] = {}
+        for node in tree.nodes(cst.ClassDef):
+            self.class_paths.setdefault(node.name.value, []).append(local_qualname(node, tree))
+
+    def resolve_class_ref(self, expr: cst.CSTNode) -> Optional[str]:
+        """Qualified name of a base-class expression (``Dataset[int]`` counts as ``Dataset``)."""
+        if isinstance(expr, cst.Subscript):
+            expr = expr.value
+        parts = dotted_parts(expr)
+        if not parts:
+            return None
+        qualified = self.names.qualname(expr)
+        if qualified is None and len(parts) == 1:
+            local = self.class_paths.get(parts[0], [])
+            if len(local) == 1:
+                return f"{self.names.modname}.{local[0]}"
+        return qualified
+
+    def function_facts(self, func: cst.FunctionDef) -> dict:
+        regions = self.regions.get(func)
+        calls = []
+        uses_worker_info = False
+        assigned = set()
+        for node in iter_subtree(func.body, into_scopes=False):
+            if isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Attribute):
+                owner = node.target.value
+                if not (isinstance(owner, cst.Name) and owner.value == regions.self_param):
+                    assigned.add(node.target.attr.value)
+            if isinstance(node, cst.Call):
+                target = self.call_target(node, regions.self_param)
+                if target is None:
+                    continue
+                ancestors = []
+                for ancestor in self.tree.ancestors(node):
+                    if ancestor is func:
+                        break
+                    ancestors.append(ancestor)
+                in_loop, lazy = regions.classify(node, ancestors)
+                if lazy:
+                    continue
+                calls.append([target[0], target[1], in_loop])
+            elif isinstance(node, (cst.Name, cst.Attribute)):
+                if not uses_worker_info and _is_worker_info_ref(node, self.names):
+                    uses_worker_info = True
+        return {
+            "calls": calls,
+            "gen": regions.is_generator,
+            "cached": is_cached(func),
+            "worker_info": uses_worker_info,
+            "assigns": sorted(assigned),
+        }
+
+    def loader_facts(self, call: cst.Call) -> dict:
+        """What other files need to know about a DataLoader built here."""
+        bound = BoundCall(call, DATALOADER)
+        ref = class_ref(self.tree, self.names, bound.expr("dataset"))
+        dataset = None
+        if ref is not None:
+            dataset = f"{self.names.modname}.{local_qualname(ref[1], self.tree)}" if ref[0] == "local" else ref[1]
+
+        def constant(name_node):
+            values = self.names.assigns.get(name_node.value)
+            if values and len(values) == 1 and name_node.value not in self.names.imports:
+                return values[0]
+            return None
+
+        def literal(name):
+            if bound.passed(name):
+                value = literal_value(bound.expr(name), constant)
+            else:
+                value = UNKNOWN if bound.is_open else DATALOADER.defaults.get(name)
+            return None if value is UNKNOWN else value
+
+        return {
+            "dataset": dataset,
+            "num_workers": literal("num_workers"),
+            "persistent_workers": literal("persistent_workers"),
+            "worker_init_fn": self.function_ref(bound.expr("worker_init_fn")),
+            "collate_fn": self.function_ref(bound.expr("collate_fn")),
+        }
+
+    def function_ref(self, expr) -> Optional[str]:
+        """Qualified name of a function passed by name (or through functools.partial)."""
+        if expr is None:
+            return None
+        if isinstance(expr, cst.Call) and self.names.qualname(expr.func) == "functools.partial" and expr.args:
+            expr = expr.args[0].value
+        if isinstance(expr, (cst.Name, cst.Attribute)):
+            return self.names.qualname(expr)
+        return None
+
+    def call_target(self, call: cst.Call, self_param: Optional[str]):
+        func = call.func
+        if isinstance(func, cst.Attribute):
+            value = func.value
+            if self_param and isinstance(value, cst.Name) and value.value == self_param:
+                return ("self", func.attr.value)
+            if (
+                isinstance(value, cst.Call)
+                and isinstance(value.func, cst.Name)
+                and value.func.value == "super"
+            ):
+                return ("super", func.attr.value)
+        if isinstance(func, (cst.Name, cst.Attribute)):
+            qualified = self.names.qualname(func)
+            if qualified and not qualified.startswith("builtins."):
+                return ("func", qualified)
+        return None
+
+
+def _dataloader_calls(tree: TreeIndex, names: ModuleNames):
+    tails = names.call_tails({"DataLoader"})
+    for call in tree.nodes(cst.Call):
+        func = call.func
+        tail = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else None)
+        if tail in tails and names.qualname(func) == "torch.utils.data.DataLoader":
+            yield call
+
+
+def _is_worker_info_ref(node: cst.CSTNode, names: ModuleNames) -> bool:
+    parts = dotted_parts(node)
+    if not parts or parts[-1] != "get_worker_info":
+        return False
+    return names.qualname(node) == WORKER_INFO
+
+
+def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict:
+    s = Summarizer(tree, names, regions)
+    classes: Dict[str, dict] = {}
+    functions: Dict[str, dict] = {}
+    for node in tree.nodes(cst.ClassDef):
+        qual = local_qualname(node, tree)
+        methods = {}
+        for stmt in node.body.body if isinstance(node.body, cst.IndentedBlock) else ():
+            if isinstance(stmt, cst.FunctionDef):
+                methods[stmt.name.value] = s.function_facts(stmt)
+        classes[qual] = {
+            "bases": [s.resolve_class_ref(arg.value) for arg in node.bases if arg.keyword is None],
+            "methods": methods,
+        }
+    for node in tree.nodes(cst.FunctionDef):
+        parent = tree.parent_of(node)
+        # methods are recorded with their class; everything else by its path
+        if isinstance(parent, cst.IndentedBlock) and isinstance(tree.parent_of(parent), cst.ClassDef):
+            continue
+        functions[local_qualname(node, tree)] = s.function_facts(node)
+    imports = {k: next(iter(v)) for k, v in names.imports.items() if len(v) == 1}
+    loaders = [s.loader_facts(call) for call in _dataloader_calls(tree, names)]
+    references = sorted({ref for facts in loaders for ref in (facts["worker_init_fn"], facts["collate_fn"]) if ref})
+    return {
+        "module": names.modname,
+        "package": names.is_package,
+        "imports": imports,
+        "star_imports": list(names.star_imports),
+        "classes": classes,
+        "functions": functions,
+        "loaders": loaders,
+        "references": references,
+    }

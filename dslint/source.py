@@ -1,0 +1,85 @@
+"""Reading checked files: bytes to text, honouring BOMs and PEP 263 cookies."""
+
+from __future__ import annotations
+
+import codecs
+import io
+import tokenize
+from dataclasses import dataclass
+from typing import Optional
+
+
+class SourceError(Exception):
+    """A file that cannot be turned into Python source text."""
+
+
+@dataclass
+class Source:
+    path: str
+    text: str
+    encoding: str
+    has_bom: bool
+
+    @property
+    def lines(self) -> list[str]:
+        return self.text.splitlines()
+
+
+def decode(data: bytes, path: str) -> Source:
+    """Decode ``data`` as Python source, the way the interpreter would."""
+    if b"\x00" in data:
+        raise SourceError("binary file: contains NUL bytes, not Python source")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:  # bad cookie, or a BOM contradicting the cookie
+        raise SourceError(f"cannot determine the encoding: {exc.msg if hasattr(exc, 'msg') else exc}")
+    has_bom = data.startswith(codecs.BOM_UTF8)
+    try:
+        text = data.decode(encoding)
+    except (UnicodeDecodeError, LookupError) as exc:
+        declared = "declared " if encoding not in ("utf-8", "utf-8-sig") else ""
+        raise SourceError(f"cannot decode as {declared}{encoding}: {exc.reason if hasattr(exc, 'reason') else exc}")
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return Source(path=path, text=text, encoding=encoding, has_bom=has_bom)
+
+
+def encode(text: str, encoding: str, has_bom: bool) -> bytes:
+    enc = "utf-8" if encoding == "utf-8-sig" else encoding
+    data = text.encode(enc)
+    if has_bom and not data.startswith(codecs.BOM_UTF8):
+        data = codecs.BOM_UTF8 + data
+    return data
+
+
+def line_starts(text: str) -> list[int]:
+    """Offsets of the start of every line (handling \\n, \\r\\n and \\r)."""
+    starts = [0]
+    i = 0
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if c == "\n":
+            starts.append(i + 1)
+        elif c == "\r":
+            if i + 1 < n and text[i + 1] == "\n":
+                i += 1
+            starts.append(i + 1)
+        i += 1
+    return starts
+
+
+def offset_of(starts: list[int], row: int, col: int) -> int:
+    """Offset for a 1-based row and 1-based column."""
+    return starts[row - 1] + col - 1
+
+
+def location_of(starts: list[int], offset: int) -> tuple[int, int]:
+    import bisect
+
+    row = bisect.bisect_right(starts, offset)
+    return row, offset - starts[row - 1] + 1
+
+
+def first_line(text: Optional[str]) -> str:
+    return (text or "").strip().splitlines()[0] if text and text.strip() else ""

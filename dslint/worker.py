@@ -1,0 +1,336 @@
+"""The per-file work: parse once, summarise, then run every selected rule.
+
+These functions run in the main process for small inputs and in worker processes
+for large ones (see ``engine.py``). A parsed file stays in ``_PARSED`` between the
+summary phase and the rule phase, so each file is parsed exactly once per run.
+Everything returned is plain data.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+import threading
+import traceback
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import libcst as cst
+
+from dslint import suppress
+from dslint.diagnostics import ERROR, Diagnostic, Edit as TextEdit, Fix
+from dslint.positions import node_ranges
+from dslint.rules.base import Rule, all_rules
+from dslint.semantics.context import FileContext
+from dslint.semantics.names import ModuleNames
+from dslint.semantics.project import ProjectIndex, View
+from dslint.semantics.regions import RegionCache
+from dslint.semantics.summary import summarize
+from dslint.semantics.walk import TreeIndex
+
+# Files with very long lines (or very large files) are first checked by CPython's
+# own parser, which rejects nesting it could not run (>200 brackets, operator
+# chains past its recursion limit) in microseconds; libcst's native parser would
+# overflow the C stack on them.
+GATE_LINE_LENGTH = 1000
+GATE_FILE_SIZE = 512 * 1024
+
+
+@dataclass
+class Parsed:
+    path: str
+    text: str
+    module: cst.Module
+    tree: TreeIndex
+    names: ModuleNames
+    regions: RegionCache
+    summary: dict
+
+
+_PARSED: Dict[str, Parsed] = {}
+
+
+def _syntax_diagnostic(path: str, text: str, exc: Exception) -> Diagnostic:
+    row, col, message = 1, 1, str(exc)
+    # Prefer CPython's own message and position when it also rejects the file.
+    try:
+        compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as err:
+        row = err.lineno or 1
+        col = err.offset or 1
+        message = err.msg
+    except (RecursionError, MemoryError) as err:
+        message = f"{type(err).__name__}: {err}"
+    except (ValueError, TypeError) as err:
+        message = str(err)
+    else:
+        if isinstance(exc, cst.ParserSyntaxError):
+            row, col = exc.raw_line, exc.raw_column + 1
+            message = exc.message
+    lines = text.splitlines()
+    row = max(1, min(row, len(lines) or 1))
+    line = lines[row - 1] if lines else ""
+    col = max(1, min(col, len(line) + 1))
+    rule = all_rules()["DSL000"]
+    return Diagnostic(
+        code="DSL000",
+        name=rule.name,
+        message=f"syntax error: {message}",
+        path=path,
+        start=(row, col),
+        end=(row, col),
+        level=ERROR,
+        help=None,
+        source_lines=_context_lines(lines, row, row),
+    )
+
+
+def _gate(path: str, text: str) -> Optional[Exception]:
+    """CPython's verdict on files whose shape could overflow libcst's native parser."""
+    if len(text) < GATE_FILE_SIZE and (not text or max(map(len, text.splitlines() or [""])) < GATE_LINE_LENGTH):
+        return None
+    try:
+        compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except (RecursionError, MemoryError) as err:
+        return err
+    except SyntaxError as err:
+        if "too many nested" in (err.msg or "") or "too many statically nested" in (err.msg or ""):
+            return err
+    except (ValueError, TypeError):
+        return None
+    return None
+
+
+def parse_file(path: str, text: str, modname: str, is_package: bool) -> Tuple[Optional[dict], Optional[Diagnostic]]:
+    """Parse and summarise one file; keep the parse for the rule phase."""
+    refused = _gate(path, text)
+    if refused is not None:
+        return None, _syntax_diagnostic(path, text, refused)
+    try:
+        module = cst.parse_module(text)
+    except (cst.ParserSyntaxError, RecursionError, MemoryError, ValueError) as exc:
+        return None, _syntax_diagnostic(path, text, exc)
+    tree = TreeIndex(module)
+    names = ModuleNames(tree, modname, is_package)
+    regions = RegionCache()
+    summary = summarize(tree, names, regions)
+    _PARSED[path] = Parsed(path, text, module, tree, names, regions, summary)
+    return summary, None
+
+
+def release(paths: Optional[Sequence[str]] = None) -> None:
+    if paths is None:
+        _PARSED.clear()
+    else:
+        for path in paths:
+            _PARSED.pop(path, None)
+
+
+# ---------------------------------------------------------------------------- phase 1
+
+
+def summarize_batch(batch: List[tuple]) -> List[tuple]:
+    """[(path, text, modname, is_package)] -> [(path, summary or None, DSL000 dict or None)]"""
+    return _on_big_stack(_summarize_batch, batch)
+
+
+def _summarize_batch(batch):
+    out = []
+    for path, text, modname, is_package in batch:
+        summary, diagnostic = parse_file(path, text, modname, is_package)
+        out.append((path, summary, diagnostic.to_dict() if diagnostic else None))
+    return out
+
+
+# ---------------------------------------------------------------------------- phase 2
+
+
+def check_batch(batch: List[tuple], summaries: Dict[str, dict], rule_specs: List[tuple], enabled: List[str]) -> List[tuple]:
+    """[(path, text or None, modname, is_package)] -> [(path, [diagnostic dicts], query log, [errors])]
+
+    ``text`` is None for files this process parsed in phase 1.
+    """
+    return _on_big_stack(_check_batch, batch, summaries, rule_specs, enabled)
+
+
+def _check_batch(batch, summaries, rule_specs, enabled):
+    index = ProjectIndex(summaries)
+    registry = all_rules()
+    rules = [registry[code](options) for code, options in rule_specs]
+    out = []
+    for path, text, modname, is_package in batch:
+        parsed = _PARSED.get(path)
+        if parsed is None:
+            summary, diagnostic = parse_file(path, text, modname, is_package)
+            if diagnostic is not None:
+                out.append((path, [diagnostic.to_dict()], [], []))
+                continue
+            parsed = _PARSED[path]
+        diagnostics, log, errors = check_parsed(parsed, index, rules, set(enabled))
+        out.append((path, [d.to_dict() for d in diagnostics], log, errors))
+        _PARSED.pop(path, None)
+    return out
+
+
+def check_parsed(parsed: Parsed, index: ProjectIndex, rules: Sequence[Rule], enabled: set):
+    view = View(index, parsed.path)
+    ctx = FileContext(
+        parsed.path, parsed.text, parsed.module, parsed.tree, parsed.names, parsed.regions, parsed.summary, view
+    )
+    reports = []
+    errors: List[str] = []
+    for rule in rules:
+        ctx.options = rule.opts
+        try:
+            for report in rule.check(ctx):
+                reports.append((rule, report))
+        except Exception as exc:  # a broken rule must not take the run down
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            errors.append(
+                f"internal error in {rule.code} on {parsed.path}: {type(exc).__name__}: {exc} "
+                f"({where.filename.rsplit('/', 1)[-1]}:{where.lineno})"
+            )
+    diagnostics = _to_diagnostics(parsed, reports)
+    diagnostics = apply_suppressions(parsed.path, parsed.text, diagnostics, enabled)
+    return diagnostics, view.log, errors
+
+
+def _to_diagnostics(parsed: Parsed, reports) -> List[Diagnostic]:
+    if not reports:
+        return []
+    nodes = []
+    for _, report in reports:
+        nodes.append(report.node)
+        if report.end_node is not None:
+            nodes.append(report.end_node)
+        if report.fix is not None:
+            for edit in report.fix.edits:
+                nodes.append(edit.start)
+                if edit.end is not None:
+                    nodes.append(edit.end)
+    ranges = node_ranges(parsed.module, nodes)
+    lines = parsed.text.splitlines()
+    out = []
+    seen = set()
+    for rule, report in reports:
+        (srow, scol), (erow, ecol) = ranges[id(report.node)]
+        if report.end_node is not None:
+            erow, ecol = ranges[id(report.end_node)][1]
+        key = (rule.code, srow, scol, report.message)
+        if key in seen:
+            continue
+        seen.add(key)
+        fix = None
+        if report.fix is not None:
+            fix = Fix(
+                applicability=report.fix.applicability,
+                message=report.fix.message,
+                edits=tuple(_text_edit(edit, ranges) for edit in report.fix.edits),
+            )
+        out.append(
+            Diagnostic(
+                code=rule.code,
+                name=rule.name,
+                message=report.message,
+                path=parsed.path,
+                start=(srow, scol + 1),
+                end=(erow, ecol + 1),
+                level=report.level or rule.level,
+                help=report.help or rule.help,
+                fix=fix,
+                noqa_row=srow,
+                source_lines=_context_lines(lines, srow, erow),
+            )
+        )
+    return out
+
+
+def _text_edit(edit, ranges) -> TextEdit:
+    start_range = ranges[id(edit.start)]
+    start = start_range[1] if edit.start_at_end else start_range[0]
+    end_node = edit.end if edit.end is not None else edit.start
+    end_range = ranges[id(end_node)]
+    end = end_range[0] if edit.end_at_start else end_range[1]
+    return TextEdit(edit.content, (start[0], start[1] + 1), (end[0], end[1] + 1))
+
+
+def _context_lines(lines: List[str], start: int, end: int) -> List[str]:
+    """The reported rows, with up to two rows of context before them."""
+    first = max(1, start - 2)
+    last = min(len(lines), max(start, min(end, start + 4)))
+    return [f"{row}\t{lines[row - 1]}" for row in range(first, last + 1)] if lines else []
+
+
+def apply_suppressions(path: str, text: str, diagnostics: List[Diagnostic], enabled: set) -> List[Diagnostic]:
+    if not diagnostics and ("noqa" not in text or "DSL" not in text):
+        return diagnostics
+    if "noqa" not in text and "dslint" not in text:
+        return diagnostics
+    sup = suppress.parse(text)
+    kept = [d for d in diagnostics if not sup.suppresses(d.code, d.noqa_row or d.start[0])]
+    if "DSL001" in enabled and not (suppress.ALL in sup.file_codes or "DSL001" in sup.file_codes):
+        kept.extend(_unused_noqa(path, text, sup, enabled))
+    return kept
+
+
+def _unused_noqa(path: str, text: str, sup: suppress.Suppressions, enabled: set) -> List[Diagnostic]:
+    from dslint.fixes import remove_noqa_codes
+
+    out = []
+    lines = text.splitlines()
+    rule = all_rules()["DSL001"]
+    for row, noqa in sorted(sup.lines.items()):
+        if suppress.ALL in noqa.codes:
+            continue
+        unused = sorted(c for c in noqa.codes if c.startswith("DSL") and c in enabled and c not in noqa.used and c != "DSL001")
+        if not unused or "DSL001" in noqa.codes:
+            continue
+        fix = remove_noqa_codes(noqa, unused)
+        out.append(
+            Diagnostic(
+                code="DSL001",
+                name=rule.name,
+                message=f"unused `noqa` directive: {', '.join(f'`{c}`' for c in unused)} suppressed nothing on this line",
+                path=path,
+                start=noqa.start,
+                end=noqa.end,
+                level=rule.level,
+                help=rule.help,
+                fix=fix,
+                noqa_row=row,
+                source_lines=_context_lines(lines, row, row),
+            )
+        )
+    return out
+
+
+# ---------------------------------------------------------------------------- big stack
+
+_STACK_SIZE = 512 * 1024 * 1024
+
+
+def _on_big_stack(func, *args):
+    """Run ``func`` on a thread with a large C stack (libcst recurses natively)."""
+    result: dict = {}
+
+    def target():
+        old_limit = sys.getrecursionlimit()
+        try:
+            sys.setrecursionlimit(max(old_limit, 20000))
+            result["value"] = func(*args)
+        except BaseException as exc:  # re-raised in the calling thread
+            result["error"] = exc
+        finally:
+            sys.setrecursionlimit(old_limit)
+
+    previous = threading.stack_size()
+    try:
+        threading.stack_size(_STACK_SIZE)
+        thread = threading.Thread(target=target, name="dslint-analysis")
+    finally:
+        threading.stack_size(previous)
+    thread.start()
+    thread.join()
+    if "error" in result:
+        raise result["error"]
+    return result["value"]

@@ -1,0 +1,93 @@
+"""Shared test helpers: the real CLI in a subprocess, and in-process checks of snippets."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Union
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "fixtures"
+
+
+@dataclass
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_cli(*args: str, cwd: Optional[Path] = None, input: Optional[bytes] = None, env: Optional[dict] = None, timeout: int = 300) -> Run:
+    """``python -m dslint ARGS`` exactly as a user runs it."""
+    full_env = dict(os.environ)
+    full_env.pop("DSLINT_CACHE_DIR", None)
+    full_env.pop("DSLINT_OUTPUT_FORMAT", None)
+    full_env["NO_COLOR"] = "1"
+    if env:
+        full_env.update(env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dslint", *args],
+        cwd=cwd,
+        input=input,
+        capture_output=True,
+        env=full_env,
+        timeout=timeout,
+    )
+    return Run(proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"))
+
+
+def write_files(root: Path, files: Union[str, Dict[str, str]]) -> List[Path]:
+    if isinstance(files, str):
+        files = {"example.py": files}
+    written = []
+    for name, content in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(content).lstrip("\n"))
+        written.append(path)
+    return written
+
+
+def check_tree(root: Path, *, select: Optional[List[str]] = None, preview: bool = True, prefilter: bool = True, jobs: int = 1):
+    """Findings for every file under ``root``, in-process (no cache)."""
+    from dslint import api
+    from dslint.config import build_settings
+
+    overrides = {"preview": preview}
+    if select:
+        overrides["select"] = select
+    settings = build_settings([str(root)], isolated=True, overrides=overrides, cwd=root)
+    options = api.CheckOptions(use_cache=False, use_prefilter=prefilter, jobs=jobs)
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        outcome = api.check(["."], settings, options)
+    finally:
+        os.chdir(cwd)
+    return outcome
+
+
+def expected_markers(root: Path) -> set:
+    """{(relative path, row, code)} from ``# expect: CODE[, CODE]`` comments."""
+    import re
+
+    found = set()
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        for row, line in enumerate(path.read_text().splitlines(), 1):
+            m = re.search(r"#\s*expect:\s*([A-Z0-9, ]+)", line)
+            if m:
+                for code in re.findall(r"DSL\d{3}", m.group(1)):
+                    found.add((rel, row, code))
+    return found
+
+
+@pytest.fixture
+def cli():
+    return run_cli
