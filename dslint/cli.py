@@ -227,5 +227,18 @@ def rules(output_format: str) -> None:
         click.echo("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:5])) + "  " + row[5])
 
 
+def _register_runtime_commands() -> None:
+    """``verify``/``probe``/``bench`` live in dslint.runtime (torch is imported only when they run)."""
+    try:
+        from dslint.runtime.commands import COMMANDS
+    except ImportError:
+        return
+    for command in COMMANDS:
+        main.add_command(command)
+
+
+_register_runtime_commands()
+
+
 if __name__ == "__main__":
     main()
