@@ -65,3 +65,97 @@ def check(paths: Sequence[str], settings: Settings, options: Optional[CheckOptio
     engine = Engine(settings, use_prefilter=options.use_prefilter, jobs=options.jobs, cache=cache)
     result = engine.check(inputs)
     return Outcome(result=result, diagnostics=list(result.diagnostics), no_files=not inputs)
+
+
+MAX_FIX_PASSES = 10
+
+
+@dataclass
+class FixOutcome:
+    outcome: Outcome  # the check after the last pass: what remains
+    fixed: dict = field(default_factory=dict)  # path -> number of fixes applied
+    originals: dict = field(default_factory=dict)  # path -> original text
+    results: dict = field(default_factory=dict)  # path -> fixed text
+    errors: List[str] = field(default_factory=list)
+    stdin_path: Optional[str] = None  # fixed stdin is printed, not written
+
+    @property
+    def total_fixed(self) -> int:
+        return sum(self.fixed.values())
+
+
+def fix(paths: Sequence[str], settings: Settings, options: Optional[CheckOptions] = None, *, unsafe: bool = False) -> FixOutcome:
+    """Check, apply the applicable fixes, and re-check until nothing more applies.
+
+    Nothing is written here; the caller writes ``results`` (``--fix``) or prints
+    a diff (``--diff``). Every fixed text must parse, or its fixes are dropped
+    and reported as an internal error.
+    """
+    import libcst as cst
+
+    from dslint.fixes import apply_fixes
+    from dslint.source import encode
+
+    options = options or CheckOptions()
+    inputs = read_inputs(paths, settings, options)
+    cache = None
+    if options.use_cache and inputs and "-" not in paths:
+        cache = Cache(default_cache_dir(Path(settings.root), settings.cache_dir), settings.analysis_key())
+    engine = Engine(settings, use_prefilter=options.use_prefilter, jobs=options.jobs, cache=cache)
+    by_path = {item.path: item for item in inputs}
+    state = FixOutcome(outcome=Outcome(result=CheckResult()))
+    if "-" in paths:
+        state.stdin_path = options.stdin_filename or "-"
+    result = engine.check(inputs)
+    for _ in range(MAX_FIX_PASSES):
+        applicable: dict = {}
+        for d in result.diagnostics:
+            if d.fix is not None and (d.fix.applicability == "safe" or unsafe):
+                applicable.setdefault(d.path, []).append(d.fix)
+        changed = False
+        for path, fixes in applicable.items():
+            text = result.texts.get(path)
+            if text is None:
+                continue
+            new_text, count = apply_fixes(text, fixes)
+            if not count or new_text == text:
+                continue
+            try:
+                cst.parse_module(new_text)
+            except Exception as exc:  # a fix must never break the file
+                state.errors.append(f"internal error: fixes for {path} would not parse ({type(exc).__name__}); not applied")
+                continue
+            state.originals.setdefault(path, text)
+            state.results[path] = new_text
+            state.fixed[path] = state.fixed.get(path, 0) + count
+            encoding, bom = result.encodings[path]
+            item = by_path[path]
+            by_path[path] = FileInput(item.path, item.abspath, data=encode(new_text, encoding, bom))
+            changed = True
+        if not changed:
+            break
+        result = engine.check(list(by_path.values()))
+    state.outcome = Outcome(result=result, diagnostics=list(result.diagnostics), no_files=not inputs)
+    return state
+
+
+def write_fixes(state: FixOutcome) -> None:
+    from dslint.source import encode
+
+    for path, text in state.results.items():
+        if path == state.stdin_path:
+            continue
+        encoding, bom = state.outcome.result.encodings.get(path, ("utf-8", False))
+        with open(path, "wb") as handle:
+            handle.write(encode(text, encoding, bom))
+
+
+def unified_diff(state: FixOutcome) -> str:
+    import difflib
+
+    chunks = []
+    for path in sorted(state.results):
+        before = state.originals[path].splitlines(keepends=True)
+        after = state.results[path].splitlines(keepends=True)
+        chunks.extend(difflib.unified_diff(before, after, fromfile=f"a/{path}", tofile=f"b/{path}"))
+    return "".join(chunks)

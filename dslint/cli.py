@@ -64,13 +64,18 @@ def main() -> None:
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Worker processes [default: CPU count; small inputs run in-process].")
 @click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary.")
 @click.option("--color/--no-color", default=None, help="Colour the full output [default: when stdout is a terminal].")
+@click.option("--fix", is_flag=True, help="Apply safe fixes, then report what remains.")
+@click.option("--unsafe-fixes", is_flag=True, help="Also apply (or count) fixes marked unsafe.")
+@click.option("--diff", is_flag=True, help="Print the fixes as a unified diff; write nothing (exit 1 if there are any).")
+@click.option("--fix-only", is_flag=True, help="Apply fixes and report nothing else.")
+@click.option("--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when fixes were applied, even if nothing remains.")
 def check(paths, select, extend_select, ignore, per_file_ignores, preview, output_format, output_file, statistics,
           exit_zero, exclude, extend_exclude, force_exclude, respect_gitignore, stdin_filename, config_file, isolated,
-          no_cache, cache_dir, no_prefilter, jobs, quiet, color) -> None:
+          no_cache, cache_dir, no_prefilter, jobs, quiet, color, fix, unsafe_fixes, diff, fix_only,
+          exit_non_zero_on_fix) -> None:
     """Check PATHS (default: .) for Dataset/DataLoader bugs. Never imports or runs them."""
-    from dslint import api, formats
+    from dslint import api
     from dslint.config import ConfigError, build_settings, normalize_selector, validate_table
-    from dslint.rules.base import all_rules
 
     paths = list(paths)
     if not paths:
@@ -113,22 +118,16 @@ def check(paths, select, extend_select, ignore, per_file_ignores, preview, outpu
         click.echo(f"dslint: warning: {warning}", err=True)
 
     options = api.CheckOptions(stdin_filename=stdin_filename, use_cache=not no_cache, use_prefilter=not no_prefilter, jobs=jobs)
+    if fix or diff or fix_only:
+        _run_fix(paths, settings, options, unsafe=unsafe_fixes, diff=diff, fix_only=fix_only, quiet=quiet,
+                 exit_zero=exit_zero, exit_non_zero_on_fix=exit_non_zero_on_fix, output_file=output_file,
+                 statistics=statistics, color=color)
+        return
     outcome = api.check(paths, settings, options)
     diagnostics = outcome.diagnostics
     result = outcome.result
 
-    fmt = settings.output_format
-    use_color = color if color is not None else (output_file is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ)
-    env = formats.Env(root=str(settings.root), color=bool(use_color and fmt == "full"), rules={r.code: r for r in all_rules().values()})
-    if statistics:
-        text = _statistics(diagnostics, fmt, env)
-    else:
-        text = formats.render(fmt, diagnostics, env)
-    if output_file:
-        Path(output_file).write_text(text, encoding="utf-8")
-    elif text:
-        click.echo(text, nl=False)
-
+    env = _report(diagnostics, settings, output_file, statistics, color, unsafe_fixes)
     for error in result.internal_errors:
         click.echo(f"dslint: error: {error}", err=True)
     if not quiet:
@@ -138,6 +137,83 @@ def check(paths, select, extend_select, ignore, per_file_ignores, preview, outpu
     if diagnostics and not exit_zero:
         sys.exit(EXIT_FINDINGS)
     sys.exit(EXIT_OK)
+
+
+def _report(diagnostics, settings, output_file, statistics, color, unsafe_fixes=False):
+    from dslint import formats
+    from dslint.rules.base import all_rules
+
+    fmt = settings.output_format
+    use_color = color if color is not None else (output_file is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ)
+    env = formats.Env(
+        root=str(settings.root),
+        color=bool(use_color and fmt == "full"),
+        rules={r.code: r for r in all_rules().values()},
+        unsafe_fixes=unsafe_fixes,
+    )
+    text = _statistics(diagnostics, fmt, env) if statistics else formats.render(fmt, diagnostics, env)
+    if output_file:
+        Path(output_file).write_text(text, encoding="utf-8")
+    elif text:
+        click.echo(text, nl=False)
+    return env
+
+
+def _run_fix(paths, settings, options, *, unsafe, diff, fix_only, quiet, exit_zero, exit_non_zero_on_fix,
+             output_file, statistics, color) -> None:
+    from dslint import api
+
+    state = api.fix(paths, settings, options, unsafe=unsafe)
+    remaining = state.outcome.diagnostics
+    result = state.outcome.result
+    errors = [*result.internal_errors, *state.errors]
+    n_fixed = state.total_fixed
+    if diff:
+        click.echo(api.unified_diff(state), nl=False)
+        for error in errors:
+            click.echo(f"dslint: error: {error}", err=True)
+        if not quiet:
+            if n_fixed:
+                click.echo(f"Would fix {n_fixed} problem{'s' if n_fixed != 1 else ''}.", err=True)
+            else:
+                click.echo("No problems would be fixed.", err=True)
+            _hidden_unsafe(remaining, unsafe)
+        sys.exit(EXIT_ERROR if errors else (EXIT_FINDINGS if n_fixed else EXIT_OK))
+    api.write_fixes(state)
+    if state.stdin_path is not None:
+        source = state.results.get(state.stdin_path, result.texts.get(state.stdin_path, ""))
+        click.echo(source, nl=False)
+    elif not fix_only:
+        _report(remaining, settings, output_file, statistics, color, unsafe)
+    for error in errors:
+        click.echo(f"dslint: error: {error}", err=True)
+    if not quiet:
+        if fix_only:
+            click.echo(f"Fixed {n_fixed} problem{'s' if n_fixed != 1 else ''}.", err=True)
+        elif remaining or n_fixed:
+            total = len(remaining) + n_fixed
+            click.echo(
+                f"Found {total} problem{'s' if total != 1 else ''} ({n_fixed} fixed, {len(remaining)} remaining).",
+                err=True,
+            )
+        else:
+            click.echo("All checks passed!", err=True)
+        _hidden_unsafe(remaining, unsafe)
+    if errors:
+        sys.exit(EXIT_ERROR)
+    if exit_non_zero_on_fix and n_fixed:
+        sys.exit(EXIT_FINDINGS)
+    if remaining and not exit_zero and not fix_only:
+        sys.exit(EXIT_FINDINGS)
+    sys.exit(EXIT_OK)
+
+
+def _hidden_unsafe(remaining, unsafe: bool) -> None:
+    hidden = sum(1 for d in remaining if d.fix is not None and d.fix.applicability == "unsafe")
+    if hidden and not unsafe:
+        click.echo(
+            f"({hidden} more fix{'es' if hidden != 1 else ''} available with `--unsafe-fixes`.)", err=True
+        )
 
 
 def _statistics(diagnostics, fmt: str, env) -> str:

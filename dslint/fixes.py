@@ -57,3 +57,52 @@ def apply_edits(text: str, edits: List[Edit]) -> str:
         position = b
     out.append(text[position:])
     return "".join(out)
+
+
+def dominant_newline(text: str) -> str:
+    crlf = text.count("\r\n")
+    lf = text.count("\n") - crlf
+    cr = text.count("\r") - crlf
+    if crlf > lf and crlf >= cr:
+        return "\r\n"
+    if cr > lf:
+        return "\r"
+    return "\n"
+
+
+def _span(starts, edit: Edit):
+    from dslint.source import offset_of
+
+    return offset_of(starts, *edit.start), offset_of(starts, *edit.end)
+
+
+def apply_fixes(text: str, fixes: Sequence[Fix]) -> tuple:
+    """Apply as many non-overlapping fixes as possible, in source order.
+
+    Returns (new text, number of fixes applied). Fixes that overlap one already
+    taken wait for the next pass (the caller re-checks and calls again).
+    """
+    from dslint.source import line_starts
+
+    starts = line_starts(text)
+    newline = dominant_newline(text)
+    taken: List[tuple] = []
+    chosen: List[Edit] = []
+    count = 0
+    ordered = sorted(fixes, key=lambda f: min((_span(starts, e) for e in f.edits), default=(0, 0)))
+    for fix in ordered:
+        spans = [_span(starts, e) for e in fix.edits]
+        if any(a > b for a, b in spans):
+            continue
+        if any(a < tb and ta < b or (a == b == ta == tb) for a, b in spans for ta, tb in taken):
+            continue
+        if any(a < b2 and a2 < b for i, (a, b) in enumerate(spans) for a2, b2 in spans[i + 1 :]):
+            continue
+        taken.extend(spans)
+        for edit in fix.edits:
+            content = edit.content.replace("\n", newline) if newline != "\n" else edit.content
+            chosen.append(Edit(content, edit.start, edit.end))
+        count += 1
+    if not chosen:
+        return text, 0
+    return apply_edits(text, chosen), count

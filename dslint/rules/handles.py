@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from dslint.rules.base import ERROR, WARNING, Rule
+from dslint.edits import with_statement_fix
+from dslint.rules.base import ERROR, WARNING, FixSpec, Rule
 from dslint.semantics import lifetimes as lt
 
 
@@ -54,6 +55,16 @@ def _unclosed(ctx, call, fate) -> bool:
     return False
 
 
+def _with_fix(ctx, call, fate, names):
+    """The ``with`` rewrite, for an unnamed handle (it cannot be used after its statement)."""
+    if fate.kind not in (lt.CHAINED, lt.TEMPORARY) or fate.name is not None:
+        return None
+    edits = with_statement_fix(ctx, call, names)
+    if edits is None:
+        return None
+    return FixSpec("safe", f"Open it in a `with` block", edits)
+
+
 def _opener_text(ctx, call) -> str:
     parts = ctx.code(call.func).strip()
     return f"{parts}()"
@@ -95,6 +106,15 @@ class UnclosedImageOpen(Rule):
                 return to_tensor(im.convert("RGB"))
     ```
 
+    ## Fix safety
+    For an image that is never named (`x = Image.open(p).convert("RGB")`,
+    `return Image.open(p).copy()`), the fix wraps the statement in
+    `with Image.open(p) as im:` and uses `im` in it. It is safe: the unnamed
+    handle cannot be used after the statement, the new name is unused in the
+    function, and the fix is only offered when moving the `Image.open` call in
+    front of its statement changes nothing else (no conditional, boolean
+    operator, comprehension or earlier call on the way). Comments are kept.
+
     ## References
     - Pillow: "File handling in Pillow" (`_exclusive_fp`, `load()` closes single-frame files)
     - pytorch/vision#539, python-pillow/Pillow#559
@@ -104,6 +124,7 @@ class UnclosedImageOpen(Rule):
     name = "unclosed-image-open"
     level = WARNING
     summary = "`Image.open()` in dataset code is not closed"
+    fix_availability = "sometimes"
     help = "Open the image with `with Image.open(path) as im:` and return data loaded from it"
 
     valid = (
@@ -192,7 +213,7 @@ class UnclosedImageOpen(Rule):
                     f"`{text}` is never closed: the file stays open until the image is garbage-collected "
                     "(ResourceWarning), and for as long as the image is kept"
                 )
-            yield self.report(call, message)
+            yield self.report(call, message, fix=_with_fix(ctx, call, fate, ("im", "image", "pil_image")))
 
 
 class UnclosedFileOpen(Rule):
@@ -225,12 +246,19 @@ class UnclosedFileOpen(Rule):
             with open(self.files[i]) as f:
                 return json.load(f)
     ```
+
+    ## Fix safety
+    For a handle that is never named (`json.load(open(p))`, `open(p).read()`),
+    the fix wraps the statement in `with open(p) as f:` and passes `f`. It is
+    safe for the same reasons as DSL101's: the unnamed handle cannot be used after
+    the statement, the name is fresh, and nothing else moves.
     """
 
     code = "DSL102"
     name = "unclosed-file-open"
     level = WARNING
     summary = "A file opened in dataset code is not closed"
+    fix_availability = "sometimes"
     help = "Open the file in a `with` block so it is closed on every path"
 
     valid = (
@@ -304,6 +332,7 @@ class UnclosedFileOpen(Rule):
                 call,
                 f"`{_opener_text(ctx, call)}` is never closed: the descriptor stays open until garbage "
                 "collection (ResourceWarning in every worker)",
+                fix=_with_fix(ctx, call, fate, ("f", "fh", "handle")),
             )
 
 

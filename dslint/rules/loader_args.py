@@ -11,7 +11,8 @@ from typing import List, Tuple
 
 import libcst as cst
 
-from dslint.rules.base import ERROR, Rule
+from dslint.edits import remove_args, replace
+from dslint.rules.base import ERROR, FixSpec, Rule
 from dslint.semantics.calls import UNKNOWN, Signature
 from dslint.semantics.project import ITERABLE
 
@@ -56,11 +57,16 @@ class SamplerWithShuffle(Rule):
     ```python
     loader = DataLoader(ds, sampler=DistributedSampler(ds, shuffle=True))
     ```
+
+    ## Fix safety
+    The fix removes the `shuffle` argument. It is safe: the sampler alone decides
+    the order whatever `shuffle` says, and the current code cannot run at all.
     """
 
     code = "DSL501"
     name = "sampler-with-shuffle"
     summary = "`DataLoader` is given both `sampler` and `shuffle=True`"
+    fix_availability = "always"
     help = "Remove `shuffle=True`: the sampler decides the order (shuffle inside the sampler instead)"
 
     valid = (
@@ -95,10 +101,12 @@ class SamplerWithShuffle(Rule):
                 continue
             if _iterable(ctx, bound):
                 continue  # DSL504 reports the iterable-dataset form
+            fix = FixSpec("safe", "Remove `shuffle`", remove_args(bound.call, [bound.arg("shuffle")]))
             yield self.report(
                 bound.call,
                 "`sampler` and `shuffle=True` are mutually exclusive: the DataLoader raises "
                 "`ValueError: sampler option is mutually exclusive with shuffle`",
+                fix=fix,
             )
 
 
@@ -220,11 +228,17 @@ class WorkerOptionWithoutWorkers(Rule):
     ```python
     loader = DataLoader(ds, batch_size=64, num_workers=4, persistent_workers=True)
     ```
+
+    ## Fix safety
+    The fix removes the worker-only options, which makes the loader run, in the
+    main process. It is unsafe: the author may have meant to add workers instead
+    (`num_workers=4`), which the fix cannot know.
     """
 
     code = "DSL503"
     name = "worker-option-without-workers"
     summary = "A worker-only DataLoader option is set while `num_workers` is 0"
+    fix_availability = "always"
     help = "Set `num_workers > 0`, or remove the worker-only options"
 
     valid = (
@@ -266,22 +280,29 @@ class WorkerOptionWithoutWorkers(Rule):
             workers = ctx.value(bound, "num_workers")
             if workers is UNKNOWN or workers is None or workers != 0:
                 continue
-            problems: List[Tuple[str, str]] = []
+            problems: List[Tuple[str, str, str]] = []
             if _not_none(ctx, bound, "prefetch_factor"):
-                problems.append(("prefetch_factor", "`ValueError: prefetch_factor option could only be specified in multiprocessing`"))
+                problems.append(("prefetch_factor", "prefetch_factor", "`ValueError: prefetch_factor option could only be specified in multiprocessing`"))
             if _truthy(ctx.value(bound, "persistent_workers")):
-                problems.append(("persistent_workers=True", "`ValueError: persistent_workers option needs num_workers > 0`"))
+                problems.append(("persistent_workers=True", "persistent_workers", "`ValueError: persistent_workers option needs num_workers > 0`"))
             if _not_none(ctx, bound, "multiprocessing_context"):
-                problems.append(("multiprocessing_context", "`ValueError: multiprocessing_context can only be used with multi-process loading`"))
+                problems.append(("multiprocessing_context", "multiprocessing_context", "`ValueError: multiprocessing_context can only be used with multi-process loading`"))
             timeout = ctx.value(bound, "timeout")
             if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0:
-                problems.append((f"timeout={timeout!r}", "`AssertionError: _SingleProcessDataLoaderIter requires timeout == 0` at the first `iter()`"))
+                problems.append((f"timeout={timeout!r}", "timeout", "`AssertionError: _SingleProcessDataLoaderIter requires timeout == 0` at the first `iter()`"))
             if problems:
+                doomed = [bound.arg(p[1]) for p in problems]
+                fix = FixSpec(
+                    "unsafe",
+                    f"Remove {', '.join(f'`{p[1]}`' for p in problems)}",
+                    remove_args(bound.call, doomed),
+                )
                 names = " and ".join(f"`{p[0]}`" for p in problems)
                 yield self.report(
                     bound.call,
                     f"{names} need{'s' if len(problems) == 1 else ''} worker processes but `num_workers` is 0: "
-                    f"the DataLoader raises {problems[0][1]}",
+                    f"the DataLoader raises {problems[0][2]}",
+                    fix=fix,
                 )
 
 
@@ -428,6 +449,12 @@ class InvalidLoaderLiteral(Rule):
 
     The conflicts between options have their own rules (DSL501-DSL504).
 
+    ## Fix safety
+    Where the intent is unambiguous the fix is safe: `drop_last=1`/`0` and
+    `replacement=1`/`0` become `True`/`False`, and an integral float
+    `num_workers=2.0` becomes `2`. Every other case needs a decision (what batch
+    size did you mean?), so it has no fix.
+
     ## Why is this bad?
     Each of these fails every time the line runs; two of them (`num_workers`
     as a float, `prefetch_factor=0`) only when iteration starts, after the
@@ -447,6 +474,7 @@ class InvalidLoaderLiteral(Rule):
     code = "DSL509"
     name = "invalid-loader-literal"
     summary = "A literal DataLoader or sampler argument that torch rejects"
+    fix_availability = "sometimes"
     help = "Use a value torch accepts (see the table in `dslint rule DSL509`)"
 
     valid = (
@@ -484,7 +512,8 @@ class InvalidLoaderLiteral(Rule):
     def check(self, ctx):
         for bound in ctx.dataloader_calls():
             for problem in self._loader_problems(ctx, bound):
-                yield self.report(bound.call, problem)
+                message, fix = problem if isinstance(problem, tuple) else (problem, None)
+                yield self.report(bound.call, message, fix=fix)
         checks = (
             ("torch.utils.data.RandomSampler", RANDOM_SAMPLER, self._random_sampler),
             ("torch.utils.data.WeightedRandomSampler", WEIGHTED_SAMPLER, self._weighted_sampler),
@@ -495,7 +524,8 @@ class InvalidLoaderLiteral(Rule):
             for call in ctx.calls_to(name):
                 problem = method(ctx, ctx.bind(call, signature))
                 if problem:
-                    yield self.report(call, problem)
+                    message, fix = problem if isinstance(problem, tuple) else (problem, None)
+                    yield self.report(call, message, fix=fix)
 
     @staticmethod
     def _loader_problems(ctx, bound):
@@ -509,7 +539,8 @@ class InvalidLoaderLiteral(Rule):
         if isinstance(workers, float):
             yield (
                 f"`num_workers={workers!r}` is a float: the first `iter()` raises `TypeError: 'float' object "
-                "cannot be interpreted as an integer`"
+                "cannot be interpreted as an integer`",
+                _literal_fix(bound, "num_workers", str(int(workers))) if workers.is_integer() and workers >= 0 else None,
             )
         timeout = value("timeout")
         if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout < 0:
@@ -546,7 +577,8 @@ class InvalidLoaderLiteral(Rule):
         ):
             yield (
                 f"`drop_last={drop_last!r}` is not a bool: the DataLoader raises `ValueError: drop_last should be "
-                f"a boolean value, but got drop_last={drop_last}`"
+                f"a boolean value, but got drop_last={drop_last}`",
+                _bool_fix(bound, "drop_last", drop_last),
             )
         context = value("multiprocessing_context")
         if bound.passed("multiprocessing_context") and context is not UNKNOWN and context is not None:
@@ -570,7 +602,8 @@ class InvalidLoaderLiteral(Rule):
         if replacement is not UNKNOWN and not isinstance(replacement, bool):
             return (
                 f"`replacement={replacement!r}` is not a bool: `RandomSampler` raises `TypeError: replacement "
-                f"should be a boolean value, but got replacement={replacement}`"
+                f"should be a boolean value, but got replacement={replacement}`",
+                _bool_fix(bound, "replacement", replacement),
             )
         num_samples = ctx.value(bound, "num_samples")
         if num_samples is not UNKNOWN and num_samples is not None and (not isinstance(num_samples, int) or num_samples <= 0):
@@ -592,7 +625,8 @@ class InvalidLoaderLiteral(Rule):
         if replacement is not UNKNOWN and not isinstance(replacement, bool):
             return (
                 f"`replacement={replacement!r}` is not a bool: `WeightedRandomSampler` raises `ValueError: "
-                f"replacement should be a boolean value, but got replacement={replacement}`"
+                f"replacement should be a boolean value, but got replacement={replacement}`",
+                _bool_fix(bound, "replacement", replacement),
             )
         weights = ctx.literal(bound.expr("weights")) if bound.passed("weights") else UNKNOWN
         if isinstance(weights, (list, tuple)) and weights and all(isinstance(w, (list, tuple)) for w in weights):
@@ -622,3 +656,17 @@ class InvalidLoaderLiteral(Rule):
         if isinstance(datasets, (list, tuple)) and not datasets:
             return "`ConcatDataset` of nothing: it raises `AssertionError: datasets should not be an empty iterable`"
         return None
+
+
+def _literal_fix(bound, name: str, text: str):
+    arg = bound.arg(name)
+    if arg is None:
+        return None
+    return FixSpec("safe", f"Use `{name}={text}`", [replace(arg.value, text)])
+
+
+def _bool_fix(bound, name: str, value):
+    """``1``/``0`` (the only unambiguous spellings) become ``True``/``False``."""
+    if type(value) is not int or value not in (0, 1):
+        return None
+    return _literal_fix(bound, name, "True" if value else "False")
