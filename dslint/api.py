@@ -28,6 +28,7 @@ class Outcome:
     result: CheckResult
     diagnostics: List[Diagnostic] = field(default_factory=list)
     no_files: bool = False
+    baselined: int = 0  # findings hidden by the baseline
 
 
 def read_inputs(paths: Sequence[str], settings: Settings, options: CheckOptions) -> List[FileInput]:

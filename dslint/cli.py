@@ -69,10 +69,13 @@ def main() -> None:
 @click.option("--diff", is_flag=True, help="Print the fixes as a unified diff; write nothing (exit 1 if there are any).")
 @click.option("--fix-only", is_flag=True, help="Apply fixes and report nothing else.")
 @click.option("--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when fixes were applied, even if nothing remains.")
+@click.option("--baseline", "baseline_file", metavar="FILE", help="Report only findings not recorded in this baseline [config: baseline].")
+@click.option("--write-baseline", metavar="FILE", help="Record the current findings in FILE (for --baseline) and exit 0.")
+@click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` to every reported line (merging with existing noqa comments).")
 def check(paths, select, extend_select, ignore, per_file_ignores, preview, output_format, output_file, statistics,
           exit_zero, exclude, extend_exclude, force_exclude, respect_gitignore, stdin_filename, config_file, isolated,
           no_cache, cache_dir, no_prefilter, jobs, quiet, color, fix, unsafe_fixes, diff, fix_only,
-          exit_non_zero_on_fix) -> None:
+          exit_non_zero_on_fix, baseline_file, write_baseline, add_noqa) -> None:
     """Check PATHS (default: .) for Dataset/DataLoader bugs. Never imports or runs them."""
     from dslint import api
     from dslint.config import ConfigError, build_settings, normalize_selector, validate_table
@@ -93,6 +96,7 @@ def check(paths, select, extend_select, ignore, per_file_ignores, preview, outpu
             "output-format": output_format,
             "preview": preview,
             "cache-dir": cache_dir,
+            "baseline": os.path.abspath(baseline_file) if baseline_file else None,
         }
         for key, value in raw.items():
             if value is None:
@@ -124,8 +128,16 @@ def check(paths, select, extend_select, ignore, per_file_ignores, preview, outpu
                  statistics=statistics, color=color)
         return
     outcome = api.check(paths, settings, options)
-    diagnostics = outcome.diagnostics
     result = outcome.result
+    if write_baseline:
+        _write_baseline(write_baseline, outcome, settings, quiet)
+        return
+    if add_noqa:
+        _add_noqa(outcome, quiet)
+        return
+    if settings.baseline:
+        _apply_baseline(outcome, settings)
+    diagnostics = outcome.diagnostics
 
     env = _report(diagnostics, settings, output_file, statistics, color, unsafe_fixes)
     for error in result.internal_errors:
@@ -137,6 +149,62 @@ def check(paths, select, extend_select, ignore, per_file_ignores, preview, outpu
     if diagnostics and not exit_zero:
         sys.exit(EXIT_FINDINGS)
     sys.exit(EXIT_OK)
+
+
+def _baseline_path(settings) -> str:
+    path = Path(settings.baseline)
+    return str(path if path.is_absolute() or settings.config_file is None else Path(settings.root) / path)
+
+
+def _apply_baseline(outcome, settings) -> None:
+    from dslint import baseline
+
+    try:
+        entries = baseline.load(_baseline_path(settings))
+    except baseline.BaselineError as exc:
+        _fail(str(exc))
+    before = len(outcome.diagnostics)
+    outcome.diagnostics = baseline.filter_new(outcome.diagnostics, outcome.result.texts, str(settings.root), entries)
+    outcome.baselined = before - len(outcome.diagnostics)
+
+
+def _write_baseline(path, outcome, settings, quiet) -> None:
+    from dslint import baseline
+
+    for error in outcome.result.internal_errors:
+        click.echo(f"dslint: error: {error}", err=True)
+    if outcome.result.internal_errors:
+        sys.exit(EXIT_ERROR)
+    count = baseline.write(path, outcome.diagnostics, outcome.result.texts, str(settings.root))
+    if not quiet:
+        click.echo(f"Wrote {count} finding{'s' if count != 1 else ''} to the baseline {path}.", err=True)
+    sys.exit(EXIT_OK)
+
+
+def _add_noqa(outcome, quiet) -> None:
+    from dslint.fixes import add_noqa
+    from dslint.source import encode
+
+    rows: dict = {}
+    for d in outcome.diagnostics:
+        if d.code in ("DSL000", "DSL002"):
+            continue
+        rows.setdefault(d.path, {}).setdefault(d.noqa_row or d.start[0], set()).add(d.code)
+    added = skipped = 0
+    for path, codes_by_row in rows.items():
+        text = outcome.result.texts[path]
+        new_text, changed, missed = add_noqa(text, codes_by_row)
+        skipped += missed
+        if changed:
+            encoding, bom = outcome.result.encodings[path]
+            with open(path, "wb") as handle:
+                handle.write(encode(new_text, encoding, bom))
+            added += changed
+    if not quiet:
+        click.echo(f"Added {added} noqa directive{'s' if added != 1 else ''}.", err=True)
+        if skipped:
+            click.echo(f"dslint: warning: {skipped} line(s) could not take a comment (inside a multi-line string or a backslash continuation)", err=True)
+    sys.exit(EXIT_ERROR if outcome.result.internal_errors else EXIT_OK)
 
 
 def _report(diagnostics, settings, output_file, statistics, color, unsafe_fixes=False):
@@ -242,12 +310,14 @@ def _summary(outcome, env) -> None:
     if outcome.no_files:
         click.echo("dslint: warning: No Python files found under the given path(s)", err=True)
         return
+    hidden = outcome.baselined
+    note = f" ({hidden} more in the baseline)" if hidden else ""
     if not diagnostics:
-        click.echo("All checks passed!", err=True)
+        click.echo(f"All checks passed!{note}", err=True)
         return
     files = len({d.path for d in diagnostics})
     n = len(diagnostics)
-    click.echo(f"Found {n} problem{'s' if n != 1 else ''} in {files} file{'s' if files != 1 else ''}.", err=True)
+    click.echo(f"Found {n} problem{'s' if n != 1 else ''} in {files} file{'s' if files != 1 else ''}{note}.", err=True)
     safe = sum(1 for d in diagnostics if fixable(d, None))
     unsafe = sum(1 for d in diagnostics if d.fix is not None and d.fix.applicability == "unsafe")
     if safe:

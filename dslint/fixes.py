@@ -106,3 +106,54 @@ def apply_fixes(text: str, fixes: Sequence[Fix]) -> tuple:
     if not chosen:
         return text, 0
     return apply_edits(text, chosen), count
+
+
+def add_noqa(text: str, codes_by_row: dict) -> tuple:
+    """Add ``# noqa: CODES`` to each row, merging into an existing noqa comment.
+
+    Returns (new text, rows changed, rows skipped). A row is skipped when a comment
+    cannot end it: it ends inside a multi-line string, or continues with a backslash.
+    """
+    import io
+    import tokenize
+
+    from dslint import suppress
+
+    sup = suppress.parse(text)
+    blocked = set()
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.end[0] > tok.start[0] and tok.type not in (tokenize.NL, tokenize.NEWLINE):
+                blocked.update(range(tok.start[0], tok.end[0]))
+    except (tokenize.TokenError, SyntaxError):
+        return text, 0, len(codes_by_row)
+    lines = text.splitlines(keepends=True)
+    changed = skipped = 0
+    for row, codes in sorted(codes_by_row.items()):
+        if row < 1 or row > len(lines):
+            skipped += 1
+            continue
+        raw = lines[row - 1]
+        body = raw.rstrip("\r\n")
+        ending = raw[len(body):]
+        existing = sup.lines.get(row)
+        if existing is not None:
+            if suppress.ALL in existing.codes:
+                continue
+            missing = [c for c in sorted(codes) if c not in existing.codes]
+            if not missing:
+                continue
+            start, end = existing.match_span
+            directive = existing.comment[start:end]
+            merged = ", ".join([*_CODE.findall(directive.split(":", 1)[1]), *missing]) if ":" in directive else ", ".join(missing)
+            comment = existing.comment[:start] + "# noqa: " + merged + existing.comment[end:]
+            col = existing.start[1] - 1
+            body = body[:col] + comment + body[col + len(existing.comment):]
+        else:
+            if row in blocked or body.rstrip().endswith("\\"):
+                skipped += 1
+                continue
+            body = body.rstrip() + "  # noqa: " + ", ".join(sorted(codes))
+        lines[row - 1] = body + ending
+        changed += 1
+    return "".join(lines), changed, skipped
