@@ -63,6 +63,7 @@ def main() -> None:
 @click.option("--no-prefilter", is_flag=True, help="Parse every file, not only those that can contain dataset code.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Worker processes [default: CPU count; small inputs run in-process].")
 @click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary.")
+@click.option("-v", "--verbose", is_flag=True, help="Also print what was parsed, cached and how long each phase took.")
 @click.option("--color/--no-color", default=None, help="Colour the full output [default: when stdout is a terminal].")
 @click.option("--fix", is_flag=True, help="Apply safe fixes, then report what remains.")
 @click.option("--unsafe-fixes", is_flag=True, help="Also apply (or count) fixes marked unsafe.")
@@ -75,7 +76,7 @@ def main() -> None:
 def check(paths, select, extend_select, ignore, per_file_ignores, preview, output_format, output_file, statistics,
           exit_zero, exclude, extend_exclude, force_exclude, respect_gitignore, stdin_filename, config_file, isolated,
           no_cache, cache_dir, no_prefilter, jobs, quiet, color, fix, unsafe_fixes, diff, fix_only,
-          exit_non_zero_on_fix, baseline_file, write_baseline, add_noqa) -> None:
+          exit_non_zero_on_fix, baseline_file, write_baseline, add_noqa, verbose) -> None:
     """Check PATHS (default: .) for Dataset/DataLoader bugs. Never imports or runs them."""
     from dslint import api
     from dslint.config import ConfigError, build_settings, normalize_selector, validate_table
@@ -129,6 +130,8 @@ def check(paths, select, extend_select, ignore, per_file_ignores, preview, outpu
         return
     outcome = api.check(paths, settings, options)
     result = outcome.result
+    if verbose:
+        _verbose(result)
     if write_baseline:
         _write_baseline(write_baseline, outcome, settings, quiet)
         return
@@ -149,6 +152,16 @@ def check(paths, select, extend_select, ignore, per_file_ignores, preview, outpu
     if diagnostics and not exit_zero:
         sys.exit(EXIT_FINDINGS)
     sys.exit(EXIT_OK)
+
+
+def _verbose(result) -> None:
+    phases = ", ".join(f"{name} {seconds:.3f}s" for name, seconds in result.timings.items())
+    total = sum(result.timings.values())
+    click.echo(
+        f"dslint: {result.files} files, {result.selected} analysed ({result.parsed} parsed, {result.cached} from "
+        f"cache), {result.processes} process{'es' if result.processes != 1 else ''}, {total:.3f}s ({phases})",
+        err=True,
+    )
 
 
 def _baseline_path(settings) -> str:

@@ -51,6 +51,9 @@ class CheckResult:
     files: int = 0
     parsed: int = 0
     cached: int = 0
+    selected: int = 0  # files the prefilter (and pull-in) chose to analyse
+    processes: int = 1
+    timings: Dict[str, float] = field(default_factory=dict)
     texts: Dict[str, str] = field(default_factory=dict)
     encodings: Dict[str, tuple] = field(default_factory=dict)
 
@@ -81,7 +84,9 @@ class Engine:
 
     # ------------------------------------------------------------------ public
     def check(self, inputs: Sequence[FileInput]) -> CheckResult:
-        result = CheckResult(files=len(inputs))
+        clock = _Clock()
+        result = CheckResult(files=len(inputs), timings=clock.laps)
+        self._parsed_now: Set[str] = set()
         texts: Dict[str, str] = {}
         modules: Dict[str, Tuple[str, bool]] = {}
         for item in inputs:
@@ -97,16 +102,20 @@ class Engine:
             result.encodings[item.path] = (source.encoding, source.has_bom)
             modules[item.path] = module_name_for(item.abspath)
         result.texts = texts
+        clock.lap("decode")
         if not texts:
             return result
 
         cached = self.cache.lookup(texts) if self.cache is not None else {}
+        clock.lap("cache lookup")
         chosen = self._choose(texts, cached)
+        clock.lap("prefilter")
         by_module: Dict[str, List[str]] = {}
         for path, (name, _) in modules.items():
             by_module.setdefault(name, []).append(path)
 
         with _Shards(self.jobs if self._parallel(texts, chosen) else 1) as shards:
+            result.processes = shards.count
             summaries: Dict[str, dict] = {}
             pending = set(chosen)
             rounds = 0
@@ -117,13 +126,16 @@ class Engine:
                 reached = _reached_files(index, summaries, by_module)
                 pending = {p for p in reached if p not in chosen}
                 chosen |= pending
+            clock.lap("parse + summaries")
             index = ProjectIndex(summaries)
             self._phase2(sorted(chosen), texts, modules, cached, shards, summaries, index, result)
-
+            clock.lap("rules")
+        result.selected = len(chosen)
         if self.cache is not None:
             self.cache.save()
         self._per_file_ignores(result)
         result.diagnostics.sort(key=Diagnostic.sort_key)
+        clock.lap("save + sort")
         return result
 
     # ------------------------------------------------------------------ steps
@@ -150,6 +162,7 @@ class Engine:
             todo.append((path, texts[path], *modules[path]))
         for path, summary, syntax in shards.summarize(todo):
             result.parsed += 1
+            self._parsed_now.add(path)
             if summary is not None:
                 summaries[path] = summary
             if self.cache is not None:
@@ -173,6 +186,8 @@ class Engine:
                 result.cached += 1
                 continue
             todo.append((path, texts[path], *modules[path]))
+            if path not in self._parsed_now:
+                result.parsed += 1  # a cached summary, but stale findings: parsed again now
         for path, diagnostics, log, errors in shards.check(todo, summaries, self.rule_specs, self.enabled):
             result.diagnostics.extend(Diagnostic.from_dict(d) for d in diagnostics)
             result.internal_errors.extend(errors)
@@ -193,6 +208,20 @@ class Engine:
             if diagnostic.code not in ignored:
                 kept.append(diagnostic)
         result.diagnostics = kept
+
+
+class _Clock:
+    def __init__(self) -> None:
+        import time
+
+        self._now = time.perf_counter
+        self._last = self._now()
+        self.laps: Dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = self._now()
+        self.laps[name] = self.laps.get(name, 0.0) + now - self._last
+        self._last = now
 
 
 def _reached_files(index: ProjectIndex, summaries: Dict[str, dict], by_module: Dict[str, List[str]]) -> Set[str]:
