@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,11 +47,18 @@ def read_inputs(paths: Sequence[str], settings: Settings, options: CheckOptions)
             inputs.append(FileInput(candidate.path, candidate.abspath, error=f"{candidate.path}: No such file or directory"))
             continue
         try:
+            # A FIFO or device named *.py (or a symlink to /dev/zero) would block or
+            # never end: only regular files are read.
+            if not stat.S_ISREG(os.stat(candidate.abspath).st_mode):
+                inputs.append(
+                    FileInput(candidate.path, candidate.abspath, error=f"cannot read {candidate.path}: not a regular file")
+                )
+                continue
             with open(candidate.abspath, "rb") as handle:
                 data = handle.read()
         except OSError as exc:
             reason = exc.strerror or type(exc).__name__
-            if exc.errno == 40:  # ELOOP
+            if exc.errno == errno.ELOOP:
                 reason = "symlink loop"
             inputs.append(FileInput(candidate.path, candidate.abspath, error=f"cannot read {candidate.path}: {reason}"))
             continue

@@ -388,10 +388,7 @@ def rules(output_format: str) -> None:
 
 def _register_runtime_commands() -> None:
     """``verify``/``probe``/``bench`` live in dslint.runtime (torch is imported only when they run)."""
-    try:
-        from dslint.runtime.commands import COMMANDS
-    except ImportError:
-        return
+    from dslint.runtime.commands import COMMANDS
     for command in COMMANDS:
         main.add_command(command)
 

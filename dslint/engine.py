@@ -122,13 +122,13 @@ class Engine:
             while pending and rounds < MAX_PULL_ROUNDS:
                 rounds += 1
                 self._phase1(sorted(pending), texts, modules, cached, shards, summaries, result)
-                index = ProjectIndex(summaries)
+                index = ProjectIndex(summaries, by_module)
                 reached = _reached_files(index, summaries, by_module)
                 pending = {p for p in reached if p not in chosen}
                 chosen |= pending
             clock.lap("parse + summaries")
-            index = ProjectIndex(summaries)
-            self._phase2(sorted(chosen), texts, modules, cached, shards, summaries, index, result)
+            index = ProjectIndex(summaries, by_module)
+            self._phase2(sorted(chosen), texts, modules, cached, shards, summaries, index, result, by_module)
             clock.lap("rules")
         result.selected = len(chosen)
         if self.cache is not None:
@@ -170,7 +170,7 @@ class Engine:
             if syntax is not None:
                 cached.setdefault(path, {})["syntax_now"] = syntax
 
-    def _phase2(self, paths, texts, modules, cached, shards, summaries, index, result) -> None:
+    def _phase2(self, paths, texts, modules, cached, shards, summaries, index, result, by_module) -> None:
         todo = []
         for path in paths:
             entry = cached.get(path, {})
@@ -188,7 +188,7 @@ class Engine:
             todo.append((path, texts[path], *modules[path]))
             if path not in self._parsed_now:
                 result.parsed += 1  # a cached summary, but stale findings: parsed again now
-        for path, diagnostics, log, errors in shards.check(todo, summaries, self.rule_specs, self.enabled):
+        for path, diagnostics, log, errors in shards.check(todo, summaries, self.rule_specs, self.enabled, by_module):
             result.diagnostics.extend(Diagnostic.from_dict(d) for d in diagnostics)
             result.internal_errors.extend(errors)
             if self.cache is not None and not errors:
@@ -293,11 +293,11 @@ class _Shards:
                 results.extend(future.result())
         return results
 
-    def check(self, items: List[tuple], summaries, rule_specs, enabled) -> List[tuple]:
+    def check(self, items: List[tuple], summaries, rule_specs, enabled, module_paths) -> List[tuple]:
         if not items:
             return []
         if not self.pools:
-            return worker.check_batch(items, summaries, rule_specs, enabled)
+            return worker.check_batch(items, summaries, rule_specs, enabled, module_paths)
         per_shard: Dict[int, List[tuple]] = {}
         unowned = []
         for item in items:
@@ -311,7 +311,7 @@ class _Shards:
             shard = min(range(self.count), key=lambda s: len(per_shard.get(s, ())))
             per_shard.setdefault(shard, []).append(item)
         futures = [
-            self.pools[shard].submit(worker.check_batch, batch, summaries, rule_specs, enabled)
+            self.pools[shard].submit(worker.check_batch, batch, summaries, rule_specs, enabled, module_paths)
             for shard, batch in per_shard.items()
         ]
         results: List[tuple] = []

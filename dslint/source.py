@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import io
+import re
 import tokenize
 from dataclasses import dataclass
 from typing import Optional
@@ -22,7 +23,31 @@ class Source:
 
     @property
     def lines(self) -> list[str]:
-        return self.text.splitlines()
+        return split_lines(self.text)
+
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+def split_lines(text: str, keepends: bool = False) -> list[str]:
+    """Lines as Python numbers them: only \\n, \\r\\n and \\r end a line.
+
+    ``str.splitlines`` also splits at form feeds, \\x1c-\\x1e, \\x85 and U+2028/9,
+    which Python source may contain, so its rows drift from the parser's.
+    """
+    if not keepends:
+        lines = _NEWLINE.split(text)
+        if lines[-1] == "":
+            lines.pop()
+        return lines
+    out = []
+    start = 0
+    for match in _NEWLINE.finditer(text):
+        out.append(text[start : match.end()])
+        start = match.end()
+    if start < len(text):
+        out.append(text[start:])
+    return out
 
 
 def decode(data: bytes, path: str) -> Source:
@@ -36,9 +61,15 @@ def decode(data: bytes, path: str) -> Source:
     has_bom = data.startswith(codecs.BOM_UTF8)
     try:
         text = data.decode(encoding)
-    except (UnicodeDecodeError, LookupError) as exc:
+    except UnicodeDecodeError as exc:
         declared = "declared " if encoding not in ("utf-8", "utf-8-sig") else ""
-        raise SourceError(f"cannot decode as {declared}{encoding}: {exc.reason if hasattr(exc, 'reason') else exc}")
+        row = len(re.findall(rb"\r\n|\r|\n", data[: exc.start])) + 1
+        hint = "" if declared else "; declare the file's encoding with a PEP 263 cookie (`# -*- coding: latin-1 -*-`)"
+        raise SourceError(
+            f"cannot decode as {declared}{encoding}: {exc.reason} (byte 0x{data[exc.start]:02x} on line {row}){hint}"
+        )
+    except LookupError as exc:
+        raise SourceError(f"cannot decode: {exc}")
     if text.startswith("\ufeff"):
         text = text[1:]
     return Source(path=path, text=text, encoding=encoding, has_bom=has_bom)

@@ -9,6 +9,7 @@ Everything returned is plain data.
 from __future__ import annotations
 
 import ast
+import re
 import sys
 import threading
 import traceback
@@ -27,13 +28,34 @@ from dslint.semantics.project import ProjectIndex, View
 from dslint.semantics.regions import RegionCache
 from dslint.semantics.summary import summarize
 from dslint.semantics.walk import TreeIndex
+from dslint.source import split_lines
 
-# Files with very long lines (or very large files) are first checked by CPython's
-# own parser, which rejects nesting it could not run (>200 brackets, operator
-# chains past its recursion limit) in microseconds; libcst's native parser would
-# overflow the C stack on them.
+# Files with a long logical line (or very large files) are first checked by
+# CPython's own parser, which rejects nesting it could not run (>200 brackets,
+# operator chains past its recursion limit) in milliseconds; libcst's native parser
+# takes time cubic in the nesting depth and overflows even a big stack on them.
+# Deep nesting needs a long logical line: a long physical line, a long bracketed
+# region spanning lines, or a long run of backslash continuations.
 GATE_LINE_LENGTH = 1000
+GATE_LOGICAL_LENGTH = 4000
 GATE_FILE_SIZE = 512 * 1024
+# CPython's default: the gate judges a file as ``python file.py`` would, not under
+# the analysis thread's raised limit (which lets ast construction nest 3x deeper).
+PYTHON_RECURSION_LIMIT = 1000
+
+# Brackets, continuation backslashes, and the comments and strings to skip over.
+_LOGICAL_SCAN = re.compile(
+    r"""[()\[\]{}]
+    | \\(?:\r\n|\r|\n)
+    | \#[^\r\n]*
+    | '''(?:[^'\\]|\\.|'(?!''))*(?:'''|\Z)
+    | \"\"\"(?:[^"\\]|\\.|"(?!""))*(?:\"\"\"|\Z)
+    | '(?:[^'\\\r\n]|\\.)*'?
+    | "(?:[^"\\\r\n]|\\.)*"?
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+_NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
 @dataclass
@@ -50,24 +72,35 @@ class Parsed:
 _PARSED: Dict[str, Parsed] = {}
 
 
+def _describe(err: BaseException) -> str:
+    detail = str(err).strip()
+    return f"{type(err).__name__}: {detail}" if detail else type(err).__name__
+
+
 def _syntax_diagnostic(path: str, text: str, exc: Exception) -> Diagnostic:
-    row, col, message = 1, 1, str(exc)
+    row, col, message = 1, 1, f"syntax error: {exc}"
     # Prefer CPython's own message and position when it also rejects the file.
     try:
-        compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        _python_compile(path, text)
     except SyntaxError as err:
         row = err.lineno or 1
         col = err.offset or 1
-        message = err.msg
+        message = f"syntax error: {err.msg}"
     except (RecursionError, MemoryError) as err:
-        message = f"{type(err).__name__}: {err}"
+        row = _line_of(text, _long_logical_line(text))
+        message = f"syntax error: nesting too deep for Python to compile ({_describe(err)})"
     except (ValueError, TypeError) as err:
-        message = str(err)
+        message = f"syntax error: {err}"
     else:
         if isinstance(exc, cst.ParserSyntaxError):
             row, col = exc.raw_line, exc.raw_column + 1
-            message = exc.message
-    lines = text.splitlines()
+            message = f"syntax error: {exc.message} (dslint's parser; Python accepts this file)"
+        elif isinstance(exc, (RecursionError, MemoryError)):
+            row = _line_of(text, _long_logical_line(text))
+            message = f"cannot analyse: nesting too deep for dslint ({_describe(exc)}), although Python accepts it"
+        else:
+            message = f"syntax error: {exc} (dslint's parser; Python accepts this file)"
+    lines = split_lines(text)
     row = max(1, min(row, len(lines) or 1))
     line = lines[row - 1] if lines else ""
     col = max(1, min(col, len(line) + 1))
@@ -75,7 +108,7 @@ def _syntax_diagnostic(path: str, text: str, exc: Exception) -> Diagnostic:
     return Diagnostic(
         code="DSL000",
         name=rule.name,
-        message=f"syntax error: {message}",
+        message=message,
         path=path,
         start=(row, col),
         end=(row, col),
@@ -85,16 +118,78 @@ def _syntax_diagnostic(path: str, text: str, exc: Exception) -> Diagnostic:
     )
 
 
-def _gate(path: str, text: str) -> Optional[Exception]:
-    """CPython's verdict on files whose shape could overflow libcst's native parser."""
-    if len(text) < GATE_FILE_SIZE and (not text or max(map(len, text.splitlines() or [""])) < GATE_LINE_LENGTH):
-        return None
+def _python_compile(path: str, text: str) -> None:
+    """CPython's parser over ``text``, under CPython's default recursion limit."""
+    old_limit = sys.getrecursionlimit()
+    try:
+        sys.setrecursionlimit(PYTHON_RECURSION_LIMIT)
+    except RecursionError:  # already deeper than that: keep the current limit
+        pass
     try:
         compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    finally:
+        sys.setrecursionlimit(old_limit)
+
+
+def _long_logical_line(text: str) -> Optional[int]:
+    """Offset where a logical line long enough to hide deep nesting starts, or None.
+
+    A linear text scan (strings and comments skipped, brackets counted), a small
+    fraction of a parse; an unbalanced bracket only makes the gate run needlessly.
+    """
+    if len(text) < GATE_LINE_LENGTH:
+        return None
+    if any(len(line) >= GATE_LINE_LENGTH for line in _NEWLINE.split(text)):
+        for match in re.finditer(r"[^\r\n]+", text):
+            if match.end() - match.start() >= GATE_LINE_LENGTH:
+                return match.start()
+    if len(text) < GATE_LOGICAL_LENGTH:
+        return None
+    depth = 0
+    start = 0
+    continued_start = continued_end = -1
+    for match in _LOGICAL_SCAN.finditer(text):
+        first = match.group()[0]
+        if first in "([{":
+            if not depth:
+                start = match.start()
+            depth += 1
+        elif first in ")]}":
+            if depth:
+                depth -= 1
+                if not depth and match.end() - start >= GATE_LOGICAL_LENGTH:
+                    return start
+        elif first == "\\":
+            here = match.start()
+            if continued_end < 0 or _NEWLINE.search(text, continued_end, here):
+                continued_start = here  # a new run of continuation lines
+            elif here - continued_start >= GATE_LOGICAL_LENGTH:
+                return continued_start
+            continued_end = match.end()
+    if depth and len(text) - start >= GATE_LOGICAL_LENGTH:
+        return start
+    return None
+
+
+def _line_of(text: str, offset: Optional[int]) -> int:
+    if not offset:
+        return 1
+    return len(_NEWLINE.findall(text, 0, offset)) + 1
+
+
+_LIMIT_ERRORS = ("too many nested", "too many statically nested", "too many levels of indentation")
+
+
+def _gate(path: str, text: str) -> Optional[Exception]:
+    """CPython's verdict on files whose shape could overflow libcst's native parser."""
+    if len(text) < GATE_FILE_SIZE and _long_logical_line(text) is None:
+        return None
+    try:
+        _python_compile(path, text)
     except (RecursionError, MemoryError) as err:
         return err
     except SyntaxError as err:
-        if "too many nested" in (err.msg or "") or "too many statically nested" in (err.msg or ""):
+        if any(marker in (err.msg or "") for marker in _LIMIT_ERRORS):
             return err
     except (ValueError, TypeError):
         return None
@@ -110,10 +205,13 @@ def parse_file(path: str, text: str, modname: str, is_package: bool) -> Tuple[Op
         module = cst.parse_module(text)
     except (cst.ParserSyntaxError, RecursionError, MemoryError, ValueError) as exc:
         return None, _syntax_diagnostic(path, text, exc)
-    tree = TreeIndex(module)
-    names = ModuleNames(tree, modname, is_package)
-    regions = RegionCache()
-    summary = summarize(tree, names, regions)
+    try:
+        tree = TreeIndex(module)
+        names = ModuleNames(tree, modname, is_package)
+        regions = RegionCache()
+        summary = summarize(tree, names, regions)
+    except (RecursionError, MemoryError) as exc:  # nesting Python accepts, too deep to walk
+        return None, _syntax_diagnostic(path, text, exc)
     _PARSED[path] = Parsed(path, text, module, tree, names, regions, summary)
     return summary, None
 
@@ -145,16 +243,18 @@ def _summarize_batch(batch):
 # ---------------------------------------------------------------------------- phase 2
 
 
-def check_batch(batch: List[tuple], summaries: Dict[str, dict], rule_specs: List[tuple], enabled: List[str]) -> List[tuple]:
+def check_batch(
+    batch: List[tuple], summaries: Dict[str, dict], rule_specs: List[tuple], enabled: List[str], module_paths: Dict[str, List[str]]
+) -> List[tuple]:
     """[(path, text or None, modname, is_package)] -> [(path, [diagnostic dicts], query log, [errors])]
 
     ``text`` is None for files this process parsed in phase 1.
     """
-    return _on_big_stack(_check_batch, batch, summaries, rule_specs, enabled)
+    return _on_big_stack(_check_batch, batch, summaries, rule_specs, enabled, module_paths)
 
 
-def _check_batch(batch, summaries, rule_specs, enabled):
-    index = ProjectIndex(summaries)
+def _check_batch(batch, summaries, rule_specs, enabled, module_paths):
+    index = ProjectIndex(summaries, module_paths)
     registry = all_rules()
     rules = [registry[code](options) for code, options in rule_specs]
     out = []
@@ -190,7 +290,10 @@ def check_parsed(parsed: Parsed, index: ProjectIndex, rules: Sequence[Rule], ena
                 f"internal error in {rule.code} on {parsed.path}: {type(exc).__name__}: {exc} "
                 f"({where.filename.rsplit('/', 1)[-1]}:{where.lineno})"
             )
-    diagnostics = _to_diagnostics(parsed, reports)
+    try:
+        diagnostics = _to_diagnostics(parsed, reports)
+    except (RecursionError, MemoryError) as exc:  # positions regenerate the code recursively
+        diagnostics = [_syntax_diagnostic(parsed.path, parsed.text, exc)]
     diagnostics = apply_suppressions(parsed.path, parsed.text, diagnostics, enabled)
     return diagnostics, view.log, errors
 
@@ -209,7 +312,7 @@ def _to_diagnostics(parsed: Parsed, reports) -> List[Diagnostic]:
                 if edit.end is not None:
                     nodes.append(edit.end)
     ranges = node_ranges(parsed.module, nodes)
-    lines = parsed.text.splitlines()
+    lines = split_lines(parsed.text)
     out = []
     seen = set()
     for rule, report in reports:
@@ -277,7 +380,7 @@ def _unused_noqa(path: str, text: str, sup: suppress.Suppressions, enabled: set)
     from dslint.fixes import remove_noqa_codes
 
     out = []
-    lines = text.splitlines()
+    lines = split_lines(text)
     rule = all_rules()["DSL001"]
     for row, noqa in sorted(sup.lines.items()):
         if suppress.ALL in noqa.codes:
@@ -323,13 +426,15 @@ def _on_big_stack(func, *args):
         finally:
             sys.setrecursionlimit(old_limit)
 
+    # The size applies to threads *started* while it is set (pthread_create), so
+    # start() must run before it is restored.
+    thread = threading.Thread(target=target, name="dslint-analysis")
     previous = threading.stack_size()
     try:
         threading.stack_size(_STACK_SIZE)
-        thread = threading.Thread(target=target, name="dslint-analysis")
+        thread.start()
     finally:
         threading.stack_size(previous)
-    thread.start()
     thread.join()
     if "error" in result:
         raise result["error"]

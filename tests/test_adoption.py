@@ -16,7 +16,7 @@ class Records(Dataset):
         return json.load(open(self.files[i]))
 
 
-loader = DataLoader(Records(), sampler=RandomSampler(range(3)), shuffle=True)
+loader = DataLoader(Records(), sampler=RandomSampler(range(3)), shuffle=True, num_workers=2)
 """
 
 

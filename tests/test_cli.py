@@ -309,7 +309,7 @@ def project(tmp_path):
 def test_full_output_has_frame_caret_and_help(project):
     run = run_cli("check", "--no-cache", ".", cwd=project)
     text = run.stdout
-    assert "pkg/a.py:3:10: DSL501 `sampler` and `shuffle=True` are mutually exclusive" in text
+    assert "pkg/a.py:3:10: DSL501 [*] `sampler` and `shuffle=True` are mutually exclusive" in text
     frame = text.split("pkg/a.py:3:10")[1].splitlines()
     assert any(line.startswith("3 | loader = DataLoader(") for line in frame)
     caret_line = next(line for line in frame if "^" in line)
@@ -321,9 +321,9 @@ def test_full_output_has_frame_caret_and_help(project):
 def test_concise_output(project):
     run = run_cli("check", "--no-cache", "--output-format", "concise", ".", cwd=project)
     assert run.stdout.splitlines() == [
-        "pkg/a.py:3:10: DSL501 `sampler` and `shuffle=True` are mutually exclusive: the DataLoader raises "
+        "pkg/a.py:3:10: DSL501 [*] `sampler` and `shuffle=True` are mutually exclusive: the DataLoader raises "
         "`ValueError: sampler option is mutually exclusive with shuffle`",
-        "pkg/b.py:7:26: DSL102 `open()` is never closed: the descriptor stays open until garbage collection "
+        "pkg/b.py:7:26: DSL102 [*] `open()` is never closed: the descriptor stays open until garbage collection "
         "(ResourceWarning in every worker)",
     ]
 

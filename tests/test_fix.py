@@ -21,7 +21,7 @@ class Frames(Dataset):
     def __getitem__(self, i):
         # decode one frame
         img = Image.open(self.paths[i]).convert("RGB")  # keep this comment
-        meta = json.load(open(self.meta))
+        meta = json.load(open(self.metas[i]))
         return img, meta
 
 
@@ -76,7 +76,7 @@ def test_fix_applies_safe_fixes_only_and_reports_the_rest(project):
     assert "(1 more fix available with `--unsafe-fixes`.)" in run.stderr
     assert [line.split()[1] for line in run.stdout.splitlines()] == ["DSL503"]
     assert '        with Image.open(self.paths[i]) as im:\n            img = im.convert("RGB")  # keep this comment\n' in after
-    assert "        with open(self.meta) as f:\n            meta = json.load(f)\n" in after
+    assert "        with open(self.metas[i]) as f:\n            meta = json.load(f)\n" in after
     assert "a = DataLoader(ds, sampler=RandomSampler(ds))  # trailing\n" in after
     # a suppressed finding is never fixed
     assert "c = DataLoader(ds, sampler=RandomSampler(ds), shuffle=True)  # noqa: DSL501\n" in after
@@ -117,7 +117,7 @@ def test_overlapping_fixes_are_applied_in_passes(tmp_path):
                     return DataLoader(json.load(open(self.index)), sampler=s, shuffle=True)
 
                 def __getitem__(self, i):
-                    return json.load(open(self.a)), json.load(open(self.b))
+                    return json.load(open(self.a[i])), json.load(open(self.b[i]))
             """
         },
     )
@@ -127,7 +127,7 @@ def test_overlapping_fixes_are_applied_in_passes(tmp_path):
     assert "        with open(self.index) as f:\n            return DataLoader(json.load(f), sampler=s)\n" in text
     # only the first open of the tuple can move in front of the statement; the second would
     # now run before `json.load(f)`, so it keeps its finding and gets no fix
-    assert "        with open(self.a) as f:\n            return json.load(f), json.load(open(self.b))\n" in text
+    assert "        with open(self.a[i]) as f:\n            return json.load(f), json.load(open(self.b[i]))\n" in text
     assert "Found 4 problems (3 fixed, 1 remaining)." in run.stderr
     assert run.stdout.count("DSL102") == 1
 

@@ -69,11 +69,17 @@ def root_kind(qualified: Optional[str]) -> Optional[str]:
 
 
 class ProjectIndex:
-    def __init__(self, summaries: Dict[str, dict]) -> None:
+    def __init__(self, summaries: Dict[str, dict], module_paths: Optional[Dict[str, List[str]]] = None) -> None:
+        """``module_paths``: module name -> every checked file with that name (summarised
+        or not), so that a name shared by several files is ambiguous whichever of them
+        were analysed; without it, the summarised files alone."""
         self.summaries = summaries
         self.by_module: Dict[str, List[str]] = {}
-        for path, summary in summaries.items():
-            self.by_module.setdefault(summary["module"], []).append(path)
+        if module_paths is not None:
+            self.by_module = {name: list(paths) for name, paths in module_paths.items()}
+        else:
+            for path, summary in summaries.items():
+                self.by_module.setdefault(summary["module"], []).append(path)
         self._kind: Dict[Key, Optional[str]] = {}
         self._located: Dict[tuple, Optional[Key]] = {}
         self.per_sample: Dict[Key, Tuple[str, str]] = {}
@@ -113,8 +119,8 @@ class ProjectIndex:
             if not paths:
                 continue
             path = self._pick(paths, from_path)
-            if path is None:
-                return None
+            if path is None or path not in self.summaries:
+                return None  # ambiguous, or a file not analysed (the engine pulls those in)
             summary = self.summaries[path]
             rest = parts[i:]
             key = ".".join(rest)
@@ -318,6 +324,100 @@ class ProjectIndex:
     def per_sample_mode(self, path: str, qual: str) -> Optional[Tuple[str, str]]:
         return self.per_sample.get((path, qual))
 
+    # Bases outside the project whose methods are known: (qualified name) -> the
+    # dunder methods they define. Any other non-project base may define anything.
+    _KNOWN_BASES = {
+        "torch.utils.data.IterableDataset": ("__getitem__", "__add__", "__iter__"),
+        "torch.utils.data.Dataset": ("__getitem__", "__add__"),
+        "builtins.object": (),
+        "typing.Generic": (),
+        "abc.ABC": (),
+        "typing.Iterable": ("__iter__",),
+        "typing.Iterator": ("__iter__", "__next__"),
+        "collections.abc.Iterable": ("__iter__",),
+        "collections.abc.Iterator": ("__iter__", "__next__"),
+    }
+
+    def class_method(self, qualified: str, from_path: str, name: str) -> Optional[dict]:
+        """Kind of the project class named ``qualified`` and whether it has method ``name``.
+
+        ``{"kind": ..., "defined": True | False | None}``: True when the class or a
+        base defines it; False when every base is a project class or a known base
+        without it; None when a base is unknown (a library base may define it).
+        None (no dict) when the class is not in the project.
+        """
+        located = self.locate(canonical(qualified), from_path)
+        if located is None:
+            return None
+        defined: Optional[bool] = False
+        for key in self.mro(located):
+            info = self.class_info(key)
+            if name in info["methods"]:
+                return {"kind": self.class_kind(located), "defined": True}
+            for base in info["bases"]:
+                known = self._KNOWN_BASES.get(canonical(base)) if base else None
+                if known is not None:
+                    if name in known:
+                        return {"kind": self.class_kind(located), "defined": True}
+                elif not base or self.locate(canonical(base), key[0]) is None:
+                    defined = None
+        return {"kind": self.class_kind(located), "defined": defined}
+
+    def external_bases(self, qualified: str, from_path: Optional[str]) -> Optional[List[str]]:
+        """Bases outside the project that the project class ``qualified`` derives from.
+
+        Canonical qualified names, sorted, through any chain of project classes (so
+        "is project class X an ``nn.Module``" can be asked across files); None when
+        ``qualified`` is not a class of the project.
+        """
+        located = self.locate(canonical(qualified), from_path)
+        if located is None:
+            return None
+        found = set()
+        for key in self.mro(located):
+            for base in self.class_info(key)["bases"]:
+                if base and self.locate(canonical(base), key[0]) is None:
+                    found.add(canonical(base))
+        return sorted(found)
+
+    def collate_loaders(self, key: Key) -> List[dict]:
+        """Facts of every DataLoader in the project whose ``collate_fn`` is the function ``key``."""
+        table = getattr(self, "_collate_table", None)
+        if table is None:
+            table = {}
+            for path, summary in self.summaries.items():
+                for facts in summary.get("loaders", ()):
+                    ref = facts.get("collate_fn")
+                    located = self._function_key(canonical(ref), path) if ref else None
+                    if located is not None:
+                        table.setdefault(located, []).append(facts)
+            self._collate_table = table
+        return table.get(key, [])
+
+    def _function_key(self, qualified: str, from_path: str) -> Optional[Key]:
+        """Where a function or a method (``mod.Class.method``) named ``qualified`` is defined."""
+        located = self.locate(qualified, from_path, table="functions")
+        if located is None:
+            owner, _, name = qualified.rpartition(".")
+            cls = self.locate(owner, from_path) if owner else None
+            if cls is not None:
+                located = self.find_method(self.mro(cls), name)
+        return located
+
+    def worker_init_loaders(self, key: Key) -> List[dict]:
+        """Facts of every DataLoader in the project whose ``worker_init_fn`` is the function ``key``."""
+        table = getattr(self, "_worker_init_table", None)
+        if table is None:
+            table = {}
+            for path, summary in self.summaries.items():
+                for facts in summary.get("loaders", ()):
+                    ref = facts.get("worker_init_fn")
+                    located = self._function_key(canonical(ref), path) if ref else None
+                    if located is not None:
+                        table.setdefault(located, []).append(facts)
+            self._worker_init_table = table
+        return table.get(key, [])
+
 
 class View:
     """The index as seen from one file; every answer is recorded for the cache."""
@@ -360,6 +460,22 @@ class View:
         """Facts of the functions reached from ``method`` of this file's class ``qual``."""
         keys = self._index.reachable((self.path, qual), method)
         return self._record("reachable_facts", [qual, method], [self._index.function_facts(k) for k in keys])
+
+    def class_method(self, qualified: str, name: str) -> Optional[dict]:
+        """Kind of a class named by qualified name (any file) and whether it has ``name``."""
+        return self._record("class_method", [qualified, name], self._index.class_method(qualified, self.path, name))
+
+    def external_bases(self, qualified: str) -> Optional[List[str]]:
+        """Bases outside the project of the project class ``qualified`` (None: not a project class)."""
+        return self._record("external_bases", [qualified], self._index.external_bases(qualified, self.path))
+
+    def collate_loaders(self, qual: str) -> List[dict]:
+        """Facts of the DataLoaders (in any file) that use this file's function ``qual`` as ``collate_fn``."""
+        return self._record("collate_loaders", [qual], self._index.collate_loaders((self.path, qual)))
+
+    def worker_init_loaders(self, qual: str) -> List[dict]:
+        """Facts of the DataLoaders (in any file) that use this file's function ``qual`` as ``worker_init_fn``."""
+        return self._record("worker_init_loaders", [qual], self._index.worker_init_loaders((self.path, qual)))
 
 
 def replay(index: ProjectIndex, path: str, log: List[list]) -> bool:

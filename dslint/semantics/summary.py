@@ -161,7 +161,7 @@ def _dataloader_calls(tree: TreeIndex, names: ModuleNames):
 
 def _is_worker_info_ref(node: cst.CSTNode, names: ModuleNames) -> bool:
     parts = dotted_parts(node)
-    if not parts or parts[-1] != "get_worker_info":
+    if not parts or parts[-1] not in names.call_tails({"get_worker_info"}):  # aliases too
         return False
     return names.qualname(node) == WORKER_INFO
 
