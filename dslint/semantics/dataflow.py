@@ -1,0 +1,515 @@
+"""Index dependence: does an expression change from one sample to the next?
+
+Per-sample code that does the *same* work on every call (re-listing a fixed
+directory, re-parsing a fixed annotation file, re-building a fixed model) is a
+cost defect; per-sample code whose inputs depend on the sample (``self.files[idx]``,
+the item of the loop that yields in ``__iter__``) is the dataset doing its job.
+This module answers that question once, for every rule:
+
+* **sources** (values that vary per sample): every parameter of a per-sample
+  function except ``self`` (the index of ``__getitem__``/``__getitems__``; for a
+  helper reached per sample its arguments are unknown, and unknown is not wrong),
+  the targets of the loops that yield in a generator (``__iter__`` and generator
+  helpers), lambda parameters, ``AugAssign`` targets and loop-carried
+  self-references (``i = i + 1`` in a loop), values from RNG/clock calls
+  (``random.*``, ``np.random.*``, ``torch.rand*``, ``time.*``, ``next()``), and
+  ``self`` attributes that per-sample code of this file (re)assigns or mutates
+  (counters, "current item" fields, caches);
+* **propagation**: a flow-insensitive fixed point over ``Assign``/``AugAssign``/
+  ``AnnAssign``, ``for`` and comprehension targets, ``with ... as``, walrus,
+  ``self.x = <dependent>``, ``obj[k] = <dependent>``/``obj.attr = <dependent>`` and
+  mutating calls (``names.append(<dependent>)``);
+* **calls**: a call to a library function (resolved qualified name, not a project
+  function) with index-invariant arguments is index-invariant; a call of a project
+  function or method (``self.load()``, ``helper()``), of an unresolved callable, or
+  of a method not known to be pure (``f.readline()``, ``rng.integers()``) is treated
+  as dependent, because its result may vary.
+
+Over-approximating dependence only makes rules quieter: a false "invariant" is a
+false positive, a false "dependent" is at worst a miss.
+
+API: ``depends_on_sample(ctx, expr)``, ``inputs_depend(ctx, call)`` (receiver or
+any argument dependent), ``bound_values(ctx, name)`` (what a local name is bound
+to). Answers are cached per function.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Dict, List, Optional, Set
+
+import libcst as cst
+
+from dslint.semantics.bindings import names_in_target
+from dslint.semantics.regions import LOOP, self_attr
+from dslint.semantics.walk import iter_subtree
+
+__all__ = ["depends_on_sample", "inputs_depend", "bound_values", "per_item", "varies_per_call", "FunctionFlow", "flow_of"]
+
+# Calls whose result differs on every call (RNG, clocks, iterators).
+VARYING_PREFIXES = (
+    "random.",
+    "numpy.random.",
+    "secrets.",
+    "uuid.",
+    "time.",
+    "datetime.",
+    "torch.distributions.",
+)
+VARYING_EXACT = frozenset(
+    {
+        "os.urandom",
+        "builtins.next",
+        "builtins.input",
+        "torch.rand",
+        "torch.rand_like",
+        "torch.randn",
+        "torch.randn_like",
+        "torch.randint",
+        "torch.randint_like",
+        "torch.randperm",
+        "torch.normal",
+        "torch.bernoulli",
+        "torch.multinomial",
+        "torch.poisson",
+        "torch.seed",
+        "torch.initial_seed",
+    }
+)
+
+# Methods that only compute a new value from their receiver and arguments.
+PURE_METHODS = frozenset(
+    {
+        "format",
+        "format_map",
+        "join",
+        "replace",
+        "strip",
+        "lstrip",
+        "rstrip",
+        "lower",
+        "upper",
+        "casefold",
+        "split",
+        "rsplit",
+        "splitlines",
+        "partition",
+        "rpartition",
+        "startswith",
+        "endswith",
+        "removeprefix",
+        "removesuffix",
+        "zfill",
+        "encode",
+        "decode",
+        "joinpath",
+        "with_suffix",
+        "with_name",
+        "with_stem",
+        "relative_to",
+        "resolve",
+        "absolute",
+        "expanduser",
+        "as_posix",
+        "exists",
+        "is_file",
+        "is_dir",
+        "open",
+        "read_text",
+        "read_bytes",
+        "get",
+        "keys",
+        "values",
+        "items",
+        "copy",
+    }
+)
+
+# Calls that store their arguments into the receiver.
+MUTATORS = frozenset(
+    {"append", "extend", "insert", "add", "update", "setdefault", "appendleft", "extendleft", "put", "put_nowait", "__setitem__"}
+)
+
+_LOOPS = (cst.For, cst.While)
+
+
+def varies_per_call(qualified: Optional[str]) -> bool:
+    """A library call whose result is different on every call (RNG, clocks, ``next``)."""
+    if not qualified:
+        return False
+    return qualified in VARYING_EXACT or qualified.startswith(VARYING_PREFIXES)
+
+
+class _FileFlows:
+    """Per-file state: flows per function, project-function answers, varied attributes."""
+
+    def __init__(self) -> None:
+        self.flows: Dict[int, "FunctionFlow"] = {}
+        self.project_function: Dict[str, bool] = {}
+        self.varied_attrs: Optional[Set[str]] = None
+
+
+_BY_CTX: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _file(ctx) -> _FileFlows:
+    state = _BY_CTX.get(ctx)
+    if state is None:
+        state = _FileFlows()
+        _BY_CTX[ctx] = state
+    return state
+
+
+def _enclosing_def(ctx, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+    return ctx.enclosing_function(node)
+
+
+def flow_of(ctx, func: cst.FunctionDef) -> "FunctionFlow":
+    state = _file(ctx)
+    flow = state.flows.get(id(func))
+    if flow is None:
+        flow = FunctionFlow(ctx, func, state)
+        state.flows[id(func)] = flow
+    return flow
+
+
+def depends_on_sample(ctx, expr: cst.CSTNode) -> bool:
+    """Does ``expr`` (possibly) change from one sample to the next?
+
+    Outside any function there is no sample: False.
+    """
+    func = _enclosing_def(ctx, expr)
+    if func is None:
+        return False
+    return flow_of(ctx, func).depends(expr)
+
+
+def inputs_depend(ctx, call: cst.Call) -> bool:
+    """Does the receiver (for a method call) or any argument of ``call`` depend on the sample?"""
+    func = _enclosing_def(ctx, call)
+    if func is None:
+        return False
+    flow = flow_of(ctx, func)
+    if isinstance(call.func, cst.Attribute) and flow.depends(call.func.value):
+        return True
+    return any(flow.depends(arg.value) for arg in call.args)
+
+
+def bound_values(ctx, name: cst.Name) -> Optional[List[Optional[cst.BaseExpression]]]:
+    """Every value the local ``name`` is bound to in its function (None entries: bound by a
+    parameter, loop, augmented assignment or unpacking). None when the name is not local."""
+    func = _enclosing_def(ctx, name)
+    if func is None:
+        return None
+    return flow_of(ctx, func).bindings.get(name.value)
+
+
+def per_item(ctx, node: cst.CSTNode) -> bool:
+    """``ctx.is_per_sample(node)``, refined for nested loops in generators.
+
+    In ``while True: data = load(); for x in data: yield x`` both loops contain the
+    yield, but the code of the outer loop that is outside the inner one runs once
+    per pass over ``data``, not once per item. A node runs per item when the
+    innermost yielding loop around it yields directly (not only through a nested
+    loop).
+    """
+    if not ctx.is_per_sample(node):
+        return False
+    func = ctx.enclosing_function(node)
+    if func is None or ctx.per_sample_mode(func) != LOOP:
+        return True
+    loops = {id(loop) for loop in ctx.regions.get(func).loops}
+    for ancestor in ctx.ancestors(node):
+        if ancestor is func:
+            return True
+        if id(ancestor) in loops:
+            return _yields_directly(ancestor)
+    return True
+
+
+def _yields_directly(loop: cst.CSTNode) -> bool:
+    stack = [loop.body]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, (cst.Yield)):
+            return True
+        if current is not loop.body and isinstance(current, (cst.For, cst.While, cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            continue
+        stack.extend(current.children)
+    return False
+
+
+# ---------------------------------------------------------------------------- the analysis
+
+
+def _params(params: cst.Parameters):
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        yield param.name.value
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            yield star.name.value
+
+
+def _root_name(node: cst.CSTNode) -> Optional[cst.Name]:
+    while isinstance(node, (cst.Attribute, cst.Subscript)):
+        node = node.value
+    return node if isinstance(node, cst.Name) else None
+
+
+class FunctionFlow:
+    """Which local names and ``self`` attributes of one function depend on the sample."""
+
+    def __init__(self, ctx, func: cst.FunctionDef, state: _FileFlows) -> None:
+        self.ctx = ctx
+        self.func = func
+        self.state = state
+        regions = ctx.regions.get(func)
+        # only a method has a ``self``; the first parameter of a function is an input
+        self.self_param = regions.self_param if ctx.method_class(func) is not None else None
+        self.names: Set[str] = set()
+        self.attrs: Set[str] = set(_varied_attrs(ctx, state))
+        self.bindings: Dict[str, List[Optional[cst.BaseExpression]]] = {}
+        self._edges: List[tuple] = []  # (target node, [value exprs])
+        self._memo: Dict[int, bool] = {}
+
+        for name in _params(func.params):
+            if name != self.self_param:
+                self.names.add(name)
+                self.bindings.setdefault(name, []).append(None)
+        yielding = set()
+        if ctx.per_sample_mode(func) == LOOP:
+            yielding = {id(loop) for loop in regions.loops}
+        for node in iter_subtree(func.body, into_scopes=False):
+            self._collect(node, yielding)
+        self._solve()
+
+    # -- collection
+    def _collect(self, node: cst.CSTNode, yielding: Set[int]) -> None:
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                self._edge(target.target, [node.value])
+                self._bind(target.target, node.value)
+            self._loop_carried(node, [t.target for t in node.targets], node.value)
+        elif isinstance(node, cst.AnnAssign):
+            if node.value is not None:
+                self._edge(node.target, [node.value])
+                self._bind(node.target, node.value)
+                self._loop_carried(node, [node.target], node.value)
+        elif isinstance(node, cst.AugAssign):
+            self._source(node.target)
+            self._bind(node.target, None)
+        elif isinstance(node, cst.For):
+            if id(node) in yielding:
+                self._source(node.target)
+            else:
+                self._edge(node.target, [node.iter])
+            self._bind(node.target, None)
+        elif isinstance(node, cst.CompFor):
+            self._edge(node.target, [node.iter])
+            self._bind(node.target, None)
+        elif isinstance(node, cst.WithItem):
+            if node.asname is not None:
+                self._edge(node.asname.name, [node.item])
+                self._bind(node.asname.name, node.item)
+        elif isinstance(node, cst.NamedExpr):
+            self._edge(node.target, [node.value])
+            self._bind(node.target, node.value)
+        elif isinstance(node, cst.Lambda):
+            for name in _params(node.params):
+                self.names.add(name)
+        elif isinstance(node, (cst.ExceptHandler, cst.ExceptStarHandler)):
+            if node.name is not None:
+                self._source(node.name.name)
+        elif isinstance(node, cst.Call):
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value in MUTATORS:
+                self._edge(func.value, [arg.value for arg in node.args])
+
+    def _bind(self, target: cst.CSTNode, value) -> None:
+        if isinstance(target, cst.Name):
+            self.bindings.setdefault(target.value, []).append(value)
+        else:
+            for name in names_in_target(target):
+                self.bindings.setdefault(name, []).append(None)
+
+    def _edge(self, target: cst.CSTNode, values: list) -> None:
+        self._edges.append((target, values))
+
+    def _source(self, target: cst.CSTNode) -> None:
+        self._mark(target)
+
+    def _loop_carried(self, node, targets, value) -> None:
+        """``x = f(x)`` inside a loop: x changes on every iteration."""
+        names = {n for t in targets for n in names_in_target(t)}
+        if not names:
+            return
+        inside_loop = False
+        for ancestor in self.ctx.ancestors(node):
+            if ancestor is self.func:
+                break
+            if isinstance(ancestor, _LOOPS):
+                inside_loop = True
+                break
+        if not inside_loop:
+            return
+        for sub in iter_subtree(value, into_scopes=False):
+            if isinstance(sub, cst.Name) and sub.value in names:
+                for target in targets:
+                    self._mark(target)
+                return
+
+    def _mark(self, target: cst.CSTNode) -> bool:
+        """Mark a binding target dependent; True when something new was marked."""
+        changed = False
+        if isinstance(target, cst.Name):
+            if target.value not in self.names:
+                self.names.add(target.value)
+                changed = True
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                changed |= self._mark(element.value)
+        elif isinstance(target, cst.StarredElement):
+            changed |= self._mark(target.value)
+        elif isinstance(target, (cst.Attribute, cst.Subscript)):
+            node = target
+            while isinstance(node, (cst.Attribute, cst.Subscript)):
+                attr = self_attr(node, self.self_param)
+                if attr is not None:
+                    if attr not in self.attrs:
+                        self.attrs.add(attr)
+                        changed = True
+                    return changed
+                node = node.value
+            if isinstance(node, cst.Name) and node.value != self.self_param and node.value not in self.names:
+                self.names.add(node.value)
+                changed = True
+        return changed
+
+    def _solve(self) -> None:
+        changed = True
+        while changed:
+            changed = False
+            for target, values in self._edges:
+                if any(self._dep(v) for v in values if v is not None):
+                    changed |= self._mark(target)
+
+    # -- queries
+    def depends(self, expr: cst.CSTNode) -> bool:
+        key = id(expr)
+        cached = self._memo.get(key)
+        if cached is None:
+            cached = self._dep(expr)
+            self._memo[key] = cached
+        return cached
+
+    def _dep(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.Name):
+            return node.value in self.names
+        if isinstance(node, cst.Attribute):
+            attr = self_attr(node, self.self_param)
+            if attr is not None:
+                return attr in self.attrs
+            return self._dep(node.value)
+        if isinstance(node, cst.Call):
+            return self._call_dep(node)
+        if isinstance(node, cst.Arg):
+            return self._dep(node.value)
+        if isinstance(node, cst.Lambda):
+            # the function value is invariant unless it captures a dependent name
+            own = set(_params(node.params))
+            for sub in iter_subtree(node.body):
+                if isinstance(sub, cst.Name) and sub.value in self.names and sub.value not in own:
+                    parent = self.ctx.parent(sub)
+                    if isinstance(parent, cst.Attribute) and parent.attr is sub:
+                        continue
+                    if isinstance(parent, cst.Arg) and parent.keyword is sub:
+                        continue
+                    return True
+            return False
+        if isinstance(node, (cst.Yield, cst.Await)):
+            return True
+        if isinstance(node, (cst.SimpleString, cst.Integer, cst.Float, cst.Imaginary)):
+            return False
+        if isinstance(node, cst.CompFor):
+            return self._dep(node.iter) or any(self._dep(i.test) for i in node.ifs) or (
+                node.inner_for_in is not None and self._dep(node.inner_for_in)
+            )
+        for child in node.children:
+            if self._dep(child):
+                return True
+        return False
+
+    def _call_dep(self, call: cst.Call) -> bool:
+        func = call.func
+        args_dep = any(self._dep(arg.value) for arg in call.args)
+        if isinstance(func, cst.Attribute):
+            value = func.value
+            if self.self_param and isinstance(value, cst.Name) and value.value == self.self_param:
+                return True  # a method of the class: its result is unknown
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "super":
+                return True
+        qualified = self.ctx.qualname(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+        if qualified:
+            if varies_per_call(qualified) or self._is_project_function(qualified):
+                return True
+            return args_dep
+        if isinstance(func, cst.Attribute) and func.attr.value in PURE_METHODS:
+            return args_dep or self._dep(func.value)
+        return True
+
+    def _is_project_function(self, qualified: str) -> bool:
+        known = self.state.project_function.get(qualified)
+        if known is None:
+            if qualified.startswith("builtins."):
+                known = False
+            else:
+                known = self.ctx.view.function_facts(qualified) is not None
+            self.state.project_function[qualified] = known
+        return known
+
+
+def _varied_attrs(ctx, state: _FileFlows) -> Set[str]:
+    """``self`` attributes that per-sample code of this file assigns or mutates."""
+    if state.varied_attrs is not None:
+        return state.varied_attrs
+    found: Set[str] = set()
+    state.varied_attrs = found
+    for func in ctx.nodes(cst.FunctionDef):
+        if ctx.method_class(func) is None or ctx.per_sample_mode(func) is None:
+            continue
+        self_param = ctx.regions.get(func).self_param
+        if not self_param:
+            continue
+        for node in iter_subtree(func.body, into_scopes=False):
+            targets = ()
+            if isinstance(node, cst.Assign):
+                targets = [t.target for t in node.targets]
+            elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+                targets = [node.target]
+            elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in MUTATORS:
+                targets = [node.func.value]
+            for target in targets:
+                for element in _flat_targets(target):
+                    attr = _outer_self_attr(element, self_param)
+                    if attr is not None and attr not in found and ctx.is_per_sample(node):
+                        found.add(attr)
+    return found
+
+
+def _flat_targets(target: cst.CSTNode):
+    if isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from _flat_targets(element.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from _flat_targets(target.value)
+    else:
+        yield target
+
+
+def _outer_self_attr(node: cst.CSTNode, self_param: str) -> Optional[str]:
+    while isinstance(node, (cst.Attribute, cst.Subscript)):
+        attr = self_attr(node, self_param)
+        if attr is not None:
+            return attr
+        node = node.value
+    return None

@@ -1,0 +1,294 @@
+"""Index dependence (``dslint.semantics.dataflow``) and traps of the DSL2xx rules."""
+
+from __future__ import annotations
+
+import json
+
+import libcst as cst
+import pytest
+
+from tests.conftest import check_tree, write_files
+
+
+def _contexts(tmp_path, files):
+    """FileContext per written file, built the way the engine builds them."""
+    from dslint import worker
+    from dslint.semantics.context import FileContext
+    from dslint.semantics.names import module_name_for
+    from dslint.semantics.project import ProjectIndex, View
+
+    paths = write_files(tmp_path, files)
+    summaries = {}
+    for path in paths:
+        modname, is_package = module_name_for(str(path))
+        summary, diagnostic = worker.parse_file(str(path), path.read_text(), modname, is_package)
+        assert diagnostic is None
+        summaries[str(path)] = summary
+    index = ProjectIndex(summaries)
+    out = {}
+    for path in paths:
+        parsed = worker._PARSED.pop(str(path))
+        out[path.name] = FileContext(
+            parsed.path, parsed.text, parsed.module, parsed.tree, parsed.names, parsed.regions, parsed.summary,
+            View(index, parsed.path),
+        )
+    return out
+
+
+def _expr(ctx, text):
+    """The expression node whose source is exactly ``text`` (the first one)."""
+    for cls in (cst.Call, cst.Name, cst.Attribute, cst.Subscript, cst.FormattedString, cst.BinaryOperation, cst.Lambda):
+        for node in ctx.nodes(cls):
+            if ctx.code(node).strip() == text:
+                return node
+    raise AssertionError(f"no expression {text!r}")
+
+
+MAP_STYLE = """
+import os
+import random
+import time
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+ROOT = "/data"
+
+class D(Dataset):
+    def __init__(self, root):
+        self.root = root
+        self.files = sorted(os.listdir(root))
+
+    def __getitem__(self, idx):
+        path = self.files[idx]
+        fixed = os.path.join(self.root, "labels.csv")
+        renamed = path.replace(".jpg", ".png")
+        via_method = self.pick()
+        drawn = random.choice(self.files)
+        rolled = np.random.randint(10)
+        noise = torch.randint(0, 10, (1,))
+        stamp = time.time()
+        text = f"{self.root}/{idx}.npy"
+        cfg = self.cfg["ann"]
+        listed = [f for f in self.groups[idx]]
+        with open(self.files[idx]) as fh:
+            pass
+        with open(fixed) as fixed_handle:
+            pass
+        if (n := idx + 1) > 0:
+            pass
+        self.current = self.files[idx]
+        bag = {}
+        bag["k"] = idx
+        items = []
+        items.append(path)
+        keyed = sorted(self.files, key=lambda f: f.lower())
+        use(path, fixed, renamed, via_method, drawn, rolled, noise, stamp, text, cfg, listed, fh, fixed_handle, n,
+            self.current, bag, items, keyed, ROOT, self.root)
+
+    def pick(self):
+        return self.files[0]
+"""
+
+
+@pytest.mark.parametrize(
+    "expr,dependent",
+    [
+        ("path", True),
+        ("fixed", False),
+        ("renamed", True),
+        ("via_method", True),
+        ("drawn", True),
+        ("rolled", True),
+        ("noise", True),
+        ("stamp", True),
+        ("text", True),
+        ("cfg", False),
+        ("listed", True),
+        ("fh", True),
+        ("fixed_handle", False),
+        ("n", True),
+        ("self.current", True),
+        ("bag", True),
+        ("items", True),
+        ("keyed", False),
+        ("ROOT", False),
+        ("self.root", False),
+    ],
+)
+def test_index_dependence_in_getitem(tmp_path, expr, dependent):
+    from dslint.semantics.dataflow import depends_on_sample
+
+    ctx = _contexts(tmp_path, MAP_STYLE)["example.py"]
+    use = next(c for c in ctx.nodes(cst.Call) if ctx.code(c.func) == "use")
+    node = next(a.value for a in use.args if ctx.code(a.value).strip() == expr)
+    assert depends_on_sample(ctx, node) is dependent
+
+
+def test_loop_items_counters_and_helpers(tmp_path):
+    from dslint.semantics.dataflow import depends_on_sample, inputs_depend
+
+    ctx = _contexts(
+        tmp_path,
+        """
+        import torch
+        from torch.utils.data import IterableDataset, Dataset
+
+        def helper(p):
+            return torch.load(p)
+
+        class Stream(IterableDataset):
+            def __iter__(self):
+                before = self.path
+                i = 0
+                for item in self.items:
+                    i += 1
+                    j = 0
+                    j = j + 1
+                    yield torch.load(item), torch.load(before), i, j, helper(self.path)
+
+        class Counter(Dataset):
+            def __getitem__(self, idx):
+                self._advance()
+                return torch.load(self.cursor), torch.load(self.path)
+
+            def _advance(self):
+                self.cursor = self.next_path()
+        """,
+    )["example.py"]
+    assert depends_on_sample(ctx, _expr(ctx, "item"))
+    assert not depends_on_sample(ctx, _expr(ctx, "before"))
+    yielded = next(n for n in ctx.nodes(cst.Yield))
+    values = [e.value for e in yielded.value.elements]
+    assert [depends_on_sample(ctx, v) for v in values[2:4]] == [True, True]  # i += 1; j = j + 1 in a loop
+    # a helper's parameter is unknown, so treated as dependent
+    assert inputs_depend(ctx, _expr(ctx, "torch.load(p)"))
+    # an attribute another per-sample method of the class reassigns varies per sample
+    assert inputs_depend(ctx, _expr(ctx, "torch.load(self.cursor)"))
+    assert not inputs_depend(ctx, _expr(ctx, "torch.load(self.path)"))
+
+
+def test_per_item_excludes_outer_loop_of_nested_generator(tmp_path):
+    from dslint.semantics.dataflow import per_item
+
+    ctx = _contexts(
+        tmp_path,
+        """
+        import torch
+        from torch.utils.data import IterableDataset
+
+        class Repeat(IterableDataset):
+            def __iter__(self):
+                while True:
+                    data = torch.load(self.path)
+                    for x in data:
+                        yield torch.load(self.other)
+        """,
+    )["example.py"]
+    assert ctx.is_per_sample(_expr(ctx, "torch.load(self.path)"))  # what regions say
+    assert not per_item(ctx, _expr(ctx, "torch.load(self.path)"))  # once per pass over `data`
+    assert per_item(ctx, _expr(ctx, "torch.load(self.other)"))
+
+
+def _codes(tmp_path, files, select):
+    write_files(tmp_path, files)
+    outcome = check_tree(tmp_path, select=select)
+    assert not outcome.result.internal_errors, outcome.result.internal_errors
+    return sorted((d.path, d.row, d.code) for d in outcome.diagnostics)
+
+
+def test_traps_stay_silent(tmp_path):
+    found = _codes(
+        tmp_path,
+        """
+        import os
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+        import torchvision.transforms as T
+        from torch.utils.data import Dataset, IterableDataset
+
+        class D(Dataset):
+            def __init__(self, root):
+                self.files = os.listdir(root)
+                self.count = 0
+
+            def __len__(self):
+                return len(os.listdir(self.root))
+
+            def __getitem__(self, idx):
+                self.count += 1
+                x = torch.load(f"{self.root}/{self.count}.pt")
+                if torch.cuda.is_available() and torch.cuda.device_count() > 1:
+                    x = x.to(self.device)
+                w = nn.Parameter(torch.ones(3))
+                return F.relu(T.ToTensor()(x)) * w
+
+        class Repeat(IterableDataset):
+            def __iter__(self):
+                while True:
+                    data = torch.load(self.path)
+                    for x in data:
+                        yield x
+        """,
+        ["DSL201", "DSL202", "DSL203", "DSL204"],
+    )
+    assert found == []
+
+
+def test_one_finding_per_construction_and_statement(tmp_path):
+    found = _codes(
+        tmp_path,
+        """
+        import torch
+        import torch.nn as nn
+        import torchvision.transforms as T
+        from torch.utils.data import Dataset
+
+        class D(Dataset):
+            def __getitem__(self, idx):
+                net = nn.Sequential(nn.Linear(4, 4), nn.Sequential(nn.ReLU()))
+                tf = T.Compose([T.Resize(8), T.RandomApply([T.ColorJitter(0.1)])])
+                y = torch.zeros(3, device="cuda").cuda()
+                return net, tf, y
+        """,
+        ["DSL203", "DSL204"],
+    )
+    assert [(row, code) for _, row, code in found] == [(8, "DSL203"), (9, "DSL203"), (10, "DSL204")]
+
+
+def test_cross_file_answers_are_recorded_as_json(tmp_path):
+    """The new View questions are logged for the cache and replay to the same answers."""
+    from dslint.semantics.project import replay
+
+    ctxs = _contexts(
+        tmp_path,
+        {
+            "models.py": """
+                import torch.nn as nn
+
+                class Net(nn.Module):
+                    pass
+            """,
+            "collate.py": """
+                def to_gpu(batch):
+                    return batch.cuda()
+            """,
+            "train.py": """
+                from torch.utils.data import DataLoader
+                from collate import to_gpu
+                from models import Net
+
+                loader = DataLoader([1, 2], collate_fn=to_gpu, num_workers=2)
+            """,
+        },
+    )
+    train = ctxs["train.py"]
+    assert train.view.external_bases("models.Net") == ["torch.nn.Module"]
+    assert train.view.external_bases("os.path") is None
+    collate = ctxs["collate.py"]
+    loaders = collate.view.collate_loaders("to_gpu")
+    assert [facts["num_workers"] for facts in loaders] == [2]
+    for ctx in (train, collate):
+        log = json.loads(json.dumps(ctx.view.log))
+        assert replay(ctx.view._index, ctx.path, log)
