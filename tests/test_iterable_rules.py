@@ -1,0 +1,341 @@
+"""DSL301-DSL304 beyond the embedded cases: the DSL301 fix, levels, messages, the cache."""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+
+import libcst as cst
+import pytest
+
+from dslint.fixes import apply_edits
+from tests.conftest import FIXTURES, check_tree, run_cli, write_files
+
+
+def _findings(root, code):
+    outcome = check_tree(root, select=[code])
+    assert not outcome.result.internal_errors
+    return [d for d in outcome.diagnostics if d.code == code]
+
+
+def _fix(root, name, code="DSL301"):
+    """Apply every fix of ``code`` to ``root/name`` and return the new text."""
+    found = [d for d in _findings(root, code) if d.path.endswith(name)]
+    assert found and all(d.fix is not None for d in found), found
+    path = root / name
+    text = apply_edits(path.read_text(), [e for d in found for e in d.fix.edits])
+    path.write_text(text)
+    return text
+
+
+# --------------------------------------------------------------------------- DSL301 fix
+
+
+def test_dsl301_fix_on_fixture_parses_removes_finding_and_restarts_epochs(tmp_path):
+    shutil.copy(FIXTURES / "DSL301-iter-returns-self" / "bad.py", tmp_path / "stream.py")
+    [finding] = _findings(tmp_path, "DSL301")
+    assert finding.fix.applicability == "unsafe"
+    assert "second epoch yields 0 samples" in finding.message
+    text = _fix(tmp_path, "stream.py")
+    cst.parse_module(text)
+    assert _findings(tmp_path, "DSL301") == []
+
+    # the fixed stream really restarts: 100 samples in each of 3 epochs
+    torch = pytest.importorskip("torch")
+    namespace = {"__name__": "fixed_stream"}
+    exec(compile(text, str(tmp_path / "stream.py"), "exec"), namespace)
+    dataset = namespace["build"](tmp_path)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=0)
+    assert [len(list(loader)) for _ in range(3)] == [100, 100, 100]
+
+
+def test_dsl301_fix_keeps_existing_resets_and_adds_missing_ones(tmp_path):
+    write_files(
+        tmp_path,
+        {
+            "rows.py": """
+            from torch.utils.data import IterableDataset
+
+            class Rows(IterableDataset):
+                \"\"\"Rows of a table.\"\"\"
+
+                def __init__(self, rows):
+                    self.rows = list(rows)
+                    self.it = iter(self.rows)
+                    self.seen = 0
+
+                def __iter__(self):
+                    \"\"\"Iterate.\"\"\"
+                    self.seen = 0
+                    return self  # expect: DSL301
+
+                def __next__(self):
+                    self.seen += 1
+                    return next(self.it)
+            """
+        },
+    )
+    text = _fix(tmp_path, "rows.py")
+    cst.parse_module(text)
+    assert "self.it = iter(self.rows)" in text.split("def __iter__")[1]
+    assert "self.seen = 0" in text.split("def __iter__")[1]
+    assert _findings(tmp_path, "DSL301") == []
+    namespace = {}
+    exec(compile(text, "rows.py", "exec"), namespace)
+    rows = namespace["Rows"]([1, 2, 3])
+    assert [list(rows), list(rows)] == [[1, 2, 3], [1, 2, 3]]
+
+
+@pytest.mark.parametrize(
+    "init_line",
+    [
+        "self.it = iter(rows)",  # a constructor argument: not available in __iter__
+        "self.it = make_iterator(self.rows)",  # an arbitrary call: unknown side effects
+    ],
+)
+def test_dsl301_no_fix_when_the_initial_state_cannot_be_recomputed(tmp_path, init_line):
+    write_files(
+        tmp_path,
+        {
+            "rows.py": f"""
+            from torch.utils.data import IterableDataset
+
+            class Rows(IterableDataset):
+                def __init__(self, rows):
+                    self.rows = rows
+                    {init_line}
+
+                def __iter__(self):
+                    return self
+
+                def __next__(self):
+                    return next(self.it)
+            """
+        },
+    )
+    [finding] = _findings(tmp_path, "DSL301")
+    assert finding.fix is None
+
+
+def test_dsl301_no_fix_when_iter_does_more_than_return_self(tmp_path):
+    write_files(
+        tmp_path,
+        {
+            "rows.py": """
+            from torch.utils.data import IterableDataset
+
+            class Rows(IterableDataset):
+                def __init__(self, rows):
+                    self.rows = rows
+                    self.i = 0
+
+                def __iter__(self):
+                    if self.rows:
+                        return self
+                    return iter(())
+
+                def __next__(self):
+                    if self.i >= len(self.rows):
+                        raise StopIteration
+                    self.i += 1
+                    return self.rows[self.i - 1]
+            """
+        },
+    )
+    [finding] = _findings(tmp_path, "DSL301")
+    assert finding.row == 10 and finding.fix is None
+
+
+def test_dsl301_fix_through_the_cli_is_idempotent(tmp_path):
+    shutil.copy(FIXTURES / "DSL301-iter-returns-self" / "bad.py", tmp_path / "stream.py")
+    first = run_cli("check", "--fix", "--unsafe-fixes", "--select", "DSL301", "--no-cache", "stream.py", cwd=tmp_path)
+    once = (tmp_path / "stream.py").read_text()
+    assert "return self" not in once, first.stdout + first.stderr
+    cst.parse_module(once)
+    run_cli("check", "--fix", "--unsafe-fixes", "--select", "DSL301", "--no-cache", "stream.py", cwd=tmp_path)
+    assert (tmp_path / "stream.py").read_text() == once
+
+
+# --------------------------------------------------------------------------- DSL302
+
+
+def test_dsl302_messages_tell_files_from_iterators(tmp_path):
+    write_files(
+        tmp_path,
+        """
+        from torch.utils.data import IterableDataset
+
+        class S(IterableDataset):
+            def __init__(self, path, items):
+                self.f = open(path)
+                self.it = iter(items)
+
+            def __iter__(self):
+                for line in self.f:
+                    yield line, next(self.it)
+        """,
+    )
+    found = {d.row: d.message for d in _findings(tmp_path, "DSL302")}
+    assert set(found) == {5, 6}
+    assert "with or without workers" in found[5]
+    assert "`num_workers=0` or `persistent_workers=True`" in found[6]
+
+
+def test_dsl302_not_reported_for_a_handle_only_read_in_getitem(tmp_path):
+    write_files(
+        tmp_path,
+        """
+        from torch.utils.data import IterableDataset
+
+        class S(IterableDataset):
+            def __init__(self, path):
+                self.f = open(path, "rb")
+                self.offsets = [0, 8, 16]
+
+            def __iter__(self):
+                for offset in self.offsets:
+                    self.f.seek(offset)
+                    yield self.f.read(8)
+        """,
+    )
+    assert _findings(tmp_path, "DSL302") == []
+
+
+# --------------------------------------------------------------------------- DSL303
+
+
+STREAM = """
+from torch.utils.data import DataLoader, IterableDataset
+
+class Files(IterableDataset):
+    def __init__(self, files):
+        self.files = files
+
+    def __iter__(self):
+        for f in self.files:
+            yield f
+"""
+
+
+@pytest.mark.parametrize(
+    "loaders,level",
+    [
+        ("", "warning"),
+        ("loader = DataLoader(Files([]), num_workers=args.workers)", "warning"),
+        ("loader = DataLoader(Files([]), num_workers=4)", "error"),
+        ("a = DataLoader(Files([]))\nb = DataLoader(Files([]), num_workers=2)", "error"),
+        ("a = DataLoader(Files([]))\nb = DataLoader(Files([]), num_workers=1)", None),
+    ],
+)
+def test_dsl303_level_follows_the_loaders(tmp_path, loaders, level):
+    write_files(tmp_path, STREAM + "\n" + loaders + "\n")
+    found = _findings(tmp_path, "DSL303")
+    if level is None:
+        assert found == []
+    else:
+        [finding] = found
+        assert finding.row == 7 and finding.level == level
+        if level == "error" and "num_workers=4" in loaders:
+            assert "arrives 4 times" in finding.message
+
+
+def test_dsl303_silent_when_a_worker_init_fn_in_another_file_shards_through_a_helper(tmp_path):
+    write_files(
+        tmp_path,
+        {
+            "stream.py": STREAM,
+            "sharding.py": """
+            import torch.utils.data as tud
+
+            def _split(ds, info):
+                ds.files = ds.files[info.id :: info.num_workers]
+
+            def worker_init(worker_id):
+                _split(tud.get_worker_info().dataset, tud.get_worker_info())
+            """,
+            "train.py": """
+            from torch.utils.data import DataLoader
+            from stream import Files
+            from sharding import worker_init
+
+            loader = DataLoader(Files(["a"]), num_workers=4, worker_init_fn=worker_init)
+            """,
+        },
+    )
+    assert _findings(tmp_path, "DSL303") == []
+
+
+def test_dsl303_silent_when_a_helper_in_another_file_shards(tmp_path):
+    write_files(
+        tmp_path,
+        {
+            "shard.py": """
+            import torch.utils.data
+
+            def mine(items):
+                info = torch.utils.data.get_worker_info()
+                return items if info is None else items[info.id :: info.num_workers]
+            """,
+            "stream.py": """
+            from torch.utils.data import IterableDataset
+            from shard import mine
+
+            class Files(IterableDataset):
+                def __init__(self, files):
+                    self.files = files
+
+                def __iter__(self):
+                    for f in mine(self.files):
+                        yield f
+            """,
+        },
+    )
+    assert _findings(tmp_path, "DSL303") == []
+
+
+# --------------------------------------------------------------------------- DSL304
+
+
+def test_dsl304_follows_a_base_gaining_len_across_files_with_the_cache(tmp_path):
+    """The answer about another file's class is recorded: editing the base re-checks the user."""
+    write_files(
+        tmp_path,
+        {
+            "base.py": """
+            import torch.utils.data as tud
+
+            class Base(tud.IterableDataset):
+                pass
+            """,
+            "stream.py": """
+            from base import Base
+
+            class Stream(Base):
+                def __iter__(self):
+                    yield 1
+            """,
+            "train.py": """
+            from torch.utils.data import DataLoader
+            from stream import Stream
+
+            n = len(DataLoader(Stream()))
+            """,
+        },
+    )
+    env = {"DSLINT_CACHE_DIR": str(tmp_path / ".cache")}
+    args = ("check", "--select", "DSL304", "--output-format", "concise", ".")
+    first = run_cli(*args, cwd=tmp_path, env=env)
+    assert "train.py:4:" in first.stdout and "DSL304" in first.stdout
+    (tmp_path / "base.py").write_text(
+        textwrap.dedent(
+            """
+            import torch.utils.data as tud
+
+            class Base(tud.IterableDataset):
+                def __len__(self):
+                    return 1
+            """
+        )
+    )
+    second = run_cli(*args, cwd=tmp_path, env=env)
+    assert "DSL304" not in second.stdout, second.stdout
