@@ -1,0 +1,504 @@
+"""DSL401-403 and DSL601 on patterns taken from real projects (beyond the embedded cases).
+
+Each case is checked through the engine exactly like the embedded valid/invalid
+cases: an ``# expect: CODE`` marker on every line that must be reported, none in
+the silent cases.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import check_tree, expected_markers, write_files
+
+FLAGGED = {
+    "h5py-get": (
+        "DSL401",
+        """
+        import h5py
+        import torch
+        import torch.utils.data as data
+
+        class FromHdf5(data.Dataset):
+            def __init__(self, file_path):
+                super().__init__()
+                hf = h5py.File(file_path)  # expect: DSL401
+                self.input = hf.get("input")
+                self.label = hf.get("label")
+
+            def __getitem__(self, index):
+                return torch.from_numpy(self.input[index]), torch.from_numpy(self.label[index])
+
+            def __len__(self):
+                return self.input.shape[0]
+        """,
+    ),
+    "h5py-closed-in-del": (
+        "DSL401",
+        """
+        import h5py
+        import numpy as np
+        import torch
+
+        class Frames(torch.utils.data.Dataset):
+            def __init__(self, h5_file, key="data"):
+                super().__init__()
+                self.h5f = h5py.File(h5_file, "r")  # expect: DSL401
+                self.ds = self.h5f[key]
+
+            def __len__(self):
+                return self.ds.shape[0]
+
+            def __getitem__(self, index):
+                return self.ds[index].astype(np.float32), 0
+
+            def __del__(self):
+                self.h5f.close()
+        """,
+    ),
+    "lmdb-crnn": (
+        "DSL401",
+        """
+        import sys
+        import lmdb
+        from torch.utils.data import Dataset
+
+        class lmdbDataset(Dataset):
+            def __init__(self, root=None, transform=None):
+                self.env = lmdb.open(  # expect: DSL401
+                    root, max_readers=1, readonly=True, lock=False, readahead=False, meminit=False)
+                if not self.env:
+                    sys.exit(0)
+                with self.env.begin(write=False) as txn:
+                    self.nSamples = int(txn.get("num-samples".encode()))
+
+            def __len__(self):
+                return self.nSamples
+
+            def __getitem__(self, index):
+                with self.env.begin(write=False) as txn:
+                    return txn.get(("image-%09d" % index).encode())
+        """,
+    ),
+    "tar-members": (
+        "DSL401",
+        """
+        import tarfile
+        from torch.utils.data import Dataset
+
+        class TarImages(Dataset):
+            def __init__(self, path):
+                self.tar = tarfile.open(path)  # expect: DSL401
+                self.members = [m for m in self.tar.getmembers() if m.isfile()]
+
+            def __len__(self):
+                return len(self.members)
+
+            def __getitem__(self, i):
+                return self.tar.extractfile(self.members[i]).read()
+        """,
+    ),
+    "helper-in-other-file": (
+        "DSL402",
+        {
+            "aug.py": """
+                import random
+
+                def jitter(rng, x):
+                    return x + rng.random()
+                """,
+            "ds.py": """
+                from torch.utils.data import Dataset
+                from aug import jitter
+                import random
+
+                class Jittered(Dataset):
+                    def __init__(self, xs):
+                        self.xs = xs
+                        self.rng = random.Random()  # expect: DSL402
+
+                    def __getitem__(self, i):
+                        return jitter(self.rng, self.xs[i])
+                """,
+        },
+    ),
+    "seed-helper-same-file": (
+        "DSL403",
+        """
+        import random
+        import numpy as np
+        import torch
+        from torch.utils.data import DataLoader
+
+        def set_seed(seed):
+            random.seed(seed)
+            np.random.seed(seed)
+            torch.manual_seed(seed)
+
+        def worker_init(worker_id):  # expect: DSL403
+            set_seed(1000 + worker_id)
+
+        loader = DataLoader(ds, num_workers=4, worker_init_fn=worker_init)
+        """,
+    ),
+    "seed-staticmethod": (
+        "DSL403",
+        """
+        import numpy as np
+        from torch.utils.data import DataLoader, Dataset
+
+        class Data(Dataset):
+            @staticmethod
+            def worker_init_fn(worker_id):  # expect: DSL403
+                np.random.seed(worker_id)
+
+        loader = DataLoader(Data(), num_workers=2, worker_init_fn=Data.worker_init_fn)
+        """,
+    ),
+    "index-from-json": (
+        "DSL601",
+        """
+        import json
+        from torch.utils.data import Dataset
+
+        class Coco(Dataset):
+            def __init__(self, ann_file):
+                with open(ann_file) as f:
+                    data = json.load(f)
+                self.images = [(im["file_name"], im["id"]) for im in data["images"]]  # expect: DSL601
+
+            def __len__(self):
+                return len(self.images)
+
+            def __getitem__(self, index):
+                name, image_id = self.images[index]
+                return name, image_id
+        """,
+    ),
+}
+
+SILENT = {
+    "h5py-loaded-then-closed": (
+        "DSL401",
+        """
+        import h5py
+        from torch.utils.data import Dataset
+
+        class Loaded(Dataset):
+            def __init__(self, path):
+                hf = h5py.File(path, "r")
+                self.x = hf["x"][:]
+                self.y = hf["y"][()]
+                hf.close()
+
+            def __getitem__(self, i):
+                return self.x[i], self.y[i]
+        """,
+    ),
+    "h5py-read-into-memory": (
+        "DSL401",
+        """
+        import h5py
+        from torch.utils.data import Dataset
+
+        class Loaded(Dataset):
+            def __init__(self, path):
+                self.x = h5py.File(path, "r")["x"][()]
+
+            def __getitem__(self, i):
+                return self.x[i]
+        """,
+    ),
+    "h5py-lazy-helper": (
+        "DSL401",
+        """
+        from h5py import File
+        import torch
+
+        class H5Dataset(torch.utils.data.Dataset):
+            def __init__(self, path):
+                self.path = path
+                self.inputs = None
+
+            def _load(self):
+                if self.inputs is None:
+                    dataset = File(self.path, "r")
+                    self.inputs = dataset["inputs"]
+
+            def __getitem__(self, index):
+                self._load()
+                return self.inputs[index]
+        """,
+    ),
+    "write-only-log": (
+        "DSL401",
+        """
+        from torch.utils.data import Dataset
+
+        class Logged(Dataset):
+            def __init__(self, items, log_path):
+                self.items = items
+                self.log = open(log_path, "a")
+
+            def __getitem__(self, i):
+                self.log.write(f"{i}\\n")
+                return self.items[i]
+        """,
+    ),
+    "read-whole-file": (
+        "DSL401",
+        """
+        from torch.utils.data import Dataset
+
+        class Lines(Dataset):
+            def __init__(self, path):
+                self.lines = open(path).read().splitlines()
+
+            def __getitem__(self, i):
+                return self.lines[i]
+        """,
+    ),
+    "handle-only-in-len": (
+        "DSL401",
+        """
+        import zipfile
+        from torch.utils.data import Dataset
+
+        class Zipped(Dataset):
+            def __init__(self, path):
+                self.zf = zipfile.ZipFile(path)
+                self.path = path
+
+            def __len__(self):
+                return len(self.zf.namelist())
+
+            def __getitem__(self, i):
+                with zipfile.ZipFile(self.path) as zf:
+                    return zf.read(zf.namelist()[i])
+        """,
+    ),
+    "not-a-dataset": (
+        "DSL401",
+        """
+        class Reader:
+            def __init__(self, path):
+                self.f = open(path, "rb")
+
+            def __getitem__(self, i):
+                self.f.seek(i)
+                return self.f.read(1)
+        """,
+    ),
+    "sqlite-memory": (
+        "DSL401",
+        """
+        import sqlite3
+        from torch.utils.data import Dataset
+
+        class Memory(Dataset):
+            def __init__(self, rows):
+                self.db = sqlite3.connect(":memory:")
+                self.db.executemany("insert into t values (?)", rows)
+
+            def __getitem__(self, i):
+                return self.db.execute("select v from t where rowid=?", (i,)).fetchone()
+        """,
+    ),
+    "setstate-reopens": (
+        "DSL401",
+        """
+        import h5py
+        from torch.utils.data import Dataset
+
+        class Picklable(Dataset):
+            def __init__(self, path):
+                self.path = path
+                self.f = h5py.File(path, "r")
+
+            def __getstate__(self):
+                state = dict(self.__dict__)
+                state["f"] = None
+                return state
+
+            def __setstate__(self, state):
+                self.__dict__.update(state)
+                self.f = h5py.File(self.path, "r")
+
+            def __getitem__(self, i):
+                return self.f["x"][i]
+        """,
+    ),
+    "unrelated-class-reassigns-same-name": (
+        "DSL402",
+        """
+        import numpy as np
+        from torch.utils.data import Dataset
+
+        class Other:
+            def __init__(self):
+                self.rng = None
+
+            def reset(self):
+                self.rng = np.random.default_rng(1)
+
+        class Noisy(Dataset):
+            def __getitem__(self, i):
+                return i
+        """,
+    ),
+    "rng-per-epoch-in-iter": (
+        "DSL402",
+        """
+        import random
+        from torch.utils.data import IterableDataset
+
+        class Shuffled(IterableDataset):
+            def __init__(self, items, seed=0):
+                self.items = items
+                self.rng = random.Random(seed)
+
+            def __iter__(self):
+                order = list(self.items)
+                self.rng.shuffle(order)  # once per epoch, before the loop
+                for item in order:
+                    yield item
+        """,
+    ),
+    "mmdet-style-seed": (
+        "DSL403",
+        """
+        import random
+        from functools import partial
+        import numpy as np
+        import torch
+        from torch.utils.data import DataLoader
+
+        def worker_init_fn(worker_id, num_workers, rank, seed):
+            worker_seed = num_workers * rank + worker_id + seed
+            np.random.seed(worker_seed)
+            random.seed(worker_seed)
+            torch.manual_seed(worker_seed)
+
+        def build(ds, rank, seed):
+            init_fn = partial(worker_init_fn, num_workers=2, rank=rank, seed=seed)
+            return DataLoader(ds, num_workers=2, worker_init_fn=init_fn)
+        """,
+    ),
+    "detectron2-style-seed": (
+        "DSL403",
+        {
+            "env.py": """
+                import random
+                import numpy as np
+                import torch
+
+                def seed_all_rng(seed=None):
+                    np.random.seed(seed)
+                    torch.manual_seed(seed)
+                    random.seed(seed)
+                """,
+            "build.py": """
+                import torch
+                from torch.utils.data import DataLoader
+                from env import seed_all_rng
+
+                def worker_init_reset_seed(worker_id):
+                    initial_seed = torch.initial_seed() % 2**31
+                    seed_all_rng(initial_seed + worker_id)
+
+                loader = DataLoader(ds, num_workers=4, worker_init_fn=worker_init_reset_seed)
+                """,
+        },
+    ),
+    "small-literal-list": (
+        "DSL601",
+        """
+        from torch.utils.data import Dataset
+
+        class Tiny(Dataset):
+            def __init__(self, n):
+                self.names = ["a", "b", "c"]
+                self.n = n
+
+            def __getitem__(self, i):
+                return self.names[i % 3]
+        """,
+    ),
+    "counter-index": (
+        "DSL601",
+        """
+        from torch.utils.data import IterableDataset
+
+        class Stream(IterableDataset):
+            def __init__(self, path):
+                with open(path) as f:
+                    self.lines = f.read().splitlines()
+                self.pos = 0
+
+            def __iter__(self):
+                return self
+
+            def __next__(self):
+                line = self.lines[self.pos]
+                self.pos += 1
+                return line
+        """,
+    ),
+    "spawn-loader": (
+        "DSL601",
+        """
+        from pathlib import Path
+        from torch.utils.data import DataLoader, Dataset
+
+        class Tokens(Dataset):
+            def __init__(self, path):
+                self.lines = Path(path).read_text().splitlines()
+
+            def __getitem__(self, index):
+                return self.lines[index]
+
+        loader = DataLoader(Tokens("t.txt"), num_workers=2, multiprocessing_context="spawn")
+        """,
+    ),
+}
+
+
+def _check(tmp_path, code, case):
+    write_files(tmp_path, case)
+    outcome = check_tree(tmp_path, select=[code])
+    assert not outcome.result.internal_errors
+    got = {(d.path.replace("\\", "/"), d.row, d.code) for d in outcome.diagnostics if d.code == code}
+    return got, {m for m in expected_markers(tmp_path) if m[2] == code}
+
+
+@pytest.mark.parametrize("name", sorted(FLAGGED))
+def test_flagged(tmp_path, name):
+    code, case = FLAGGED[name]
+    got, expected = _check(tmp_path, code, case)
+    assert expected and got == expected
+
+
+@pytest.mark.parametrize("name", sorted(SILENT))
+def test_silent(tmp_path, name):
+    code, case = SILENT[name]
+    got, _ = _check(tmp_path, code, case)
+    assert got == set()
+
+
+def test_messages_name_the_consequence(tmp_path):
+    code, case = FLAGGED["lmdb-crnn"]
+    write_files(tmp_path, case)
+    outcome = check_tree(tmp_path, select=[code])
+    [diagnostic] = [d for d in outcome.diagnostics if d.code == code]
+    assert "can't pickle Environment objects" in diagnostic.message
+    assert "MDB_BAD_RSLOT" not in diagnostic.message  # lock=False: no reader lock table
+
+
+def test_sqlite_is_a_warning(tmp_path):
+    from dslint.rules.base import all_rules
+
+    case = all_rules()["DSL401"].invalid[3]
+    write_files(tmp_path, case)
+    outcome = check_tree(tmp_path, select=["DSL401"])
+    [diagnostic] = [d for d in outcome.diagnostics if d.code == "DSL401"]
+    assert diagnostic.level == "warning" and "database disk image is malformed" in diagnostic.message
