@@ -1,0 +1,262 @@
+"""Loops over a loader (``dslint.semantics.loops``) and the loop-level rules DSL505-511.
+
+The embedded rule cases run in ``test_rule_cases.py``; this file tests the
+semantics API directly and DSL505's fix end to end (it parses, inserts exactly
+one statement, removes the finding, and a second run changes nothing).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+
+import libcst as cst
+
+from tests.conftest import FIXTURES, check_tree, run_cli, write_files
+
+
+def _context(tmp_path, source: str, name: str = "train.py"):
+    """The FileContext of one file, built the way the engine builds it."""
+    from dslint import worker
+    from dslint.semantics.context import FileContext
+    from dslint.semantics.names import module_name_for
+    from dslint.semantics.project import ProjectIndex, View
+
+    (path,) = write_files(tmp_path, {name: source})
+    modname, is_package = module_name_for(str(path))
+    summary, diagnostic = worker.parse_file(str(path), path.read_text(), modname, is_package)
+    assert diagnostic is None
+    index = ProjectIndex({str(path): summary})
+    parsed = worker._PARSED.pop(str(path))
+    return FileContext(
+        parsed.path, parsed.text, parsed.module, parsed.tree, parsed.names, parsed.regions, parsed.summary,
+        View(index, parsed.path),
+    )
+
+
+def _row(ctx, node) -> int:
+    from dslint.positions import node_ranges
+
+    return node_ranges(ctx.module, [node])[id(node)][0][0]
+
+
+HELPERS = """
+import torch.utils.data as tud
+from tqdm import tqdm
+
+def train_one_epoch(model, loader, optimizer):
+    for i, (x, y) in enumerate(tqdm(loader)):      # line 5: via a parameter
+        model(x).backward()
+        optimizer.step()
+
+def evaluate(model, loader):
+    for batch in loader:                           # line 10: called outside any loop
+        model(batch)
+
+def get_loaders(ds):
+    train = tud.DataLoader(ds, shuffle=True)       # line 14
+    val = tud.DataLoader(ds)                       # line 15
+    return train, val
+
+class Trainer:
+    def __init__(self, loader):
+        self.loader = loader
+
+    def epoch(self):
+        for batch in self.loader:                  # line 23: self attribute bound in __init__
+            pass
+
+    def fit(self, n):
+        for _ in range(n):                         # line 27: the epoch loop around self.epoch()
+            self.epoch()
+
+def main(ds, model, optimizer):
+    train_loader, val_loader = get_loaders(ds)     # line 31: tuple unpacking of a return
+    for epoch in range(10):                        # line 32: epoch loop
+        train_one_epoch(model, train_loader, optimizer)
+    evaluate(model, val_loader)
+    Trainer(train_loader).fit(3)
+    for a, b in zip(train_loader, val_loader):     # line 36: zip of two loaders, iterated once
+        pass
+"""
+
+
+def test_loops_through_helpers_tuples_self_and_wrappers(tmp_path):
+    from dslint.semantics.loops import loader_loops
+
+    ctx = _context(tmp_path, HELPERS)
+    index = loader_loops(ctx)
+    assert loader_loops(ctx) is index  # computed once per file
+    loaders = {_row(ctx, l.call): l for l in index.loaders}
+    assert sorted(loaders) == [14, 15]
+    found = {(_row(ctx, loop.loop), _row(ctx, loop.loader.call)) for loop in index.loops}
+    assert found == {(5, 14), (10, 15), (23, 14), (36, 14), (36, 15)}
+    epochs = {}
+    for loop in index.loops:
+        epoch = index.epoch(loop)
+        epochs[(_row(ctx, loop.loop), _row(ctx, loop.loader.call))] = _row(ctx, epoch) if epoch is not None else None
+    assert epochs == {(5, 14): 32, (10, 15): None, (23, 14): 27, (36, 14): None, (36, 15): None}
+    helper_loop = next(l for l in index.loops if _row(ctx, l.loop) == 5)
+    assert [_row(ctx, c) for c in helper_loop.epoch_calls] == [33]
+    assert [f.name.value for f, _ in index.epoch_functions(helper_loop)] == ["train_one_epoch"]
+
+
+def test_unknown_loaders_stay_unknown(tmp_path):
+    from dslint.semantics.loops import loader_loops
+
+    ctx = _context(
+        tmp_path,
+        """
+        from torch.utils.data import DataLoader
+
+        def main(ds, accelerator, flag):
+            loader = DataLoader(ds)
+            loader = accelerator.prepare(loader)         # rebound: no longer known
+            for batch in loader:
+                pass
+            either = DataLoader(ds) if flag else DataLoader(ds, shuffle=True)
+            for batch in either:                         # two alternatives on one path
+                pass
+            for name, dl in {"a": DataLoader(ds)}.items():
+                for batch in dl:
+                    pass
+        """,
+    )
+    assert loader_loops(ctx).loops == []
+
+
+def test_sampler_values_follow_names_and_conditionals(tmp_path):
+    from dslint.semantics.loops import DISTRIBUTED_SAMPLER, is_none, loader_loops
+
+    ctx = _context(
+        tmp_path,
+        """
+        from torch.utils.data import DataLoader
+        from torch.utils.data.distributed import DistributedSampler as DS
+
+        def main(ds, distributed):
+            if distributed:
+                sampler = DS(ds)
+            else:
+                sampler = None
+            return DataLoader(ds, sampler=sampler)
+        """,
+    )
+    index = loader_loops(ctx)
+    (loader,) = index.loaders
+    values = index.sampler_values(loader)
+    assert len(values) == 2 and any(is_none(v.node) for v in values)
+    (call,) = index.sampler_calls(loader, [DISTRIBUTED_SAMPLER])
+    assert ctx.code(call).strip() == "DS(ds)"
+
+
+def _copy_fixture(tmp_path, folder: str):
+    dest = tmp_path / "proj"
+    dest.mkdir()
+    shutil.copy(FIXTURES / folder / "bad.py", dest / "bad.py")
+    return dest / "bad.py"
+
+
+def test_dsl505_fix_on_the_fixture(tmp_path):
+    bad = _copy_fixture(tmp_path, "DSL505-distributed-sampler-without-set-epoch")
+    before = bad.read_text().splitlines()
+    report = run_cli("check", "--no-cache", "--isolated", "--select", "DSL505", "--output-format", "json", ".", cwd=bad.parent)
+    (finding,) = json.loads(report.stdout)
+    assert finding["fix"]["applicability"] == "unsafe"
+    run = run_cli("check", "--no-cache", "--isolated", "--select", "DSL505", "--fix", "--unsafe-fixes", ".", cwd=bad.parent)
+    assert run.returncode == 0, run.stdout + run.stderr
+    after = bad.read_text().splitlines()
+    cst.parse_module(bad.read_text())
+    assert len(after) == len(before) + 1
+    inserted = [line for line in after if line not in before]
+    assert [line.strip() for line in inserted] == ["loader.sampler.set_epoch(epoch)"]
+    loop_line = after.index("    for epoch in range(epochs):")
+    assert after[loop_line + 1] == "        loader.sampler.set_epoch(epoch)"
+    again = run_cli("check", "--no-cache", "--isolated", "--select", "DSL505", "--fix", "--unsafe-fixes", ".", cwd=bad.parent)
+    assert again.returncode == 0 and bad.read_text().splitlines() == after
+
+
+def _fixed(tmp_path, source: str) -> str:
+    path = tmp_path / "proj" / "train.py"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(textwrap.dedent(source).lstrip("\n"))
+    run_cli("check", "--no-cache", "--isolated", "--select", "DSL505", "--fix", "--unsafe-fixes", "--exit-zero", ".", cwd=path.parent)
+    return path.read_text()
+
+
+def test_dsl505_fix_uses_the_sampler_name_and_the_block_indentation(tmp_path):
+    fixed = _fixed(
+        tmp_path,
+        """
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        class Trainer:
+          def fit(self, ds, epochs):
+            sampler = DistributedSampler(ds)
+            loader = DataLoader(ds, sampler=sampler)
+            for ep in range(epochs):
+              # train
+              for batch in loader:
+                self.step(batch)
+        """,
+    )
+    assert "    for ep in range(epochs):\n      # train\n      sampler.set_epoch(ep)\n      for batch in loader:\n" in fixed
+    cst.parse_module(fixed)
+    outcome_dir = tmp_path / "proj"
+    assert not [d for d in check_tree(outcome_dir, select=["DSL505"]).diagnostics]
+
+
+def test_dsl505_no_fix_when_ambiguous(tmp_path):
+    source = """
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        def main(ds, distributed, steps):
+            sampler = DistributedSampler(ds) if distributed else None
+            loader = DataLoader(ds, sampler=sampler)
+            for epoch in range(3):
+                for batch in loader:
+                    pass
+            while steps:
+                for batch in loader:
+                    steps -= 1
+        """
+    outcome = check_tree(write_files(tmp_path, {"train.py": source})[0].parent, select=["DSL505"])
+    (finding,) = outcome.diagnostics
+    assert finding.fix is None  # `sampler` may be None: `sampler.set_epoch` would raise
+
+
+def test_a_loader_made_in_the_loop_has_no_epoch_loop(tmp_path):
+    from dslint.semantics.loops import loader_loops
+
+    ctx = _context(
+        tmp_path,
+        """
+        from torch.utils.data import DataLoader
+
+        def main(files, ds):
+            for path in files:
+                loader = DataLoader(load(path))   # line 5: a new loader per file
+                for batch in loader:
+                    pass
+            steady = DataLoader(ds)               # line 8
+            for epoch in range(3):
+                for batch in steady:
+                    pass
+        """,
+    )
+    index = loader_loops(ctx)
+    epochs = {_row(ctx, l.loader.call): index.epoch(l) for l in index.loops}
+    assert epochs[5] is None and _row(ctx, epochs[8]) == 9
+
+
+def test_fixtures_of_the_loop_rules_are_flagged_at_their_markers():
+    run = run_cli(
+        "check", "--no-cache", "--isolated", "--select", "DSL505,DSL506,DSL507,DSL508,DSL510,DSL511",
+        "--output-format", "json", ".", cwd=FIXTURES,
+    )
+    findings = json.loads(run.stdout)
+    got = {(f["filename"].split("/fixtures/", 1)[1].split("/", 1)[0], f["code"]) for f in findings}
+    for code in ("DSL505", "DSL506", "DSL507", "DSL508", "DSL510", "DSL511"):
+        assert any(c == code and folder.startswith(code) for folder, c in got), code
+    assert not [f for f in findings if f["filename"].endswith("good.py")]
