@@ -1,0 +1,20 @@
+"""The runtime companion: ``dslint verify`` (and the probes ``dslint probe`` reuses).
+
+Layout:
+
+- ``isolate``      run a callable in a forked child with phase time limits; the
+                   child's process group is killed afterwards (no worker outlives it)
+- ``instrument``   the recording dataset wrapper, the loader/sampler hooks
+                   (``Session``), sample hashing, fd/RNG/attribute snapshots
+- ``probes``       the reusable probes: fd growth, samples per epoch, duplicates,
+                   integrity, per-sample time, exceptions, pickling, worker memory,
+                   RNG streams, worker-visible state, throughput, loop costs
+- ``distributed``  DistributedSampler orders on a real 2-rank process group
+- ``gpu``          CUDA-only measurements (fork after CUDA init, pinned vs pageable)
+- ``fixtures``     loading ``fixtures/<CODE>-<name>/{bad,good}.py`` pairs
+- ``table``        rule code -> probe and verdict (the one place that maps them)
+- ``verify``       the ``dslint verify`` driver; ``commands`` registers it with the CLI
+
+Nothing here imports torch at import time except ``instrument``/``probes``/``gpu``/
+``distributed``, which are only imported inside probe processes.
+"""
