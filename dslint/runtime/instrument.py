@@ -620,6 +620,8 @@ class Iteration:
     started: float
     records: List[dict] = dataclasses.field(default_factory=list)
     seconds: float = 0.0
+    # pids of the worker processes this iterator runs (started now, or kept by persistent workers)
+    worker_pids: List[int] = dataclasses.field(default_factory=list)
 
 
 _DL_SIGNATURE = None
@@ -657,7 +659,10 @@ def _patched_iter(self):
     session = _ACTIVE[-1] if _ACTIVE else None
     if session is not None:
         session.mark(self)
-    return _ORIGINAL["iter"](self)
+    iterator = _ORIGINAL["iter"](self)
+    if session is not None and session.iterations:
+        session.iterations[-1].worker_pids = [w.pid for w in getattr(iterator, "_workers", ()) if w.pid is not None]
+    return iterator
 
 
 def _patched_dsiter(self):

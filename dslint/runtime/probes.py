@@ -656,12 +656,15 @@ def loop_cost(loop: Callable[[], Any]) -> Figure:
         seconds = time.perf_counter() - start
     its = [it for it in session.iterations]
     pids = {r["pid"] for it in its for r in it.records}
-    worker_pids = {r["pid"] for it in its for r in it.records if r.get("wid", -1) >= 0}
+    # every worker process the iterators ran (their pids, read from the iterator when it
+    # starts), and those that produced a sample before the iterator was dropped
+    worker_pids = {pid for it in its for pid in it.worker_pids}
+    worker_pids |= {r["pid"] for it in its for r in it.records if r.get("wid", -1) >= 0}
     # where each iteration started reading (the first index it fetched; prefetching means the
     # rest of what it fetched depends on when the iterator was dropped)
     starts = [min((r["idx"] for r in it.records if isinstance(r.get("idx"), int)), default=None) for it in its]
     distinct = len(set(starts))
-    text = (f"{len(its)} iter() call{'s' if len(its) != 1 else ''}, {len(worker_pids)} worker processes produced samples, "
+    text = (f"{len(its)} iter() call{'s' if len(its) != 1 else ''}, {len(worker_pids)} worker processes started, "
             f"{_fmt(seconds)} s")
     if len(its) > 1 and distinct == 1 and starts[0] is not None:
         text += f"; every iteration started again at index {starts[0]}"
