@@ -324,7 +324,7 @@ def test_concise_output(project):
         "pkg/a.py:3:10: DSL501 [*] `sampler` and `shuffle=True` are mutually exclusive: the DataLoader raises "
         "`ValueError: sampler option is mutually exclusive with shuffle`",
         "pkg/b.py:7:26: DSL102 [*] `open()` is never closed: the descriptor stays open until garbage collection "
-        "(ResourceWarning in every worker)",
+        "(ResourceWarning in every worker, for every sample)",
     ]
 
 

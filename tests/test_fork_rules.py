@@ -155,6 +155,26 @@ FLAGGED = {
         loader = DataLoader(Data(), num_workers=2, worker_init_fn=Data.worker_init_fn)
         """,
     ),
+    "script-with-a-loader": (
+        "DSL601",
+        """
+        import csv
+        from torch.utils.data import DataLoader, Dataset
+
+        class Segments(Dataset):
+            def __init__(self, path):
+                with open(path) as f:
+                    self.rows = [tuple(row) for row in csv.reader(f)]  # expect: DSL601
+
+            def __getitem__(self, index):
+                return self.rows[index]
+
+        if __name__ == "__main__":
+            ds = Segments("segments.csv")
+            for batch in DataLoader(ds, num_workers=8):
+                print(batch)
+        """,
+    ),
     "index-from-json": (
         "DSL601",
         """
@@ -442,6 +462,28 @@ SILENT = {
                 line = self.lines[self.pos]
                 self.pos += 1
                 return line
+        """,
+    ),
+    "script-iterates-directly": (
+        "DSL601",
+        """
+        import csv
+        from torch.utils.data import Dataset
+
+        class Segments(Dataset):
+            def __init__(self, path):
+                with open(path) as f:
+                    self.rows = [tuple(row) for row in csv.reader(f)]
+
+            def __getitem__(self, index):
+                return self.rows[index]
+
+            def __len__(self):
+                return len(self.rows)
+
+        if __name__ == "__main__":
+            for row in Segments("segments.csv"):  # one process, no DataLoader
+                print(row)
         """,
     ),
     "spawn-loader": (

@@ -339,3 +339,83 @@ def test_dsl304_follows_a_base_gaining_len_across_files_with_the_cache(tmp_path)
     )
     second = run_cli(*args, cwd=tmp_path, env=env)
     assert "DSL304" not in second.stdout, second.stdout
+
+
+# --------------------------------------------------------------------------- precision on public code
+
+
+def test_dsl303_silent_for_a_reader_object_that_may_shard_itself(tmp_path):
+    # `self.reader` is made by a factory or passed in: its own __iter__ may consult worker info
+    write_files(
+        tmp_path,
+        """
+        from torch.utils.data import IterableDataset
+
+        def make_reader(name, root):
+            return Reader(name, root)
+
+        class Images(IterableDataset):
+            def __init__(self, root, reader=None):
+                if reader is None:
+                    self.reader = make_reader("tfds", root)
+                else:
+                    self.reader = reader
+
+            def __iter__(self):
+                for image, target in self.reader:
+                    yield self.transform(image), target
+        """,
+    )
+    assert _findings(tmp_path, "DSL303") == []
+
+
+def test_dsl303_bare_counter_streams_are_toys(tmp_path):
+    write_files(
+        tmp_path,
+        """
+        from torch.utils.data import IterableDataset
+
+        class Counting(IterableDataset):
+            def __init__(self, n):
+                self.n = n
+
+            def __iter__(self):
+                return iter(range(self.n))
+
+        class CountingList(IterableDataset):
+            def __iter__(self):
+                return iter(list(range(self.n)))
+
+        class Lines(IterableDataset):
+            def __iter__(self):
+                return iter(self.lines)
+        """,
+    )
+    assert [(d.row, d.code) for d in _findings(tmp_path, "DSL303")] == [(15, "DSL303")]
+
+
+def test_iterable_protocol_rules_leave_test_fixtures_alone(tmp_path):
+    fixture = """
+    from torch.utils.data import IterableDataset
+
+    class Replay(IterableDataset):
+        def __init__(self, items):
+            self.items = items
+            self.pos = 0
+
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            if self.pos >= len(self.items):
+                raise StopIteration
+            self.pos += 1
+            return self.items[self.pos - 1]
+    """
+    write_files(tmp_path, {"tests/helpers.py": fixture, "test_state.py": fixture})
+    assert _findings(tmp_path, "DSL301") == [] and _findings(tmp_path, "DSL303") == []
+    write_files(tmp_path, {"replay.py": fixture})
+    assert {(d.path, d.code) for d in _findings(tmp_path, "DSL301") + _findings(tmp_path, "DSL303")} == {
+        ("replay.py", "DSL301"),
+        ("replay.py", "DSL303"),
+    }

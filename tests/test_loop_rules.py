@@ -260,3 +260,114 @@ def test_fixtures_of_the_loop_rules_are_flagged_at_their_markers():
     for code in ("DSL505", "DSL506", "DSL507", "DSL508", "DSL510", "DSL511"):
         assert any(c == code and folder.startswith(code) for folder, c in got), code
     assert not [f for f in findings if f["filename"].endswith("good.py")]
+
+
+# --------------------------------------------------------------------------- precision on public code
+
+
+def _rule_rows(tmp_path, files, code):
+    write_files(tmp_path, files)
+    outcome = check_tree(tmp_path, select=[code])
+    assert not outcome.result.internal_errors
+    return sorted((d.path, d.row) for d in outcome.diagnostics if d.code == code)
+
+
+def test_dsl507_leaves_validation_hooks_alone_even_when_shuffled(tmp_path):
+    rows = _rule_rows(
+        tmp_path,
+        """
+        import torchvision
+        from torch.utils.data import DataLoader
+
+        class Data:
+            def train_dataloader(self):
+                ds = torchvision.datasets.CIFAR10("data", train=True)
+                return DataLoader(ds, batch_size=2, shuffle=True, num_workers=0)
+
+            def val_dataloader(self):
+                ds = torchvision.datasets.CIFAR10("data", train=False)
+                return DataLoader(ds, batch_size=2, shuffle=True, num_workers=0)
+
+            def _make(self, train):
+                return DataLoader(torchvision.datasets.MNIST("data", train=train), shuffle=True)
+
+            def test_dataloader(self):
+                return self._make(False)
+        """,
+        "DSL507",
+    )
+    assert rows == [("example.py", 7)]
+
+
+def test_dsl507_in_memory_dataset_of_another_file_needs_the_index_fact(tmp_path):
+    from dslint.semantics.loops import LoopIndex
+
+    ctx = _context(
+        tmp_path,
+        """
+        from torch.utils.data import DataLoader
+        from corpus import Tokens
+
+        loader = DataLoader(Tokens("t.pt"), shuffle=True)
+        """,
+    )
+    facts = {}
+
+    class IndexView:  # the project index's answer for `corpus.Tokens.__getitem__`
+        def __init__(self, view):
+            self._view = view
+
+        def __getattr__(self, name):
+            return getattr(self._view, name)
+
+        def method_facts(self, qualified, name):
+            return facts.get((qualified, name))
+
+    ctx.view = IndexView(ctx.view)
+    index = LoopIndex(ctx)
+    assert not index._in_memory_elsewhere("corpus.Tokens")  # not known to the index
+    facts[("corpus.Tokens", "__getitem__")] = {"calls": []}
+    assert not index._in_memory_elsewhere("corpus.Tokens")  # no `calls_any` fact: not assumed
+    facts[("corpus.Tokens", "__getitem__")] = {"calls": [], "calls_any": True}
+    assert not index._in_memory_elsewhere("corpus.Tokens")  # it decodes or reads something
+    facts[("corpus.Tokens", "__getitem__")] = {"calls": [], "calls_any": False}
+    assert index._in_memory_elsewhere("corpus.Tokens")  # only indexes data in memory
+    [loader] = index.loaders
+    assert index.in_memory(loader.bound.expr("dataset"))
+
+
+def test_dsl508_follows_the_batch_not_tensors_made_from_it(tmp_path):
+    rows = _rule_rows(
+        tmp_path,
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        def extract(ds, model, preprocess):
+            loader = DataLoader(ds, batch_size=1, num_workers=4)
+            for data in loader:
+                video = data["video"].squeeze()
+                video = preprocess(video)  # a new tensor, made in the main process
+                for i in range(0, len(video), 8):
+                    model(video[i:i + 8].cuda())
+
+        def stack(ds, model):
+            loader = DataLoader(ds, batch_size=None, num_workers=4)
+            for frames in loader:
+                model(torch.stack(frames).cuda())
+
+        def train(ds, model):
+            loader = DataLoader(ds, batch_size=8, num_workers=4)
+            for i, (x, y) in enumerate(loader):
+                x, y = x.to("cuda:0"), y.to("cuda:0")
+                model(x, y).backward()
+
+        def train_dict(ds, model):
+            loader = DataLoader(ds, batch_size=8, num_workers=4)
+            for batch in loader:
+                inputs = {k: v.cuda(non_blocking=True) for k, v in batch.items()}
+                model(**inputs).backward()
+        """,
+        "DSL508",
+    )
+    assert rows == [("example.py", 18), ("example.py", 24)]

@@ -292,3 +292,54 @@ def test_cross_file_answers_are_recorded_as_json(tmp_path):
     for ctx in (train, collate):
         log = json.loads(json.dumps(ctx.view.log))
         assert replay(ctx.view._index, ctx.path, log)
+
+
+def test_once_guarded_loads_are_not_per_sample(tmp_path):
+    # `if self.loaded: return` ... `self.loaded = True`: the load runs once per worker
+    found = _codes(
+        tmp_path,
+        """
+        import numpy as np
+        from torch.utils.data import Dataset
+
+        class Lazy(Dataset):
+            def __init__(self, path):
+                self.path = path
+                self.loaded = False
+
+            def _ensure(self):
+                if self.loaded:
+                    return
+                self.table = np.load(self.path)
+                self.loaded = True
+
+            def __getitem__(self, idx):
+                self._ensure()
+                return self.table[idx]
+
+        class Always(Dataset):
+            def _ensure(self):
+                if self.loaded:
+                    return
+                return np.load(self.path)  # nothing sets `self.loaded`: every sample
+
+            def __getitem__(self, idx):
+                return self._ensure()[idx]
+        """,
+        ["DSL202"],
+    )
+    assert [(row, code) for _, row, code in found] == [(23, "DSL202")]
+
+
+def test_cuda_in_a_test_suite_dataset_is_left_alone(tmp_path):
+    # test datasets that use CUDA are there to exercise it (under spawn)
+    dataset = """
+    import torch
+    from torch.utils.data import Dataset
+
+    class CudaCounting(Dataset):
+        def __getitem__(self, i):
+            return torch.as_tensor(i, device="cuda")
+    """
+    assert _codes(tmp_path, {"tests/test_loader.py": dataset}, ["DSL204"]) == []
+    assert _codes(tmp_path, {"data.py": dataset}, ["DSL204"]) == [("data.py", 6, "DSL204")]

@@ -7,6 +7,8 @@ import libcst as cst
 from dslint.edits import with_statement_fix
 from dslint.rules.base import ERROR, WARNING, FixSpec, Rule
 from dslint.semantics import lifetimes as lt
+from dslint.semantics.regions import self_attr, self_name
+from dslint.semantics.walk import iter_subtree
 
 
 def _opened_handles(ctx, kinds):
@@ -42,7 +44,58 @@ def _in_lazy_block(ctx, node) -> bool:
         if ancestor is func:
             break
         chain.append(ancestor)
-    return ctx.regions.get(func).classify(node, chain)[1]
+    return ctx.regions.get(func).classify(node, chain)[1] or lt.once_guarded(ctx, node)
+
+
+def _kept_on_self(ctx, call, attr: str) -> bool:
+    """The class treats ``self.attr`` as its one handle: it closes it somewhere
+    (``__del__``, ``close()``) or tests whether it is open yet (``if not self.f:
+    self._open()``), so storing a new one is the lazy once-per-worker pattern."""
+    func = ctx.enclosing_function(call)
+    cls = ctx.method_class(func) if func is not None else None
+    if cls is None:
+        return False
+    for method in iter_subtree(cls.body, into_scopes=True):
+        if not isinstance(method, cst.FunctionDef):
+            continue
+        selfp = self_name(method)
+        if not selfp:
+            continue
+        for node in iter_subtree(method.body, into_scopes=False):
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+                if node.func.attr.value in ("close", "__exit__") and self_attr(node.func.value, selfp) == attr:
+                    return True
+            elif isinstance(node, (cst.If, cst.IfExp, cst.While)):
+                if _tests_unset(node.test, selfp, attr):
+                    return True
+    return False
+
+
+def _tests_unset(test, selfp, attr) -> bool:
+    if isinstance(test, cst.BooleanOperation):
+        return _tests_unset(test.left, selfp, attr) or _tests_unset(test.right, selfp, attr)
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = test.expression
+        if self_attr(inner, selfp) == attr:
+            return True
+        return (
+            isinstance(inner, cst.Call)
+            and isinstance(inner.func, cst.Name)
+            and inner.func.value == "hasattr"
+            and len(inner.args) >= 2
+            and isinstance(inner.args[0].value, cst.Name)
+            and inner.args[0].value.value == selfp
+            and isinstance(inner.args[1].value, cst.SimpleString)
+            and inner.args[1].value.evaluated_value == attr
+        )
+    if isinstance(test, cst.Comparison) and self_attr(test.left, selfp) == attr:
+        return any(
+            isinstance(c.operator, (cst.Is, cst.IsNot, cst.Equal, cst.NotEqual))
+            and isinstance(c.comparator, cst.Name)
+            and c.comparator.value == "None"
+            for c in test.comparisons
+        )
+    return False
 
 
 def _wrapped_into_self(ctx, call) -> bool:
@@ -73,7 +126,7 @@ def _unclosed(ctx, call, fate) -> bool:
         return True
     if fate.kind == lt.STORED_SELF:
         # kept on self in __init__ is DSL401's; the lazy per-worker pattern is fine
-        return not _in_init(ctx, call) and not _in_lazy_block(ctx, call)
+        return not _in_init(ctx, call) and not _in_lazy_block(ctx, call) and not _kept_on_self(ctx, call, fate.name)
     return False
 
 
@@ -262,6 +315,18 @@ class UnclosedImageOpen(Rule):
             def _load(self, p):
                 return Image.open(p)  # the caller owns it
         """,
+        """
+        from PIL import Image
+        from torch.utils.data import Dataset
+
+        class D(Dataset):
+            def __getitem__(self, i):
+                path, label = self.items[i]
+                image = Image.open(path)
+                if self.mode:
+                    image = image.convert(self.mode)
+                return image, label  # maybe the opened image itself: the caller owns it
+        """,
     )
     invalid = (
         """
@@ -271,6 +336,16 @@ class UnclosedImageOpen(Rule):
         class D(Dataset):
             def __getitem__(self, i):
                 return Image.open(self.paths[i]).convert("RGB")  # expect: DSL101
+        """,
+        """
+        from PIL import Image
+        from torch.utils.data import Dataset
+
+        class D(Dataset):
+            def __getitem__(self, i):
+                image = Image.open(self.paths[i])  # expect: DSL101
+                image = image.resize((64, 64))
+                return image, i  # the resized copy, not the opened image
         """,
         """
         from PIL import Image as I
@@ -321,6 +396,10 @@ class UnclosedFileOpen(Rule):
     `zipfile.ZipFile`, `h5py.File` and `Path(...).open()` in dataset code whose
     handle is not a `with` item and not closed on all paths, such as
     `json.load(open(path))`.
+
+    A handle kept on `self` is not reported when the class manages it as its
+    one handle: it closes it somewhere (`__del__`, `close()`) or opens it lazily
+    (`if not self.f: self._open()`).
 
     ## Why is this bad?
     The descriptor stays open until the object is garbage-collected. CPython's
@@ -401,6 +480,35 @@ class UnclosedFileOpen(Rule):
                 self.h.seek(i * 8)
                 return self.h.read(8)
         """,
+        """
+        from torch.utils.data import Dataset
+
+        class D(Dataset):
+            def __getitem__(self, i):
+                open(self.markers[i], "a").close()  # closed at once
+                return i
+        """,
+        """
+        from torch.utils.data import Dataset
+
+        class D(Dataset):
+            def __init__(self, path):
+                self.path = path
+                self.data = None
+
+            def _open(self):
+                self.data = open(self.path, "rb")
+
+            def __del__(self):
+                if self.data:
+                    self.data.close()
+
+            def __getitem__(self, i):
+                if not self.data:
+                    self._open()  # once per worker, through a helper
+                self.data.seek(i)
+                return self.data.read(1)
+        """,
     )
     invalid = (
         """
@@ -426,10 +534,11 @@ class UnclosedFileOpen(Rule):
         for call, kind, fate in _opened_handles(ctx, ("file",)):
             if not _unclosed(ctx, call, fate):
                 continue
+            where = "in every worker, for every sample" if ctx.is_per_sample(call) else "when it is collected"
             yield self.report(
                 call,
                 f"`{_opener_text(ctx, call)}` is never closed: the descriptor stays open until garbage "
-                "collection (ResourceWarning in every worker)",
+                f"collection (ResourceWarning {where})",
                 fix=_with_fix(ctx, call, fate, ("f", "fh", "handle")),
             )
 
@@ -442,8 +551,10 @@ class RetainedFileHandles(Rule):
     a new handle stored in a list, dict or cache on every sample, or one handle
     per file opened in `__init__` and kept.
 
-    The once-per-worker lazy pattern (`if self.h is None: self.h = open(...)`),
-    which holds one handle per worker, is not reported.
+    The once-per-worker lazy pattern (`if self.h is None: self.h = open(...)`,
+    also on a nested attribute: `if not hasattr(self.local, "f"): self.local.f
+    = open(...)`), which holds one handle per worker or thread, is not reported,
+    nor is an image returned to the caller (`return image, label`).
 
     ## Why is this bad?
     Each kept handle holds a file descriptor. Measured on torch 2.13 with two
@@ -511,6 +622,37 @@ class RetainedFileHandles(Rule):
                 if path not in self.handles:
                     self.handles[path] = h5py.File(path, "r")
                 return self.handles[path]["x"][()]
+        """,
+        """
+        import threading
+        from torch.utils.data import Dataset
+
+        class D(Dataset):
+            def __init__(self, path):
+                self.path = path
+                self.local = threading.local()
+
+            def _file(self):
+                if not hasattr(self.local, "f"):
+                    self.local.f = open(self.path)  # once per thread
+                return self.local.f
+
+            def __getitem__(self, i):
+                f = self._file()
+                f.seek(self.offsets[i])
+                return f.readline()
+        """,
+        """
+        from PIL import Image
+        from torch.utils.data import Dataset
+
+        class D(Dataset):
+            def __getitem__(self, i):
+                path, label = self.items[i]
+                image = Image.open(path)
+                if self.transform is not None:
+                    image = self.transform(image)
+                return image, label  # returned to the caller, not kept
         """,
     )
     invalid = (

@@ -27,6 +27,7 @@ from dslint.rules.base import ERROR, WARNING, Edit, FixSpec, Rule
 from dslint.semantics import lifetimes as lt
 from dslint.semantics.bindings import class_ref, local_class_path
 from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall
+from dslint.semantics.loops import is_test_code
 from dslint.semantics.names import canonical, dotted_parts
 from dslint.semantics.project import ITERABLE
 from dslint.semantics.regions import self_attr, self_name
@@ -410,7 +411,9 @@ class IterReturnsSelf(Rule):
     returning `self`, a `__next__` that resets its state right before raising
     `StopIteration`, state that another method of the class reassigns (a `reset()`
     the caller may use), endless streams (a `__next__` that never stops), and
-    classes whose `__next__` is not in the checked file. DataPipes are left alone.
+    classes whose `__next__` is not in the checked file. DataPipes and test
+    code (a `tests/` directory, `test_*.py`), whose fixture streams are built
+    and drained once per test, are left alone.
 
     ## Why is this bad?
     The DataLoader calls `iter(dataset)` at the start of every epoch. When that
@@ -653,6 +656,8 @@ class IterReturnsSelf(Rule):
             iter_func = _methods(cls).get("__iter__")
             if iter_func is None or ctx.regions.get(iter_func).is_generator:
                 continue
+            if is_test_code(ctx, cls):
+                continue  # a test's fixture stream, built and drained once per test
             returns = _returns_self(iter_func)
             if not returns:
                 continue
@@ -1230,7 +1235,9 @@ def _state_message(attr: str, flavour: str) -> str:
 
 # Libraries whose streams split themselves across DataLoader workers.
 SHARDING_LIBRARIES = ("webdataset", "datasets", "torchdata", "streaming", "litdata", "ray", "ffcv", "tensorflow_datasets")
-_WRAPPED = re.compile(r"(^|_)(datasets?|ds|datapipes?|dp|pipes?|sources?|iterables?|loaders?|streams?|iterators?)($|_)", re.I)
+_WRAPPED = re.compile(
+    r"(^|_)(datasets?|ds|datapipes?|dp|pipes?|sources?|iterables?|loaders?|streams?|iterators?|readers?)($|_)", re.I
+)
 _RANGE_LIKE = frozenset({"builtins.range", "itertools.count", "itertools.repeat"})
 _RNG_PREFIXES = ("random.", "numpy.random.", "torch.rand", "torch.normal", "torch.bernoulli", "torch.multinomial", "torch.poisson")
 
@@ -1334,11 +1341,13 @@ def _attr_origin(ctx, cls: cst.ClassDef, attr: str) -> str:
     """"data" or UNKNOWN_SOURCE for what ``__init__`` stores in ``self.attr``."""
     init = _find_method(ctx, cls, "__init__")
     values = _InitValues(ctx, init).attrs.get(attr, []) if init is not None else []
-    if len(values) != 1 or values[0] is None:
+    if not values or any(v is None for v in values):
         return UNKNOWN_SOURCE if _WRAPPED.search(attr) else "data"
     params = {p.name.value: p for p in (*init.params.posonly_params, *init.params.params, *init.params.kwonly_params)}
     params.pop(self_name(init) or "", None)
-    return _value_origin(ctx, init, params, attr, values[0])
+    # `self.reader = make_reader(...) if ... else reader`: unknown when any of them is
+    origins = {_value_origin(ctx, init, params, attr, value) for value in values}
+    return UNKNOWN_SOURCE if UNKNOWN_SOURCE in origins else "data"
 
 
 def _value_origin(ctx, init, params, attr: str, value: cst.CSTNode, depth: int = 0) -> str:
@@ -1433,7 +1442,9 @@ def _stream_source(ctx, cls, iter_func, funcs) -> Optional[str]:
             if isinstance(ret.value, cst.Name) and ret.value.value == selfp:
                 kinds.add("range")  # __next__ produces the samples: judged like a counted loop
             else:
-                kinds.add(_source_kind(ctx, cls, iter_func, ret.value))
+                kind = _source_kind(ctx, cls, iter_func, ret.value)
+                # `return iter(range(n))` streams bare counters, like `yield from range(n)`
+                kinds.add(None if kind == "range" else kind)
     if UNKNOWN_SOURCE in kinds:
         return None
     if "data" in kinds:
@@ -1478,12 +1489,16 @@ class IterableWithoutWorkerSharding(Rule):
     class is built with a literal `num_workers` greater than 1. It is silent when
     every DataLoader known to be built over the class has a literal
     `num_workers` of 0 or 1, and for streams it cannot judge: DataPipes and
-    `ChainDataset` subclasses, wrappers that iterate another dataset (an
-    attribute named or annotated like a dataset or built from a dataset class),
+    `ChainDataset` subclasses, wrappers that iterate another dataset or reader
+    (an attribute named or annotated like a dataset, reader or stream, or built
+    from a dataset class),
     streams built from libraries that shard for you (webdataset, Hugging Face
     `datasets`, torchdata, MosaicML streaming, litdata), `__iter__` calling
-    methods the project does not define, and random or endless generators
-    (`while True: yield torch.randn(...)`) that have no data to duplicate.
+    methods the project does not define, random or endless generators
+    (`while True: yield torch.randn(...)`) and bare counters
+    (`return iter(range(n))`) that have no data to duplicate, and test code
+    (a `tests/` directory, `test_*.py`), whose fixtures replay fixed streams on
+    purpose.
 
     ## Why is this bad?
     Every DataLoader worker gets a copy of the dataset and calls `iter()` on it.
@@ -1810,8 +1825,8 @@ class IterableWithoutWorkerSharding(Rule):
     def check(self, ctx):
         for cls in _iterable_classes(ctx):
             iter_func = _methods(cls).get("__iter__")
-            if iter_func is None:
-                continue
+            if iter_func is None or is_test_code(ctx, cls):
+                continue  # test fixtures replay fixed streams on purpose, and their tests assert what arrives
             qual = ctx.qualname_of_def(cls)
             loaders = ctx.view.loaders_over(qual)
             workers = [facts.get("num_workers") for facts in loaders]

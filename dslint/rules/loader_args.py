@@ -14,7 +14,9 @@ import libcst as cst
 from dslint.edits import remove_args, replace
 from dslint.rules.base import ERROR, FixSpec, Rule
 from dslint.semantics.calls import UNKNOWN, Signature
+from dslint.semantics.names import dotted_parts
 from dslint.semantics.project import ITERABLE
+from dslint.semantics.walk import iter_subtree
 
 VALID_START_METHODS = ("fork", "spawn", "forkserver")
 
@@ -35,6 +37,41 @@ def _truthy(value) -> bool:
 
 def _iterable(ctx, bound) -> bool:
     return ctx.dataset_kind(bound.expr("dataset")) == ITERABLE
+
+
+_RAISES_CONTEXTS = frozenset({"assertRaises", "assertRaisesRegex", "assertRaisesRegexp", "raises"})
+_CAUGHT = frozenset({"ValueError", "TypeError", "AssertionError"})  # what torch raises; not a catch-all
+
+
+def expects_error(ctx, node) -> bool:
+    """The code expects the call to raise: inside ``with self.assertRaises(...)``/``pytest.raises(...)``
+    or in the body of a ``try`` with a handler for the exception type torch raises (a bare
+    ``except:`` or ``except Exception`` is a catch-all, not an expectation)."""
+    previous = node
+    for ancestor in ctx.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        if isinstance(ancestor, cst.With) and previous is ancestor.body:
+            for item in ancestor.items:
+                expr = item.item
+                if isinstance(expr, cst.Call):
+                    parts = dotted_parts(expr.func)
+                    if parts and parts[-1] in _RAISES_CONTEXTS:
+                        return True
+        if isinstance(ancestor, cst.Try) and previous is ancestor.body:
+            for handler in ancestor.handlers:
+                if handler.type is None:
+                    continue
+                names = [dotted_parts(n) for n in iter_subtree(handler.type) if isinstance(n, (cst.Name, cst.Attribute))]
+                if any(parts and parts[-1] in _CAUGHT for parts in names):
+                    return True
+        previous = ancestor
+    return False
+
+
+def _loader_calls(ctx):
+    """The module's DataLoader calls, less those the code expects to fail (a test of the error)."""
+    return [bound for bound in ctx.dataloader_calls() if not expects_error(ctx, bound.call)]
 
 
 class SamplerWithShuffle(Rule):
@@ -71,6 +108,13 @@ class SamplerWithShuffle(Rule):
 
     valid = (
         """
+        from torch.utils.data import DataLoader
+        try:
+            loader = DataLoader(ds, sampler=sampler, shuffle=True)
+        except ValueError:  # the code expects torch to refuse it
+            loader = DataLoader(ds, sampler=sampler)
+        """,
+        """
         from torch.utils.data import DataLoader, RandomSampler
         loader = DataLoader(ds, sampler=RandomSampler(ds))
         """,
@@ -96,7 +140,7 @@ class SamplerWithShuffle(Rule):
     )
 
     def check(self, ctx):
-        for bound in ctx.dataloader_calls():
+        for bound in _loader_calls(ctx):
             if not _not_none(ctx, bound, "sampler") or not _truthy(ctx.value(bound, "shuffle")):
                 continue
             if _iterable(ctx, bound):
@@ -170,7 +214,7 @@ class BatchSamplerConflict(Rule):
     )
 
     def check(self, ctx):
-        for bound in ctx.dataloader_calls():
+        for bound in _loader_calls(ctx):
             if not _not_none(ctx, bound, "batch_sampler") or _iterable(ctx, bound):
                 continue
             conflicts: List[str] = []
@@ -276,7 +320,7 @@ class WorkerOptionWithoutWorkers(Rule):
     )
 
     def check(self, ctx):
-        for bound in ctx.dataloader_calls():
+        for bound in _loader_calls(ctx):
             workers = ctx.value(bound, "num_workers")
             if workers is UNKNOWN or workers is None or workers != 0:
                 continue
@@ -395,7 +439,7 @@ class IterableWithShuffleOrSampler(Rule):
     )
 
     def check(self, ctx):
-        for bound in ctx.dataloader_calls():
+        for bound in _loader_calls(ctx):
             if not _iterable(ctx, bound):
                 continue
             shuffle = ctx.value(bound, "shuffle")
@@ -448,6 +492,9 @@ class InvalidLoaderLiteral(Rule):
     | `ConcatDataset([])` | `AssertionError: datasets should not be an empty iterable` |
 
     The conflicts between options have their own rules (DSL501-DSL504).
+    Calls the code expects to fail are not reported (here and in DSL501-DSL504):
+    inside `with pytest.raises(...)`/`self.assertRaises(...)`, or in a `try`
+    with an `except` for `ValueError`, `TypeError` or `AssertionError`.
 
     ## Fix safety
     Where the intent is unambiguous the fix is safe: `drop_last=1`/`0` and
@@ -478,6 +525,25 @@ class InvalidLoaderLiteral(Rule):
     help = "Use a value torch accepts (see the table in `dslint rule DSL509`)"
 
     valid = (
+        """
+        import pytest
+        from torch.utils.data import DataLoader, RandomSampler
+
+        def test_rejects_bad_values(ds):
+            with pytest.raises(ValueError):
+                DataLoader(ds, num_workers=-1)  # the test expects the error
+            with pytest.raises(TypeError):
+                RandomSampler(ds, replacement=0)
+        """,
+        """
+        import unittest
+        from torch.utils.data import DistributedSampler
+
+        class T(unittest.TestCase):
+            def test_rank(self):
+                with self.assertRaisesRegex(ValueError, "Invalid rank"):
+                    DistributedSampler(range(10), 3, 3)
+        """,
         """
         from torch.utils.data import DataLoader, RandomSampler, DistributedSampler
         loader = DataLoader(ds, batch_size=32, drop_last=True, num_workers=4, prefetch_factor=2, timeout=5.0)
@@ -510,7 +576,7 @@ class InvalidLoaderLiteral(Rule):
     )
 
     def check(self, ctx):
-        for bound in ctx.dataloader_calls():
+        for bound in _loader_calls(ctx):
             for problem in self._loader_problems(ctx, bound):
                 message, fix = problem if isinstance(problem, tuple) else (problem, None)
                 yield self.report(bound.call, message, fix=fix)
@@ -522,6 +588,8 @@ class InvalidLoaderLiteral(Rule):
         )
         for name, signature, method in checks:
             for call in ctx.calls_to(name):
+                if expects_error(ctx, call):
+                    continue
                 problem = method(ctx, ctx.bind(call, signature))
                 if problem:
                     message, fix = problem if isinstance(problem, tuple) else (problem, None)

@@ -17,6 +17,7 @@ from dslint.semantics.calls import UNKNOWN, BoundCall
 from dslint.semantics.loops import (
     DISTRIBUTED_SAMPLER,
     DISTRIBUTED_SAMPLER_SIGNATURE,
+    EVALUATION_HOOKS,
     RANDOM_SAMPLERS,
     is_none,
     loader_loops,
@@ -718,7 +719,9 @@ class SingleProcessLoading(Rule):
     dataset), since only per-sample loading work is worth moving to workers.
 
     Not flagged: evaluation and inference loaders (a `DistributedSampler`
-    with `shuffle=False` shards evaluation), a non-literal `num_workers` or
+    with `shuffle=False` shards evaluation; a loader built in or returned by
+    `val_dataloader`, `test_dataloader` or `predict_dataloader` is one even
+    when it shuffles), a non-literal `num_workers` or
     `**kwargs`; a dataset that cannot be told statically; data already in
     memory (a `TensorDataset`, a tensor, a `range` or list, a `Subset` of
     those, a dataset class of the file whose `__getitem__` only indexes),
@@ -903,6 +906,7 @@ class SingleProcessLoading(Rule):
     def check(self, ctx):
         index = loader_loops(ctx)
         hooks = index.training_hook_loaders()
+        evaluation = index.evaluation_hook_loaders()
         for loader in index.loaders:
             bound = loader.bound
             if not _literal_zero(ctx.value(bound, "num_workers")):
@@ -913,7 +917,7 @@ class SingleProcessLoading(Rule):
                 continue
             if index.is_test_code(bound.call) or ctx.in_dataset_code(bound.call):
                 continue  # a test's throughput is not a training run; a loader inside a dataset runs in its workers
-            reason = self._training(ctx, index, loader, hooks)
+            reason = self._training(ctx, index, loader, hooks, evaluation)
             if reason is None:
                 continue
             yield self.report(
@@ -951,7 +955,10 @@ class SingleProcessLoading(Rule):
         return bool(nodes) and all(isinstance(n, cst.Call) and ctx.dataset_kind(n) == MAP for n in nodes)
 
     @staticmethod
-    def _training(ctx, index, loader, hooks) -> Optional[str]:
+    def _training(ctx, index, loader, hooks, evaluation) -> Optional[str]:
+        in_eval_hook = loader.function is not None and loader.function.name.value in EVALUATION_HOOKS
+        if loader not in hooks and (in_eval_hook or loader in evaluation):
+            return None  # a validation, test or predict loader, even when it shuffles
         shuffle = ctx.value(loader.bound, "shuffle")
         if shuffle is not UNKNOWN and shuffle:
             return "`shuffle=True`"
@@ -1007,10 +1014,15 @@ class UnpinnedCudaTransfer(Rule):
     CUDA device, or any `.to(..., non_blocking=True)`) while its `pin_memory`
     is absent or a literal `False`.
 
+    The batch is followed through the loop body in order: names bound to it,
+    its items and slices, methods called on it, unpacking and loops over it.
+
     Not flagged: `pin_memory` that is not a literal (such as
     `torch.cuda.is_available()`), `.to(device)` where the device is not known
     to be CUDA and `non_blocking` is not set, loops that pin the batch
-    themselves (`.pin_memory()`).
+    themselves (`.pin_memory()`), and tensors the main process makes from the
+    batch (`preprocess(x)`, `torch.stack(x)`, `x / 255`), which
+    `pin_memory=True` would not pin either.
 
     ## Why is this bad?
     Without `pin_memory=True` the batch lives in pageable host memory. The
@@ -1115,34 +1127,20 @@ class UnpinnedCudaTransfer(Rule):
             )
 
     def _transfer(self, ctx, index, loop) -> Optional[str]:
-        tainted = set(names_used(loop.loop.target))
-        nodes = list(index.body_nodes(loop.loop.body))
-        for _ in range(3):
-            before = len(tainted)
-            for node in nodes:
-                if isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.NamedExpr)) and node.value is not None:
-                    if tainted.intersection(names_used(node.value)):
-                        targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
-                        for target in targets:
-                            tainted.update(n for n in names_used(target) if isinstance(target, (cst.Name, cst.Tuple, cst.List)))
-                elif isinstance(node, (cst.For, cst.CompFor)) and tainted.intersection(names_used(node.iter)):
-                    tainted.update(names_used(node.target))
-            if len(tainted) == before:
-                break
-        found = None
-        for node in nodes:
-            if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute):
-                continue
-            method = node.func.attr.value
-            if method == "pin_memory":
+        """The first `.cuda()`/`.to(cuda)` of (a view of) the loader's batch in the loop body.
+
+        The body is followed in execution order. A name holds the batch after
+        ``x = batch``, ``x = batch["image"]``, ``x = batch.squeeze()``, unpacking and
+        loops over it; a name rebound to anything else (``x = preprocess(x)``,
+        ``x = torch.stack(x)``, ``x = x / 255``) holds a new tensor made in the main
+        process, which `pin_memory=True` would not pin either.
+        """
+        for node in index.body_nodes(loop.loop.body):
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "pin_memory":
                 return None
-            if found or method not in ("cuda", "to") or not tainted.intersection(names_used(node.func.value)):
-                continue
-            if method == "cuda" or self._to_cuda(ctx, index, node):
-                found = ctx.code(node).strip()
-                if len(found) > 60:
-                    found = f".{method}(...)"
-        return found
+        walker = _BatchTransfers(self, ctx, index, set(names_used(loop.loop.target)))
+        walker.visit(loop.loop.body)
+        return walker.found
 
     def _to_cuda(self, ctx, index, call) -> bool:
         for arg in call.args:
@@ -1170,6 +1168,130 @@ class UnpinnedCudaTransfer(Rule):
             value = ctx.literal(args[0]) if args else UNKNOWN
             return isinstance(value, str) and value.startswith("cuda")
         return False
+
+
+_TRANSPARENT_CALLS = frozenset({"enumerate", "zip", "iter", "list", "tuple", "reversed", "sorted", "next"})
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
+
+
+class _BatchTransfers:
+    """Follows which names hold the batch (or a view of it) through a loop body, in order."""
+
+    def __init__(self, rule, ctx, index, tainted) -> None:
+        self.rule = rule
+        self.ctx = ctx
+        self.index = index
+        self.tainted = tainted
+        self.found: Optional[str] = None
+
+    # what holds the batch
+    def derived(self, expr, tainted=None) -> bool:
+        tainted = self.tainted if tainted is None else tainted
+        if isinstance(expr, cst.Name):
+            return expr.value in tainted
+        if isinstance(expr, (cst.Attribute, cst.Subscript)):
+            return self.derived(expr.value, tainted)
+        if isinstance(expr, cst.Call):
+            if isinstance(expr.func, cst.Attribute):
+                return self.derived(expr.func.value, tainted)  # a method of the batch: .float(), .items()
+            if isinstance(expr.func, cst.Name) and expr.func.value in _TRANSPARENT_CALLS:
+                return any(self.derived(arg.value, tainted) for arg in expr.args)
+            return False  # preprocess(x), torch.stack(x): a new tensor
+        if isinstance(expr, (cst.Tuple, cst.List)):
+            return any(self.derived(e.value, tainted) for e in expr.elements)
+        if isinstance(expr, cst.IfExp):
+            return self.derived(expr.body, tainted) and self.derived(expr.orelse, tainted)
+        if isinstance(expr, _COMPREHENSIONS):
+            local = set(tainted)
+            comp = expr.for_in
+            while comp is not None:
+                self._bind_iter(comp.target, comp.iter, local)
+                comp = comp.inner_for_in
+            elt = expr.value if isinstance(expr, cst.DictComp) else expr.elt
+            return self.derived(elt, local)
+        return False
+
+    def _bind(self, target, value, tainted) -> None:
+        if isinstance(target, cst.Name):
+            if self.derived(value, tainted):
+                tainted.add(target.value)
+            else:
+                tainted.discard(target.value)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            elements = [e.value for e in target.elements]
+            if (
+                isinstance(value, (cst.Tuple, cst.List))
+                and len(value.elements) == len(elements)
+                and not any(isinstance(e, cst.StarredElement) for e in (*target.elements, *value.elements))
+            ):
+                for sub, val in zip(elements, [e.value for e in value.elements]):
+                    self._bind(sub, val, tainted)
+            else:
+                keep = self.derived(value, tainted)
+                for name in names_used(target):
+                    (tainted.add if keep else tainted.discard)(name)
+        elif isinstance(target, cst.StarredElement):
+            self._bind(target.value, value, tainted)
+
+    def _bind_iter(self, target, iterable, tainted) -> None:
+        keep = self.derived(iterable, tainted)
+        for name in names_used(target):
+            (tainted.add if keep else tainted.discard)(name)
+
+    # execution order
+    def visit(self, node, tainted=None, depth: int = 0) -> None:
+        tainted = self.tainted if tainted is None else tainted
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) or depth > 150:
+            return  # nested scopes are not the loop body; absurdly deep expressions are left alone
+        if isinstance(node, cst.Assign):
+            self.visit(node.value, tainted, depth + 1)
+            for target in node.targets:
+                self._bind(target.target, node.value, tainted)
+            return
+        if isinstance(node, (cst.AnnAssign, cst.NamedExpr)):
+            if node.value is not None:
+                self.visit(node.value, tainted, depth + 1)
+                self._bind(node.target, node.value, tainted)
+            return
+        if isinstance(node, cst.AugAssign):
+            self.visit(node.value, tainted, depth + 1)
+            return
+        if isinstance(node, cst.For):
+            self.visit(node.iter, tainted, depth + 1)
+            self._bind_iter(node.target, node.iter, tainted)
+            self.visit(node.body, tainted, depth + 1)
+            if node.orelse is not None:
+                self.visit(node.orelse, tainted, depth + 1)
+            return
+        if isinstance(node, _COMPREHENSIONS):
+            local = set(tainted)
+            comp = node.for_in
+            while comp is not None:
+                self.visit(comp.iter, local, depth + 1)
+                self._bind_iter(comp.target, comp.iter, local)
+                for cond in comp.ifs:
+                    self.visit(cond, local, depth + 1)
+                comp = comp.inner_for_in
+            if isinstance(node, cst.DictComp):
+                self.visit(node.key, local, depth + 1)
+                self.visit(node.value, local, depth + 1)
+            else:
+                self.visit(node.elt, local, depth + 1)
+            return
+        for child in node.children:
+            self.visit(child, tainted, depth + 1)
+        if isinstance(node, cst.Call) and self.found is None:
+            self._check(node, tainted)
+
+    def _check(self, call, tainted) -> None:
+        func = call.func
+        if not isinstance(func, cst.Attribute) or func.attr.value not in ("cuda", "to"):
+            return
+        if not self.derived(func.value, tainted):
+            return
+        if func.attr.value == "cuda" or self.rule._to_cuda(self.ctx, self.index, call):
+            found = self.ctx.code(call).strip()
+            self.found = found if len(found) <= 60 else f".{func.attr.value}(...)"
 
 
 # --------------------------------------------------------------------------- DSL510

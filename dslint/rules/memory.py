@@ -278,7 +278,22 @@ def _loaders_fork_free(ctx, cls: cst.ClassDef, family) -> bool:
     ):
         return True
     loaders = ctx.view.loaders_over(ctx.qualname_of_def(cls))
+    if not loaders and not ctx.dataloader_calls() and _is_script(ctx):
+        return True  # a script's own dataset that no DataLoader uses: it is iterated in one process
     return bool(loaders) and all(facts.get("num_workers") == 0 for facts in loaders) and not local
+
+
+def _is_script(ctx) -> bool:
+    """The module runs as a script: it has a top-level ``if __name__ == "__main__":`` block."""
+    for stmt in ctx.module.body:
+        if isinstance(stmt, cst.If) and isinstance(stmt.test, cst.Comparison):
+            test = stmt.test
+            sides = [test.left, *(c.comparator for c in test.comparisons)]
+            if any(isinstance(n, cst.Name) and n.value == "__name__" for n in sides) and any(
+                isinstance(n, cst.SimpleString) and n.evaluated_value == "__main__" for n in sides
+            ):
+                return True
+    return False
 
 
 class PythonObjectIndex(Rule):
@@ -292,6 +307,11 @@ class PythonObjectIndex(Rule):
 
     This is a preview rule (enable it with `--preview`): the size of the index is
     not known statically, and a small one costs nothing.
+
+    Not reported when no forked worker can hold the dataset: every DataLoader
+    over it has `num_workers=0` or a `spawn`/`forkserver` context, or it is the
+    dataset of a script (`if __name__ == "__main__":`) that builds no DataLoader
+    and that no DataLoader of the project uses.
 
     ## Why is this bad?
     Forked workers share the parent's memory copy-on-write, but merely *reading* a

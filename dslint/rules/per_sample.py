@@ -18,6 +18,7 @@ import libcst as cst
 from dslint.rules.base import ERROR, WARNING, Rule
 from dslint.semantics import dataflow as df
 from dslint.semantics.calls import UNKNOWN
+from dslint.semantics.loops import is_test_code
 from dslint.semantics.regions import LOOP
 
 ENTRY_METHODS = ("__getitem__", "__getitems__", "__iter__", "__next__")
@@ -246,8 +247,9 @@ class PerSampleDirectoryScan(Rule):
 
     A scan of a per-sample folder (`os.listdir(self.dirs[idx])`) is the
     dataset's work and is not reported, nor is a scan in a lazy once-per-worker
-    block (`if self.files is None: self.files = os.listdir(...)`) or in an
-    `lru_cache`d helper.
+    block (`if self.files is None: self.files = os.listdir(...)`, or after an
+    early `if self.loaded: return` in a function that sets `self.loaded`) or in
+    an `lru_cache`d helper.
 
     ## Why is this bad?
     Every item pays for listing the whole directory again. Measured on
@@ -557,8 +559,9 @@ class PerSampleIndexReload(Rule):
     Reads whose path depends on the sample (`torch.load(self.files[idx])`), a
     handle opened once and read incrementally, memory maps
     (`np.load(p, mmap_mode="r")`, `torch.load(p, mmap=True)`), lazy
-    once-per-worker loads (`if self.df is None: self.df = pd.read_csv(...)`) and
-    `lru_cache`d helpers are not reported.
+    once-per-worker loads (`if self.df is None: self.df = pd.read_csv(...)`, or
+    after an early `if self.loaded: return` in a function that sets
+    `self.loaded`) and `lru_cache`d helpers are not reported.
 
     ## Why is this bad?
     The whole file is read and parsed again for every item, although the result
@@ -1359,8 +1362,10 @@ class CudaInDataset(Rule):
 
     Not reported: `torch.cuda.is_available()`, `device_count()`,
     `manual_seed*()` and the other queries that do not initialise CUDA; device
-    values that are not literals (`.to(self.device)`: unknown is not wrong); and
-    datasets or collate functions whose every DataLoader has `num_workers=0`.
+    values that are not literals (`.to(self.device)`: unknown is not wrong);
+    datasets or collate functions whose every DataLoader has `num_workers=0`;
+    and test code (a `tests/` directory, `test_*.py`), whose CUDA datasets are
+    there to exercise CUDA in workers (under `spawn`).
 
     ## Why is this bad?
     DataLoader workers are forked from the main process (the Linux default).
@@ -1551,8 +1556,8 @@ class CudaInDataset(Rule):
             if what is None:
                 continue
             context = _cuda_context(ctx, call, lambdas)
-            if context is None:
-                continue
+            if context is None or is_test_code(ctx, call):
+                continue  # a test's dataset that uses CUDA is there to exercise it (under spawn)
             statement = _statement(ctx, call)
             if statement is not None:
                 if id(statement) in seen_statements:

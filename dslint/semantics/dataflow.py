@@ -41,6 +41,7 @@ from typing import Dict, List, Optional, Set
 import libcst as cst
 
 from dslint.semantics.bindings import names_in_target
+from dslint.semantics.lifetimes import once_guarded
 from dslint.semantics.regions import LOOP, self_attr
 from dslint.semantics.walk import iter_subtree
 
@@ -211,9 +212,10 @@ def per_item(ctx, node: cst.CSTNode) -> bool:
     yield, but the code of the outer loop that is outside the inner one runs once
     per pass over ``data``, not once per item. A node runs per item when the
     innermost yielding loop around it yields directly (not only through a nested
-    loop).
+    loop). Code behind a once-only guard on ``self`` (``if self.loaded: return``
+    ... ``self.loaded = True``) runs once per worker, not per item.
     """
-    if not ctx.is_per_sample(node):
+    if not ctx.is_per_sample(node) or once_guarded(ctx, node):
         return False
     func = ctx.enclosing_function(node)
     if func is None or ctx.per_sample_mode(func) != LOOP:

@@ -23,6 +23,7 @@ import libcst as cst
 
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.regions import self_name
+from dslint.semantics.walk import iter_subtree
 
 CLOSED = "closed"
 RETURNED = "returned"
@@ -167,6 +168,8 @@ def fate(ctx, call: cst.Call) -> Fate:
         if isinstance(parent, cst.Attribute) and parent.value is node:
             grand = ctx.parent(parent)
             if isinstance(grand, cst.Call) and grand.func is parent:
+                if parent.attr.value in ("close", "__exit__"):
+                    return Fate(CLOSED, grand)  # `open(p, "a").close()`: closed at once
                 return Fate(CHAINED, grand, method=parent.attr.value)
             return Fate(CHAINED, parent, method=parent.attr.value)
         if isinstance(parent, (cst.Return, cst.Yield)):
@@ -220,11 +223,23 @@ def _bound_name(ctx, call: cst.Call, target: cst.CSTNode, site: cst.CSTNode) -> 
     func = ctx.enclosing_function(site)
     scope_nodes = ctx.nodes(cst.Name)
     loaded = False
+    # After an unconditional rebinding of the name (`img = img.convert()`), later
+    # uses refer to the new value, not to the handle.
+    stop = _rebinding_after(ctx, site, name)
+    stop_ids = {id(n) for n in iter_subtree(stop)} if stop is not None else None
+    in_stop = False
     for use in scope_nodes:
+        if stop_ids is not None:
+            if id(use) in stop_ids:
+                in_stop = True
+            elif in_stop:
+                break
         if use.value != name or use is target:
             continue
         if ctx.enclosing_function(use) is not func:
             continue
+        if _is_store(ctx, use):
+            continue  # a target (`img, label = ...`), not a use of the handle
         parent = ctx.parent(use)
         if isinstance(parent, cst.Attribute) and parent.value is use:
             method = parent.attr.value
@@ -247,6 +262,8 @@ def _bound_name(ctx, call: cst.Call, target: cst.CSTNode, site: cst.CSTNode) -> 
         if isinstance(parent, (cst.Return, cst.Yield)):
             return Fate(RETURNED, parent, name=name)
         if isinstance(parent, (cst.Element, cst.DictElement)):
+            if isinstance(ctx.parent(ctx.parent(parent)), (cst.Return, cst.Yield)):
+                return Fate(RETURNED, parent, name=name)  # `return img, label`: the caller owns it
             return Fate(STORED, parent, name=name)
         if isinstance(parent, cst.Assign) and parent.value is use:
             for assign_target in parent.targets:
@@ -254,3 +271,197 @@ def _bound_name(ctx, call: cst.Call, target: cst.CSTNode, site: cst.CSTNode) -> 
                     inner = _assigned(ctx, call, parent)
                     return Fate(inner.kind, parent, name=name)
     return Fate(CHAINED if loaded else UNCLOSED, site, method="load" if loaded else None, name=name)
+
+
+def _is_store(ctx, name: cst.Name) -> bool:
+    """The name is (part of) an assignment or loop target: it is bound there, not read."""
+    node: cst.CSTNode = name
+    parent = ctx.parent(node)
+    while isinstance(parent, (cst.Element, cst.StarredElement, cst.Tuple, cst.List)):
+        node, parent = parent, ctx.parent(parent)
+    if isinstance(parent, cst.AssignTarget):
+        return parent.target is node
+    if isinstance(parent, (cst.For, cst.CompFor)):
+        return parent.target is node
+    if isinstance(parent, (cst.AnnAssign, cst.AugAssign)):
+        return parent.target is node and isinstance(parent, cst.AnnAssign)
+    return isinstance(parent, cst.AsName)
+
+
+def _target_names(target: cst.CSTNode):
+    if isinstance(target, cst.Name):
+        yield target.value
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from _target_names(element.value)
+
+
+def _rebinding_after(ctx, site: cst.CSTNode, name: str) -> Optional[cst.CSTNode]:
+    """The first later statement of the site's own block that rebinds ``name`` unconditionally."""
+    if not isinstance(site, (cst.Assign, cst.AnnAssign)):
+        return None
+    line = ctx.parent(site)
+    block = ctx.parent(line) if isinstance(line, cst.SimpleStatementLine) else None
+    if not isinstance(block, (cst.IndentedBlock, cst.Module)):
+        return None
+    body = list(block.body)
+    index = next((i for i, stmt in enumerate(body) if stmt is line), None)
+    if index is None:
+        return None
+    for stmt in body[index + 1 :]:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            if isinstance(small, cst.Assign):
+                targets = [t.target for t in small.targets]
+            elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                targets = [small.target]
+            else:
+                continue
+            if any(name in _target_names(t) for t in targets):
+                return stmt
+    return None
+
+
+# ---------------------------------------------------------------------------- once-only code
+
+
+def _chain(expr: cst.CSTNode) -> Optional[str]:
+    parts = dotted_parts(expr)
+    return ".".join(parts) if parts else None
+
+
+def _hasattr_chain(call: cst.CSTNode) -> Optional[str]:
+    """``OBJ.name`` for ``hasattr(OBJ, "name")``."""
+    if not isinstance(call, cst.Call) or dotted_parts(call.func) != ["hasattr"] or len(call.args) < 2:
+        return None
+    owner = _chain(call.args[0].value)
+    value = call.args[1].value
+    if owner and isinstance(value, cst.SimpleString) and isinstance(value.evaluated_value, str):
+        return f"{owner}.{value.evaluated_value}"
+    return None
+
+
+def _getattr_chain(call: cst.CSTNode) -> Optional[str]:
+    """``OBJ.name`` for ``getattr(OBJ, "name", None)``."""
+    if not isinstance(call, cst.Call) or dotted_parts(call.func) != ["getattr"] or len(call.args) != 3:
+        return None
+    owner = _chain(call.args[0].value)
+    value = call.args[1].value
+    default = call.args[2].value
+    if (
+        owner
+        and isinstance(value, cst.SimpleString)
+        and isinstance(value.evaluated_value, str)
+        and isinstance(default, cst.Name)
+        and default.value == "None"
+    ):
+        return f"{owner}.{value.evaluated_value}"
+    return None
+
+
+def _attribute_chain(expr: cst.CSTNode) -> Optional[str]:
+    if isinstance(expr, cst.Attribute):
+        return _chain(expr)
+    return _getattr_chain(expr)
+
+
+def _tested_chains(test: cst.BaseExpression, want_set: bool) -> set:
+    """Attribute chains that ``test`` checks as not set yet (``want_set=False``: ``X is None``,
+    ``not X``, ``not hasattr(O, "x")``) or as already set (``X``, ``X is not None``, ``hasattr``)."""
+    found: set = set()
+    if isinstance(test, cst.BooleanOperation):
+        left, right = _tested_chains(test.left, want_set), _tested_chains(test.right, want_set)
+        if isinstance(test.operator, cst.Or) and not want_set and not (left and right):
+            return found  # `if self.h is None or force:` runs again whenever `force`
+        return left | right
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _tested_chains(test.expression, not want_set)
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        comparison = test.comparisons[0]
+        right = comparison.comparator
+        chain = _attribute_chain(test.left)
+        if chain and isinstance(right, cst.Name) and right.value == "None":
+            if isinstance(comparison.operator, (cst.Is, cst.Equal)) and not want_set:
+                found.add(chain)
+            if isinstance(comparison.operator, (cst.IsNot, cst.NotEqual)) and want_set:
+                found.add(chain)
+        return found
+    if want_set:
+        chain = _attribute_chain(test) or _hasattr_chain(test)
+        if chain:
+            found.add(chain)
+    return found
+
+
+def _assigned_chains(root: cst.CSTNode) -> set:
+    found = set()
+    for node in iter_subtree(root, into_scopes=False):
+        if isinstance(node, cst.AssignTarget):
+            targets = [node.target]
+        elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+            targets = [node.target]
+        else:
+            continue
+        while targets:
+            target = targets.pop()
+            if isinstance(target, (cst.Tuple, cst.List)):
+                targets.extend(e.value for e in target.elements)
+            elif isinstance(target, cst.Attribute):
+                chain = _chain(target)
+                if chain:
+                    found.add(chain)
+    return found
+
+
+def _on_self(chains: set, selfp: str) -> set:
+    return {c for c in chains if c.split(".", 1)[0] == selfp and "." in c}
+
+
+def _returns_only(block: cst.BaseSuite) -> bool:
+    if isinstance(block, cst.SimpleStatementSuite):
+        statements = list(block.body)
+    else:
+        statements = []
+        for stmt in block.body:
+            statements.extend(stmt.body if isinstance(stmt, cst.SimpleStatementLine) else [stmt])
+    return bool(statements) and isinstance(statements[-1], cst.Return) and all(
+        isinstance(s, (cst.Return, cst.Expr, cst.Pass)) for s in statements
+    )
+
+
+def once_guarded(ctx, node: cst.CSTNode) -> bool:
+    """``node`` runs at most once per object, behind a "not set yet" guard on an attribute
+    chain of ``self`` that the guarded code sets. Complements the region classifier with:
+
+    * guards on nested attributes: ``if not hasattr(self.local, "f"): self.local.f = open(p)``,
+      ``if getattr(self, "db", None) is None: ...``;
+    * an early return once set: ``if self.loaded: return`` ... ``self.loaded = True``.
+    """
+    func = ctx.enclosing_function(node)
+    if func is None:
+        return False
+    selfp = self_name(func)
+    if not selfp:
+        return False
+    assigned_in_func = None
+    previous = node
+    for ancestor in ctx.ancestors(node):
+        if ancestor is func:
+            break
+        if isinstance(ancestor, cst.If) and previous is ancestor.body:
+            if _on_self(_tested_chains(ancestor.test, want_set=False), selfp) & _assigned_chains(ancestor.body):
+                return True
+        if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
+            for stmt in ancestor.body:
+                if stmt is previous:
+                    break
+                if isinstance(stmt, cst.If) and stmt.orelse is None and _returns_only(stmt.body):
+                    checked = _on_self(_tested_chains(stmt.test, want_set=True), selfp)
+                    if checked:
+                        if assigned_in_func is None:
+                            assigned_in_func = _assigned_chains(func.body)
+                        if checked & assigned_in_func:
+                            return True
+        previous = ancestor
+    return False

@@ -58,6 +58,7 @@ RANDOM_SAMPLERS = frozenset({RANDOM_SAMPLER, DISTRIBUTED_SAMPLER, WEIGHTED_SAMPL
 #: LightningModule / LightningDataModule hooks: Lightning iterates these loaders
 #: itself (and calls ``set_epoch`` on their samplers).
 FRAMEWORK_HOOKS = frozenset({"train_dataloader", "val_dataloader", "test_dataloader", "predict_dataloader"})
+EVALUATION_HOOKS = frozenset({"val_dataloader", "test_dataloader", "predict_dataloader"})
 
 _SINGLE_WRAPPERS = frozenset({"builtins.enumerate", "builtins.iter", "itertools.islice", "rich.progress.track"})
 _IN_MEMORY_CALLS = frozenset({"torch.utils.data.TensorDataset", "builtins.range", "builtins.list", "builtins.tuple", "builtins.sorted"})
@@ -184,6 +185,26 @@ def positional_args(call: cst.Call) -> List[cst.BaseExpression]:
     return out
 
 
+def is_test_code(ctx, node: cst.CSTNode) -> bool:
+    """Test code: a ``tests``/``test`` directory, ``test_*.py``/``*_test.py``/``conftest.py``, or a ``test_*`` function."""
+    path = ctx.path
+    if os.path.isabs(path):
+        relative = os.path.relpath(path)
+        path = relative if not relative.startswith("..") else os.path.basename(path)
+    parts = path.replace("\\", "/").split("/")
+    filename = parts[-1]
+    if any(p in ("tests", "test", "testing") for p in parts[:-1]):
+        return True
+    if filename.startswith("test_") or filename.endswith("_test.py") or filename == "conftest.py":
+        return True
+    func = ctx.enclosing_function(node)
+    while func is not None:
+        if func.name.value.startswith("test_"):
+            return True
+        func = ctx.enclosing_function(func)
+    return False
+
+
 def is_none(node: Optional[cst.CSTNode]) -> bool:
     return isinstance(node, cst.Name) and node.value == "None"
 
@@ -251,9 +272,18 @@ class LoopIndex:
 
     def training_hook_loaders(self) -> List[Loader]:
         """Loaders returned by a ``train_dataloader`` method (Lightning's training hook)."""
+        return self.hook_loaders(("train_dataloader",))
+
+    def evaluation_hook_loaders(self) -> List[Loader]:
+        """Loaders returned by ``val_dataloader``/``test_dataloader``/``predict_dataloader`` methods."""
+        return self.hook_loaders(EVALUATION_HOOKS)
+
+    def hook_loaders(self, hooks: Iterable[str]) -> List[Loader]:
+        """Loaders returned by a method named one of ``hooks``."""
+        hooks = frozenset(hooks)
         out = []
         for func in self.ctx.nodes(cst.FunctionDef):
-            if func.name.value != "train_dataloader" or self.ctx.method_class(func) is None:
+            if func.name.value not in hooks or self.ctx.method_class(func) is None:
                 continue
             for ret in self.returns(func) or ():
                 for ref in self.resolve_loader(ret):
@@ -427,22 +457,7 @@ class LoopIndex:
 
     def is_test_code(self, node: cst.CSTNode) -> bool:
         """Test code: a ``tests``/``test`` directory, ``test_*.py``/``*_test.py``/``conftest.py``, or a ``test_*`` function."""
-        path = self.ctx.path
-        if os.path.isabs(path):
-            relative = os.path.relpath(path)
-            path = relative if not relative.startswith("..") else os.path.basename(path)
-        parts = path.replace("\\", "/").split("/")
-        filename = parts[-1]
-        if any(p in ("tests", "test", "testing") for p in parts[:-1]):
-            return True
-        if filename.startswith("test_") or filename.endswith("_test.py") or filename == "conftest.py":
-            return True
-        func = self.ctx.enclosing_function(node)
-        while func is not None:
-            if func.name.value.startswith("test_"):
-                return True
-            func = self.ctx.enclosing_function(func)
-        return False
+        return is_test_code(self.ctx, node)
 
     def in_memory(self, expr: Optional[cst.BaseExpression]) -> bool:
         """The dataset is data already in memory, cheap to index: a ``TensorDataset``, a tensor,
@@ -470,7 +485,23 @@ class LoopIndex:
                 if getitem is None:
                     return False
                 return not any(isinstance(n, cst.Call) for n in self.body_nodes(getitem.body))
-        return False
+            if found and any(b.kind != "other" or not isinstance(b.node, (cst.Import, cst.ImportFrom)) for b in found):
+                return False  # bound in this file to something else than an import
+        return self._in_memory_elsewhere(name)
+
+    def _in_memory_elsewhere(self, qualified: str) -> bool:
+        """A project class of another file whose ``__getitem__`` (along its bases) calls nothing.
+
+        Needs the project index to know, per function, whether it makes any call
+        (``calls_any``); without that fact the class is not known to be in memory.
+        """
+        if not qualified or "." not in qualified:
+            return False
+        method_facts = getattr(self.ctx.view, "method_facts", None)
+        if method_facts is None:
+            return False
+        facts = method_facts(qualified, "__getitem__")
+        return bool(facts) and facts.get("calls_any") is False
 
     def is_eval(self, loop: LoaderLoop) -> bool:
         """The loop runs with gradients off (``torch.no_grad``/``inference_mode``): evaluation."""
