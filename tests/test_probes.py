@@ -426,7 +426,9 @@ def test_a_hanging_dataset_is_killed_with_its_workers():
 def test_a_crashing_worker_gives_an_error_not_a_crash():
     outcome = run_isolated(_kill_worker, limit=30)
     assert not outcome.ok and outcome.kind == "raised"
-    assert "DataLoader worker" in outcome.error and "killed by signal" in outcome.error
+    # torch words it after which of its checks sees the dead worker first
+    assert "DataLoader worker" in outcome.error
+    assert "killed by signal" in outcome.error or "exited unexpectedly" in outcome.error
 
 
 def test_a_dying_probe_process_is_reported():

@@ -13,7 +13,15 @@ Layout:
 - ``gpu``          CUDA-only measurements (fork after CUDA init, pinned vs pageable)
 - ``fixtures``     loading ``fixtures/<CODE>-<name>/{bad,good}.py`` pairs
 - ``table``        rule code -> probe and verdict (the one place that maps them)
-- ``verify``       the ``dslint verify`` driver; ``commands`` registers it with the CLI
+- ``verify``       the ``dslint verify`` driver
+- ``target``       ``dslint probe``/``bench`` targets: ``module:attr`` or ``file.py:attr``
+                   imported and turned into a dataset or loader factory
+- ``limit``        the ``--samples`` cap on a user's dataset
+- ``hotspots``     audit-hook counts (directory scans, file opens) and a sampling
+                   profile of ``__getitem__``
+- ``probe``        the ``dslint probe`` driver: the probes above on a user's dataset
+- ``bench``        the ``dslint bench`` driver: the loader-settings sweep
+- ``commands``     registers verify, probe and bench with the CLI
 
 Nothing here imports torch at import time except ``instrument``/``probes``/``gpu``/
 ``distributed``, which are only imported inside probe processes.

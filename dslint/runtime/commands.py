@@ -74,4 +74,203 @@ def verify(paths, output_format, select, timeout, jobs, workers, write_evidence,
     sys.exit(1 if any(r.failed for r in rows) else 0)
 
 
-COMMANDS = [verify]
+# ------------------------------------------------------------------ probe / bench: a user's own dataset
+
+
+def _needs_torch(command: str) -> None:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        click.echo(f"dslint: error: `dslint {command}` needs torch (pip install 'torch-dslint[runtime]')", err=True)
+        sys.exit(2)
+
+
+def _target_spec(text: str):
+    from dslint.runtime.target import TargetError, parse
+
+    try:
+        return parse(text)
+    except TargetError as exc:
+        click.echo(f"dslint: error: {exc}", err=True)
+        sys.exit(2)
+
+
+def _kwargs(text: str) -> dict:
+    if not text:
+        return {}
+    import json
+
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        click.echo(f"dslint: error: --kwargs is not valid JSON: {exc}", err=True)
+        sys.exit(2)
+    if not isinstance(value, dict):
+        click.echo("dslint: error: --kwargs must be a JSON object, e.g. '{\"root\": \"data/\"}'", err=True)
+        sys.exit(2)
+    return value
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+_TARGET_HELP = """TARGET is module:attr or path/to/file.py:attr, naming a Dataset or DataLoader instance,
+a Dataset class, or a factory returning a Dataset or DataLoader (a required `root`
+parameter gets a fresh temporary directory; other arguments come from --kwargs).
+Importing TARGET runs its code (`dslint check` never does)."""
+
+
+@click.command(help=f"""Run a dataset in real DataLoader worker processes and report the problems measured,
+with the rule codes of `dslint check`, each marked `confirmed at runtime`.
+
+{_TARGET_HELP}
+
+Exit 1 when a problem is confirmed, 0 when none is, 2 when the target cannot be
+imported, built or sampled, or a check crashes or exceeds --timeout.""")
+@click.argument("target")
+@click.option("--kwargs", "kwargs_json", default="", metavar="JSON", help="Keyword arguments for the class or factory, as a JSON object.")
+@click.option("--workers", type=click.IntRange(min=2), default=2, show_default=True, help="DataLoader worker processes per check.")
+@click.option("--epochs", type=click.IntRange(min=2), default=2, show_default=True, help="Epochs per check.")
+@click.option("--samples", type=click.IntRange(min=8), default=512, show_default=True,
+              help="At most this many samples per epoch (an iterable dataset: per worker).")
+@click.option("--timeout", type=click.FloatRange(min=1), default=60.0, show_default=True,
+              help="Seconds each check (and importing/building the target) may take before it is killed.")
+@click.option("--select", multiple=True, metavar="CODES", help="Only the checks for these codes or prefixes (e.g. DSL103, DSL3).")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
+              help="Checks run at the same time [default: 2 on machines with 2+ CPUs]; the per-sample profile always runs alone.")
+@click.option("--output-format", type=click.Choice(["text", "json"]), default="text", help="A table and the findings, or JSON.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
+def probe(target, kwargs_json, workers, epochs, samples, timeout, select, jobs, output_format, quiet) -> None:
+    spec = _target_spec(target)
+    kwargs = _kwargs(kwargs_json)
+    _needs_torch("probe")
+    import shutil
+    import tempfile
+
+    from dslint.runtime import probe as driver
+
+    codes = [c.strip().upper() for value in select for c in value.split(",") if c.strip()] or None
+    show = not quiet and sys.stderr.isatty()
+
+    def on_event(name: str, kind: str, text: str) -> None:
+        if not show:
+            return
+        if kind == "done":
+            click.echo("\r\033[K", err=True, nl=False)
+        else:
+            click.echo(f"\r\033[K{name}: {text}"[:110], err=True, nl=False)
+
+    tmp = tempfile.mkdtemp(prefix="dslint-probe-")
+    settings = driver.Settings(spec, kwargs, workers=workers, epochs=epochs, samples=samples, timeout=timeout, tmp=tmp,
+                               parallel=jobs or (2 if _cpus() >= 2 else 1), select=codes)
+    try:
+        report = driver.run(settings, on_event=on_event)
+    except driver.ProbeError as exc:
+        click.echo(f"dslint: error: probe {target}: {exc}", err=True)
+        sys.exit(2)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    text = driver.render_json(report) if output_format == "json" else driver.render_text(report)
+    click.echo(text, nl=False)
+    for row in report.errors:
+        click.echo(f"dslint: error: probe {target}: {row.check}: {row.result[len('error: '):]}", err=True)
+    sys.exit(report.exit_code)
+
+
+
+@click.command(help=f"""Benchmark data loading alone: sweep num_workers, prefetch_factor,
+persistent_workers (and pin_memory with --device cuda) over a dataset or loader and
+print, per setting, ms/batch (median, p90), samples/s, first-batch latency and the
+workers' peak memory, then the best setting and its speed-up over num_workers=0.
+
+{_TARGET_HELP}
+
+Exit 0 when the sweep finished, 2 when the target cannot be imported, built or
+iterated, a setting exceeds --timeout, or an option cannot be honoured.""")
+@click.argument("target")
+@click.option("--kwargs", "kwargs_json", default="", metavar="JSON", help="Keyword arguments for the class or factory, as a JSON object.")
+@click.option("--batches", type=click.IntRange(min=2), default=40, show_default=True, help="Batches per epoch (at most).")
+@click.option("--batch-size", type=click.IntRange(min=1), default=None,
+              help="Batch size [default: the loader's, LOADER's in the target's module, else 32].")
+@click.option("--epochs", type=click.IntRange(min=1), default=3, show_default=True, help="Measured epochs per setting.")
+@click.option("--warmup", type=click.IntRange(min=0), default=5, show_default=True, help="Batches fetched before measuring each setting.")
+@click.option("--grid", multiple=True, metavar="KEY=V1,V2",
+              help="Sweep exactly these values (repeatable; the product of all keys): num_workers, prefetch_factor, "
+                   "persistent_workers, pin_memory. num_workers=0 is always measured as the baseline.")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
+              help="cuda: copy every batch to the GPU (timed with CUDA events) and sweep pin_memory too.")
+@click.option("--model-step", metavar="TARGET", default=None,
+              help="A training step step(batch) (or a zero-argument factory returning one), same syntax as TARGET: "
+                   "reports the share of each iteration spent waiting for data.")
+@click.option("--timeout", type=click.FloatRange(min=1), default=120.0, show_default=True,
+              help="Seconds each setting (and importing/building the target) may take before it is killed.")
+@click.option("--output-format", type=click.Choice(["text", "json"]), default="text", help="A table and the best setting, or JSON.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE.png",
+              help="Draw samples/s against num_workers into FILE.png (needs matplotlib: pip install 'torch-dslint[plot]').")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar on stderr.")
+def bench(target, kwargs_json, batches, batch_size, epochs, warmup, grid, device, model_step, timeout, output_format,
+          plot_path, quiet) -> None:
+    spec = _target_spec(target)
+    step_spec = _target_spec(model_step) if model_step else None
+    kwargs = _kwargs(kwargs_json)
+    from dslint.runtime import bench as driver
+
+    try:
+        parsed_grid = driver.parse_grid(list(grid)) if grid else None
+    except driver.BenchError as exc:
+        click.echo(f"dslint: error: {exc}", err=True)
+        sys.exit(2)
+    if plot_path:
+        import importlib.util
+
+        if importlib.util.find_spec("matplotlib") is None:
+            click.echo("dslint: error: --plot needs matplotlib: pip install 'torch-dslint[plot]'", err=True)
+            sys.exit(2)
+    _needs_torch("bench")
+    import shutil
+    import tempfile
+
+    show = not quiet and sys.stderr.isatty()
+
+    def on_event(name: str, fraction: float, text: str) -> None:
+        if not show:
+            return
+        if name == "done":
+            click.echo("\r\033[K", err=True, nl=False)
+            return
+        width = 24
+        filled = int(round(max(0.0, min(1.0, fraction)) * width))
+        bar = "#" * filled + "-" * (width - filled)
+        click.echo(f"\r\033[K[{bar}] {fraction:4.0%} {text}"[:120], err=True, nl=False)
+
+    tmp = tempfile.mkdtemp(prefix="dslint-bench-")
+    settings = driver.BenchSettings(spec, kwargs, batches=batches, batch_size=batch_size, epochs=epochs, warmup=warmup,
+                                    grid=parsed_grid, device=device, model_step=step_spec, timeout=timeout, tmp=tmp,
+                                    cpus=_cpus())
+    try:
+        report = driver.run(settings, on_event=on_event)
+    except driver.BenchError as exc:
+        if show:
+            click.echo("\r\033[K", err=True, nl=False)
+        click.echo(f"dslint: error: bench {target}: {exc}", err=True)
+        sys.exit(2)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    text = driver.render_json(report) if output_format == "json" else driver.render_text(report)
+    click.echo(text, nl=False)
+    if plot_path:
+        try:
+            driver.plot(report, plot_path)
+        except Exception as exc:  # noqa: BLE001 - a file we cannot write
+            click.echo(f"dslint: error: --plot {plot_path}: {type(exc).__name__}: {exc}", err=True)
+            sys.exit(2)
+        if not quiet:
+            click.echo(f"wrote {plot_path}", err=True)
+    sys.exit(0)
+
+
+COMMANDS = [verify, probe, bench]

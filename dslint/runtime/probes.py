@@ -502,8 +502,10 @@ def pickling(make, loader_kwargs: Optional[dict] = None, *, context: str = "spaw
 
 
 def worker_memory(make, loader_kwargs: Optional[dict] = None, *, workers: int = 2, epochs: int = 2,
-                  persistent: bool = True) -> Figure:
-    """Worker private memory (USS) from start to the end of ``epochs``, against the dataset's size in the parent."""
+                  persistent: bool = True, uss_every: Optional[int] = None) -> Figure:
+    """Worker private memory (USS) from start to the end of ``epochs``, against the dataset's size in the parent.
+
+    USS is read every ``uss_every`` samples per worker (default: about 8 readings per worker and epoch)."""
     import gc
 
     gc.collect()
@@ -518,7 +520,7 @@ def worker_memory(make, loader_kwargs: Optional[dict] = None, *, workers: int = 
         except TypeError:
             size = 1000
         n = _workers(loader_kwargs, target, workers)
-        session.measure.uss_every = max(1, size // (n * 8))
+        session.measure.uss_every = uss_every or max(1, size // (n * 8))
         overrides = {"num_workers": n}
         if persistent:
             overrides["persistent_workers"] = True
@@ -536,7 +538,7 @@ def worker_memory(make, loader_kwargs: Optional[dict] = None, *, workers: int = 
     worst = max(per, key=lambda w: w["growth"])
     growth = worst["growth"] / MiB
     fp = footprint / MiB
-    text = (f"worker USS {worst['start'] / MiB:.0f}\u2192{worst['peak'] / MiB:.0f} MiB (+{growth:.0f} MiB) over {epochs} epochs; "
+    text = (f"worker USS {worst['start'] / MiB:.0f}\u2192{worst['peak'] / MiB:.0f} MiB (+{growth:.0f} MiB) over {epochs} epoch{'s' if epochs != 1 else ''}; "
             f"the dataset holds {fp:.0f} MiB in the parent")
     symptom = growth >= 16 and growth >= 0.5 * fp
     return Figure(text, symptom, {"growth_mib": round(growth, 1), "footprint_mib": round(fp, 1), "workers": per,
