@@ -18,6 +18,8 @@ import os
 from collections import defaultdict
 from typing import Dict, List, Sequence
 
+from dslint.source import split_lines
+
 VERSION = 1
 
 
@@ -48,7 +50,7 @@ def _key_path(path: str, root: str) -> str:
 def entries_for(diagnostics, texts: Dict[str, str], root: str) -> List[dict]:
     out = []
     for d in diagnostics:
-        lines = texts.get(d.path, "").splitlines()
+        lines = split_lines(texts.get(d.path, ""))
         context, alone = fingerprints(lines, d.noqa_row or d.start[0], d.code)
         out.append(
             {
