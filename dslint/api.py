@@ -46,6 +46,9 @@ def read_inputs(paths: Sequence[str], settings: Settings, options: CheckOptions)
         if candidate.missing:
             inputs.append(FileInput(candidate.path, candidate.abspath, error=f"{candidate.path}: No such file or directory"))
             continue
+        if candidate.error is not None:
+            inputs.append(FileInput(candidate.path, candidate.abspath, error=candidate.error))
+            continue
         try:
             # A FIFO or device named *.py (or a symlink to /dev/zero) would block or
             # never end: only regular files are read.
@@ -163,9 +166,11 @@ def write_fixes(state: FixOutcome) -> None:
 def unified_diff(state: FixOutcome) -> str:
     import difflib
 
+    from dslint.source import split_lines
+
     chunks = []
-    for path in sorted(state.results):
-        before = state.originals[path].splitlines(keepends=True)
-        after = state.results[path].splitlines(keepends=True)
+    for path in sorted(state.results):  # Python's lines: a form feed or U+2028 does not end one
+        before = split_lines(state.originals[path], keepends=True)
+        after = split_lines(state.results[path], keepends=True)
         chunks.extend(difflib.unified_diff(before, after, fromfile=f"a/{path}", tofile=f"b/{path}"))
     return "".join(chunks)

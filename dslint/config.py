@@ -196,30 +196,40 @@ def find_config(start_dirs: Sequence[Path]) -> Optional[Path]:
 
 def _has_dslint_table(path: Path) -> bool:
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError:
         return False
-    if "tool.dslint" not in text and "[tool]" not in text and "tool = " not in text:
+    if b"tool.dslint" not in data and b"[tool]" not in data and b"tool = " not in data and b"tool=" not in data:
         return False
-    data = _load_toml(path)
-    return isinstance(data.get("tool"), dict) and "dslint" in data["tool"]
+    table = _load_toml(path)
+    return isinstance(table.get("tool"), dict) and "dslint" in table["tool"]
 
 
 def _load_toml(path: Path) -> dict:
     try:
         with open(path, "rb") as handle:
-            return tomllib.load(handle)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}")
+            data = handle.read()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:  # TOML is UTF-8 by definition
+        row = data[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path}: invalid TOML: not UTF-8 (byte 0x{data[exc.start]:02x} on line {row})")
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}")
 
 
 def read_config(path: Path) -> dict:
     data = _load_toml(path)
-    table = data.get("tool", {}).get("dslint", {})
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{path}: `tool` must be a table, got {_type_name(tool)}")
+    table = tool.get("dslint", {})
     if not isinstance(table, dict):
-        raise ConfigError(f"{path}: [tool.dslint] must be a table")
+        raise ConfigError(f"{path}: [tool.dslint] must be a table, got {_type_name(table)}")
     return validate_table(table, str(path))
 
 
@@ -232,8 +242,11 @@ def validate_table(table: dict, where: str) -> dict:
             raise ConfigError(f"{where}: unknown key `{key}` in [tool.dslint] (known keys: {known})")
         label = f"{where}: [tool.dslint] `{key}`"
         if kind in ("codes", "strings"):
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            if not isinstance(value, list):
                 raise ConfigError(f"{label} must be a list of strings, got {_type_name(value)}")
+            for item in value:
+                if not isinstance(item, str):
+                    raise ConfigError(f"{label} must be a list of strings, got {_type_name(item)} ({item!r}) in the list")
             out[key] = [normalize_selector(v, label) for v in value] if kind == "codes" else list(value)
         elif kind == "bool":
             if not isinstance(value, bool):
@@ -248,10 +261,13 @@ def validate_table(table: dict, where: str) -> dict:
                 raise ConfigError(f"{label} must be one of {', '.join(OUTPUT_FORMATS)}, got {value!r}")
             out[key] = value
         elif kind == "per-file":
-            if not isinstance(value, dict) or not all(
-                isinstance(v, list) and all(isinstance(c, str) for c in v) for v in value.values()
-            ):
-                raise ConfigError(f"{label} must map file patterns to lists of codes")
+            if not isinstance(value, dict):
+                raise ConfigError(f"{label} must map file patterns to lists of codes, got {_type_name(value)}")
+            for pattern, codes in value.items():
+                if not isinstance(codes, list) or not all(isinstance(c, str) for c in codes):
+                    raise ConfigError(
+                        f"{label} must map file patterns to lists of codes, got {_type_name(codes)} for {pattern!r}"
+                    )
             out[key] = {pattern: [normalize_selector(c, label) for c in codes] for pattern, codes in value.items()}
         elif kind == "rules":
             out[key] = _validate_rule_options(value, label)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import pathspec
 
@@ -29,6 +29,7 @@ class Candidate:
     abspath: str
     explicit: bool = False
     missing: bool = False
+    error: Optional[str] = None  # a directory that could not be listed: reported, not skipped
 
 
 class _GitIgnore:
@@ -114,8 +115,10 @@ class Discovery:
         rel = os.path.relpath(abspath, self.root)
         return rel.replace(os.sep, "/")
 
-    def excluded(self, abspath: str, is_dir: bool) -> bool:
-        rel = self._rel_to_root(abspath)
+    def excluded(self, abspath: str, is_dir: bool, rel: Optional[str] = None) -> bool:
+        """``rel``: ``abspath`` relative to the root with / separators, when the caller has it."""
+        if rel is None:
+            rel = self._rel_to_root(abspath)
         if rel.startswith("../"):
             # outside the project: match on the path's own name only
             rel = os.path.basename(abspath)
@@ -136,10 +139,10 @@ class Discovery:
             if os.path.isdir(abspath):
                 if self.settings.force_exclude and self._any_parent_excluded(abspath, is_dir=True):
                     continue
-                for found in self._walk(abspath):
+                for found, shown, error in self._walk(abspath):
                     if found not in seen:
                         seen.add(found)
-                        out.append(Candidate(self.display(found), found))
+                        out.append(Candidate(shown, found, error=error))
             else:
                 if self.settings.force_exclude and self._any_parent_excluded(abspath, is_dir=False):
                     continue
@@ -159,15 +162,28 @@ class Discovery:
             current = os.path.dirname(current)
         return False
 
-    def _walk(self, top: str) -> List[str]:
-        found: List[str] = []
+    def _walk(self, top: str) -> List[Tuple[str, str, Optional[str]]]:
+        """(file, display path, None) for every file to check, and (directory, display
+        path, reason) for a directory that cannot be listed."""
+        found: List[Tuple[str, str, Optional[str]]] = []
         stack = [top]
         while stack:
             directory = stack.pop()
             try:
-                entries = sorted(os.scandir(directory), key=lambda e: e.name)
-            except OSError:
+                with os.scandir(directory) as listing:
+                    entries = sorted(listing, key=lambda e: e.name)
+            except OSError as exc:
+                # An unreadable directory would hide every file in it: say so.
+                shown = self.display(directory)
+                found.append((directory, shown, f"cannot list directory {shown}: {exc.strerror or type(exc).__name__}"))
                 continue
+            # Paths of the entries relative to the root and to the cwd, from the
+            # directory's (relpath per file is most of the cost of a large walk).
+            dir_rel = self._rel_to_root(directory)
+            try:
+                dir_shown: Optional[str] = os.path.relpath(directory, self.cwd)
+            except ValueError:
+                dir_shown = None
             subdirs = []
             for entry in entries:
                 try:
@@ -175,13 +191,20 @@ class Discovery:
                     is_link = entry.is_symlink()
                 except OSError:
                     continue
+                rel = entry.name if dir_rel == "." else f"{dir_rel}/{entry.name}"
                 if is_dir:
-                    if not self.excluded(entry.path, True):
+                    if not self.excluded(entry.path, True, rel):
                         subdirs.append(entry.path)
                 elif entry.name.endswith(PY_SUFFIXES):
                     if is_link and os.path.isdir(entry.path):
                         continue
-                    if not self.excluded(entry.path, False):
-                        found.append(entry.path)
+                    if not self.excluded(entry.path, False, rel):
+                        if dir_shown is None:
+                            shown = entry.path
+                        else:
+                            shown = entry.name if dir_shown == "." else os.path.join(dir_shown, entry.name)
+                            if shown.startswith(".."):
+                                shown = entry.path
+                        found.append((entry.path, shown, None))
             stack.extend(reversed(subdirs))
         return found

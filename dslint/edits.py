@@ -159,7 +159,8 @@ def _replace_node(root: cst.CSTNode, target: cst.CSTNode, new: cst.CSTNode) -> c
 
 def _indent_of(ctx, statement: cst.CSTNode) -> str:
     from dslint.positions import node_ranges
+    from dslint.source import split_lines
 
     (row, col), _ = node_ranges(ctx.module, [statement])[id(statement)]
-    line = ctx.text.splitlines()[row - 1]
+    line = split_lines(ctx.text)[row - 1]  # Python's rows: a form feed or U+2028 is not a line break
     return line[:col]

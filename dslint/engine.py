@@ -16,18 +16,20 @@ phases for unchanged files whose cross-file answers are unchanged.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import sys
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
-from dslint import prefilter, worker
+from dslint import prefilter
 from dslint.config import Settings
 from dslint.diagnostics import ERROR, Diagnostic
 from dslint.rules.base import all_rules
-from dslint.semantics.names import module_name_for
+from dslint.semantics.modules import module_name_for
 from dslint.semantics.project import ProjectIndex
 from dslint.source import SourceError, decode
 
@@ -84,6 +86,20 @@ class Engine:
 
     # ------------------------------------------------------------------ public
     def check(self, inputs: Sequence[FileInput]) -> CheckResult:
+        # The parsed trees (millions of small objects) stay alive until their file's
+        # rules have run, so every generation-2 collection would traverse all of them
+        # again: the cyclic collector costs a third of a cold run and frees nothing
+        # (libcst trees hold no cycles). Off during the check, in the shard processes
+        # too (forked from here); reference counting still frees everything else.
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._check(inputs)
+        finally:
+            if enabled:
+                gc.enable()
+
+    def _check(self, inputs: Sequence[FileInput]) -> CheckResult:
         clock = _Clock()
         result = CheckResult(files=len(inputs), timings=clock.laps)
         self._parsed_now: Set[str] = set()
@@ -114,11 +130,12 @@ class Engine:
         for path, (name, _) in modules.items():
             by_module.setdefault(name, []).append(path)
 
-        with _Shards(self.jobs if self._parallel(texts, chosen) else 1) as shards:
-            result.processes = shards.count
+        # Worker processes start only when there is enough to parse (not on a warm run).
+        with _Shards(self.jobs) as shards:
             summaries: Dict[str, dict] = {}
             pending = set(chosen)
             rounds = 0
+            index = None
             while pending and rounds < MAX_PULL_ROUNDS:
                 rounds += 1
                 self._phase1(sorted(pending), texts, modules, cached, shards, summaries, result)
@@ -127,9 +144,11 @@ class Engine:
                 pending = {p for p in reached if p not in chosen}
                 chosen |= pending
             clock.lap("parse + summaries")
-            index = ProjectIndex(summaries, by_module)
+            if index is None or pending:  # (otherwise the last round's index is this one)
+                index = ProjectIndex(summaries, by_module)
             self._phase2(sorted(chosen), texts, modules, cached, shards, summaries, index, result, by_module)
             clock.lap("rules")
+            result.processes = shards.count
         result.selected = len(chosen)
         if self.cache is not None:
             self.cache.save()
@@ -142,12 +161,25 @@ class Engine:
     def _choose(self, texts: Dict[str, str], cached: Dict[str, dict]) -> Set[str]:
         if not self.use_prefilter:
             return set(texts)
-        return prefilter.select(texts)
-
-    def _parallel(self, texts: Dict[str, str], chosen: Set[str]) -> bool:
-        if self.jobs <= 1:
-            return False
-        return sum(len(texts[p]) for p in chosen) >= PARALLEL_MIN_BYTES
+        # What the prefilter read from an unchanged text last time is in the cache,
+        # so a warm run scans nothing.
+        facts = {}
+        matches = {}
+        for path, entry in cached.items():
+            if "pf" in entry:
+                facts[path] = entry["pf"]
+            if "pfm" in entry:
+                matches[path] = entry["pfm"]
+        selection = prefilter.select(texts, facts, matches)
+        if self.cache is not None:
+            for path, text in texts.items():
+                matched = selection.matches.get(path)
+                match = [selection.derived_key, matched] if matched is not None else None
+                entry = cached.get(path)
+                if entry is not None and entry.get("pf") is selection.facts[path] and entry.get("pfm") == match:
+                    continue  # unchanged
+                self.cache.store_prefilter(path, text, selection.facts[path], match)
+        return selection.chosen
 
     def _phase1(self, paths, texts, modules, cached, shards, summaries, result) -> None:
         todo = []
@@ -227,12 +259,13 @@ class _Clock:
 def _reached_files(index: ProjectIndex, summaries: Dict[str, dict], by_module: Dict[str, List[str]]) -> Set[str]:
     """Files (not yet summarised) that define something dataset code refers to."""
     wanted: Set[str] = set()
+    per_sample_by_path: Dict[str, List[tuple]] = {}
+    for key in index.per_sample:
+        per_sample_by_path.setdefault(key[0], []).append(key)
     for path, summary in summaries.items():
         for cls in summary["classes"].values():
             wanted.update(b for b in cls["bases"] if b)
-        for key, (mode, _) in index.per_sample.items():
-            if key[0] != path:
-                continue
+        for key in per_sample_by_path.get(path, ()):
             facts = index.function_facts(key)
             for kind, target, _ in facts["calls"] if facts else ():
                 if kind == "func":
@@ -252,27 +285,65 @@ def _reached_files(index: ProjectIndex, summaries: Dict[str, dict], by_module: D
 
 
 class _Shards:
-    """Phase 1 and phase 2 on N single-process pools; a file stays on its shard."""
+    """Phase 1 and phase 2 on N single-process pools; a file stays on its shard.
+
+    The pools start on the first batch with at least ``PARALLEL_MIN_BYTES`` of text
+    to analyse; until then (small inputs, warm runs) everything runs in-process.
+    """
 
     def __init__(self, count: int) -> None:
-        self.count = max(1, count)
+        self.max_count = max(1, count)
+        self.count = 1
         self.pools: List[ProcessPoolExecutor] = []
         self.owner: Dict[str, int] = {}
+        self.context = None
+        self.dead: Dict[str, str] = {}  # files whose worker process died -> the error
 
     def __enter__(self):
-        if self.count > 1:
-            context = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
-            self.pools = [ProcessPoolExecutor(max_workers=1, mp_context=context) for _ in range(self.count)]
         return self
+
+    def _start(self, items: List[tuple]) -> None:
+        if self.pools or self.max_count <= 1:
+            return
+        if sum(len(item[1] or "") for item in items) < PARALLEL_MIN_BYTES:
+            return
+        # imported (libcst and the rules with it) once here, before the shards fork
+        from dslint import worker  # noqa: F401
+        from dslint.rules.base import load_all
+
+        load_all()
+        self.count = self.max_count
+        self.context = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
+        self.pools = [ProcessPoolExecutor(max_workers=1, mp_context=self.context) for _ in range(self.count)]
+
+    # A worker process that dies (a crash in native code, killed for memory) breaks
+    # its pool: the shard gets a fresh process, the files of the lost batch are
+    # retried one per batch, and a file that kills a process alone is reported as an
+    # internal error. Every other file still reports.
+    def _restart(self, shard: int) -> None:
+        self.pools[shard].shutdown(wait=False, cancel_futures=True)
+        self.pools[shard] = ProcessPoolExecutor(max_workers=1, mp_context=self.context)
+        for path in [p for p, s in self.owner.items() if s == shard]:
+            del self.owner[path]  # the trees it kept for phase 2 died with it
+
+    def _died(self, path: str) -> None:
+        self.dead[path] = (
+            f"internal error in a worker process on {path}: the process died while checking this file "
+            "(a crash in native code, or killed for memory)"
+        )
 
     def __exit__(self, *exc) -> None:
         for pool in self.pools:
             pool.shutdown(wait=True, cancel_futures=True)
-        worker.release()
+        if "dslint.worker" in sys.modules:
+            sys.modules["dslint.worker"].release()
 
     def summarize(self, items: List[tuple]) -> List[tuple]:
         if not items:
             return []
+        from dslint import worker  # libcst: only once a file is to be parsed
+
+        self._start(items)
         if not self.pools:
             return worker.summarize_batch(items)
         chunks = _chunks(items)
@@ -288,19 +359,35 @@ class _Shards:
             for future in done:
                 shard, chunk = running.pop(future)
                 free.append(shard)
+                try:
+                    batch = future.result()
+                except BrokenProcessPool:
+                    self._restart(shard)
+                    if len(chunk) > 1:
+                        chunks.extend([item] for item in chunk)
+                    else:
+                        self._died(chunk[0][0])
+                    continue
                 for item in chunk:
                     self.owner[item[0]] = shard
-                results.extend(future.result())
+                results.extend(batch)
         return results
 
     def check(self, items: List[tuple], summaries, rule_specs, enabled, module_paths) -> List[tuple]:
         if not items:
             return []
+        from dslint import worker
+
+        self._start(items)
         if not self.pools:
             return worker.check_batch(items, summaries, rule_specs, enabled, module_paths)
         per_shard: Dict[int, List[tuple]] = {}
         unowned = []
+        results: List[tuple] = [(item[0], [], [], [self.dead[item[0]]]) for item in items if item[0] in self.dead]
+        full = {item[0]: item for item in items}
         for item in items:
+            if item[0] in self.dead:
+                continue
             shard = self.owner.get(item[0])
             if shard is None:
                 unowned.append(item)
@@ -311,12 +398,25 @@ class _Shards:
             shard = min(range(self.count), key=lambda s: len(per_shard.get(s, ())))
             per_shard.setdefault(shard, []).append(item)
         futures = [
-            self.pools[shard].submit(worker.check_batch, batch, summaries, rule_specs, enabled, module_paths)
+            (shard, batch, self.pools[shard].submit(worker.check_batch, batch, summaries, rule_specs, enabled, module_paths))
             for shard, batch in per_shard.items()
         ]
-        results: List[tuple] = []
-        for future in futures:
-            results.extend(future.result())
+        retry = []
+        for shard, batch, future in futures:
+            try:
+                results.extend(future.result())
+            except BrokenProcessPool:
+                self._restart(shard)
+                retry.extend(full[item[0]] for item in batch)
+        for item in retry:  # one file at a time, with its text (its tree is gone)
+            try:
+                results.extend(
+                    self.pools[0].submit(worker.check_batch, [item], summaries, rule_specs, enabled, module_paths).result()
+                )
+            except BrokenProcessPool:
+                self._restart(0)
+                self._died(item[0])
+                results.append((item[0], [], [], [self.dead[item[0]]]))
         return results
 
 

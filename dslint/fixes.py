@@ -119,15 +119,20 @@ def add_noqa(text: str, codes_by_row: dict) -> tuple:
 
     from dslint import suppress
 
+    from dslint.source import split_lines
+
     sup = suppress.parse(text)
     blocked = set()
+    # Rows as Python counts them: a lone \r ends a line (tokenize only splits at
+    # \n), and form feeds, \x1c-\x1e, \x85, U+2028/9 do not (str.splitlines does).
+    plain = text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
     try:
-        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        for tok in tokenize.generate_tokens(io.StringIO(plain).readline):
             if tok.end[0] > tok.start[0] and tok.type not in (tokenize.NL, tokenize.NEWLINE):
                 blocked.update(range(tok.start[0], tok.end[0]))
     except (tokenize.TokenError, SyntaxError):
         return text, 0, len(codes_by_row)
-    lines = text.splitlines(keepends=True)
+    lines = split_lines(text, keepends=True)
     changed = skipped = 0
     for row, codes in sorted(codes_by_row.items()):
         if row < 1 or row > len(lines):

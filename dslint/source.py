@@ -50,6 +50,20 @@ def split_lines(text: str, keepends: bool = False) -> list[str]:
     return out
 
 
+_COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+
+
+def _cookie(data: bytes) -> Optional[str]:
+    """The encoding a PEP 263 cookie on the first two lines declares, if any."""
+    if data.startswith(codecs.BOM_UTF8):
+        data = data[len(codecs.BOM_UTF8) :]
+    for line in data.splitlines()[:2]:
+        match = _COOKIE.match(line)
+        if match:
+            return match.group(1).decode("ascii", "replace")
+    return None
+
+
 def decode(data: bytes, path: str) -> Source:
     """Decode ``data`` as Python source, the way the interpreter would."""
     if b"\x00" in data:
@@ -57,7 +71,16 @@ def decode(data: bytes, path: str) -> Source:
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:  # bad cookie, or a BOM contradicting the cookie
-        raise SourceError(f"cannot determine the encoding: {exc.msg if hasattr(exc, 'msg') else exc}")
+        reason = exc.msg if hasattr(exc, "msg") else str(exc)
+        cookie = _cookie(data)
+        if reason.startswith("unknown encoding") and cookie:
+            raise SourceError(f"cannot determine the encoding: the PEP 263 cookie declares `{cookie}`, which Python does not know")
+        if reason.startswith("encoding problem") and cookie and data.startswith(codecs.BOM_UTF8):
+            raise SourceError(f"cannot determine the encoding: a UTF-8 byte-order mark, but the PEP 263 cookie declares `{cookie}`")
+        if not reason.startswith("invalid or missing encoding declaration"):
+            raise SourceError(f"cannot determine the encoding: {reason}")
+        # No cookie, and a first line that is not UTF-8: say which byte, below.
+        encoding = "utf-8"
     has_bom = data.startswith(codecs.BOM_UTF8)
     try:
         text = data.decode(encoding)

@@ -70,6 +70,10 @@ def parse(text: str) -> Suppressions:
     result = Suppressions()
     pending: Set[str] = set()  # codes of a ``dslint: ignore[...]`` waiting for its line
     active: Set[str] = set()  # codes covering the current logical line
+    if "\r" in text:
+        # tokenize splits lines at \n only; Python (and the reported rows) also end
+        # a line at a lone \r. Same rows and columns once every ending is \n.
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
     except (tokenize.TokenError, SyntaxError):

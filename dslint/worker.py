@@ -13,6 +13,7 @@ import re
 import sys
 import threading
 import traceback
+import warnings
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -27,7 +28,7 @@ from dslint.semantics.names import ModuleNames
 from dslint.semantics.project import ProjectIndex, View
 from dslint.semantics.regions import RegionCache
 from dslint.semantics.summary import summarize
-from dslint.semantics.walk import TreeIndex
+from dslint.semantics.walk import TreeIndex, parse_module
 from dslint.source import split_lines
 
 # Files with a long logical line (or very large files) are first checked by
@@ -70,11 +71,24 @@ class Parsed:
 
 
 _PARSED: Dict[str, Parsed] = {}
+# Files whose parse or summary raised unexpectedly (a bug in dslint or libcst, not
+# in the file): the message is reported as an internal error in phase 2.
+_FAILED: Dict[str, str] = {}
 
 
 def _describe(err: BaseException) -> str:
     detail = str(err).strip()
     return f"{type(err).__name__}: {detail}" if detail else type(err).__name__
+
+
+def internal_error(what: str, path: str, exc: BaseException) -> str:
+    """``internal error in WHAT on PATH: Type: message (module.py:line)``, one line."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" ({frames[-1].filename.replace(chr(92), '/').rsplit('/', 1)[-1]}:{frames[-1].lineno})" if frames else ""
+    detail = " ".join(_describe(exc).split())
+    if len(detail) > 500:
+        detail = detail[:500] + "..."
+    return f"internal error in {what} on {path}: {detail}{where}"
 
 
 def _syntax_diagnostic(path: str, text: str, exc: Exception) -> Diagnostic:
@@ -94,12 +108,12 @@ def _syntax_diagnostic(path: str, text: str, exc: Exception) -> Diagnostic:
     else:
         if isinstance(exc, cst.ParserSyntaxError):
             row, col = exc.raw_line, exc.raw_column + 1
-            message = f"syntax error: {exc.message} (dslint's parser; Python accepts this file)"
+            message = f"cannot analyse: dslint's parser (libcst) rejects this file, although Python accepts it ({exc.message})"
         elif isinstance(exc, (RecursionError, MemoryError)):
             row = _line_of(text, _long_logical_line(text))
             message = f"cannot analyse: nesting too deep for dslint ({_describe(exc)}), although Python accepts it"
         else:
-            message = f"syntax error: {exc} (dslint's parser; Python accepts this file)"
+            message = f"cannot analyse: dslint's parser (libcst) rejects this file, although Python accepts it ({_describe(exc)})"
     lines = split_lines(text)
     row = max(1, min(row, len(lines) or 1))
     line = lines[row - 1] if lines else ""
@@ -126,7 +140,11 @@ def _python_compile(path: str, text: str) -> None:
     except RecursionError:  # already deeper than that: keep the current limit
         pass
     try:
-        compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        # The parser warns about the checked code (on 3.12+ `SyntaxWarning: invalid
+        # escape sequence`), which is not dslint's to print on the user's stderr.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
     finally:
         sys.setrecursionlimit(old_limit)
 
@@ -198,13 +216,17 @@ def _gate(path: str, text: str) -> Optional[Exception]:
 
 def parse_file(path: str, text: str, modname: str, is_package: bool) -> Tuple[Optional[dict], Optional[Diagnostic]]:
     """Parse and summarise one file; keep the parse for the rule phase."""
+    _FAILED.pop(path, None)
     refused = _gate(path, text)
     if refused is not None:
         return None, _syntax_diagnostic(path, text, refused)
     try:
-        module = cst.parse_module(text)
+        module = parse_module(text)
     except (cst.ParserSyntaxError, RecursionError, MemoryError, ValueError) as exc:
         return None, _syntax_diagnostic(path, text, exc)
+    except Exception as exc:  # a parser bug must not take the run down
+        _FAILED[path] = internal_error("the parser", path, exc)
+        return None, None
     try:
         tree = TreeIndex(module)
         names = ModuleNames(tree, modname, is_package)
@@ -212,6 +234,9 @@ def parse_file(path: str, text: str, modname: str, is_package: bool) -> Tuple[Op
         summary = summarize(tree, names, regions)
     except (RecursionError, MemoryError) as exc:  # nesting Python accepts, too deep to walk
         return None, _syntax_diagnostic(path, text, exc)
+    except Exception as exc:  # a bug in the semantics layer: this file only
+        _FAILED[path] = internal_error("the file summary", path, exc)
+        return None, None
     _PARSED[path] = Parsed(path, text, module, tree, names, regions, summary)
     return summary, None
 
@@ -219,9 +244,11 @@ def parse_file(path: str, text: str, modname: str, is_package: bool) -> Tuple[Op
 def release(paths: Optional[Sequence[str]] = None) -> None:
     if paths is None:
         _PARSED.clear()
+        _FAILED.clear()
     else:
         for path in paths:
             _PARSED.pop(path, None)
+            _FAILED.pop(path, None)
 
 
 # ---------------------------------------------------------------------------- phase 1
@@ -260,13 +287,19 @@ def _check_batch(batch, summaries, rule_specs, enabled, module_paths):
     out = []
     for path, text, modname, is_package in batch:
         parsed = _PARSED.get(path)
-        if parsed is None:
+        if parsed is None and path not in _FAILED:
             summary, diagnostic = parse_file(path, text, modname, is_package)
             if diagnostic is not None:
                 out.append((path, [diagnostic.to_dict()], [], []))
                 continue
-            parsed = _PARSED[path]
-        diagnostics, log, errors = check_parsed(parsed, index, rules, set(enabled))
+            parsed = _PARSED.get(path)
+        if parsed is None:
+            out.append((path, [], [], [_FAILED.pop(path)]))
+            continue
+        try:
+            diagnostics, log, errors = check_parsed(parsed, index, rules, set(enabled))
+        except Exception as exc:  # outside any one rule (context, positions, suppressions)
+            diagnostics, log, errors = [], [], [internal_error("the checker", path, exc)]
         out.append((path, [d.to_dict() for d in diagnostics], log, errors))
         _PARSED.pop(path, None)
     return out
@@ -285,20 +318,16 @@ def check_parsed(parsed: Parsed, index: ProjectIndex, rules: Sequence[Rule], ena
             for report in rule.check(ctx):
                 reports.append((rule, report))
         except Exception as exc:  # a broken rule must not take the run down
-            where = traceback.extract_tb(exc.__traceback__)[-1]
-            errors.append(
-                f"internal error in {rule.code} on {parsed.path}: {type(exc).__name__}: {exc} "
-                f"({where.filename.rsplit('/', 1)[-1]}:{where.lineno})"
-            )
+            errors.append(internal_error(rule.code, parsed.path, exc))
     try:
-        diagnostics = _to_diagnostics(parsed, reports)
+        diagnostics = _to_diagnostics(parsed, reports, errors)
     except (RecursionError, MemoryError) as exc:  # positions regenerate the code recursively
         diagnostics = [_syntax_diagnostic(parsed.path, parsed.text, exc)]
     diagnostics = apply_suppressions(parsed.path, parsed.text, diagnostics, enabled)
     return diagnostics, view.log, errors
 
 
-def _to_diagnostics(parsed: Parsed, reports) -> List[Diagnostic]:
+def _to_diagnostics(parsed: Parsed, reports, errors: Optional[List[str]] = None) -> List[Diagnostic]:
     if not reports:
         return []
     nodes = []
@@ -315,21 +344,32 @@ def _to_diagnostics(parsed: Parsed, reports) -> List[Diagnostic]:
     lines = split_lines(parsed.text)
     out = []
     seen = set()
+    failed_rules = set()
     for rule, report in reports:
-        (srow, scol), (erow, ecol) = ranges[id(report.node)]
-        if report.end_node is not None:
-            erow, ecol = ranges[id(report.end_node)][1]
+        if rule.code in failed_rules:
+            continue
+        try:
+            (srow, scol), (erow, ecol) = ranges[id(report.node)]
+            if report.end_node is not None:
+                erow, ecol = ranges[id(report.end_node)][1]
+            fix = None
+            if report.fix is not None:
+                fix = Fix(
+                    applicability=report.fix.applicability,
+                    message=report.fix.message,
+                    edits=tuple(_text_edit(edit, ranges) for edit in report.fix.edits),
+                )
+        except KeyError as exc:  # the rule reported a node that is not in this file's tree
+            if errors is None:
+                raise
+            failed_rules.add(rule.code)
+            exc.args = ("reported a node that is not in this file's tree",)
+            errors.append(internal_error(rule.code, parsed.path, exc))
+            continue
         key = (rule.code, srow, scol, report.message)
         if key in seen:
             continue
         seen.add(key)
-        fix = None
-        if report.fix is not None:
-            fix = Fix(
-                applicability=report.fix.applicability,
-                message=report.fix.message,
-                edits=tuple(_text_edit(edit, ranges) for edit in report.fix.edits),
-            )
         out.append(
             Diagnostic(
                 code=rule.code,
