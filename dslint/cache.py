@@ -1,11 +1,14 @@
 """Results cache, keyed by file content, dslint version and the analysis settings.
 
 ``.dslint_cache/<version>/<settings-key>.json`` (or ``--cache-dir``/
-``DSLINT_CACHE_DIR``) holds, per file: the hash of its text, its module name, its
+``DSLINT_CACHE_DIR``) holds, per file: the hash of its text, its module name, what
+the prefilter read from it (``pf``, and ``pfm``: whether it mentions a name derived
+from a dataset class, with the key of the derived-name set that was matched), its
 summary (phase 1), and its findings with the log of every cross-file question the
 rules asked (phase 2). Findings are reused only when the text is unchanged *and*
 every recorded question gets the same answer from the new project index -- so
-editing a base class in one file re-checks its subclasses in other files.
+editing a base class in one file re-checks its subclasses in other files. A warm
+run with nothing changed reads, hashes and replays; it parses and scans nothing.
 
 JSON, never pickle: a cache directory committed to a repository must not be able
 to run code when dslint reads it.
@@ -21,8 +24,12 @@ from pathlib import Path
 from typing import Dict, Optional
 
 from dslint import __version__
-from dslint.semantics.names import module_name_for
+from dslint.prefilter import FACTS_VERSION
+from dslint.semantics.modules import module_name_for
 from dslint.semantics.project import ProjectIndex, replay
+
+# Bumped when what an entry holds changes shape (part of the cache file's name).
+FORMAT = f"2.{FACTS_VERSION}"
 
 CACHEDIR_TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This file is a cache directory tag created by dslint.\n"
 
@@ -44,10 +51,11 @@ def _digest(text: str) -> str:
 class Cache:
     def __init__(self, directory: Path, analysis_key: str) -> None:
         self.directory = directory
-        key = hashlib.blake2b(analysis_key.encode(), digest_size=8).hexdigest()
+        key = hashlib.blake2b(f"{analysis_key}\0{FORMAT}".encode(), digest_size=8).hexdigest()
         self.file = directory / __version__ / f"{key}.json"
         self.entries: Dict[str, dict] = {}
         self.dirty = False
+        self._digests: Dict[str, str] = {}  # abspath -> digest of the text seen this run
         try:
             with open(self.file, encoding="utf-8") as handle:
                 data = json.load(handle)
@@ -61,13 +69,21 @@ class Cache:
         """Usable entries for the given files, keyed by their display paths."""
         found = {}
         for path, text in texts.items():
-            entry = self.entries.get(os.path.abspath(path))
-            if entry is None or entry.get("hash") != _digest(text):
+            key = os.path.abspath(path)
+            digest = self._digests[key] = _digest(text)
+            entry = self.entries.get(key)
+            if entry is None or entry.get("hash") != digest:
                 continue
             if entry.get("module") != list(module_name_for(path)):
                 continue
             found[path] = _with_path(entry, path)
         return found
+
+    def _hash(self, key: str, text: str) -> str:
+        digest = self._digests.get(key)
+        if digest is None:
+            digest = self._digests[key] = _digest(text)
+        return digest
 
     def valid_findings(self, path: str, entry: dict, index: ProjectIndex) -> bool:
         if "findings" not in entry or "log" not in entry:
@@ -75,18 +91,38 @@ class Cache:
         return replay(index, path, entry["log"])
 
     # ------------------------------------------------------------------ writing
+    def _entry(self, path: str, text: str) -> dict:
+        """The entry for ``path``, started afresh when its text changed."""
+        key = os.path.abspath(path)
+        digest = self._hash(key, text)
+        entry = self.entries.get(key)
+        module = list(module_name_for(path))
+        if entry is None or entry.get("hash") != digest or entry.get("module") != module:
+            entry = self.entries[key] = {"hash": digest, "module": module}
+            self.dirty = True
+        return entry
+
+    def store_prefilter(self, path: str, text: str, facts: list, match: Optional[list]) -> None:
+        entry = self._entry(path, text)
+        if entry.get("pf") != facts:
+            entry["pf"] = facts
+            self.dirty = True
+        if match is not None and entry.get("pfm") != match:
+            entry["pfm"] = match
+            self.dirty = True
+
     def store_summary(self, path: str, text: str, summary: Optional[dict], syntax: Optional[dict]) -> None:
-        self.entries[os.path.abspath(path)] = {
-            "hash": _digest(text),
-            "module": list(module_name_for(path)),
-            "summary": summary,
-            "syntax": syntax,
-        }
+        entry = self._entry(path, text)
+        entry.pop("findings", None)
+        entry.pop("log", None)
+        entry["summary"] = summary
+        entry["syntax"] = syntax
         self.dirty = True
 
     def store_findings(self, path: str, text: str, diagnostics, log) -> None:
-        entry = self.entries.get(os.path.abspath(path))
-        if entry is None or entry.get("hash") != _digest(text):
+        key = os.path.abspath(path)
+        entry = self.entries.get(key)
+        if entry is None or entry.get("hash") != self._hash(key, text):
             return
         entry["findings"] = diagnostics
         entry["log"] = log
@@ -98,9 +134,11 @@ class Cache:
         self.entries = {p: e for p, e in self.entries.items() if os.path.exists(p)}
         try:
             self._prepare()
+            # one json.dumps and one write: json.dump's streaming writes are ~10x slower
+            data = json.dumps({"version": __version__, "files": self.entries}, separators=(",", ":"))
             fd, tmp = tempfile.mkstemp(dir=self.file.parent, prefix=".tmp-", suffix=".json")
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump({"version": __version__, "files": self.entries}, handle, separators=(",", ":"))
+                handle.write(data)
             os.replace(tmp, self.file)
         except OSError:
             pass  # a read-only checkout still gets its results; only the cache is lost

@@ -102,3 +102,112 @@ def test_a_corrupt_cache_is_ignored(tmp_path):
         entry.write_text("{not json")
     run = run_cli("check", "--output-format", "json", ".", cwd=tmp_path)
     assert codes(run) == [("child.py", "DSL102")]
+
+
+# ---------------------------------------------------------------------- what a warm run skips
+
+SPECIAL_PLAIN = """
+class Special:
+    pass
+"""
+
+SPECIAL_DATASET = """
+from base import Base
+
+
+class Special(Base):
+    pass
+"""
+
+# Never says "Dataset": it is analysed only once `Special` derives from a dataset.
+LEAF = """
+import json
+from special import Special
+
+
+class Leaf(Special):
+    def __getitem__(self, i):
+        return json.load(open(self.files[i]))
+"""
+
+
+def test_cached_prefilter_decisions_follow_a_new_dataset_base_in_another_file(tmp_path):
+    """The prefilter's reading of each file is cached with its text; whether a file
+    names a dataset-derived class is re-decided when the set of those names changes."""
+    write_files(tmp_path, {"base.py": BASE, "special.py": SPECIAL_PLAIN, "leaf.py": LEAF})
+    first = run_cli("check", "-v", "--output-format", "json", ".", cwd=tmp_path)
+    assert codes(first) == [] and stats(first)["analysed"] == 1  # base.py only
+    entries = next((tmp_path / ".dslint_cache").glob("*/*.json"))
+    cached = json.loads(entries.read_text())["files"]
+    assert all("pf" in entry for entry in cached.values()), "every file's prefilter facts are cached"
+
+    write_files(tmp_path, {"special.py": SPECIAL_DATASET})  # leaf.py is unchanged
+    second = run_cli("check", "-v", "--output-format", "json", ".", cwd=tmp_path)
+    fresh = run_cli("check", "--no-cache", "--output-format", "json", ".", cwd=tmp_path)
+    assert codes(second) == codes(fresh) == [("leaf.py", "DSL102")]
+    third = run_cli("check", "-v", "--output-format", "json", ".", cwd=tmp_path)
+    assert codes(third) == codes(fresh) and stats(third)["parsed"] == 0
+
+
+WARM_PROBE = """
+import sys
+import dslint.cli
+try:
+    dslint.cli.main(sys.argv[1:])
+except SystemExit:
+    pass
+families = sorted(m for m in sys.modules if m.startswith("dslint.rules.") and m != "dslint.rules.base")
+print("IMPORTED", "libcst" in sys.modules, "dslint.worker" in sys.modules, families, file=sys.stderr)
+"""
+
+
+def test_a_warm_run_imports_neither_libcst_nor_the_rules(tmp_path):
+    """A warm run answers from the cache and the rules' manifest: no parser, no rule module."""
+    import os
+    import subprocess
+    import sys
+
+    write_files(tmp_path, {"child.py": CHILD, "base.py": BASE, "other.py": "x = 1\n"})
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "DSLINT_CACHE_DIR")}
+    env["NO_COLOR"] = "1"
+
+    def probe():
+        proc = subprocess.run(
+            [sys.executable, "-c", WARM_PROBE, "check", "-v", "--output-format", "json", "."],
+            cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300,
+        )
+        return proc
+
+    cold = probe()  # writes the cache (and the rules' manifest, as Python writes .pyc files)
+    warm = probe()
+    assert json.loads(cold.stdout) and codes(warm) == codes(cold) == [("child.py", "DSL102")]
+    assert stats(warm)["parsed"] == 0
+    assert "IMPORTED False False []" in warm.stderr, warm.stderr
+
+
+def test_cross_file_answers_do_not_depend_on_the_order_files_were_summarised(tmp_path):
+    """Shards finish in any order; the project index (and the dataset class named in
+    messages) must not, or cached answers fail to replay in the next run."""
+    from dslint import worker
+    from dslint.semantics.modules import module_name_for
+    from dslint.semantics.project import ProjectIndex
+
+    files = {
+        "helpers.py": "import json\n\n\ndef load(p):\n    return json.load(open(p))\n",
+        "a.py": "from torch.utils.data import Dataset\nfrom helpers import load\n\n\n"
+        "class A(Dataset):\n    def __getitem__(self, i):\n        return load(i)\n",
+        "b.py": "from torch.utils.data import Dataset\nfrom helpers import load\n\n\n"
+        "class B(Dataset):\n    def __getitem__(self, i):\n        return load(i)\n",
+    }
+    write_files(tmp_path, files)
+    summaries = {}
+    for name in files:
+        path = str(tmp_path / name)
+        summary, diagnostic = worker.parse_file(path, (tmp_path / name).read_text(), *module_name_for(path))
+        assert diagnostic is None
+        summaries[path] = summary
+    worker.release()
+    forward = ProjectIndex(dict(summaries))
+    backward = ProjectIndex(dict(reversed(list(summaries.items()))))
+    key = (str(tmp_path / "helpers.py"), "load")
+    assert forward.per_sample[key] == backward.per_sample[key] == ("whole", "a.A")

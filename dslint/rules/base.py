@@ -10,13 +10,18 @@ this bad? / Example / Use instead / Fix safety / References), and embedded
 from __future__ import annotations
 
 import inspect
+import json
+import os
 import re
+import sys
+import tempfile
 from dataclasses import dataclass, field
-from typing import ClassVar, Dict, Iterable, List, Optional, Sequence, Type, Union
-
-import libcst as cst
+from typing import TYPE_CHECKING, ClassVar, Dict, Iterable, List, Optional, Sequence, Type, Union
 
 from dslint.diagnostics import ERROR, WARNING  # noqa: F401  (re-exported for rules)
+
+if TYPE_CHECKING:  # annotations only: importing the rule API must not import libcst
+    import libcst as cst
 
 REGISTRY: Dict[str, Type["Rule"]] = {}
 
@@ -108,6 +113,144 @@ class Rule:
 
 
 def all_rules() -> Dict[str, Type[Rule]]:
-    import dslint.rules  # noqa: F401  (imports every family, which registers the rules)
+    """Every rule class by code.
 
+    Before any rule module is imported, this answers from a manifest of the rules'
+    class attributes (``MANIFEST_FIELDS``; written next to the package's ``.pyc``
+    files by the last process that imported the rules, valid while the rule sources
+    are unchanged) with stand-ins that import the rule modules the moment anything
+    else is asked of them. Choosing rules, keying the cache and printing cached
+    findings then need neither the rule modules nor libcst, which is most of a warm
+    run's start-up.
+    """
+    if not _LOADED:
+        stubs = _stubs()
+        if stubs is not None:
+            return dict(stubs)
+    load_all()
     return dict(sorted(REGISTRY.items()))
+
+
+# ----------------------------------------------------------------- lazy registry
+
+_LOADED: List[bool] = []  # [True] once every rule module is imported
+_STUBS: Dict[str, type] = {}
+# The class attributes a stand-in answers itself (all JSON-able); anything else loads.
+MANIFEST_FIELDS = ("code", "name", "level", "preview", "fix_availability", "summary", "help", "engine_rule", "options")
+_MANIFEST_NAME = "dslint-rules-manifest.json"
+
+
+def load_all() -> None:
+    """Import every rule family (which registers its rules), once."""
+    if _LOADED:
+        return
+    from dslint.rules import import_families
+
+    import_families()
+    _LOADED.append(True)
+    _write_manifest()
+
+
+def _sources_key() -> Optional[str]:
+    """Identifies the rule sources as they are now: dslint's version and the name, size
+    and modification time of every module of this package and of ``diagnostics.py``
+    (whose ERROR/WARNING the rules' levels are), as Python tests a ``.pyc`` for staleness."""
+    from dslint import __version__
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        names = sorted(n for n in os.listdir(here) if n.endswith(".py"))
+        stats = [(n, os.stat(os.path.join(here, n))) for n in names]
+        stats.append(("../diagnostics.py", os.stat(os.path.join(here, os.pardir, "diagnostics.py"))))
+    except OSError:
+        return None
+    return json.dumps([__version__, [[n, st.st_size, st.st_mtime_ns] for n, st in stats]])
+
+
+def _manifest_path() -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "__pycache__", _MANIFEST_NAME)
+
+
+def _stubs() -> Optional[Dict[str, type]]:
+    if _STUBS:
+        return _STUBS
+    key = _sources_key()
+    if key is None:
+        return None
+    try:
+        with open(_manifest_path(), encoding="utf-8") as handle:
+            manifest = json.load(handle)
+        if manifest.get("key") != key:
+            return None
+        for entry in manifest["rules"]:
+            namespace = {name: entry[name] for name in MANIFEST_FIELDS}
+            namespace["_dslint_url"] = entry["url"]
+            namespace["url"] = classmethod(lambda cls: cls._dslint_url)
+            namespace["__module__"] = entry["module"]
+            namespace["__qualname__"] = entry["qualname"]
+            _STUBS[entry["code"]] = _RuleStub(entry["qualname"], (), namespace)
+    except (OSError, ValueError, KeyError, TypeError):
+        _STUBS.clear()
+        return None
+    return _STUBS
+
+
+def _write_manifest() -> None:
+    """Record the rules' class attributes for the next process (best effort: a
+    read-only install, or ``PYTHONDONTWRITEBYTECODE``, just goes without)."""
+    if sys.dont_write_bytecode or _STUBS:
+        return
+    key = _sources_key()
+    if key is None:
+        return
+    rules = []
+    for code, rule in sorted(REGISTRY.items()):
+        entry = {name: getattr(rule, name, None) for name in MANIFEST_FIELDS}
+        entry.update(url=rule.url(), module=rule.__module__, qualname=rule.__qualname__)
+        rules.append(entry)
+    data = {"key": key, "rules": rules}
+    try:
+        text = json.dumps(data, sort_keys=True)
+        if json.loads(text) != data:
+            return  # a value JSON would change (a tuple default, say): no manifest
+        path = _manifest_path()
+        try:
+            with open(path, encoding="utf-8") as handle:
+                if handle.read() == text:
+                    return
+        except OSError:
+            pass
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-", suffix=".json")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except (OSError, TypeError, ValueError):
+        pass
+
+
+class _RuleStub(type):
+    """Metaclass of the stand-ins: the manifest's attributes are answered here; any
+    other attribute, setting one, or instantiating imports the rules and forwards to
+    the real class."""
+
+    def _dslint_real(cls):
+        load_all()
+        return REGISTRY[cls.code]
+
+    def __getattr__(cls, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(cls._dslint_real(), name)
+
+    def __setattr__(cls, name, value):
+        setattr(cls._dslint_real(), name, value)
+
+    def __delattr__(cls, name):
+        delattr(cls._dslint_real(), name)
+
+    def __call__(cls, *args, **kwargs):
+        return cls._dslint_real()(*args, **kwargs)
+
+    def __repr__(cls):
+        return f"<rule {cls.code} (not imported yet)>"

@@ -8,7 +8,7 @@ expression constructs (``MyDS(...)``, or a name assigned once from such a call).
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 import libcst as cst
 
@@ -17,46 +17,89 @@ from dslint.semantics.walk import TreeIndex
 
 
 def enclosing_scope(tree: TreeIndex, node: cst.CSTNode):
-    for ancestor in tree.ancestors(node):
-        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
-            return ancestor
-        if isinstance(ancestor, cst.ClassDef):
-            return ancestor
-    return None
+    """The nearest FunctionDef, Lambda or ClassDef above ``node`` (None: module level)."""
+    return tree.scope_node(node)
 
 
 def names_in_target(target: cst.CSTNode) -> List[str]:
-    if isinstance(target, cst.Name):
+    kind = type(target)
+    if kind is cst.Name:
         return [target.value]
-    if isinstance(target, (cst.Tuple, cst.List)):
+    if kind is cst.Tuple or kind is cst.List:
         out: List[str] = []
         for element in target.elements:
             out.extend(names_in_target(element.value))
         return out
-    if isinstance(target, cst.StarredElement):
+    if kind is cst.StarredElement:
         return names_in_target(target.value)
     return []
 
 
-def single_assignment(tree: TreeIndex, name: cst.Name) -> Optional[cst.BaseExpression]:
-    """The value of the one assignment to ``name`` in its scope, if there is exactly one."""
-    scope = enclosing_scope(tree, name)
-    found: List[cst.BaseExpression] = []
+class _ScopeAssignments:
+    """How the names of one scope are bound by assignment statements."""
+
+    __slots__ = ("simple", "unpacked", "rebound", "annotated")
+
+    def __init__(self) -> None:
+        self.simple: Dict[str, List[cst.BaseExpression]] = {}  # `name = value`, source order
+        self.unpacked: set = set()  # bound by a tuple/list/starred target of an Assign
+        self.rebound: set = set()  # targets of AugAssign and For
+        self.annotated: Dict[str, List[Optional[cst.BaseExpression]]] = {}  # AnnAssign values
+
+
+def _assignment_index(tree: TreeIndex) -> Dict[int, _ScopeAssignments]:
+    """Per scope (id of its node; 0 for the module), built once per tree."""
+    index = tree._memo.get("assignments")
+    if index is not None:
+        return index  # type: ignore[return-value]
+    index = {}
+
+    def entry(node) -> _ScopeAssignments:
+        scope = tree.scope_node(node)
+        key = id(scope) if scope is not None else 0
+        found = index.get(key)
+        if found is None:
+            found = index[key] = _ScopeAssignments()
+        return found
+
     for assign in tree.nodes(cst.Assign):
-        if enclosing_scope(tree, assign) is not scope:
-            continue
+        here = entry(assign)
         for target in assign.targets:
-            if isinstance(target.target, cst.Name) and target.target.value == name.value:
-                found.append(assign.value)
-            elif name.value in names_in_target(target.target):
-                return None
-    for cls in (cst.AugAssign, cst.For, cst.AnnAssign):
+            if type(target.target) is cst.Name:
+                here.simple.setdefault(target.target.value, []).append(assign.value)
+            else:
+                here.unpacked.update(names_in_target(target.target))
+    for cls in (cst.AugAssign, cst.For):
         for node in tree.nodes(cls):
-            if name.value in names_in_target(node.target) and enclosing_scope(tree, node) is scope:
-                if cls is cst.AnnAssign and node.value is not None and not found:
-                    found.append(node.value)
-                    continue
-                return None
+            names = names_in_target(node.target)
+            if names:
+                entry(node).rebound.update(names)
+    for node in tree.nodes(cst.AnnAssign):
+        for bound in names_in_target(node.target):
+            entry(node).annotated.setdefault(bound, []).append(node.value)
+    tree._memo["assignments"] = index
+    return index
+
+
+def single_assignment(tree: TreeIndex, name: cst.Name) -> Optional[cst.BaseExpression]:
+    """The value of the one assignment to ``name`` in its scope, if there is exactly one.
+
+    None when it is also bound by unpacking, ``+=``, a ``for`` target, a second
+    annotated assignment or a bare annotation after one, or is a parameter."""
+    scope = enclosing_scope(tree, name)
+    here = _assignment_index(tree).get(id(scope) if scope is not None else 0)
+    found: List[cst.BaseExpression] = []
+    if here is not None:
+        if name.value in here.unpacked:
+            return None
+        found.extend(here.simple.get(name.value, ()))
+        if name.value in here.rebound:
+            return None
+        for value in here.annotated.get(name.value, ()):
+            if value is not None and not found:
+                found.append(value)
+                continue
+            return None
     if isinstance(scope, (cst.FunctionDef, cst.Lambda)):
         params = scope.params
         for param in (*params.posonly_params, *params.params, *params.kwonly_params):
@@ -66,7 +109,13 @@ def single_assignment(tree: TreeIndex, name: cst.Name) -> Optional[cst.BaseExpre
 
 
 def local_class_path(tree: TreeIndex, name: str) -> Optional[cst.ClassDef]:
-    local = [c for c in tree.nodes(cst.ClassDef) if c.name.value == name]
+    by_name = tree._memo.get("classes_by_name")
+    if by_name is None:
+        by_name = {}
+        for cls in tree.nodes(cst.ClassDef):
+            by_name.setdefault(cls.name.value, []).append(cls)
+        tree._memo["classes_by_name"] = by_name
+    local = by_name.get(name, ())
     return local[0] if len(local) == 1 else None
 
 

@@ -11,50 +11,27 @@ nothing: unknown is never guessed.
 from __future__ import annotations
 
 import builtins
-import os
-from functools import lru_cache
 from typing import Dict, Iterable, List, Optional, Set
 
 import libcst as cst
 
+from dslint.semantics.modules import canonical, module_name_for, resolve_relative  # noqa: F401  (re-exported)
 from dslint.semantics.walk import TreeIndex, iter_subtree
 
+_Attribute = cst.Attribute
+_Name = cst.Name
+
 BUILTIN_NAMES = frozenset(dir(builtins))
-
-# Where torch and friends re-export a name, report the public spelling.
-_CANONICAL_PREFIXES = (
-    ("torch.utils.data.dataloader.", "torch.utils.data."),
-    ("torch.utils.data.dataset.", "torch.utils.data."),
-    ("torch.utils.data.sampler.", "torch.utils.data."),
-    ("torch.utils.data.distributed.", "torch.utils.data."),
-    ("torch.utils.data._utils.worker.", "torch.utils.data."),
-    ("torchvision.datasets.vision.", "torchvision.datasets."),
-    ("torchvision.datasets.folder.", "torchvision.datasets."),
-    ("PIL.ImageFile.ImageFile", "PIL.Image.Image"),
-)
-_CANONICAL_EXACT = {
-    "io.open": "builtins.open",
-    "torch.utils.data.DataLoader2": "torch.utils.data.DataLoader",
-}
-
-
-def canonical(name: str) -> str:
-    exact = _CANONICAL_EXACT.get(name)
-    if exact is not None:
-        return exact
-    for prefix, replacement in _CANONICAL_PREFIXES:
-        if name.startswith(prefix):
-            return replacement + name[len(prefix) :]
-    return name
 
 
 def dotted_parts(node: cst.CSTNode) -> Optional[List[str]]:
     """``a.b.c`` as ``["a", "b", "c"]``; None for anything that is not a plain chain."""
+    # exact type tests: libcst's ABC isinstance is slow, and these classes have no subclasses
     parts: List[str] = []
-    while isinstance(node, cst.Attribute):
+    while type(node) is _Attribute:
         parts.append(node.attr.value)
         node = node.value
-    if isinstance(node, cst.Name):
+    if type(node) is _Name:
         parts.append(node.value)
         parts.reverse()
         return parts
@@ -64,47 +41,6 @@ def dotted_parts(node: cst.CSTNode) -> Optional[List[str]]:
 def dotted_text(node: cst.CSTNode) -> Optional[str]:
     parts = dotted_parts(node)
     return ".".join(parts) if parts else None
-
-
-# --------------------------------------------------------------------------- modules
-
-
-@lru_cache(maxsize=4096)
-def _is_package_dir(directory: str) -> bool:
-    return os.path.isfile(os.path.join(directory, "__init__.py")) or os.path.isfile(
-        os.path.join(directory, "__init__.pyi")
-    )
-
-
-def module_name_for(path: str) -> tuple[str, bool]:
-    """Dotted module name of a file, from the packages (``__init__.py``) above it."""
-    path = os.path.abspath(path)
-    directory, filename = os.path.split(path)
-    stem = filename.rsplit(".", 1)[0] if "." in filename else filename
-    is_package = stem == "__init__"
-    parts = [] if is_package else [stem]
-    if is_package:
-        parts = [os.path.basename(directory)]
-        directory = os.path.dirname(directory)
-    while directory and _is_package_dir(directory):
-        parent = os.path.dirname(directory)
-        parts.insert(0, os.path.basename(directory))
-        if parent == directory:
-            break
-        directory = parent
-    name = ".".join(p for p in parts if p)
-    return (name or stem), is_package
-
-
-def resolve_relative(level: int, module: Optional[str], modname: str, is_package: bool) -> Optional[str]:
-    package = modname if is_package else modname.rpartition(".")[0]
-    pieces = package.split(".") if package else []
-    if level - 1 > len(pieces):
-        return None
-    base = pieces[: len(pieces) - (level - 1)] if level > 1 else pieces
-    if module:
-        base = base + module.split(".")
-    return ".".join(base) or None
 
 
 def import_bindings(node, modname: str, is_package: bool):
@@ -144,13 +80,35 @@ _SCOPE_TYPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
 
 
 def _target_names(target: cst.CSTNode) -> Iterable[str]:
-    if isinstance(target, cst.Name):
+    kind = type(target)
+    if kind is cst.Name:
         yield target.value
-    elif isinstance(target, (cst.Tuple, cst.List)):
+    elif kind is cst.Tuple or kind is cst.List:
         for element in target.elements:
             yield from _target_names(element.value)
-    elif isinstance(target, cst.StarredElement):
+    elif kind is cst.StarredElement:
         yield from _target_names(target.value)
+
+
+_IMPORT, _DEF, _TARGET, _AS, _GLOBAL = range(5)
+# The node types that bind a name in a scope (all concrete: matched by exact type).
+_BINDING_TYPES = {
+    cst.Import: _IMPORT,
+    cst.ImportFrom: _IMPORT,
+    cst.FunctionDef: _DEF,
+    cst.ClassDef: _DEF,
+    cst.AssignTarget: _TARGET,
+    cst.AnnAssign: _TARGET,
+    cst.AugAssign: _TARGET,
+    cst.For: _TARGET,
+    cst.CompFor: _TARGET,
+    cst.NamedExpr: _TARGET,
+    cst.WithItem: _AS,
+    cst.ExceptHandler: _AS,
+    cst.ExceptStarHandler: _AS,
+    cst.Global: _GLOBAL,
+    cst.Nonlocal: _GLOBAL,
+}
 
 
 class Scope:
@@ -158,18 +116,27 @@ class Scope:
 
     __slots__ = ("node", "imports", "others", "declared_global")
 
-    def __init__(self, node: cst.CSTNode, modname: str, is_package: bool) -> None:
+    def __init__(self, node: cst.CSTNode, modname: str, is_package: bool, tree: Optional[TreeIndex] = None) -> None:
         self.node = node
         self.imports: Dict[str, Set[str]] = {}
         self.others: Set[str] = set()
         self.declared_global: Set[str] = set()
         if isinstance(node, (cst.FunctionDef, cst.Lambda)):
             self._add_params(node.params)
-        body = node.body
-        for sub in iter_subtree(body, into_scopes=False):
-            if sub is body:
-                continue
-            self._bind(sub, modname, is_package)
+        buckets = tree.scope_buckets(node) if tree is not None else None
+        if buckets is not None:
+            # the body's nodes by type, from the tree's one walk: only binding types are visited
+            body = node.body
+            for cls in _BINDING_TYPES:
+                for sub in buckets.get(cls, ()):
+                    if sub is not body:
+                        self._bind(sub, modname, is_package)
+        else:
+            body = node.body
+            for sub in iter_subtree(body, into_scopes=False):
+                if sub is body:
+                    continue
+                self._bind(sub, modname, is_package)
         self.others -= self.declared_global
         for name in self.declared_global:
             self.imports.pop(name, None)
@@ -182,24 +149,21 @@ class Scope:
                 self.others.add(star.name.value)
 
     def _bind(self, node: cst.CSTNode, modname: str, is_package: bool) -> None:
-        if isinstance(node, (cst.Import, cst.ImportFrom)):
+        kind = _BINDING_TYPES.get(type(node))
+        if kind is None:
+            return
+        if kind == _IMPORT:
             for local, full in import_bindings(node, modname, is_package):
                 self.imports.setdefault(local, set()).add(full)
-        elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+        elif kind == _DEF:
             self.others.add(node.name.value)
-        elif isinstance(node, cst.AssignTarget):
+        elif kind == _TARGET:
             self.others.update(_target_names(node.target))
-        elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
-            self.others.update(_target_names(node.target))
-        elif isinstance(node, (cst.For, cst.CompFor)):
-            self.others.update(_target_names(node.target))
-        elif isinstance(node, (cst.WithItem, cst.ExceptHandler, cst.ExceptStarHandler)):
-            asname = node.asname if isinstance(node, cst.WithItem) else node.name
+        elif kind == _AS:
+            asname = node.asname if type(node) is cst.WithItem else node.name
             if asname is not None:
                 self.others.update(_target_names(asname.name))
-        elif isinstance(node, cst.NamedExpr):
-            self.others.update(_target_names(node.target))
-        elif isinstance(node, (cst.Global, cst.Nonlocal)):
+        elif kind == _GLOBAL:
             for item in node.names:
                 self.declared_global.add(item.name.value)
 
@@ -280,15 +244,12 @@ class ModuleNames:
 
     # -- scopes
     def scope_node(self, node: cst.CSTNode):
-        for ancestor in self._tree.ancestors(node):
-            if isinstance(ancestor, _SCOPE_TYPES):
-                return ancestor
-        return None
+        return self._tree.scope_node(node)
 
     def scope(self, scope_node: cst.CSTNode) -> Scope:
         scope = self._scopes.get(id(scope_node))
         if scope is None:
-            scope = Scope(scope_node, self.modname, self.is_package)
+            scope = Scope(scope_node, self.modname, self.is_package, self._tree)
             self._scopes[id(scope_node)] = scope
         return scope
 
@@ -316,15 +277,16 @@ class ModuleNames:
 
     def resolve_name(self, name: str, at: cst.CSTNode) -> Optional[str]:
         innermost = True
-        for ancestor in self._tree.ancestors(at):
-            if not isinstance(ancestor, _SCOPE_TYPES):
-                continue
-            if isinstance(ancestor, cst.ClassDef) and not innermost:
-                continue
-            innermost = False
-            found, qualified = self.scope(ancestor).lookup(name)
-            if found:
-                return qualified
+        scope_node = self._tree.scope_node
+        ancestor = scope_node(at)
+        while ancestor is not None:  # the enclosing scopes, innermost first
+            if innermost or type(ancestor) is not cst.ClassDef:
+                innermost = False
+                scope = self._scopes.get(id(ancestor)) or self.scope(ancestor)
+                found, qualified = scope.lookup(name)
+                if found:
+                    return qualified
+            ancestor = scope_node(ancestor)
         return self.resolve_global(name)
 
     def qualname(self, node: cst.CSTNode) -> Optional[str]:

@@ -19,8 +19,12 @@ from __future__ import annotations
 import os
 from typing import Dict, List, Optional, Tuple
 
-from dslint.semantics.names import canonical
-from dslint.semantics.regions import LOOP, WHOLE
+from dslint.semantics.modules import canonical
+
+# How a function runs per sample (also ``regions.WHOLE``/``regions.LOOP``; defined
+# here so that the index, which a warm run builds from cached summaries, needs no libcst).
+WHOLE = "whole"
+LOOP = "loop"
 
 MAP = "map"
 ITERABLE = "iterable"
@@ -73,7 +77,11 @@ class ProjectIndex:
         """``module_paths``: module name -> every checked file with that name (summarised
         or not), so that a name shared by several files is ambiguous whichever of them
         were analysed; without it, the summarised files alone."""
-        self.summaries = summaries
+        # In path order, whatever order the files were summarised in (shards finish in
+        # any order): the first dataset class to reach a function names it in messages,
+        # and cached answers are replayed against an index built in another run.
+        self.summaries = dict(sorted(summaries.items()))
+        summaries = self.summaries
         self.by_module: Dict[str, List[str]] = {}
         if module_paths is not None:
             self.by_module = {name: list(paths) for name, paths in module_paths.items()}

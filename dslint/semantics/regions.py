@@ -16,10 +16,8 @@ from typing import Dict, List, Optional, Set
 import libcst as cst
 
 from dslint.semantics.names import dotted_parts
-from dslint.semantics.walk import iter_subtree
-
-WHOLE = "whole"
-LOOP = "loop"
+from dslint.semantics.project import LOOP, WHOLE  # noqa: F401  (the per-sample modes, re-exported)
+from dslint.semantics.walk import TreeIndex, iter_subtree
 
 _SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
 
@@ -40,8 +38,8 @@ def self_attr(node: cst.CSTNode, self_param: Optional[str]) -> Optional[str]:
     """``X`` for ``self.X`` (the attribute directly on the instance)."""
     if (
         self_param
-        and isinstance(node, cst.Attribute)
-        and isinstance(node.value, cst.Name)
+        and type(node) is cst.Attribute
+        and type(node.value) is cst.Name
         and node.value.value == self_param
     ):
         return node.attr.value
@@ -86,16 +84,16 @@ def _checked_attrs(test: cst.BaseExpression, self_param: Optional[str]) -> Set[s
     return found
 
 
+_ASSIGNING = frozenset({cst.AssignTarget, cst.AnnAssign, cst.AugAssign})
+
+
 def _assigned_attrs(body: cst.BaseSuite, self_param: Optional[str]) -> Set[str]:
     assigned: Set[str] = set()
     for node in iter_subtree(body, into_scopes=False):
-        if isinstance(node, cst.AssignTarget):
-            target = node.target
-        elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
-            target = node.target
-        else:
+        if type(node) not in _ASSIGNING:
             continue
-        if isinstance(target, cst.Subscript):
+        target = node.target
+        if type(target) is cst.Subscript:
             target = target.value
         attr = self_attr(target, self_param)
         if attr:
@@ -118,12 +116,40 @@ class FunctionRegions:
 
     __slots__ = ("func", "self_param", "is_generator", "loops", "lazy_bodies", "_loop_bodies")
 
-    def __init__(self, func: cst.FunctionDef) -> None:
+    def __init__(self, func: cst.FunctionDef, tree: Optional[TreeIndex] = None) -> None:
         self.func = func
         self.self_param = self_name(func)
         self.is_generator = False
         self.loops: List[cst.CSTNode] = []
         self.lazy_bodies: Set[int] = set()
+        buckets = tree.scope_buckets(func) if tree is not None else None
+        if buckets is None:
+            self._scan(func)
+            return
+        # the body's nodes by type, from the tree's one walk (source order per type)
+        loops = [*buckets.get(cst.For, ()), *buckets.get(cst.While, ())]
+        yields = buckets.get(cst.Yield, ())
+        self.is_generator = bool(yields)
+        for node in buckets.get(cst.If, ()):
+            if is_lazy_guard(node, self.self_param):
+                self.lazy_bodies.add(id(node.body))
+        if yields and loops:
+            # a loop yields when one of its body's descendants (in this scope) is a yield
+            bodies = {id(loop.body): loop for loop in loops}
+            parent = tree.parent
+            yielding: Set[int] = set()
+            for y in yields:
+                current = parent.get(id(y))
+                while current is not None and current is not func:
+                    loop = bodies.get(id(current))
+                    if loop is not None:
+                        yielding.add(id(loop))
+                    current = parent.get(id(current))
+            self.loops = [loop for loop in loops if id(loop) in yielding]
+        self._loop_bodies = {id(loop.body) for loop in self.loops}
+
+    def _scan(self, func: cst.FunctionDef) -> None:
+        """The same facts by walking the body (a function from no known tree)."""
         loops: List[cst.CSTNode] = []
         yields: List[cst.CSTNode] = []
         for node in iter_subtree(func.body, into_scopes=False):
@@ -149,6 +175,8 @@ class FunctionRegions:
         """
         in_loop = False
         lazy = False
+        if not self._loop_bodies and not self.lazy_bodies:
+            return in_loop, lazy
         for ancestor in ancestors:
             key = id(ancestor)
             if key in self._loop_bodies:
@@ -178,14 +206,19 @@ def is_cached(func: cst.FunctionDef) -> bool:
 
 
 class RegionCache:
-    """FunctionRegions per function node, computed on first use."""
+    """FunctionRegions per function node, computed on first use.
 
-    def __init__(self) -> None:
+    With the file's ``TreeIndex`` (given here, or set by the summary), each
+    function's facts come from the tree's per-scope node lists instead of a walk.
+    """
+
+    def __init__(self, tree: Optional[TreeIndex] = None) -> None:
         self._by_id: Dict[int, FunctionRegions] = {}
+        self.tree = tree
 
     def get(self, func: cst.FunctionDef) -> FunctionRegions:
         regions = self._by_id.get(id(func))
         if regions is None:
-            regions = FunctionRegions(func)
+            regions = FunctionRegions(func, self.tree)
             self._by_id[id(func)] = regions
         return regions

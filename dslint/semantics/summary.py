@@ -17,7 +17,7 @@ from dslint.semantics.bindings import class_ref
 from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall, literal_value
 from dslint.semantics.names import ModuleNames, dotted_parts
 from dslint.semantics.regions import RegionCache, is_cached
-from dslint.semantics.walk import TreeIndex, iter_subtree
+from dslint.semantics.walk import TreeIndex, body_buckets
 
 _SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
 WORKER_INFO = "torch.utils.data.get_worker_info"
@@ -25,21 +25,33 @@ WORKER_INFO = "torch.utils.data.get_worker_info"
 
 def local_qualname(node: cst.CSTNode, tree: TreeIndex) -> str:
     """``Outer.Inner`` / ``func.<locals>.Local`` path of a class or function in its module."""
+    memo = tree._memo.get("local_qualname")
+    if memo is None:
+        memo = tree._memo["local_qualname"] = {}
+    found = memo.get(id(node))
+    if found is not None and found[0] is node:
+        return found[1]
     parts = [node.name.value]
     for ancestor in tree.ancestors(node):
-        if isinstance(ancestor, cst.ClassDef):
+        kind = type(ancestor)
+        if kind is cst.ClassDef:
             parts.append(ancestor.name.value)
-        elif isinstance(ancestor, cst.FunctionDef):
+        elif kind is cst.FunctionDef:
             parts.append("<locals>")
             parts.append(ancestor.name.value)
-    return ".".join(reversed(parts))
+    result = ".".join(reversed(parts))
+    memo[id(node)] = (node, result)
+    return result
 
 
 class Summarizer:
     def __init__(self, tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> None:
         self.tree = tree
         self.names = names
+        if getattr(regions, "tree", None) is None:
+            regions.tree = tree  # per-function facts from the tree's per-scope node lists
         self.regions = regions
+        self.worker_info_tails = names.call_tails({"get_worker_info"})
         self.class_paths: Dict[str, List[str]] = {}
         for node in tree.nodes(cst.ClassDef):
             self.class_paths.setdefault(node.name.value, []).append(local_qualname(node, tree))
@@ -59,31 +71,53 @@ class Summarizer:
         return qualified
 
     def function_facts(self, func: cst.FunctionDef) -> dict:
+        """Calls (in source order), ``get_worker_info`` use and attributes assigned on
+        other objects, in the body of ``func`` (nested scopes excluded).
+
+        The body's nodes come by type from the tree's one walk
+        (``TreeIndex.scope_buckets``), not from a walk of their own."""
         regions = self.regions.get(func)
+        tree = self.tree
+        buckets = body_buckets(func, tree)
+        self_param = regions.self_param
         calls = []
         uses_worker_info = False
         assigned = set()
-        for node in iter_subtree(func.body, into_scopes=False):
-            if isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Attribute):
-                owner = node.target.value
-                if not (isinstance(owner, cst.Name) and owner.value == regions.self_param):
-                    assigned.add(node.target.attr.value)
-            if isinstance(node, cst.Call):
-                target = self.call_target(node, regions.self_param)
-                if target is None:
-                    continue
+        Attribute, Name = cst.Attribute, cst.Name
+        for node in buckets.get(cst.AssignTarget, ()):
+            target = node.target
+            if type(target) is Attribute:
+                owner = target.value
+                if not (type(owner) is Name and owner.value == self_param):
+                    assigned.add(target.attr.value)
+        plain = not regions._loop_bodies and not regions.lazy_bodies
+        parent = tree.parent
+        for node in buckets.get(cst.Call, ()):
+            target = self.call_target(node, self_param)
+            if target is None:
+                continue
+            if plain:
+                in_loop = False
+            else:
                 ancestors = []
-                for ancestor in self.tree.ancestors(node):
-                    if ancestor is func:
-                        break
-                    ancestors.append(ancestor)
+                current = parent.get(id(node))
+                while current is not None and current is not func:
+                    ancestors.append(current)
+                    current = parent.get(id(current))
                 in_loop, lazy = regions.classify(node, ancestors)
                 if lazy:
                     continue
-                calls.append([target[0], target[1], in_loop])
-            elif isinstance(node, (cst.Name, cst.Attribute)):
-                if not uses_worker_info and _is_worker_info_ref(node, self.names):
+            calls.append([target[0], target[1], in_loop])
+        tails = self.worker_info_tails
+        for node in buckets.get(Name, ()):
+            if node.value in tails and _is_worker_info_ref(node, self.names):
+                uses_worker_info = True
+                break
+        if not uses_worker_info:
+            for node in buckets.get(Attribute, ()):
+                if node.attr.value in tails and _is_worker_info_ref(node, self.names):
                     uses_worker_info = True
+                    break
         return {
             "calls": calls,
             "gen": regions.is_generator,
@@ -133,17 +167,18 @@ class Summarizer:
 
     def call_target(self, call: cst.Call, self_param: Optional[str]):
         func = call.func
-        if isinstance(func, cst.Attribute):
+        kind = type(func)
+        if kind is cst.Attribute:
             value = func.value
-            if self_param and isinstance(value, cst.Name) and value.value == self_param:
+            if self_param and type(value) is cst.Name and value.value == self_param:
                 return ("self", func.attr.value)
             if (
-                isinstance(value, cst.Call)
-                and isinstance(value.func, cst.Name)
+                type(value) is cst.Call
+                and type(value.func) is cst.Name
                 and value.func.value == "super"
             ):
                 return ("super", func.attr.value)
-        if isinstance(func, (cst.Name, cst.Attribute)):
+        if kind is cst.Name or kind is cst.Attribute:
             qualified = self.names.qualname(func)
             if qualified and not qualified.startswith("builtins."):
                 return ("func", qualified)
@@ -183,7 +218,7 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
     for node in tree.nodes(cst.FunctionDef):
         parent = tree.parent_of(node)
         # methods are recorded with their class; everything else by its path
-        if isinstance(parent, cst.IndentedBlock) and isinstance(tree.parent_of(parent), cst.ClassDef):
+        if type(parent) is cst.IndentedBlock and type(tree.parent_of(parent)) is cst.ClassDef:
             continue
         functions[local_qualname(node, tree)] = s.function_facts(node)
     imports = {k: next(iter(v)) for k, v in names.imports.items() if len(v) == 1}

@@ -1,0 +1,89 @@
+"""Module names and canonical qualified names: plain strings, no libcst.
+
+Shared by the name resolver (``names.py``), the project index (``project.py``)
+and the cache, so that a warm run, which parses nothing, never imports libcst.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from typing import Dict, Optional
+
+# Where torch and friends re-export a name, report the public spelling.
+_CANONICAL_PREFIXES = (
+    ("torch.utils.data.dataloader.", "torch.utils.data."),
+    ("torch.utils.data.dataset.", "torch.utils.data."),
+    ("torch.utils.data.sampler.", "torch.utils.data."),
+    ("torch.utils.data.distributed.", "torch.utils.data."),
+    ("torch.utils.data._utils.worker.", "torch.utils.data."),
+    ("torchvision.datasets.vision.", "torchvision.datasets."),
+    ("torchvision.datasets.folder.", "torchvision.datasets."),
+    ("PIL.ImageFile.ImageFile", "PIL.Image.Image"),
+)
+_CANONICAL_EXACT = {
+    "io.open": "builtins.open",
+    "torch.utils.data.DataLoader2": "torch.utils.data.DataLoader",
+}
+_CANONICAL_MEMO: Dict[str, str] = {}
+
+
+def canonical(name: str) -> str:
+    found = _CANONICAL_MEMO.get(name)
+    if found is not None:
+        return found
+    result = _CANONICAL_EXACT.get(name)
+    if result is None:
+        result = name
+        for prefix, replacement in _CANONICAL_PREFIXES:
+            if name.startswith(prefix):
+                result = replacement + name[len(prefix) :]
+                break
+    if len(_CANONICAL_MEMO) < 100_000:
+        _CANONICAL_MEMO[name] = result
+    return result
+
+
+@lru_cache(maxsize=4096)
+def _is_package_dir(directory: str) -> bool:
+    return os.path.isfile(os.path.join(directory, "__init__.py")) or os.path.isfile(
+        os.path.join(directory, "__init__.pyi")
+    )
+
+
+def module_name_for(path: str) -> tuple[str, bool]:
+    """Dotted module name of a file, from the packages (``__init__.py``) above it."""
+    path = os.path.abspath(path)
+    directory, filename = os.path.split(path)
+    stem = filename.rsplit(".", 1)[0] if "." in filename else filename
+    is_package = stem == "__init__"
+    if is_package:
+        parts = [*_package_parts(os.path.dirname(directory)), os.path.basename(directory)]
+    else:
+        parts = [*_package_parts(directory), stem]
+    name = ".".join(p for p in parts if p)
+    return (name or stem), is_package
+
+
+@lru_cache(maxsize=4096)
+def _package_parts(directory: str) -> tuple:
+    """Names of the packages ``directory`` is inside of (itself included), outermost first."""
+    parts: list = []
+    while directory and _is_package_dir(directory):
+        parent = os.path.dirname(directory)
+        parts.insert(0, os.path.basename(directory))
+        if parent == directory:
+            break
+        directory = parent
+    return tuple(parts)
+
+
+def resolve_relative(level: int, module: Optional[str], modname: str, is_package: bool) -> Optional[str]:
+    package = modname if is_package else modname.rpartition(".")[0]
+    pieces = package.split(".") if package else []
+    if level - 1 > len(pieces):
+        return None
+    base = pieces[: len(pieces) - (level - 1)] if level > 1 else pieces
+    if module:
+        base = base + module.split(".")
+    return ".".join(base) or None
