@@ -214,3 +214,36 @@ def test_fix_safety_corpus(tmp_path):
     leftover = [d for d in json.loads(report.stdout) if d["fix"] is not None]
     assert leftover == []
     print(f"fix-safety corpus: {len(files)} files, {len(changed)} fixed, all parse, second pass a no-op")
+
+
+def test_with_rewrite_is_safe_only_when_the_statement_consumes_the_handle(tmp_path):
+    # csv.reader keeps the file and reads it on the next line: closing it after the
+    # statement would raise `ValueError: I/O operation on closed file`
+    write_files(
+        tmp_path,
+        {
+            "d.py": """
+            import csv
+            import json
+            from torch.utils.data import Dataset
+
+            class D(Dataset):
+                def __getitem__(self, i):
+                    reader = csv.reader(open(self.files[i]))
+                    rows = [r for r in reader]
+                    meta = json.load(open(self.metas[i]))
+                    return rows, meta
+            """
+        },
+    )
+    run = run_cli("check", "--no-cache", "--fix", "--output-format", "concise", ".", cwd=tmp_path)
+    text = (tmp_path / "d.py").read_text()
+    assert "        reader = csv.reader(open(self.files[i]))\n" in text
+    assert "        with open(self.metas[i]) as f:\n            meta = json.load(f)\n" in text
+    assert "(1 more fix available with `--unsafe-fixes`.)" in run.stderr
+    data = json.loads(run_cli("check", "--no-cache", "--unsafe-fixes", "--output-format", "json", ".", cwd=tmp_path).stdout)
+    (finding,) = [d for d in data if d["code"] == "DSL102"]
+    assert finding["fix"]["applicability"] == "unsafe" and "may read it after the block closes it" in finding["fix"]["message"]
+    run_cli("check", "--no-cache", "--fix", "--unsafe-fixes", ".", cwd=tmp_path)
+    # `f` is taken by the first fix now: a fresh name
+    assert "        with open(self.files[i]) as fh:\n            reader = csv.reader(fh)\n" in (tmp_path / "d.py").read_text()

@@ -260,11 +260,14 @@ class UnclosedImageOpen(Rule):
     ## Fix safety
     For an image that is never named (`x = Image.open(p).convert("RGB")`,
     `return Image.open(p).copy()`), the fix wraps the statement in
-    `with Image.open(p) as im:` and uses `im` in it. It is safe: the unnamed
-    handle cannot be used after the statement, the new name is unused in the
-    function, and the fix is only offered when moving the `Image.open` call in
-    front of its statement changes nothing else (no conditional, boolean
-    operator, comprehension or earlier call on the way). Comments are kept.
+    `with Image.open(p) as im:` and uses `im` in it. It is offered only when
+    moving the `Image.open` call in front of its statement changes nothing else
+    (no conditional, boolean operator, comprehension or earlier call on the way),
+    the new name is unused in the function, and comments are kept. It is safe
+    when the statement has read the pixels by its end (a loading method such as
+    `.convert()`, `.copy()` or `.resize()` on the image); otherwise, e.g.
+    `x = transform(Image.open(p))`, the object built from the image may read the
+    file after the block closed it, and the fix is unsafe.
 
     ## References
     - Pillow: "File handling in Pillow" (`_exclusive_fp`, `load()` closes single-frame files)
@@ -426,9 +429,14 @@ class UnclosedFileOpen(Rule):
 
     ## Fix safety
     For a handle that is never named (`json.load(open(p))`, `open(p).read()`),
-    the fix wraps the statement in `with open(p) as f:` and passes `f`. It is
-    safe for the same reasons as DSL101's: the unnamed handle cannot be used after
-    the statement, the name is fresh, and nothing else moves.
+    the fix wraps the statement in `with open(p) as f:` and passes `f`; the name
+    is fresh and nothing else moves. It is safe when the statement consumes the
+    file: a read method on it, or a call that reads everything before it returns
+    (`json.load`, `pickle.load`, `yaml.safe_load`, `torch.load`, `np.loadtxt`,
+    `pd.read_csv`, `list(...)` and the like). For anything else, such as
+    `rows = csv.reader(open(p))`, the wrapped object would read the file after
+    the block closed it (`ValueError: I/O operation on closed file`), so the fix
+    is unsafe and applied only with `--unsafe-fixes`.
     """
 
     code = "DSL102"
