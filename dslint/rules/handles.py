@@ -98,30 +98,45 @@ def _tests_unset(test, selfp, attr) -> bool:
     return False
 
 
-def _wrapped_into_self(ctx, call) -> bool:
-    """``self.x = wrapper(...(open(p))...)``: the opener's wrappers end in a store on self."""
+def _wrapper_destination(ctx, call):
+    """Where the object wrapping an opener goes, for ``wrapper(...(open(p))...)`` that
+    does not consume the handle: "self" (``self.x = wrapper(open(p))``), "caller"
+    (returned or yielded, alone or in a tuple), or None."""
     if _consumed_in_statement(ctx, call):
-        return False
+        return None
     node = call
+    wrapped = False
     while True:
         parent = ctx.parent(node)
         if isinstance(parent, cst.Arg) and isinstance(ctx.parent(parent), cst.Call):
             node = ctx.parent(parent)
+            wrapped = True
             continue
+        if not wrapped:
+            return None
+        if isinstance(parent, (cst.Element, cst.StarredElement)) and isinstance(ctx.parent(parent), cst.Tuple):
+            node = ctx.parent(parent)
+            continue
+        if isinstance(parent, (cst.Return, cst.Yield)):
+            return "caller"
         if isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is node:
             targets = [t.target for t in parent.targets] if isinstance(parent, cst.Assign) else [parent.target]
-            return any(
-                isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self" for t in targets
-            )
-        return False
+            if any(isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self" for t in targets):
+                return "self"
+        return None
 
 
 def _unclosed(ctx, call, fate) -> bool:
     """The generic "never closed" fates that DSL101/DSL102 own."""
-    if fate.kind == lt.TEMPORARY and _in_init(ctx, call) and _wrapped_into_self(ctx, call):
+    if fate.kind == lt.TEMPORARY:
+        destination = _wrapper_destination(ctx, call)
         # `self.reader = csv.reader(open(p))` in __init__: the handle is kept on self,
         # which DSL401 (and DSL302 for an iterator) report; it is not a leak to close
-        return False
+        if destination == "self" and _in_init(ctx, call):
+            return False
+        # `return StreamWrapper(open(p))`: the caller owns the wrapped handle
+        if destination == "caller":
+            return False
     if fate.kind in (lt.CHAINED, lt.TEMPORARY, lt.UNCLOSED):
         return True
     if fate.kind == lt.STORED_SELF:
@@ -447,6 +462,21 @@ class UnclosedFileOpen(Rule):
     help = "Open the file in a `with` block so it is closed on every path"
 
     valid = (
+        """
+        import csv
+        from torch.utils.data import Dataset, IterableDataset
+
+        class Lines(IterableDataset):
+            def __iter__(self):
+                for path in self.paths:
+                    # the caller owns the wrapped handle
+                    yield path, Wrapper(open(path))
+
+        class Rows(Dataset):
+            def __init__(self, path):
+                # kept on self in __init__: DSL401's, not a leak to close
+                self.reader = csv.reader(open(path))
+        """,
         """
         import json
         from torch.utils.data import Dataset
