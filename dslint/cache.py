@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Dict, Optional
 
@@ -136,6 +135,8 @@ class Cache:
             self._prepare()
             # one json.dumps and one write: json.dump's streaming writes are ~10x slower
             data = json.dumps({"version": __version__, "files": self.entries}, separators=(",", ":"))
+            import tempfile
+
             fd, tmp = tempfile.mkstemp(dir=self.file.parent, prefix=".tmp-", suffix=".json")
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(data)

@@ -17,13 +17,10 @@ phases for unchanged files whose cross-file answers are unchanged.
 from __future__ import annotations
 
 import gc
-import multiprocessing
 import os
 import sys
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Set, Tuple
 
 from dslint import prefilter
 from dslint.config import Settings
@@ -32,6 +29,9 @@ from dslint.rules.base import all_rules
 from dslint.semantics.modules import module_name_for
 from dslint.semantics.project import ProjectIndex
 from dslint.source import SourceError, decode
+
+if TYPE_CHECKING:  # multiprocessing and concurrent.futures load only when shards start
+    from concurrent.futures import ProcessPoolExecutor
 
 PARALLEL_MIN_BYTES = 256 * 1024
 CHUNK_BYTES = 64 * 1024
@@ -308,6 +308,9 @@ class _Shards:
         if sum(len(item[1] or "") for item in items) < PARALLEL_MIN_BYTES:
             return
         # imported (libcst and the rules with it) once here, before the shards fork
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
         from dslint import worker  # noqa: F401
         from dslint.rules.base import load_all
 
@@ -321,6 +324,8 @@ class _Shards:
     # retried one per batch, and a file that kills a process alone is reported as an
     # internal error. Every other file still reports.
     def _restart(self, shard: int) -> None:
+        from concurrent.futures import ProcessPoolExecutor
+
         self.pools[shard].shutdown(wait=False, cancel_futures=True)
         self.pools[shard] = ProcessPoolExecutor(max_workers=1, mp_context=self.context)
         for path in [p for p, s in self.owner.items() if s == shard]:
@@ -346,6 +351,9 @@ class _Shards:
         self._start(items)
         if not self.pools:
             return worker.summarize_batch(items)
+        from concurrent.futures import FIRST_COMPLETED, wait
+        from concurrent.futures.process import BrokenProcessPool
+
         chunks = _chunks(items)
         results: List[tuple] = []
         free = list(range(self.count))
@@ -381,6 +389,8 @@ class _Shards:
         self._start(items)
         if not self.pools:
             return worker.check_batch(items, summaries, rule_specs, enabled, module_paths)
+        from concurrent.futures.process import BrokenProcessPool
+
         per_shard: Dict[int, List[tuple]] = {}
         unowned = []
         results: List[tuple] = [(item[0], [], [], [self.dead[item[0]]]) for item in items if item[0] in self.dead]

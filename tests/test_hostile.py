@@ -200,7 +200,7 @@ NESTING = {
 ACCEPTED = {
     # deep, but within what CPython accepts: analysed, and the finding inside is found
     "deep_but_valid.py": "from torch.utils.data import Dataset\n\n\nclass D(Dataset):\n    def __getitem__(self, i):\n"
-    "        return " + "f(" * 150 + "open(i)" + ")" * 150 + "\n",
+    "        x = " + "f(" * 150 + "open(i)" + ")" * 150 + "\n        return x\n",
     "indent_99.py": "".join(" " * i + "if a:\n" for i in range(99)) + " " * 99 + "pass",
 }
 # CPython accepts this, libcst (1.x) does not: said as such, not called a syntax error

@@ -14,7 +14,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Dict, Iterable, List, Optional, Sequence, Type, Union
 
@@ -220,6 +219,8 @@ def _write_manifest() -> None:
                     return
         except OSError:
             pass
+        import tempfile
+
         os.makedirs(os.path.dirname(path), exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-", suffix=".json")
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
