@@ -705,20 +705,8 @@ _LAZY_LISTINGS = frozenset({"os.scandir", "os.walk", "glob.iglob"})
 _CHUNKED_READERS = frozenset(
     {"pandas.read_csv", "pandas.read_table", "pandas.read_json", "pandas.read_sql", "pandas.read_sql_query", "pandas.read_fwf"}
 )
-_ITERATOR_FILE_OPENERS = frozenset(
-    {
-        "builtins.open",
-        "gzip.open",
-        "bz2.open",
-        "lzma.open",
-        "codecs.open",
-        "gzip.GzipFile",
-        "bz2.BZ2File",
-        "lzma.LZMAFile",
-        "io.FileIO",
-        "os.fdopen",
-    }
-)
+# The file openers whose handle iterates line by line (archives and HDF5 files do not).
+_ITERATOR_FILE_OPENERS = lt.FILE_OPENERS - {"tarfile.open", "zipfile.ZipFile", "h5py.File"}
 _PATHS = frozenset({"pathlib.Path", "pathlib.PurePath", "pathlib.PosixPath", "pathlib.WindowsPath"})
 _DB_CONNECT = frozenset(
     {

@@ -1233,20 +1233,6 @@ FORK_ERROR = (
 )
 
 
-def _module_value(ctx, name: cst.Name) -> Optional[cst.BaseExpression]:
-    for ancestor in ctx.ancestors(name):
-        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
-            found, _ = ctx.names.scope(ancestor).lookup(name.value)
-            if found:
-                return None
-    if name.value in ctx.names.imports or name.value in ctx.names.defs:
-        return None
-    values = ctx.names.assigns.get(name.value)
-    if values and len(values) == 1:
-        return values[0]
-    return None
-
-
 def _cuda_device(ctx, expr, depth: int = 0) -> bool:
     """``"cuda"``, ``"cuda:0"``, ``torch.device("cuda")`` or a name bound only to one of them."""
     if expr is None or depth > 3:
@@ -1263,7 +1249,7 @@ def _cuda_device(ctx, expr, depth: int = 0) -> bool:
             local = df.bound_values(ctx, expr)
             if local:
                 return False
-            module_value = _module_value(ctx, expr)
+            module_value = ctx.module_constant(expr)
             values = [module_value] if module_value is not None else None
         return bool(values) and all(_cuda_device(ctx, v, depth + 1) for v in values)
     return False

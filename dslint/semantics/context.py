@@ -180,10 +180,10 @@ class FileContext:
     def literal(self, expr: Optional[cst.CSTNode]):
         if expr is None:
             return UNKNOWN
-        return literal_value(expr, self._module_constant)
+        return literal_value(expr, self.module_constant)
 
-    def _module_constant(self, name: cst.Name) -> Optional[cst.BaseExpression]:
-        # Only a module-level name assigned exactly once, not shadowed where used.
+    def module_constant(self, name: cst.Name) -> Optional[cst.BaseExpression]:
+        """The value of a module-level name assigned exactly once, not shadowed where used."""
         for ancestor in self.ancestors(name):
             if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
                 found, _ = self.names.scope(ancestor).lookup(name.value)
