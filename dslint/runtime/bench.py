@@ -142,22 +142,12 @@ def label(config: Dict[str, Any]) -> str:
 # ====================================================================== child side
 
 
-def _leaves(batch) -> list:
-    import torch
-
-    if isinstance(batch, torch.Tensor):
-        return [batch]
-    if isinstance(batch, dict):
-        return [t for v in batch.values() for t in _leaves(v)]
-    if isinstance(batch, (list, tuple)):
-        return [t for v in batch for t in _leaves(v)]
-    return []
-
-
 def _samples_in(batch, batch_size: Optional[int]) -> int:
     if batch_size is None:
         return 1
-    leaves = _leaves(batch)
+    from dslint.runtime.gpu import tensor_leaves  # imports torch: only in the measuring child
+
+    leaves = tensor_leaves(batch)
     for leaf in leaves:
         if leaf.dim() > 0:
             return int(leaf.shape[0])

@@ -46,7 +46,7 @@ def cuda_fork(make, loader_kwargs: Optional[dict] = None, *, workers: int = 2, e
         for epoch in range(epochs):
             for batch in loader:
                 batches += 1
-                leaves = _leaves(batch)
+                leaves = tensor_leaves(batch)
                 on_gpu += sum(1 for t in leaves if t.device.type == "cuda")
                 to_cuda(batch)
                 progress(f"cuda fork: {batches} batches")
@@ -63,13 +63,14 @@ def cuda_fork(make, loader_kwargs: Optional[dict] = None, *, workers: int = 2, e
     return Figure(text, False, {"batches": batches, "on_gpu": on_gpu})
 
 
-def _leaves(batch):
+def tensor_leaves(batch) -> list:
+    """Every tensor in a batch (nested dicts, lists and tuples)."""
     if isinstance(batch, torch.Tensor):
         return [batch]
     if isinstance(batch, dict):
-        return [t for v in batch.values() for t in _leaves(v)]
+        return [t for v in batch.values() for t in tensor_leaves(v)]
     if isinstance(batch, (list, tuple)):
-        return [t for v in batch for t in _leaves(v)]
+        return [t for v in batch for t in tensor_leaves(v)]
     return []
 
 
@@ -87,7 +88,7 @@ def h2d_copy(make, loader_kwargs: Optional[dict] = None, *, epochs: int = 2, max
         for i, batch in enumerate(loader):
             if i >= max_batches:
                 break
-            leaves = _leaves(batch)
+            leaves = tensor_leaves(batch)
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
             start.record()
