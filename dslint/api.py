@@ -12,7 +12,7 @@ from typing import List, Optional, Sequence
 
 from dslint.cache import Cache, default_cache_dir
 from dslint.config import Settings
-from dslint.diagnostics import Diagnostic
+from dslint.report import Finding
 from dslint.discovery import Discovery
 from dslint.engine import CheckResult, Engine, FileInput
 
@@ -28,7 +28,7 @@ class CheckOptions:
 @dataclass
 class Outcome:
     result: CheckResult
-    diagnostics: List[Diagnostic] = field(default_factory=list)
+    diagnostics: List[Finding] = field(default_factory=list)
     no_files: bool = False
     baselined: int = 0  # findings hidden by the baseline
 

@@ -1,6 +1,6 @@
 """Building blocks for fixes, in terms of CST nodes (positions are resolved later).
 
-Each builder returns ``dslint.rules.base.Edit``s that touch as little source as
+Each builder returns ``dslint.rules.base.NodeEdit``s that touch as little source as
 possible, so code and comments outside the fixed range stay byte-identical.
 """
 
@@ -10,14 +10,14 @@ from typing import Iterable, List, Optional, Sequence, Set
 
 import libcst as cst
 
-from dslint.rules.base import Edit
+from dslint.report import NodeEdit
 
 
-def remove_args(call: cst.Call, remove: Iterable[cst.Arg]) -> List[Edit]:
+def remove_args(call: cst.Call, remove: Iterable[cst.Arg]) -> List[NodeEdit]:
     """Delete arguments from a call, with their commas, keeping the others as written."""
     args = list(call.args)
     doomed = {id(a) for a in remove}
-    edits: List[Edit] = []
+    edits: List[NodeEdit] = []
     i = 0
     while i < len(args):
         if id(args[i]) not in doomed:
@@ -30,18 +30,18 @@ def remove_args(call: cst.Call, remove: Iterable[cst.Arg]) -> List[Edit]:
         last_end = last.comma if isinstance(last.comma, cst.Comma) else last
         if j + 1 < len(args):
             # "a, REMOVED, b" -> "a, b": from this run's start to the next kept argument
-            edits.append(Edit(start=args[i], end=args[j + 1], end_at_start=True))
+            edits.append(NodeEdit(start=args[i], end=args[j + 1], end_at_start=True))
         elif i > 0:
             # "a, REMOVED)" -> "a)": from the end of the previous kept argument
-            edits.append(Edit(start=args[i - 1], end=last_end, start_at_end=True))
+            edits.append(NodeEdit(start=args[i - 1], end=last_end, start_at_end=True))
         else:
-            edits.append(Edit(start=args[i], end=last_end))
+            edits.append(NodeEdit(start=args[i], end=last_end))
         i = j + 1
     return edits
 
 
-def replace(node: cst.CSTNode, content: str) -> Edit:
-    return Edit(start=node, end=node, content=content)
+def replace(node: cst.CSTNode, content: str) -> NodeEdit:
+    return NodeEdit(start=node, end=node, content=content)
 
 
 def used_names(root: cst.CSTNode) -> Set[str]:
@@ -64,7 +64,7 @@ def fresh_name(taken: Set[str], preferred: Sequence[str]) -> str:
 _VALUE_HOLDERS = (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.Return, cst.Expr)
 
 
-def with_statement_fix(ctx, call: cst.Call, preferred_names: Sequence[str]) -> Optional[List[Edit]]:
+def with_statement_fix(ctx, call: cst.Call, preferred_names: Sequence[str]) -> Optional[List[NodeEdit]]:
     """Rewrite the statement holding an unnamed opener call into a ``with`` block.
 
     ``x = Image.open(p).convert("RGB")`` becomes::
@@ -137,7 +137,7 @@ def with_statement_fix(ctx, call: cst.Call, preferred_names: Sequence[str]) -> O
     indent = _indent_of(ctx, statement)
     unit = ctx.module.default_indent
     content = f"with {opener} as {name}:\n{indent}{unit}{inner}"
-    return [Edit(start=statement, end=statement, content=content)]
+    return [NodeEdit(start=statement, end=statement, content=content)]
 
 
 def _plain(expr: cst.CSTNode) -> bool:

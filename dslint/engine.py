@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Set, Tuple
 
 from dslint import prefilter
 from dslint.config import Settings
-from dslint.diagnostics import ERROR, Diagnostic
+from dslint.report import ERROR, Finding
 from dslint.rules.base import all_rules
 from dslint.semantics.modules import module_name_for
 from dslint.semantics.project import ProjectIndex
@@ -48,7 +48,7 @@ class FileInput:
 
 @dataclass
 class CheckResult:
-    diagnostics: List[Diagnostic] = field(default_factory=list)
+    diagnostics: List[Finding] = field(default_factory=list)
     internal_errors: List[str] = field(default_factory=list)
     files: int = 0
     parsed: int = 0
@@ -60,9 +60,9 @@ class CheckResult:
     encodings: Dict[str, tuple] = field(default_factory=dict)
 
 
-def io_error(path: str, message: str) -> Diagnostic:
+def io_error(path: str, message: str) -> Finding:
     rule = all_rules()["DSL002"]
-    return Diagnostic(
+    return Finding(
         code="DSL002",
         name=rule.name,
         message=message,
@@ -153,7 +153,7 @@ class Engine:
         if self.cache is not None:
             self.cache.save()
         self._per_file_ignores(result)
-        result.diagnostics.sort(key=Diagnostic.sort_key)
+        result.diagnostics.sort(key=Finding.sort_key)
         clock.lap("save + sort")
         return result
 
@@ -207,21 +207,21 @@ class Engine:
         for path in paths:
             entry = cached.get(path, {})
             if "syntax_now" in entry:
-                result.diagnostics.append(Diagnostic.from_dict(entry["syntax_now"]))
+                result.diagnostics.append(Finding.from_dict(entry["syntax_now"]))
                 continue
             if entry.get("summary") is None and entry.get("syntax") is not None:
-                result.diagnostics.append(Diagnostic.from_dict(entry["syntax"]))
+                result.diagnostics.append(Finding.from_dict(entry["syntax"]))
                 result.cached += 1
                 continue
             if self.cache is not None and self.cache.valid_findings(path, entry, index):
-                result.diagnostics.extend(Diagnostic.from_dict(d) for d in entry["findings"])
+                result.diagnostics.extend(Finding.from_dict(d) for d in entry["findings"])
                 result.cached += 1
                 continue
             todo.append((path, texts[path], *modules[path]))
             if path not in self._parsed_now:
                 result.parsed += 1  # a cached summary, but stale findings: parsed again now
         for path, diagnostics, log, errors in shards.check(todo, summaries, self.rule_specs, self.enabled, by_module):
-            result.diagnostics.extend(Diagnostic.from_dict(d) for d in diagnostics)
+            result.diagnostics.extend(Finding.from_dict(d) for d in diagnostics)
             result.internal_errors.extend(errors)
             if self.cache is not None and not errors:
                 self.cache.store_findings(path, texts[path], diagnostics, log)
@@ -311,7 +311,7 @@ class _Shards:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        from dslint import worker  # noqa: F401
+        from dslint import check_file  # noqa: F401
         from dslint.rules.base import load_all
 
         load_all()
@@ -340,17 +340,17 @@ class _Shards:
     def __exit__(self, *exc) -> None:
         for pool in self.pools:
             pool.shutdown(wait=True, cancel_futures=True)
-        if "dslint.worker" in sys.modules:
-            sys.modules["dslint.worker"].release()
+        if "dslint.check_file" in sys.modules:
+            sys.modules["dslint.check_file"].release()
 
     def summarize(self, items: List[tuple]) -> List[tuple]:
         if not items:
             return []
-        from dslint import worker  # libcst: only once a file is to be parsed
+        from dslint import check_file  # libcst: only once a file is to be parsed
 
         self._start(items)
         if not self.pools:
-            return worker.summarize_batch(items)
+            return check_file.summarize_batch(items)
         from concurrent.futures import FIRST_COMPLETED, wait
         from concurrent.futures.process import BrokenProcessPool
 
@@ -362,7 +362,7 @@ class _Shards:
             while chunks and free:
                 shard = free.pop()
                 chunk = chunks.pop(0)
-                running[self.pools[shard].submit(worker.summarize_batch, chunk)] = (shard, chunk)
+                running[self.pools[shard].submit(check_file.summarize_batch, chunk)] = (shard, chunk)
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
                 shard, chunk = running.pop(future)
@@ -384,11 +384,11 @@ class _Shards:
     def check(self, items: List[tuple], summaries, rule_specs, enabled, module_paths) -> List[tuple]:
         if not items:
             return []
-        from dslint import worker
+        from dslint import check_file
 
         self._start(items)
         if not self.pools:
-            return worker.check_batch(items, summaries, rule_specs, enabled, module_paths)
+            return check_file.check_batch(items, summaries, rule_specs, enabled, module_paths)
         from concurrent.futures.process import BrokenProcessPool
 
         per_shard: Dict[int, List[tuple]] = {}
@@ -408,7 +408,7 @@ class _Shards:
             shard = min(range(self.count), key=lambda s: len(per_shard.get(s, ())))
             per_shard.setdefault(shard, []).append(item)
         futures = [
-            (shard, batch, self.pools[shard].submit(worker.check_batch, batch, summaries, rule_specs, enabled, module_paths))
+            (shard, batch, self.pools[shard].submit(check_file.check_batch, batch, summaries, rule_specs, enabled, module_paths))
             for shard, batch in per_shard.items()
         ]
         retry = []
@@ -421,7 +421,7 @@ class _Shards:
         for item in retry:  # one file at a time, with its text (its tree is gone)
             try:
                 results.extend(
-                    self.pools[0].submit(worker.check_batch, [item], summaries, rule_specs, enabled, module_paths).result()
+                    self.pools[0].submit(check_file.check_batch, [item], summaries, rule_specs, enabled, module_paths).result()
                 )
             except BrokenProcessPool:
                 self._restart(0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import List, Sequence
 
-from dslint.diagnostics import SAFE, Edit, Fix
+from dslint.report import SAFE, Fix, TextEdit
 
 _CODE = re.compile(r"[A-Z]+[0-9]+")
 
@@ -21,22 +21,22 @@ def remove_noqa_codes(noqa, unused: Sequence[str]) -> Fix:
     if codes:
         new_directive = directive.split(":", 1)[0] + ": " + ", ".join(codes)
         new_comment = comment[:start] + new_directive + comment[end:]
-        edit = Edit(new_comment, (row, col), (row, col + len(comment)))
+        edit = TextEdit(new_comment, (row, col), (row, col + len(comment)))
     else:
         rest = (comment[:start].rstrip("# ").strip() + " " + comment[end:].strip()).strip()
         if rest:
             rest = rest.lstrip("#").strip()
-            edit = Edit("# " + rest, (row, col), (row, col + len(comment)))
+            edit = TextEdit("# " + rest, (row, col), (row, col + len(comment)))
         else:
             line = noqa.line_text.rstrip("\r\n")
             before = line[: col - 1]
             trimmed = before.rstrip()
-            edit = Edit("", (row, len(trimmed) + 1), (row, col + len(comment)))
+            edit = TextEdit("", (row, len(trimmed) + 1), (row, col + len(comment)))
     plural = "s" if len(unused) > 1 else ""
     return Fix(SAFE, f"Remove unused `noqa` code{plural} {', '.join(unused)}", (edit,))
 
 
-def apply_edits(text: str, edits: List[Edit]) -> str:
+def apply_edits(text: str, edits: List[TextEdit]) -> str:
     """Apply non-overlapping edits (rows/columns 1-based) to ``text``."""
     from dslint.source import line_starts, offset_of
 
@@ -70,7 +70,7 @@ def dominant_newline(text: str) -> str:
     return "\n"
 
 
-def _span(starts, edit: Edit):
+def _span(starts, edit: TextEdit):
     from dslint.source import offset_of
 
     return offset_of(starts, *edit.start), offset_of(starts, *edit.end)
@@ -87,7 +87,7 @@ def apply_fixes(text: str, fixes: Sequence[Fix]) -> tuple:
     starts = line_starts(text)
     newline = dominant_newline(text)
     taken: List[tuple] = []
-    chosen: List[Edit] = []
+    chosen: List[TextEdit] = []
     count = 0
     ordered = sorted(fixes, key=lambda f: min((_span(starts, e) for e in f.edits), default=(0, 0)))
     for fix in ordered:
@@ -101,7 +101,7 @@ def apply_fixes(text: str, fixes: Sequence[Fix]) -> tuple:
         taken.extend(spans)
         for edit in fix.edits:
             content = edit.content.replace("\n", newline) if newline != "\n" else edit.content
-            chosen.append(Edit(content, edit.start, edit.end))
+            chosen.append(TextEdit(content, edit.start, edit.end))
         count += 1
     if not chosen:
         return text, 0

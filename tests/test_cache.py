@@ -157,7 +157,7 @@ try:
 except SystemExit:
     pass
 families = sorted(m for m in sys.modules if m.startswith("dslint.rules.") and m != "dslint.rules.base")
-print("IMPORTED", "libcst" in sys.modules, "dslint.worker" in sys.modules, families, file=sys.stderr)
+print("IMPORTED", "libcst" in sys.modules, "dslint.check_file" in sys.modules, families, file=sys.stderr)
 """
 
 
@@ -188,7 +188,7 @@ def test_a_warm_run_imports_neither_libcst_nor_the_rules(tmp_path):
 def test_cross_file_answers_do_not_depend_on_the_order_files_were_summarised(tmp_path):
     """Shards finish in any order; the project index (and the dataset class named in
     messages) must not, or cached answers fail to replay in the next run."""
-    from dslint import worker
+    from dslint import check_file
     from dslint.semantics.modules import module_name_for
     from dslint.semantics.project import ProjectIndex
 
@@ -203,10 +203,10 @@ def test_cross_file_answers_do_not_depend_on_the_order_files_were_summarised(tmp
     summaries = {}
     for name in files:
         path = str(tmp_path / name)
-        summary, diagnostic = worker.parse_file(path, (tmp_path / name).read_text(), *module_name_for(path))
+        summary, diagnostic = check_file.parse_file(path, (tmp_path / name).read_text(), *module_name_for(path))
         assert diagnostic is None
         summaries[path] = summary
-    worker.release()
+    check_file.release()
     forward = ProjectIndex(dict(summaries))
     backward = ProjectIndex(dict(reversed(list(summaries.items()))))
     key = (str(tmp_path / "helpers.py"), "load")

@@ -91,9 +91,9 @@ dslint.cli.main(sys.argv[1:])
 
 # The per-file summary (phase 1, shared by every rule) fails for one file.
 BROKEN_SUMMARY = PRELUDE + """
-import dslint.worker
+import dslint.check_file
 current = []
-original_parse, original_summarize = dslint.worker.parse_file, dslint.worker.summarize
+original_parse, original_summarize = dslint.check_file.parse_file, dslint.check_file.summarize
 def parse_file(path, *args):
     current[:] = [os.path.basename(path)]
     return original_parse(path, *args)
@@ -101,7 +101,7 @@ def summarize(*args):
     if current == ["boom.py"]:
         raise TypeError("injected summary failure")
     return original_summarize(*args)
-dslint.worker.parse_file, dslint.worker.summarize = parse_file, summarize
+dslint.check_file.parse_file, dslint.check_file.summarize = parse_file, summarize
 dslint.cli.main(sys.argv[1:])
 """
 
@@ -203,13 +203,13 @@ dslint.cli.main(sys.argv[1:])
 """
 
 DYING_IN_PARSE = PRELUDE + """
-import dslint.worker
-original = dslint.worker.parse_file
+import dslint.check_file
+original = dslint.check_file.parse_file
 def parse_file(path, *args):
     if os.path.basename(path) == "boom.py":
         os._exit(139)
     return original(path, *args)
-dslint.worker.parse_file = parse_file
+dslint.check_file.parse_file = parse_file
 dslint.cli.main(sys.argv[1:])
 """
 

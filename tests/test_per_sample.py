@@ -12,7 +12,7 @@ from tests.conftest import check_tree, write_files
 
 def _contexts(tmp_path, files):
     """FileContext per written file, built the way the engine builds them."""
-    from dslint import worker
+    from dslint import check_file
     from dslint.semantics.context import FileContext
     from dslint.semantics.names import module_name_for
     from dslint.semantics.project import ProjectIndex, View
@@ -21,13 +21,13 @@ def _contexts(tmp_path, files):
     summaries = {}
     for path in paths:
         modname, is_package = module_name_for(str(path))
-        summary, diagnostic = worker.parse_file(str(path), path.read_text(), modname, is_package)
+        summary, diagnostic = check_file.parse_file(str(path), path.read_text(), modname, is_package)
         assert diagnostic is None
         summaries[str(path)] = summary
     index = ProjectIndex(summaries)
     out = {}
     for path in paths:
-        parsed = worker._PARSED.pop(str(path))
+        parsed = check_file._PARSED.pop(str(path))
         out[path.name] = FileContext(
             parsed.path, parsed.text, parsed.module, parsed.tree, parsed.names, parsed.regions, parsed.summary,
             View(index, parsed.path),

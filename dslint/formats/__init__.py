@@ -6,7 +6,7 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-from dslint.diagnostics import Diagnostic
+from dslint.report import Finding
 
 FORMATS = {
     "full": "full",
@@ -29,12 +29,12 @@ class Env:
     unsafe_fixes: bool = False
 
 
-def render(name: str, diagnostics: List[Diagnostic], env: Env) -> str:
+def render(name: str, diagnostics: List[Finding], env: Env) -> str:
     module = importlib.import_module(f"dslint.formats.{FORMATS[name]}")
     return module.render(diagnostics, env)
 
 
-def fixable(diagnostic: Diagnostic, env: Optional[Env]) -> bool:
+def fixable(diagnostic: Finding, env: Optional[Env]) -> bool:
     if diagnostic.fix is None:
         return False
     return diagnostic.fix.applicability == "safe" or bool(env and env.unsafe_fixes)

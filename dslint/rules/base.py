@@ -14,10 +14,9 @@ import json
 import os
 import re
 import sys
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Dict, Iterable, List, Optional, Sequence, Type, Union
 
-from dslint.diagnostics import ERROR, WARNING  # noqa: F401  (re-exported for rules)
+from dslint.report import ERROR, WARNING, Report  # noqa: F401  (ERROR/WARNING re-exported for rules)
 
 if TYPE_CHECKING:  # annotations only: importing the rule API must not import libcst
     import libcst as cst
@@ -25,38 +24,6 @@ if TYPE_CHECKING:  # annotations only: importing the rule API must not import li
 REGISTRY: Dict[str, Type["Rule"]] = {}
 
 CODE_RE = re.compile(r"^DSL[0-9]{3}$")
-
-
-@dataclass
-class Edit:
-    """Replace the source from the start of ``start`` to the end of ``end`` (nodes).
-
-    ``start_at_end``/``end_at_start`` select the other side of a node, so an edit
-    can also cover the gap between two nodes (e.g. an argument and its comma).
-    """
-
-    start: cst.CSTNode
-    end: Optional[cst.CSTNode] = None
-    content: str = ""
-    start_at_end: bool = False
-    end_at_start: bool = False
-
-
-@dataclass
-class FixSpec:
-    applicability: str  # "safe" | "unsafe"
-    message: str
-    edits: List[Edit] = field(default_factory=list)
-
-
-@dataclass
-class Report:
-    node: cst.CSTNode
-    message: str
-    level: Optional[str] = None
-    help: Optional[str] = None
-    fix: Optional[FixSpec] = None
-    end_node: Optional[cst.CSTNode] = None  # report the range node..end_node
 
 
 Case = Union[str, Dict[str, str]]
@@ -151,16 +118,22 @@ def load_all() -> None:
 
 
 def _sources_key() -> Optional[str]:
-    """Identifies the rule sources as they are now: dslint's version and the name, size
-    and modification time of every module of this package and of ``diagnostics.py``
-    (whose ERROR/WARNING the rules' levels are), as Python tests a ``.pyc`` for staleness."""
+    """Identifies the rule sources as they are now: dslint's version and the relative
+    path, size and modification time of every module under this package (family
+    packages included) and of ``report.py`` (whose ERROR/WARNING the rules' levels
+    are), as Python tests a ``.pyc`` for staleness."""
     from dslint import __version__
 
     here = os.path.dirname(os.path.abspath(__file__))
     try:
-        names = sorted(n for n in os.listdir(here) if n.endswith(".py"))
-        stats = [(n, os.stat(os.path.join(here, n))) for n in names]
-        stats.append(("../diagnostics.py", os.stat(os.path.join(here, os.pardir, "diagnostics.py"))))
+        stats = []
+        for folder, dirs, files in os.walk(here):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(files):
+                if name.endswith(".py"):
+                    path = os.path.join(folder, name)
+                    stats.append((os.path.relpath(path, here).replace(os.sep, "/"), os.stat(path)))
+        stats.append(("../report.py", os.stat(os.path.join(here, os.pardir, "report.py"))))
     except OSError:
         return None
     return json.dumps([__version__, [[n, st.st_size, st.st_mtime_ns] for n, st in stats]])

@@ -50,7 +50,7 @@ def class_family(ctx, cls: cst.ClassDef) -> List[cst.ClassDef]:
     These are the classes whose methods run on an instance that ``cls.__init__``
     (or one of its bases' ``__init__``) built.
     """
-    memo = ctx._memo.setdefault("fork.family", {})
+    memo = ctx.memo(("fork.family",), dict)
     cached = memo.get(id(cls))
     if cached is not None:
         return cached
@@ -193,7 +193,7 @@ def family_consults_worker(ctx, cls: cst.ClassDef, family: List[cst.ClassDef]) -
     file), or in what its entry points reach across the project.
     """
     family_ids = {id(c) for c in family}
-    memo = ctx._memo.setdefault("fork.consults", {})
+    memo = ctx.memo(("fork.consults",), dict)
     if id(cls) in memo:
         return memo[id(cls)]
     answer = False

@@ -5,7 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from dslint.edits import with_statement_fix
-from dslint.rules.base import ERROR, WARNING, FixSpec, Rule
+from dslint.report import FixSpec
+from dslint.rules.base import ERROR, WARNING, Rule
 from dslint.semantics import lifetimes as lt
 from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.walk import iter_subtree

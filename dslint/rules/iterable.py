@@ -23,7 +23,8 @@ from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 import libcst as cst
 
-from dslint.rules.base import ERROR, WARNING, Edit, FixSpec, Rule
+from dslint.report import FixSpec, NodeEdit
+from dslint.rules.base import ERROR, WARNING, Rule
 from dslint.semantics import lifetimes as lt
 from dslint.semantics.bindings import class_ref, local_class_path
 from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall
@@ -395,7 +396,7 @@ def _iter_fix(ctx, cls, iter_func, ret, missing: Set[str]) -> Optional[FixSpec]:
     return FixSpec(
         applicability="unsafe",
         message=f"Make `__iter__` a generator{what} restarts the stream every epoch",
-        edits=[Edit(start=ret, end=ret, content=content)],
+        edits=[NodeEdit(start=ret, end=ret, content=content)],
     )
 
 

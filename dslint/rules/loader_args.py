@@ -12,7 +12,8 @@ from typing import List, Tuple
 import libcst as cst
 
 from dslint.edits import remove_args, replace
-from dslint.rules.base import ERROR, FixSpec, Rule
+from dslint.report import FixSpec
+from dslint.rules.base import ERROR, Rule
 from dslint.semantics.calls import UNKNOWN, Signature
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.project import ITERABLE

@@ -12,7 +12,8 @@ from typing import Optional
 
 import libcst as cst
 
-from dslint.rules.base import ERROR, WARNING, Edit, FixSpec, Rule
+from dslint.report import FixSpec, NodeEdit
+from dslint.rules.base import ERROR, WARNING, Rule
 from dslint.semantics.calls import UNKNOWN, BoundCall
 from dslint.semantics.loops import (
     DISTRIBUTED_SAMPLER,
@@ -414,7 +415,7 @@ class DistributedSamplerWithoutSetEpoch(Rule):
             return FixSpec(
                 applicability="unsafe",
                 message=f"Insert `{statement}` at the start of the epoch loop",
-                edits=[Edit(start=first, end=first, end_at_start=True, content=statement + "\n" + _indentation(ctx, body))],
+                edits=[NodeEdit(start=first, end=first, end_at_start=True, content=statement + "\n" + _indentation(ctx, body))],
             )
         return None
 

@@ -49,10 +49,11 @@ class _ScopeAssignments:
 
 def _assignment_index(tree: TreeIndex) -> Dict[int, _ScopeAssignments]:
     """Per scope (id of its node; 0 for the module), built once per tree."""
-    index = tree._memo.get("assignments")
-    if index is not None:
-        return index  # type: ignore[return-value]
-    index = {}
+    return tree.memo(("bindings.assignments",), lambda: _build_assignment_index(tree))
+
+
+def _build_assignment_index(tree: TreeIndex) -> Dict[int, _ScopeAssignments]:
+    index: Dict[int, _ScopeAssignments] = {}
 
     def entry(node) -> _ScopeAssignments:
         scope = tree.scope_node(node)
@@ -77,7 +78,6 @@ def _assignment_index(tree: TreeIndex) -> Dict[int, _ScopeAssignments]:
     for node in tree.nodes(cst.AnnAssign):
         for bound in names_in_target(node.target):
             entry(node).annotated.setdefault(bound, []).append(node.value)
-    tree._memo["assignments"] = index
     return index
 
 
@@ -109,12 +109,7 @@ def single_assignment(tree: TreeIndex, name: cst.Name) -> Optional[cst.BaseExpre
 
 
 def local_class_path(tree: TreeIndex, name: str) -> Optional[cst.ClassDef]:
-    by_name = tree._memo.get("classes_by_name")
-    if by_name is None:
-        by_name = {}
-        for cls in tree.nodes(cst.ClassDef):
-            by_name.setdefault(cls.name.value, []).append(cls)
-        tree._memo["classes_by_name"] = by_name
+    by_name = tree.memo(("bindings.classes_by_name",), lambda: _classes_by_name(tree))
     local = by_name.get(name, ())
     return local[0] if len(local) == 1 else None
 
@@ -138,3 +133,10 @@ def class_ref(tree: TreeIndex, names: ModuleNames, expr: Optional[cst.CSTNode], 
         value = single_assignment(tree, expr)
         return class_ref(tree, names, value, _depth + 1) if value is not None else None
     return None
+
+
+def _classes_by_name(tree: TreeIndex) -> Dict[str, List[cst.ClassDef]]:
+    by_name: Dict[str, List[cst.ClassDef]] = {}
+    for cls in tree.nodes(cst.ClassDef):
+        by_name.setdefault(cls.name.value, []).append(cls)
+    return by_name

@@ -44,9 +44,14 @@ class FileContext:
         self.summary = summary
         self.view = view
         self.options = options or {}
-        self._memo: Dict[str, object] = {}
 
     # ------------------------------------------------------------------ tree
+    def memo(self, key, compute):
+        """``compute()`` once per file and ``key`` (a tuple that starts with the asking
+        module's name, e.g. ``("fork.family", id(cls))``): the one way rules and
+        semantics cache per-file answers."""
+        return self.tree.memo(key, compute)
+
     def nodes(self, cls):
         return self.tree.nodes(cls)
 
@@ -104,9 +109,7 @@ class FileContext:
         return self.view.class_kind(self.qualname_of_def(cls))
 
     def dataset_classes(self) -> List[cst.ClassDef]:
-        if "dataset_classes" not in self._memo:
-            self._memo["dataset_classes"] = [c for c in self.nodes(cst.ClassDef) if self.class_kind(c)]
-        return self._memo["dataset_classes"]  # type: ignore[return-value]
+        return self.memo(("context.dataset_classes",), lambda: [c for c in self.nodes(cst.ClassDef) if self.class_kind(c)])
 
     def dataset_class_of(self, node: cst.CSTNode) -> Optional[cst.ClassDef]:
         """The dataset class whose method contains ``node``."""
@@ -201,9 +204,7 @@ class FileContext:
         return self.call_name(call) == DATALOADER_NAME
 
     def dataloader_calls(self) -> List[BoundCall]:
-        if "loaders" not in self._memo:
-            self._memo["loaders"] = [BoundCall(c, DATALOADER) for c in self.calls_to(DATALOADER_NAME)]
-        return self._memo["loaders"]  # type: ignore[return-value]
+        return self.memo(("context.loaders",), lambda: [BoundCall(c, DATALOADER) for c in self.calls_to(DATALOADER_NAME)])
 
     def bind(self, call: cst.Call, signature: Signature) -> BoundCall:
         return BoundCall(call, signature)

@@ -1057,11 +1057,7 @@ class LoopIndex:
 
 def loader_loops(ctx) -> LoopIndex:
     """The file's ``LoopIndex``, computed once and kept on the context."""
-    index = ctx._memo.get("loader_loops")
-    if index is None:
-        index = LoopIndex(ctx)
-        ctx._memo["loader_loops"] = index
-    return index
+    return ctx.memo(("loops.index",), lambda: LoopIndex(ctx))
 
 
 __all__ = [

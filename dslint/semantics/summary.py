@@ -25,9 +25,7 @@ WORKER_INFO = "torch.utils.data.get_worker_info"
 
 def local_qualname(node: cst.CSTNode, tree: TreeIndex) -> str:
     """``Outer.Inner`` / ``func.<locals>.Local`` path of a class or function in its module."""
-    memo = tree._memo.get("local_qualname")
-    if memo is None:
-        memo = tree._memo["local_qualname"] = {}
+    memo = tree.memo(("summary.local_qualname",), dict)
     found = memo.get(id(node))
     if found is not None and found[0] is node:
         return found[1]

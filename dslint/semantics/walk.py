@@ -134,6 +134,16 @@ class TreeIndex:
         self._memo: Dict[object, object] = {}
         self._walk(module)
 
+    def memo(self, key, compute):
+        """``compute()``, once per tree and ``key``: the one place per-file answers are
+        cached (rules reach it as ``FileContext.memo``). Keys are tuples that start with
+        the asking module's name, e.g. ``("fork.family", id(cls))``."""
+        memo = self._memo
+        if key in memo:
+            return memo[key]
+        value = memo[key] = compute()
+        return value
+
     def _walk(self, root: cst.CSTNode) -> None:
         parent = self.parent
         scope_of = self.scope_of

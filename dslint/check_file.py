@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import libcst as cst
 
 from dslint import suppress
-from dslint.diagnostics import ERROR, Diagnostic, Edit as TextEdit, Fix
+from dslint.report import ERROR, Finding, Fix, TextEdit
 from dslint.positions import node_ranges
 from dslint.rules.base import Rule, all_rules
 from dslint.semantics.context import FileContext
@@ -91,7 +91,7 @@ def internal_error(what: str, path: str, exc: BaseException) -> str:
     return f"internal error in {what} on {path}: {detail}{where}"
 
 
-def _syntax_diagnostic(path: str, text: str, exc: Exception) -> Diagnostic:
+def _syntax_diagnostic(path: str, text: str, exc: Exception) -> Finding:
     row, col, message = 1, 1, f"syntax error: {exc}"
     # Prefer CPython's own message and position when it also rejects the file.
     try:
@@ -119,7 +119,7 @@ def _syntax_diagnostic(path: str, text: str, exc: Exception) -> Diagnostic:
     line = lines[row - 1] if lines else ""
     col = max(1, min(col, len(line) + 1))
     rule = all_rules()["DSL000"]
-    return Diagnostic(
+    return Finding(
         code="DSL000",
         name=rule.name,
         message=message,
@@ -214,7 +214,7 @@ def _gate(path: str, text: str) -> Optional[Exception]:
     return None
 
 
-def parse_file(path: str, text: str, modname: str, is_package: bool) -> Tuple[Optional[dict], Optional[Diagnostic]]:
+def parse_file(path: str, text: str, modname: str, is_package: bool) -> Tuple[Optional[dict], Optional[Finding]]:
     """Parse and summarise one file; keep the parse for the rule phase."""
     _FAILED.pop(path, None)
     refused = _gate(path, text)
@@ -327,7 +327,7 @@ def check_parsed(parsed: Parsed, index: ProjectIndex, rules: Sequence[Rule], ena
     return diagnostics, view.log, errors
 
 
-def _to_diagnostics(parsed: Parsed, reports, errors: Optional[List[str]] = None) -> List[Diagnostic]:
+def _to_diagnostics(parsed: Parsed, reports, errors: Optional[List[str]] = None) -> List[Finding]:
     if not reports:
         return []
     nodes = []
@@ -371,7 +371,7 @@ def _to_diagnostics(parsed: Parsed, reports, errors: Optional[List[str]] = None)
             continue
         seen.add(key)
         out.append(
-            Diagnostic(
+            Finding(
                 code=rule.code,
                 name=rule.name,
                 message=report.message,
@@ -404,7 +404,7 @@ def _context_lines(lines: List[str], start: int, end: int) -> List[str]:
     return [f"{row}\t{lines[row - 1]}" for row in range(first, last + 1)] if lines else []
 
 
-def apply_suppressions(path: str, text: str, diagnostics: List[Diagnostic], enabled: set) -> List[Diagnostic]:
+def apply_suppressions(path: str, text: str, diagnostics: List[Finding], enabled: set) -> List[Finding]:
     if not diagnostics and ("noqa" not in text or "DSL" not in text):
         return diagnostics
     if "noqa" not in text and "dslint" not in text:
@@ -416,7 +416,7 @@ def apply_suppressions(path: str, text: str, diagnostics: List[Diagnostic], enab
     return kept
 
 
-def _unused_noqa(path: str, text: str, sup: suppress.Suppressions, enabled: set) -> List[Diagnostic]:
+def _unused_noqa(path: str, text: str, sup: suppress.Suppressions, enabled: set) -> List[Finding]:
     from dslint.fixes import remove_noqa_codes
 
     out = []
@@ -430,7 +430,7 @@ def _unused_noqa(path: str, text: str, sup: suppress.Suppressions, enabled: set)
             continue
         fix = remove_noqa_codes(noqa, unused)
         out.append(
-            Diagnostic(
+            Finding(
                 code="DSL001",
                 name=rule.name,
                 message=f"unused `noqa` directive: {', '.join(f'`{c}`' for c in unused)} suppressed nothing on this line",

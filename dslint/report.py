@@ -1,14 +1,23 @@
-"""The data a check produces: diagnostics, fixes and edits.
+"""The shared leaf types: what a rule reports and what a check produces.
 
-Everything here is plain data (JSON-serialisable through ``to_dict``/``from_dict``)
-so that results can cross process boundaries and live in the cache.
-Rows are 1-based; columns are 1-based character offsets, as in ruff.
+Everything may import this module; it imports nothing of dslint (and libcst only
+for annotations).
+
+- What a rule returns: ``Report`` (a node, a message, an optional ``FixSpec`` made
+  of ``NodeEdit``s: edits anchored to libcst nodes).
+- What a check produces: ``Finding`` (with a ``Fix`` made of ``TextEdit``s), plain
+  data, JSON-serialisable through ``to_dict``/``from_dict``, so that results can
+  cross process boundaries and live in the cache. Rows are 1-based; columns are
+  1-based character offsets, as in ruff.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import TYPE_CHECKING, List, Optional
+
+if TYPE_CHECKING:  # annotations only: the leaf types must not import libcst
+    import libcst as cst
 
 ERROR = "error"
 WARNING = "warning"
@@ -18,7 +27,7 @@ UNSAFE = "unsafe"
 
 
 @dataclass(frozen=True)
-class Edit:
+class TextEdit:
     """Replace the text between two (row, column) locations with ``content``."""
 
     content: str
@@ -29,7 +38,7 @@ class Edit:
         return {"content": self.content, "start": list(self.start), "end": list(self.end)}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Edit":
+    def from_dict(cls, d: dict) -> "TextEdit":
         return cls(d["content"], tuple(d["start"]), tuple(d["end"]))
 
 
@@ -37,7 +46,7 @@ class Edit:
 class Fix:
     applicability: str  # SAFE or UNSAFE
     message: str
-    edits: tuple[Edit, ...]
+    edits: tuple[TextEdit, ...]
 
     def to_dict(self) -> dict:
         return {
@@ -50,11 +59,11 @@ class Fix:
     def from_dict(cls, d: Optional[dict]) -> Optional["Fix"]:
         if d is None:
             return None
-        return cls(d["applicability"], d["message"], tuple(Edit.from_dict(e) for e in d["edits"]))
+        return cls(d["applicability"], d["message"], tuple(TextEdit.from_dict(e) for e in d["edits"]))
 
 
 @dataclass
-class Diagnostic:
+class Finding:
     code: str
     name: str
     message: str
@@ -95,7 +104,7 @@ class Diagnostic:
         }
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Diagnostic":
+    def from_dict(cls, d: dict) -> "Finding":
         return cls(
             code=d["code"],
             name=d["name"],
@@ -109,3 +118,38 @@ class Diagnostic:
             noqa_row=d.get("noqa_row"),
             source_lines=list(d.get("source_lines", ())),
         )
+
+
+# ----------------------------------------------------------------- what a rule returns
+
+
+@dataclass
+class NodeEdit:
+    """Replace the source from the start of ``start`` to the end of ``end`` (nodes).
+
+    ``start_at_end``/``end_at_start`` select the other side of a node, so an edit
+    can also cover the gap between two nodes (e.g. an argument and its comma).
+    """
+
+    start: cst.CSTNode
+    end: Optional[cst.CSTNode] = None
+    content: str = ""
+    start_at_end: bool = False
+    end_at_start: bool = False
+
+
+@dataclass
+class FixSpec:
+    applicability: str  # SAFE | UNSAFE
+    message: str
+    edits: List[NodeEdit] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    node: cst.CSTNode
+    message: str
+    level: Optional[str] = None
+    help: Optional[str] = None
+    fix: Optional[FixSpec] = None
+    end_node: Optional[cst.CSTNode] = None  # report the range node..end_node
