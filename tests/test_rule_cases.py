@@ -3,21 +3,58 @@
 An invalid case marks each line that must be reported with ``# expect: CODE``;
 the findings of that rule must be exactly those lines. A valid case must give the
 rule nothing. Cases are one file or a dict of files (cross-file subclasses).
+An ``Invalid`` case with ``expected_replacement`` must be fixed (safe and unsafe
+fixes of that rule, to a fixed point) into exactly that code; one without it must
+offer no fix.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from dslint.rules.base import all_rules
+import os
+import textwrap
+
+from dslint.rules.base import all_rules, as_invalid, as_valid
 from tests.conftest import check_tree, expected_markers, write_files
 
 CASES = []
+FIXES = []
 for _code, _rule in all_rules().items():
     for _i, _case in enumerate(_rule.valid):
-        CASES.append(pytest.param(_code, "valid", _case, id=f"{_code}-valid-{_i}"))
+        CASES.append(pytest.param(_code, "valid", as_valid(_case).code, id=f"{_code}-valid-{_i}"))
     for _i, _case in enumerate(_rule.invalid):
-        CASES.append(pytest.param(_code, "invalid", _case, id=f"{_code}-invalid-{_i}"))
+        _case = as_invalid(_case)
+        CASES.append(pytest.param(_code, "invalid", _case.code, id=f"{_code}-invalid-{_i}"))
+        FIXES.append(pytest.param(_code, _case, id=f"{_code}-invalid-{_i}"))
+
+
+def _files(case) -> dict:
+    files = {"example.py": case} if isinstance(case, str) else case
+    return {name: textwrap.dedent(text).lstrip("\n") for name, text in files.items()}
+
+
+@pytest.mark.parametrize("code,case", FIXES)
+def test_rule_case_fix(tmp_path, code, case):
+    from dslint import api
+    from dslint.config import build_settings
+
+    write_files(tmp_path, case.code)
+    settings = build_settings([str(tmp_path)], isolated=True, overrides={"preview": True, "select": [code]}, cwd=tmp_path)
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        state = api.fix(["."], settings, api.CheckOptions(use_cache=False), unsafe=True)
+    finally:
+        os.chdir(cwd)
+    assert not state.errors
+    got = {os.path.relpath(path, ".").replace("\\", "/"): text for path, text in state.results.items()}
+    if case.expected_replacement is None:
+        assert got == {}, f"{code} fixed a case that has no expected_replacement: {got}"
+        return
+    before = _files(case.code)
+    expected = {name: text for name, text in _files(case.expected_replacement).items() if before.get(name) != text}
+    assert got == expected
 
 
 @pytest.mark.parametrize("code,kind,case", CASES)
@@ -48,3 +85,10 @@ def test_every_rule_is_documented():
         if not rule.engine_rule:
             assert "## Example" in docs and "## Use instead" in docs, code
         assert rule.summary and rule.name and rule.help, code
+
+
+def test_fix_availability_is_derived_from_the_cases():
+    for code, rule in all_rules().items():
+        if rule.engine_rule:
+            continue
+        assert "fix_availability" not in rule.__dict__, f"{code} sets fix_availability by hand; give its cases expected_replacement"

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import sys
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Dict, Iterable, List, Optional, Sequence, Type, Union
 
 from dslint.report import ERROR, WARNING, Report  # noqa: F401  (ERROR/WARNING re-exported for rules)
@@ -29,13 +30,69 @@ CODE_RE = re.compile(r"^DSL[0-9]{3}$")
 Case = Union[str, Dict[str, str]]
 
 
+@dataclass(frozen=True)
+class Valid:
+    """Code the rule must not report (a source string, or ``{filename: source}`` for
+    cross-file cases). A plain string in ``valid`` means the same."""
+
+    code: Case
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """Code with ``# expect: CODE`` on each line the rule must report.
+
+    ``expected_replacement`` is the code after every fix the rule offers (safe and
+    unsafe) is applied; a case without it must offer no fix. A plain string in
+    ``invalid`` means ``Invalid(code)``. The rule's ``fix_availability`` is derived
+    from these: no case with a replacement is "never", every case "always", some
+    "sometimes"."""
+
+    code: Case
+    expected_replacement: Optional[Case] = None
+
+
+@dataclass(frozen=True)
+class Symptom:
+    """What ``dslint verify`` and ``dslint probe`` measure for a rule at runtime."""
+
+    #: a runner in ``dslint.runtime.evidence.RUNNERS``
+    probe: str
+    #: the symptom, in words (``dslint verify --output-format json``)
+    text: str
+    #: needs CUDA; on CPU-only machines the row is ``skipped: needs GPU``
+    gpu: bool = False
+    #: timing-sensitive: run alone, not beside another rule's probe
+    exclusive: bool = False
+
+
+def as_valid(case) -> Valid:
+    return case if isinstance(case, Valid) else Valid(case)
+
+
+def as_invalid(case) -> Invalid:
+    return case if isinstance(case, Invalid) else Invalid(case)
+
+
+def derived_fix_availability(invalid: Sequence[object]) -> str:
+    fixed = [as_invalid(case).expected_replacement is not None for case in invalid]
+    if fixed and all(fixed):
+        return "always"
+    return "sometimes" if any(fixed) else "never"
+
+
 class Rule:
     code: ClassVar[str]
     name: ClassVar[str]
+    #: the family package the rule's module sits in (``handles``, ``loader``, ...)
+    family: ClassVar[str] = ""
     level: ClassVar[str] = ERROR
     preview: ClassVar[bool] = False
-    #: "never", "sometimes" or "always"
+    #: "never", "sometimes" or "always": derived from the ``invalid`` cases (set by
+    #: hand only for engine rules, which have no cases)
     fix_availability: ClassVar[str] = "never"
+    #: what the runtime companion measures for this rule (None: nothing to run)
+    symptom: ClassVar[Optional[Symptom]] = None
     #: one line: what is wrong, for `dslint rules`, SARIF and the index
     summary: ClassVar[str]
     #: how to fix, shown as the ``help:`` line
@@ -53,6 +110,11 @@ class Rule:
             return  # an abstract intermediate class
         if not CODE_RE.match(cls.code):
             raise ValueError(f"bad rule code {cls.code!r}")
+        parts = cls.__module__.split(".")
+        if "family" not in cls.__dict__ and len(parts) > 3 and parts[:2] == ["dslint", "rules"]:
+            cls.family = parts[2]
+        if not cls.engine_rule and "fix_availability" not in cls.__dict__:
+            cls.fix_availability = derived_fix_availability(cls.invalid)
         if cls.code in REGISTRY and REGISTRY[cls.code] is not cls:
             raise ValueError(f"duplicate rule code {cls.code}: {REGISTRY[cls.code].__name__} and {cls.__name__}")
         REGISTRY[cls.code] = cls
@@ -102,7 +164,7 @@ def all_rules() -> Dict[str, Type[Rule]]:
 _LOADED: List[bool] = []  # [True] once every rule module is imported
 _STUBS: Dict[str, type] = {}
 # The class attributes a stand-in answers itself (all JSON-able); anything else loads.
-MANIFEST_FIELDS = ("code", "name", "level", "preview", "fix_availability", "summary", "help", "engine_rule", "options")
+MANIFEST_FIELDS = ("code", "name", "family", "level", "preview", "fix_availability", "summary", "help", "engine_rule", "options")
 _MANIFEST_NAME = "dslint-rules-manifest.json"
 
 

@@ -16,7 +16,7 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
-from dslint.rules.base import ERROR, WARNING, Rule
+from dslint.rules.base import ERROR, WARNING, Rule, Symptom
 from dslint.semantics import lifetimes as lt
 from dslint.semantics.bindings import class_ref, local_class_path, single_assignment
 from dslint.semantics.calls import UNKNOWN
@@ -748,6 +748,7 @@ class HandleInInit(Rule):
 
     code = "DSL401"
     name = "handle-in-init"
+    symptom = Symptom("integrity", "shared file offset across forked workers: wrong records; spawn: cannot pickle")
     level = ERROR
     summary = "A file, database or network handle opened in a dataset's `__init__` is shared by forked workers"
     help = (
@@ -1193,6 +1194,7 @@ class RngStateInInit(Rule):
 
     code = "DSL402"
     name = "rng-state-in-init"
+    symptom = Symptom("rng", "random draws duplicated across workers and repeated every epoch")
     level = ERROR
     summary = "A random generator created in a dataset's `__init__` gives every worker the same random stream"
     help = (
@@ -1629,6 +1631,7 @@ class WorkerSeedFromWorkerId(Rule):
 
     code = "DSL403"
     name = "worker-seed-from-worker-id"
+    symptom = Symptom("rng", "identical random streams every epoch")
     level = ERROR
     summary = "A `worker_init_fn` seeds from `worker_id` only, so every epoch repeats the same random streams"
     help = "Seed from `torch.initial_seed() % 2**32` (or `get_worker_info().seed`), which torch varies per worker and per epoch"

@@ -6,7 +6,7 @@ import libcst as cst
 
 from dslint.edits import with_statement_fix
 from dslint.report import FixSpec
-from dslint.rules.base import ERROR, WARNING, Rule
+from dslint.rules.base import ERROR, WARNING, Rule, Symptom
 from dslint.semantics import lifetimes as lt
 from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.walk import iter_subtree
@@ -292,6 +292,7 @@ class UnclosedImageOpen(Rule):
 
     code = "DSL101"
     name = "unclosed-image-open"
+    symptom = Symptom("resource_warnings", "multi-frame images stay open until GC: ResourceWarning in workers")
     level = WARNING
     summary = "`Image.open()` in dataset code is not closed"
     fix_availability = "sometimes"
@@ -457,6 +458,7 @@ class UnclosedFileOpen(Rule):
 
     code = "DSL102"
     name = "unclosed-file-open"
+    symptom = Symptom("resource_warnings", "ResourceWarning in workers; descriptor held until GC")
     level = WARNING
     summary = "A file opened in dataset code is not closed"
     fix_availability = "sometimes"
@@ -625,6 +627,7 @@ class RetainedFileHandles(Rule):
 
     code = "DSL103"
     name = "retained-file-handles"
+    symptom = Symptom("fd_growth", "+1 descriptor per sample in each worker, until EMFILE")
     level = ERROR
     summary = "Dataset code keeps a new open file handle per sample or per file"
     help = "Keep loaded data (`.convert()`, `.copy()`, `np.array(...)`) instead of open handles, or open files lazily per worker"

@@ -24,7 +24,7 @@ from typing import Dict, Iterable, List, Optional, Set, Tuple
 import libcst as cst
 
 from dslint.report import FixSpec, NodeEdit
-from dslint.rules.base import ERROR, WARNING, Rule
+from dslint.rules.base import ERROR, WARNING, Rule, Symptom
 from dslint.semantics import lifetimes as lt
 from dslint.semantics.bindings import class_ref, local_class_path
 from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall
@@ -472,6 +472,7 @@ class IterReturnsSelf(Rule):
 
     code = "DSL301"
     name = "iter-returns-self"
+    symptom = Symptom("epoch_counts", "second epoch yields 0 samples (num_workers=0 or persistent workers)")
     level = ERROR
     fix_availability = "sometimes"
     summary = "`IterableDataset.__iter__` returns `self`, so only the first epoch has samples"
@@ -1033,6 +1034,7 @@ class IteratorStateInInit(Rule):
 
     code = "DSL302"
     name = "iterator-state-in-init"
+    symptom = Symptom("epoch_counts", "second epoch yields 0 (or fewer) samples")
     level = ERROR
     summary = "An iterator made once in `__init__` is drained by `__iter__`, so later epochs are empty"
     help = "Create the iterator (open the file, run the query) inside `__iter__`, so every epoch gets a fresh one"
@@ -1535,6 +1537,7 @@ class IterableWithoutWorkerSharding(Rule):
 
     code = "DSL303"
     name = "iterable-without-worker-sharding"
+    symptom = Symptom("duplicates", "every sample arrives once per worker")
     level = WARNING
     summary = "An IterableDataset does not shard by worker, so every worker yields every sample"
     help = (
@@ -1992,6 +1995,7 @@ class LenOfIterableDataset(Rule):
 
     code = "DSL304"
     name = "len-of-iterable-dataset"
+    symptom = Symptom("exception_len", "TypeError: object of type ... has no len()")
     level = ERROR
     summary = "`len()` of an IterableDataset (or its DataLoader) that defines no `__len__`"
     help = "Define `__len__` on the dataset class, or compute the number of steps without `len()`"

@@ -13,7 +13,7 @@ import libcst as cst
 
 from dslint.edits import remove_args, replace
 from dslint.report import FixSpec
-from dslint.rules.base import ERROR, Rule
+from dslint.rules.base import ERROR, Rule, Symptom
 from dslint.semantics.calls import UNKNOWN, Signature
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.project import ITERABLE
@@ -103,6 +103,7 @@ class SamplerWithShuffle(Rule):
 
     code = "DSL501"
     name = "sampler-with-shuffle"
+    symptom = Symptom("exception", "ValueError at construction")
     summary = "`DataLoader` is given both `sampler` and `shuffle=True`"
     fix_availability = "always"
     help = "Remove `shuffle=True`: the sampler decides the order (shuffle inside the sampler instead)"
@@ -182,6 +183,7 @@ class BatchSamplerConflict(Rule):
 
     code = "DSL502"
     name = "batch-sampler-conflict"
+    symptom = Symptom("exception", "ValueError at construction")
     summary = "`batch_sampler` combined with `batch_size`, `shuffle`, `sampler` or `drop_last`"
     help = "Pass only `batch_sampler`; configure batch size, order and `drop_last` in the batch sampler"
 
@@ -282,6 +284,7 @@ class WorkerOptionWithoutWorkers(Rule):
 
     code = "DSL503"
     name = "worker-option-without-workers"
+    symptom = Symptom("exception", "ValueError at construction, or AssertionError at first iter()")
     summary = "A worker-only DataLoader option is set while `num_workers` is 0"
     fix_availability = "always"
     help = "Set `num_workers > 0`, or remove the worker-only options"
@@ -377,6 +380,7 @@ class IterableWithShuffleOrSampler(Rule):
 
     code = "DSL504"
     name = "iterable-with-shuffle-or-sampler"
+    symptom = Symptom("exception", "ValueError at construction")
     summary = "`shuffle`, `sampler` or `batch_sampler` on a DataLoader over an IterableDataset"
     help = "Remove the option and shuffle inside the IterableDataset (e.g. a shuffle buffer)"
 
@@ -521,6 +525,7 @@ class InvalidLoaderLiteral(Rule):
 
     code = "DSL509"
     name = "invalid-loader-literal"
+    symptom = Symptom("exception", "the exact ValueError/TypeError/AssertionError, some at first iter()")
     summary = "A literal DataLoader or sampler argument that torch rejects"
     fix_availability = "sometimes"
     help = "Use a value torch accepts (see the table in `dslint rule DSL509`)"

@@ -13,7 +13,7 @@ from typing import Optional
 import libcst as cst
 
 from dslint.report import FixSpec, NodeEdit
-from dslint.rules.base import ERROR, WARNING, Rule
+from dslint.rules.base import ERROR, WARNING, Rule, Symptom
 from dslint.semantics.calls import UNKNOWN, BoundCall
 from dslint.semantics.loops import (
     DISTRIBUTED_SAMPLER,
@@ -120,6 +120,7 @@ class DistributedSamplerWithoutSetEpoch(Rule):
 
     code = "DSL505"
     name = "distributed-sampler-without-set-epoch"
+    symptom = Symptom("distributed", "each rank's order is identical every epoch")
     level = ERROR
     fix_availability = "sometimes"
     summary = "`DistributedSampler` iterated over epochs without `set_epoch`"
@@ -510,6 +511,7 @@ class UnpicklableWorkerCallable(Rule):
 
     code = "DSL506"
     name = "unpicklable-worker-callable"
+    symptom = Symptom("pickling", "PicklingError / Can't pickle local object under spawn/forkserver")
     level = ERROR
     summary = "A lambda or local function/class given to a DataLoader with workers"
     help = "Define the function or class at module level (bind options with `functools.partial`)"
@@ -760,6 +762,7 @@ class SingleProcessLoading(Rule):
 
     code = "DSL507"
     name = "single-process-loading"
+    symptom = Symptom("throughput", "samples/s with num_workers=0 against the best num_workers", exclusive=True)
     level = WARNING
     summary = "Training DataLoader loads every batch in the main process (`num_workers=0`)"
     help = "Set `num_workers` (and `persistent_workers=True`); `dslint bench` finds the best value"
@@ -1054,6 +1057,7 @@ class UnpinnedCudaTransfer(Rule):
 
     code = "DSL508"
     name = "unpinned-cuda-transfer"
+    symptom = Symptom("h2d", "host-to-device copy time, pageable vs pinned", gpu=True, exclusive=True)
     level = WARNING
     summary = "Batches are copied to the GPU from a DataLoader without `pin_memory=True`"
     help = "Pass `pin_memory=True` to the DataLoader"
@@ -1346,6 +1350,7 @@ class StateHiddenFromPersistentWorkers(Rule):
 
     code = "DSL510"
     name = "state-hidden-from-persistent-workers"
+    symptom = Symptom("worker_state", "persistent workers keep epoch 0's dataset state")
     level = ERROR
     summary = "Dataset state changed per epoch while persistent workers keep their old copy"
     help = "Drop `persistent_workers=True`, or pass per-epoch state through the sampler or shared memory"
@@ -1533,6 +1538,7 @@ class LoaderReiteratedPerStep(Rule):
 
     code = "DSL511"
     name = "loader-reiterated-per-step"
+    symptom = Symptom("loop_cost", "workers re-forked every step; always the first batch", exclusive=True)
     level = ERROR
     summary = "`next(iter(loader))` inside a loop restarts the loader on every step"
     help = "Create the iterator once (`batches = iter(loader)`) and call `next(batches)` in the loop"

@@ -6,7 +6,7 @@ from typing import Optional
 
 import libcst as cst
 
-from dslint.rules.base import WARNING, Rule
+from dslint.rules.base import WARNING, Rule, Symptom
 from dslint.rules.fork import _assign_targets, class_family, dataset_inits, self_attr_uses
 from dslint.semantics.bindings import class_ref, single_assignment
 from dslint.semantics.calls import UNKNOWN
@@ -354,6 +354,7 @@ class PythonObjectIndex(Rule):
 
     code = "DSL601"
     name = "python-object-index"
+    symptom = Symptom("worker_memory", "worker private memory grows toward a full copy of the index")
     level = WARNING
     preview = True
     summary = "A per-sample list/dict of Python objects built in `__init__` is copied into every worker"

@@ -15,7 +15,7 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
-from dslint.rules.base import ERROR, WARNING, Rule
+from dslint.rules.base import ERROR, WARNING, Rule, Symptom
 from dslint.semantics import dataflow as df
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.loops import is_test_code
@@ -285,6 +285,7 @@ class PerSampleDirectoryScan(Rule):
 
     code = "DSL201"
     name = "per-sample-directory-scan"
+    symptom = Symptom("time_ratio", "per-sample time, bad / good", exclusive=True)
     level = WARNING
     summary = "A directory that is the same for every sample is listed again for every sample"
     help = "List the directory once in `__init__` and index the stored list in `__getitem__`"
@@ -595,6 +596,7 @@ class PerSampleIndexReload(Rule):
 
     code = "DSL202"
     name = "per-sample-index-reload"
+    symptom = Symptom("time_ratio", "per-sample time, bad / good", exclusive=True)
     level = WARNING
     summary = "A file that is the same for every sample is read and parsed again for every sample"
     help = "Load the file once in `__init__` (or lazily once per worker) and index the loaded data"
@@ -1033,6 +1035,7 @@ class PerSampleSetup(Rule):
 
     code = "DSL203"
     name = "per-sample-setup"
+    symptom = Symptom("time_ratio", "per-sample time, bad / good", exclusive=True)
     level = WARNING
     summary = "An object that is the same for every sample (model, transform, tokenizer) is built for every sample"
     help = "Build it once in `__init__` (or lazily once per worker) and reuse it"
@@ -1394,6 +1397,7 @@ class CudaInDataset(Rule):
 
     code = "DSL204"
     name = "cuda-in-dataset"
+    symptom = Symptom("cuda_fork", "Cannot re-initialize CUDA in forked subprocess (fork workers after CUDA init)", gpu=True)
     level = ERROR
     summary = "CUDA is used in dataset code or a `collate_fn`, which run in forked DataLoader workers"
     help = (

@@ -12,7 +12,7 @@ Layout:
 - ``distributed``  DistributedSampler orders on a real 2-rank process group
 - ``gpu``          CUDA-only measurements (fork after CUDA init, pinned vs pageable)
 - ``fixtures``     loading ``fixtures/<CODE>-<name>/{bad,good}.py`` pairs
-- ``table``        rule code -> probe and verdict (the one place that maps them)
+- each rule class's ``symptom`` names the probe that measures it (``dslint.rules.base.Symptom``)
 - ``verify``       the ``dslint verify`` driver
 - ``target``       ``dslint probe``/``bench`` targets: ``module:attr`` or ``file.py:attr``
                    imported and turned into a dataset or loader factory

@@ -20,7 +20,7 @@ from torch.utils.data import DataLoader
 from dslint.runtime import fixtures, probes
 from dslint.runtime.isolate import describe, phase
 from dslint.runtime.probes import Figure, _fmt, _short
-from dslint.runtime.table import TABLE
+from dslint.rules.base import all_rules
 
 CONFIRMED = "confirmed"
 NOT_REPRODUCED = "not reproduced"
@@ -465,7 +465,7 @@ def where(cuda: bool, workers: int) -> str:
 
 def run_rule(code: str, pairs: List[dict], settings: dict) -> dict:
     """All cases of one rule (every pair, every builder); plain data for the parent."""
-    spec = TABLE[code]
+    spec = all_rules()[code].symptom
     runner = RUNNERS[spec.probe]
     cuda = bool(settings.get("cuda"))
     workers = int(settings.get("workers", 2))

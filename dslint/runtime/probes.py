@@ -9,7 +9,7 @@ whose own settings are used).
 
 ``Figure.symptom`` is the probe's own judgement on one dataset (what ``dslint
 probe`` reports); ``dslint verify`` compares the figures of a bad/good pair
-(``dslint.runtime.table``). ``Figure.data`` holds the raw numbers.
+(each rule class's ``symptom``). ``Figure.data`` holds the raw numbers.
 
 Probes never time themselves out: run them through ``dslint.runtime.isolate`` for
 time limits and worker cleanup.

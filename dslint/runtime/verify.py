@@ -20,7 +20,7 @@ from typing import Callable, Dict, List, Optional
 
 from dslint.runtime import fixtures
 from dslint.runtime.isolate import Outcome, run_isolated, run_many
-from dslint.runtime.table import TABLE
+from dslint.rules.base import all_rules
 
 CONFIRMED = "confirmed"
 NOT_REPRODUCED = "not reproduced"
@@ -68,7 +68,7 @@ def _environment() -> dict:
 
 
 def _aggregate(code: str, name: str, cases: List[dict], seconds: float) -> Row:
-    spec = TABLE[code]
+    spec = all_rules()[code].symptom
     multi = len(cases) > 1
 
     def join(key: str) -> str:
@@ -90,7 +90,7 @@ def _aggregate(code: str, name: str, cases: List[dict], seconds: float) -> Row:
     notes = [f"{c.get('label') or c.get('case')}: {c['note']}" if multi else c["note"]
              for c in cases if c.get("note") and not c.get("verdict", "").startswith("error")]
     where = cases[0].get("where", "") if cases else ""
-    return Row(code, name, spec.symptom, join("bad"), join("good"), verdict, where, "; ".join(notes), round(seconds, 2), cases)
+    return Row(code, name, spec.text, join("bad"), join("good"), verdict, where, "; ".join(notes), round(seconds, 2), cases)
 
 
 def verify(paths: List[str], *, limit: float = 30.0, parallel: int = 1, select: Optional[List[str]] = None,
@@ -104,12 +104,8 @@ def verify(paths: List[str], *, limit: float = 30.0, parallel: int = 1, select: 
     import dslint.runtime.gpu  # noqa: F401
     import dslint.runtime.distributed  # noqa: F401
 
-    try:
-        from dslint.rules.base import all_rules
-
-        names = {code: rule.name for code, rule in all_rules().items()}
-    except Exception:  # noqa: BLE001 - the names are cosmetic
-        names = {}
+    catalog = all_rules()
+    names = {code: rule.name for code, rule in catalog.items()}
     for code, rule in rules.items():
         rule.name = names.get(code, rule.name)
     env = _environment()
@@ -119,16 +115,16 @@ def verify(paths: List[str], *, limit: float = 30.0, parallel: int = 1, select: 
     jobs = []
     try:
         for code, rule in rules.items():
-            spec = TABLE.get(code)
+            spec = catalog[code].symptom if code in catalog else None
             if spec is None:
-                rows[code] = Row(code, rule.name, "", "", "", f"error: no probe for {code} in dslint/runtime/table.py", base_where)
+                rows[code] = Row(code, rule.name, "", "", "", f"error: {code} names no runtime symptom (its rule class's `symptom`)", base_where)
                 continue
             if spec.gpu and not env["cuda"]:
-                rows[code] = Row(code, rule.name, spec.symptom, "not measured: no CUDA device", "not measured: no CUDA device",
+                rows[code] = Row(code, rule.name, spec.text, "not measured: no CUDA device", "not measured: no CUDA device",
                                  SKIPPED_GPU, base_where)
                 continue
             if not rule.pairs:
-                rows[code] = Row(code, rule.name, spec.symptom, "", "", "error: no fixture pair (bad.py + good.py) found", base_where)
+                rows[code] = Row(code, rule.name, spec.text, "", "", "error: no fixture pair (bad.py + good.py) found", base_where)
                 continue
             from dslint.runtime.evidence import run_rule
 
@@ -146,7 +142,7 @@ def verify(paths: List[str], *, limit: float = 30.0, parallel: int = 1, select: 
             if outcome.ok:
                 rows[code] = _aggregate(code, job["name"], outcome.value["cases"], outcome.seconds)
             else:
-                row = Row(code, job["name"], TABLE[code].symptom, "", "", f"error: {outcome.error}", base_where,
+                row = Row(code, job["name"], all_rules()[code].symptom.text, "", "", f"error: {outcome.error}", base_where,
                           seconds=round(outcome.seconds, 2))
                 row.note = (outcome.traceback or outcome.log_tail)[-3000:]
                 rows[code] = row
