@@ -18,6 +18,7 @@ import libcst as cst
 
 from dslint.rules.base import ERROR, WARNING, Rule, Symptom
 from dslint.semantics import lifetimes as lt
+from dslint.semantics.classes import class_family, dataset_inits
 from dslint.semantics.bindings import class_ref, local_class_path, single_assignment
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.names import dotted_parts
@@ -29,67 +30,6 @@ PER_PROCESS_CHECKS = frozenset({"os.getpid", "multiprocessing.current_process", 
 FUNCTOOLS_PARTIAL = "functools.partial"
 
 # --------------------------------------------------------------------------- classes
-
-
-def _local_bases(ctx, cls: cst.ClassDef) -> List[cst.ClassDef]:
-    found = []
-    for arg in cls.bases:
-        if arg.keyword is not None:
-            continue
-        expr = arg.value.value if isinstance(arg.value, cst.Subscript) else arg.value
-        if isinstance(expr, cst.Name):
-            local = local_class_path(ctx.tree, expr.value)
-            if local is not None and local is not cls:
-                found.append(local)
-    return found
-
-
-def class_family(ctx, cls: cst.ClassDef) -> List[cst.ClassDef]:
-    """``cls``, its bases defined in this file and its subclasses defined in this file.
-
-    These are the classes whose methods run on an instance that ``cls.__init__``
-    (or one of its bases' ``__init__``) built.
-    """
-    memo = ctx.memo(("fork.family",), dict)
-    cached = memo.get(id(cls))
-    if cached is not None:
-        return cached
-    family: List[cst.ClassDef] = [cls]
-    ids = {id(cls)}
-    stack = [cls]
-    while stack:
-        for base in _local_bases(ctx, stack.pop()):
-            if id(base) not in ids:
-                ids.add(id(base))
-                family.append(base)
-                stack.append(base)
-    subs = {id(cls)}
-    changed = True
-    while changed:
-        changed = False
-        for other in ctx.nodes(cst.ClassDef):
-            if id(other) in subs:
-                continue
-            if any(id(base) in subs for base in _local_bases(ctx, other)):
-                subs.add(id(other))
-                changed = True
-                if id(other) not in ids:
-                    ids.add(id(other))
-                    family.append(other)
-    memo[id(cls)] = family
-    return family
-
-
-def dataset_inits(ctx) -> Iterator[Tuple[cst.ClassDef, cst.FunctionDef, str]]:
-    """(dataset class, its ``__init__``, the self parameter) in this file."""
-    for cls in ctx.dataset_classes():
-        if not isinstance(cls.body, cst.IndentedBlock):
-            continue
-        for stmt in cls.body.body:
-            if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "__init__":
-                param = self_name(stmt)
-                if param:
-                    yield cls, stmt, param
 
 
 def _method_of(ctx, node: cst.CSTNode, family_ids: Optional[Set[int]]) -> Optional[cst.FunctionDef]:

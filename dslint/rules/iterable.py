@@ -26,6 +26,7 @@ import libcst as cst
 from dslint.report import FixSpec, NodeEdit
 from dslint.rules.base import ERROR, WARNING, Rule, Symptom
 from dslint.semantics import lifetimes as lt
+from dslint.semantics.classes import all_methods, find_method, local_mro, methods
 from dslint.semantics.bindings import class_ref, local_class_path
 from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall
 from dslint.semantics.loops import is_test_code
@@ -51,54 +52,6 @@ _SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
 # --------------------------------------------------------------------------- class helpers
 
 
-def _methods(cls: cst.ClassDef) -> Dict[str, cst.FunctionDef]:
-    found: Dict[str, cst.FunctionDef] = {}
-    if isinstance(cls.body, cst.IndentedBlock):
-        for stmt in cls.body.body:
-            if isinstance(stmt, cst.FunctionDef):
-                found[stmt.name.value] = stmt
-    return found
-
-
-def _local_mro(ctx, cls: cst.ClassDef) -> List[cst.ClassDef]:
-    """The class and its bases that are defined in this file (by name), in MRO-ish order."""
-    order: List[cst.ClassDef] = []
-    stack = [cls]
-    while stack:
-        current = stack.pop(0)
-        if any(current is seen for seen in order):
-            continue
-        order.append(current)
-        bases = []
-        for arg in current.bases:
-            value = arg.value.value if isinstance(arg.value, cst.Subscript) else arg.value
-            if arg.keyword is None and isinstance(value, cst.Name):
-                local = local_class_path(ctx.tree, value.value)
-                if local is not None and local is not current:
-                    bases.append(local)
-        stack[0:0] = bases
-    return order
-
-
-def _find_method(ctx, cls: cst.ClassDef, name: str) -> Optional[cst.FunctionDef]:
-    for klass in _local_mro(ctx, cls):
-        method = _methods(klass).get(name)
-        if method is not None:
-            return method
-    return None
-
-
-def _all_methods(ctx, cls: cst.ClassDef) -> List[cst.FunctionDef]:
-    seen: Set[str] = set()
-    out = []
-    for klass in _local_mro(ctx, cls):
-        for name, method in _methods(klass).items():
-            if name not in seen:
-                seen.add(name)
-                out.append(method)
-    return out
-
-
 def _body_nodes(func: cst.FunctionDef):
     """Nodes of a function body, not entering nested functions, lambdas or classes."""
     for node in iter_subtree(func.body, into_scopes=False):
@@ -116,7 +69,7 @@ def _reached(ctx, cls: cst.ClassDef, start: cst.FunctionDef) -> List[cst.Functio
             name = self_attr(node, selfp)
             if name is None:
                 continue
-            method = _find_method(ctx, cls, name)
+            method = find_method(ctx, cls, name)
             if method is not None and not any(method is seen for seen in out):
                 out.append(method)
                 work.append(method)
@@ -262,7 +215,7 @@ def _reset_on_exhaustion(ctx, cls: cst.ClassDef, funcs: List[cst.FunctionDef]) -
                 selfp = self_name(func)
                 for sub in nodes:
                     if isinstance(sub, cst.Call) and self_attr(sub.func, selfp):
-                        method = _find_method(ctx, cls, sub.func.attr.value)
+                        method = find_method(ctx, cls, sub.func.attr.value)
                         if method is not None:
                             reset |= _assigned_attrs(method)
     return reset
@@ -368,7 +321,7 @@ def _iter_fix(ctx, cls, iter_func, ret, missing: Set[str]) -> Optional[FixSpec]:
         if isinstance(small, cst.Assign) and all(self_attr(t.target, selfp) for t in small.targets):
             continue
         return None
-    init = _find_method(ctx, cls, "__init__")
+    init = find_method(ctx, cls, "__init__")
     resets: List[str] = []
     if missing:
         if init is None or self_name(init) != selfp:
@@ -655,7 +608,7 @@ class IterReturnsSelf(Rule):
 
     def check(self, ctx):
         for cls in _iterable_classes(ctx):
-            iter_func = _methods(cls).get("__iter__")
+            iter_func = methods(cls).get("__iter__")
             if iter_func is None or ctx.regions.get(iter_func).is_generator:
                 continue
             if is_test_code(ctx, cls):
@@ -663,7 +616,7 @@ class IterReturnsSelf(Rule):
             returns = _returns_self(iter_func)
             if not returns:
                 continue
-            next_func = _find_method(ctx, cls, "__next__")
+            next_func = find_method(ctx, cls, "__next__")
             if next_func is None:
                 continue  # defined elsewhere (unknown), or a different bug
             advancing = _reached(ctx, cls, next_func)
@@ -671,8 +624,8 @@ class IterReturnsSelf(Rule):
             if not advanced or not stops:
                 continue
             reset = _reset_on_exhaustion(ctx, cls, advancing)
-            init = _find_method(ctx, cls, "__init__")
-            for method in _all_methods(ctx, cls):
+            init = find_method(ctx, cls, "__init__")
+            for method in all_methods(ctx, cls):
                 if method is init or any(method is f for f in advancing):
                     continue
                 reset |= _assigned_attrs(method)
@@ -834,7 +787,7 @@ def _connection(ctx, values: _InitValues, expr) -> Optional[str]:
 
 def _self_method(ctx, cls, call: cst.Call, selfp) -> Optional[cst.FunctionDef]:
     if isinstance(call.func, cst.Attribute) and self_attr(call.func, selfp):
-        return _find_method(ctx, cls, call.func.attr.value)
+        return find_method(ctx, cls, call.func.attr.value)
     return None
 
 
@@ -1190,8 +1143,8 @@ class IteratorStateInInit(Rule):
     def check(self, ctx):
         reported: Set[int] = set()
         for cls in _iterable_classes(ctx):
-            iter_func = _find_method(ctx, cls, "__iter__")
-            init = _find_method(ctx, cls, "__init__")
+            iter_func = find_method(ctx, cls, "__iter__")
+            init = find_method(ctx, cls, "__init__")
             if iter_func is None or init is None:
                 continue
             candidates = _init_iterators(ctx, cls, init)
@@ -1199,7 +1152,7 @@ class IteratorStateInInit(Rule):
                 continue
             iterating = _reached(ctx, cls, iter_func)
             consumed = _iterated_attrs(ctx, iterating, iter_func)
-            renewed = _rewound_attrs(m for m in _all_methods(ctx, cls) if m is not init)
+            renewed = _rewound_attrs(m for m in all_methods(ctx, cls) if m is not init)
             for attr, (node, flavour) in sorted(candidates.items()):
                 if attr not in consumed or attr in renewed or id(node) in reported:
                     continue
@@ -1330,7 +1283,7 @@ def _call_source(ctx, call: cst.Call) -> str:
 
 def _attr_origin(ctx, cls: cst.ClassDef, attr: str) -> str:
     """"data" or UNKNOWN_SOURCE for what ``__init__`` stores in ``self.attr``."""
-    init = _find_method(ctx, cls, "__init__")
+    init = find_method(ctx, cls, "__init__")
     values = _InitValues(ctx, init).attrs.get(attr, []) if init is not None else []
     if not values or any(v is None for v in values):
         return UNKNOWN_SOURCE if _WRAPPED.search(attr) else "data"
@@ -1449,7 +1402,7 @@ def _references_sharding_function(ctx, cls: cst.ClassDef) -> bool:
     """A method of the class names a project function that consults worker info
     (e.g. ``wds.DataPipeline(..., split_by_worker)`` built in ``__init__``)."""
     seen: Set[str] = set()
-    for method in _all_methods(ctx, cls):
+    for method in all_methods(ctx, cls):
         for node in iter_subtree(method.body, into_scopes=True):
             if not isinstance(node, (cst.Name, cst.Attribute)):
                 continue
@@ -1816,7 +1769,7 @@ class IterableWithoutWorkerSharding(Rule):
 
     def check(self, ctx):
         for cls in _iterable_classes(ctx):
-            iter_func = _methods(cls).get("__iter__")
+            iter_func = methods(cls).get("__iter__")
             if iter_func is None or is_test_code(ctx, cls):
                 continue  # test fixtures replay fixed streams on purpose, and their tests assert what arrives
             qual = ctx.qualname_of_def(cls)
@@ -1841,12 +1794,12 @@ class IterableWithoutWorkerSharding(Rule):
             yield self.report(iter_func, message, level=level, end_node=iter_func.name)
 
     def _shards_or_unknown(self, ctx, cls, qual, iter_func, loaders) -> bool:
-        next_func = _find_method(ctx, cls, "__next__")
+        next_func = find_method(ctx, cls, "__next__")
         funcs = _reached(ctx, cls, iter_func)
         if next_func is not None and _returns_self(iter_func):
             funcs += [f for f in _reached(ctx, cls, next_func) if not any(f is g for g in funcs)]
         # sharding in this file: the methods reached, nested functions, any method of the class
-        if any(_mentions_worker_info(ctx, f) for f in _all_methods(ctx, cls)):
+        if any(_mentions_worker_info(ctx, f) for f in all_methods(ctx, cls)):
             return True
         # across files: whatever __iter__ (and __next__) reach
         entry_points = ["__iter__"] + (["__next__"] if _returns_self(iter_func) else [])
@@ -1873,7 +1826,7 @@ class IterableWithoutWorkerSharding(Rule):
                     if name and name.split(".", 1)[0] in SHARDING_LIBRARIES:
                         return True
                 attr = self_attr(node, selfp)
-                if attr and _find_method(ctx, cls, attr) is None:
+                if attr and find_method(ctx, cls, attr) is None:
                     parent = ctx.parent(node)
                     called = isinstance(parent, cst.Call) and parent.func is node
                     attrs_read[attr] = attrs_read.get(attr, False) or called
@@ -1901,7 +1854,7 @@ class IterableWithoutWorkerSharding(Rule):
 
 
 def _assigned_anywhere(ctx, cls, attr: str) -> bool:
-    for method in _all_methods(ctx, cls):
+    for method in all_methods(ctx, cls):
         if attr in _assigned_attrs(method):
             return True
         selfp = self_name(method)
@@ -1909,7 +1862,7 @@ def _assigned_anywhere(ctx, cls, attr: str) -> bool:
             if isinstance(node, cst.AugAssign) and self_attr(node.target, selfp) == attr:
                 return True
     # class attributes
-    for klass in _local_mro(ctx, cls):
+    for klass in local_mro(ctx, cls):
         if isinstance(klass.body, cst.IndentedBlock):
             for stmt in klass.body.body:
                 if isinstance(stmt, cst.SimpleStatementLine):

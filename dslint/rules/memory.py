@@ -7,7 +7,8 @@ from typing import Optional
 import libcst as cst
 
 from dslint.rules.base import WARNING, Rule, Symptom
-from dslint.rules.fork import _assign_targets, class_family, dataset_inits, self_attr_uses
+from dslint.rules.fork import _assign_targets, self_attr_uses
+from dslint.semantics.classes import class_family, dataset_inits
 from dslint.semantics.bindings import class_ref, single_assignment
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.regions import self_name
