@@ -9,8 +9,9 @@ import json
 import os
 import sys
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import click
 
@@ -73,31 +74,106 @@ def main() -> None:
 @click.option("--baseline", "baseline_file", metavar="FILE", help="Report only findings not recorded in this baseline [config: baseline].")
 @click.option("--write-baseline", metavar="FILE", help="Record the current findings in FILE (for --baseline) and exit 0.")
 @click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` to every reported line (merging with existing noqa comments).")
-def check(paths, select, extend_select, ignore, per_file_ignores, preview, output_format, output_file, statistics,
-          exit_zero, exclude, extend_exclude, force_exclude, respect_gitignore, stdin_filename, config_file, isolated,
-          no_cache, cache_dir, no_prefilter, jobs, quiet, color, fix, unsafe_fixes, diff, fix_only,
-          exit_non_zero_on_fix, baseline_file, write_baseline, add_noqa, verbose) -> None:
+def check(**options) -> None:
     """Check PATHS (default: .) for Dataset/DataLoader bugs. Never imports or runs them."""
     from dslint import api
+
+    flags = CheckFlags(**options)
+    paths = list(flags.paths) or (["-"] if flags.stdin_filename else ["."])
+    settings = _settings(flags, paths)
+    for warning in dict.fromkeys(settings.warnings):
+        click.echo(f"dslint: warning: {warning}", err=True)
+
+    run_options = api.CheckOptions(stdin_filename=flags.stdin_filename, use_cache=not flags.no_cache,
+                                   use_prefilter=not flags.no_prefilter, jobs=flags.jobs)
+    if flags.fix or flags.diff or flags.fix_only:
+        _run_fix(paths, settings, run_options, flags)
+        return
+    outcome = api.check(paths, settings, run_options)
+    result = outcome.result
+    if flags.verbose:
+        _verbose(result)
+    if flags.write_baseline:
+        _write_baseline(flags.write_baseline, outcome, settings, flags.quiet)
+        return
+    if flags.add_noqa:
+        _add_noqa(outcome, flags.quiet)
+        return
+    if settings.baseline:
+        _apply_baseline(outcome, settings)
+    diagnostics = outcome.diagnostics
+
+    env = _report(diagnostics, settings, flags, flags.unsafe_fixes)
+    for error in result.internal_errors:
+        click.echo(f"dslint: error: {error}", err=True)
+    if not flags.quiet:
+        _summary(outcome, env)
+    if result.internal_errors:
+        sys.exit(EXIT_ERROR)
+    if diagnostics and not flags.exit_zero:
+        sys.exit(EXIT_FINDINGS)
+    sys.exit(EXIT_OK)
+
+
+@dataclass(frozen=True)
+class CheckFlags:
+    """Every option of ``dslint check``, as click parsed it (one object instead of 32
+    parameters). Settings that configuration can also give are turned into the one
+    ``Settings`` object by ``_settings``; the rest steer the command itself."""
+
+    paths: Tuple[str, ...]
+    select: Tuple[str, ...]
+    extend_select: Tuple[str, ...]
+    ignore: Tuple[str, ...]
+    per_file_ignores: Tuple[str, ...]
+    preview: Optional[bool]
+    output_format: Optional[str]
+    output_file: Optional[str]
+    statistics: bool
+    exit_zero: bool
+    exclude: Tuple[str, ...]
+    extend_exclude: Tuple[str, ...]
+    force_exclude: Optional[bool]
+    respect_gitignore: Optional[bool]
+    stdin_filename: Optional[str]
+    config_file: Optional[str]
+    isolated: bool
+    no_cache: bool
+    cache_dir: Optional[str]
+    no_prefilter: bool
+    jobs: Optional[int]
+    quiet: bool
+    verbose: bool
+    color: Optional[bool]
+    fix: bool
+    unsafe_fixes: bool
+    diff: bool
+    fix_only: bool
+    exit_non_zero_on_fix: bool
+    baseline_file: Optional[str]
+    write_baseline: Optional[str]
+    add_noqa: bool
+
+
+def _settings(flags: CheckFlags, paths: List[str]):
+    """The configuration file (unless ``--isolated``/``--config``) overridden by the flags;
+    exits 2 with the message on a configuration error."""
     from dslint.config import ConfigError, build_settings, normalize_selector, validate_table
 
-    paths = list(paths)
-    if not paths:
-        paths = ["-"] if stdin_filename else ["."]
     try:
         overrides = {}
         raw = {
-            "select": _codes(select),
-            "extend-select": _codes(extend_select),
-            "ignore": _codes(ignore),
-            "exclude": list(exclude) or None,
-            "extend-exclude": list(extend_exclude) or None,
-            "force-exclude": force_exclude,
-            "respect-gitignore": respect_gitignore,
-            "output-format": output_format,
-            "preview": preview,
-            "cache-dir": cache_dir,
-            "baseline": os.path.abspath(baseline_file) if baseline_file else None,
+            "select": _codes(flags.select),
+            "extend-select": _codes(flags.extend_select),
+            "ignore": _codes(flags.ignore),
+            "exclude": list(flags.exclude) or None,
+            "extend-exclude": list(flags.extend_exclude) or None,
+            "force-exclude": flags.force_exclude,
+            "respect-gitignore": flags.respect_gitignore,
+            "output-format": flags.output_format,
+            "preview": flags.preview,
+            "cache-dir": flags.cache_dir,
+            "baseline": os.path.abspath(flags.baseline_file) if flags.baseline_file else None,
         }
         for key, value in raw.items():
             if value is None:
@@ -105,53 +181,19 @@ def check(paths, select, extend_select, ignore, per_file_ignores, preview, outpu
             if key in ("select", "extend-select", "ignore"):
                 value = [normalize_selector(v, f"--{key}") for v in value]
             overrides[key] = value
-        if per_file_ignores:
+        if flags.per_file_ignores:
             table = {}
-            for item in per_file_ignores:
+            for item in flags.per_file_ignores:
                 pattern, sep, codes = item.rpartition(":")
                 if not sep or not pattern:
                     raise ConfigError(f"--per-file-ignores: expected PATTERN:CODES, got {item!r}")
                 table[pattern] = [c for c in codes.split(",") if c]
             overrides["per-file-ignores"] = validate_table({"per-file-ignores": table}, "--per-file-ignores")["per-file-ignores"]
-        settings = build_settings(paths, config=config_file, isolated=isolated, overrides=overrides)
-        rules = settings.enabled_rules()
+        settings = build_settings(paths, config=flags.config_file, isolated=flags.isolated, overrides=overrides)
+        settings.enabled_rules()  # an unknown selector in the configuration is an error now, not later
     except ConfigError as exc:
         _fail(str(exc))
-        return
-
-    for warning in dict.fromkeys(settings.warnings):
-        click.echo(f"dslint: warning: {warning}", err=True)
-
-    options = api.CheckOptions(stdin_filename=stdin_filename, use_cache=not no_cache, use_prefilter=not no_prefilter, jobs=jobs)
-    if fix or diff or fix_only:
-        _run_fix(paths, settings, options, unsafe=unsafe_fixes, diff=diff, fix_only=fix_only, quiet=quiet,
-                 exit_zero=exit_zero, exit_non_zero_on_fix=exit_non_zero_on_fix, output_file=output_file,
-                 statistics=statistics, color=color)
-        return
-    outcome = api.check(paths, settings, options)
-    result = outcome.result
-    if verbose:
-        _verbose(result)
-    if write_baseline:
-        _write_baseline(write_baseline, outcome, settings, quiet)
-        return
-    if add_noqa:
-        _add_noqa(outcome, quiet)
-        return
-    if settings.baseline:
-        _apply_baseline(outcome, settings)
-    diagnostics = outcome.diagnostics
-
-    env = _report(diagnostics, settings, output_file, statistics, color, unsafe_fixes)
-    for error in result.internal_errors:
-        click.echo(f"dslint: error: {error}", err=True)
-    if not quiet:
-        _summary(outcome, env)
-    if result.internal_errors:
-        sys.exit(EXIT_ERROR)
-    if diagnostics and not exit_zero:
-        sys.exit(EXIT_FINDINGS)
-    sys.exit(EXIT_OK)
+    return settings
 
 
 def _verbose(result) -> None:
@@ -220,19 +262,20 @@ def _add_noqa(outcome, quiet) -> None:
     sys.exit(EXIT_ERROR if outcome.result.internal_errors else EXIT_OK)
 
 
-def _report(diagnostics, settings, output_file, statistics, color, unsafe_fixes=False):
+def _report(diagnostics, settings, flags: CheckFlags, unsafe_fixes: bool):
     from dslint import formats
     from dslint.rules.base import all_rules
 
     fmt = settings.output_format
-    use_color = color if color is not None else (output_file is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ)
+    output_file = flags.output_file
+    use_color = flags.color if flags.color is not None else (output_file is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ)
     env = formats.Env(
         root=str(settings.root),
         color=bool(use_color and fmt == "full"),
         rules={r.code: r for r in all_rules().values()},
         unsafe_fixes=unsafe_fixes,
     )
-    text = _statistics(diagnostics, fmt, env) if statistics else formats.render(fmt, diagnostics, env)
+    text = _statistics(diagnostics, fmt, env) if flags.statistics else formats.render(fmt, diagnostics, env)
     if output_file:
         Path(output_file).write_text(text, encoding="utf-8")
     elif text:
@@ -240,9 +283,10 @@ def _report(diagnostics, settings, output_file, statistics, color, unsafe_fixes=
     return env
 
 
-def _run_fix(paths, settings, options, *, unsafe, diff, fix_only, quiet, exit_zero, exit_non_zero_on_fix,
-             output_file, statistics, color) -> None:
+def _run_fix(paths, settings, options, flags: CheckFlags) -> None:
     from dslint import api
+
+    unsafe, diff, fix_only, quiet = flags.unsafe_fixes, flags.diff, flags.fix_only, flags.quiet
 
     state = api.fix(paths, settings, options, unsafe=unsafe)
     remaining = state.outcome.diagnostics
@@ -265,7 +309,7 @@ def _run_fix(paths, settings, options, *, unsafe, diff, fix_only, quiet, exit_ze
         source = state.results.get(state.stdin_path, result.texts.get(state.stdin_path, ""))
         click.echo(source, nl=False)
     elif not fix_only:
-        _report(remaining, settings, output_file, statistics, color, unsafe)
+        _report(remaining, settings, flags, unsafe)
     for error in errors:
         click.echo(f"dslint: error: {error}", err=True)
     if not quiet:
@@ -282,9 +326,9 @@ def _run_fix(paths, settings, options, *, unsafe, diff, fix_only, quiet, exit_ze
         _hidden_unsafe(remaining, unsafe)
     if errors:
         sys.exit(EXIT_ERROR)
-    if exit_non_zero_on_fix and n_fixed:
+    if flags.exit_non_zero_on_fix and n_fixed:
         sys.exit(EXIT_FINDINGS)
-    if remaining and not exit_zero and not fix_only:
+    if remaining and not flags.exit_zero and not fix_only:
         sys.exit(EXIT_FINDINGS)
     sys.exit(EXIT_OK)
 
