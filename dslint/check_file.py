@@ -305,11 +305,36 @@ def _check_batch(batch, summaries, rule_specs, enabled, module_paths):
     return out
 
 
-def check_parsed(parsed: Parsed, index: ProjectIndex, rules: Sequence[Rule], enabled: set):
-    view = View(index, parsed.path)
-    ctx = FileContext(
-        parsed.path, parsed.text, parsed.module, parsed.tree, parsed.names, parsed.regions, parsed.summary, view
+def context_for(parsed: Parsed, index: ProjectIndex) -> FileContext:
+    """The FileContext rules get for a parsed file, with cross-file answers from ``index``."""
+    return FileContext(
+        parsed.path, parsed.text, parsed.module, parsed.tree, parsed.names, parsed.regions, parsed.summary,
+        View(index, parsed.path),
     )
+
+
+def file_contexts(sources: Dict[str, str]) -> Dict[str, FileContext]:
+    """{path: FileContext} for a small project given as {path: text}, built as the engine
+    builds them (module names from the paths, one project index over all files); for
+    tests and tools that ask the semantics layer directly. Raises on a file that does
+    not parse."""
+    from dslint.semantics.names import module_name_for
+
+    summaries = {}
+    for path, text in sources.items():
+        summary, diagnostic = parse_file(path, text, *module_name_for(path))
+        if diagnostic is not None or path in _FAILED:
+            release(list(sources))
+            raise ValueError(f"{path} does not parse: {diagnostic.message if diagnostic else _FAILED[path]}")
+        summaries[path] = summary
+    index = ProjectIndex(summaries)
+    out = {path: context_for(_PARSED.pop(path), index) for path in sources}
+    return out
+
+
+def check_parsed(parsed: Parsed, index: ProjectIndex, rules: Sequence[Rule], enabled: set):
+    ctx = context_for(parsed, index)
+    view = ctx.view
     reports = []
     errors: List[str] = []
     for rule in rules:

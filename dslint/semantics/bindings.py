@@ -108,6 +108,20 @@ def single_assignment(tree: TreeIndex, name: cst.Name) -> Optional[cst.BaseExpre
     return found[0] if len(found) == 1 else None
 
 
+def scope_assignments(tree: TreeIndex, scope, name: str) -> Optional[List[cst.BaseExpression]]:
+    """Every value assigned to ``name`` by a plain or annotated assignment in ``scope``
+    (None: the module), in source order; None when the name is also bound some other
+    way there (unpacking, ``+=``, a ``for`` target)."""
+    here = _assignment_index(tree).get(id(scope) if scope is not None else 0)
+    if here is None:
+        return []
+    if name in here.unpacked or name in here.rebound:
+        return None
+    found = list(here.simple.get(name, ()))
+    found.extend(value for value in here.annotated.get(name, ()) if value is not None)
+    return found
+
+
 def local_class_path(tree: TreeIndex, name: str) -> Optional[cst.ClassDef]:
     by_name = tree.memo(("bindings.classes_by_name",), lambda: _classes_by_name(tree))
     local = by_name.get(name, ())

@@ -1,0 +1,638 @@
+"""What values an expression can take: known, possible, or unknown.
+
+``possible(ctx, expr)`` follows the facts real code passes values through, inside
+the checked file:
+
+- literals and module constants;
+- names assigned in their scope (every assignment is a possible value);
+- both arms of a conditional expression, and ``a or b`` / ``a and b``;
+- function parameters: their default and the arguments of the calls to the
+  function that this file makes (``train(num_workers=0)``), ``self.m(...)`` too;
+- argparse options read back through ``args.x`` (``add_argument(..., default=,
+  choices=, action="store_true")``, ``set_defaults``), where ``args`` is bound to
+  ``parser.parse_args()`` here or is a parameter of a function of this file;
+- dataclass and plain class defaults (``cfg = Config()`` then ``cfg.workers``),
+  keyword arguments of that construction overriding them;
+- dicts: ``d["k"]``, ``d.get("k", default)`` over a dict literal or ``dict(...)``
+  and the key assignments and ``.update`` calls made on it;
+- ``int(x)``, ``bool(x)`` and ``str(x)`` of such a value.
+
+A ``Possible`` lists the values found, each with where it came from (for messages),
+and says whether the list is *complete* (every path was seen). A command-line
+option's default is possible but never complete: the user may pass another value.
+
+``expand_kwargs(ctx, call)`` resolves ``**kw`` arguments the same way: a dict
+built as a literal, with ``dict(...)``, key assignments and ``.update``.
+
+Rules state their policy for "possible" and "unknown" in their pages; nothing here
+guesses: a value that cannot be followed makes the answer incomplete.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+import libcst as cst
+
+from dslint.semantics.bindings import scope_assignments
+from dslint.semantics.calls import UNKNOWN, literal_value
+
+MAX_DEPTH = 8
+PARSE_ARGS = frozenset({"parse_args", "parse_known_args", "parse_intermixed_args", "parse_known_intermixed_args"})
+CONVERSIONS = frozenset({"builtins.int", "builtins.bool", "builtins.str", "builtins.float"})
+
+
+@dataclass(frozen=True)
+class Value:
+    value: object
+    #: where it comes from, for messages: "the default of `--workers`"
+    origin: str
+
+
+@dataclass(frozen=True)
+class Possible:
+    values: Tuple[Value, ...] = ()
+    #: every value the expression can take is listed
+    complete: bool = False
+
+    @property
+    def known(self):
+        """The one value, when it is the only possibility; else UNKNOWN."""
+        distinct = {_key(v.value) for v in self.values}
+        if self.complete and len(distinct) == 1:
+            return self.values[0].value
+        return UNKNOWN
+
+    def can_be(self, predicate) -> Optional[Value]:
+        """The first possible value for which ``predicate`` holds, if any."""
+        for value in self.values:
+            try:
+                if predicate(value.value):
+                    return value
+            except TypeError:
+                continue
+        return None
+
+    def must_be(self, predicate) -> bool:
+        return self.complete and bool(self.values) and all(_holds(predicate, v.value) for v in self.values)
+
+    def __or__(self, other: "Possible") -> "Possible":
+        seen = {(_key(v.value), v.origin) for v in self.values}
+        extra = tuple(v for v in other.values if (_key(v.value), v.origin) not in seen)
+        return Possible(self.values + extra, self.complete and other.complete)
+
+
+NOTHING = Possible((), False)
+
+
+def _key(value):
+    return (type(value).__name__, repr(value))
+
+
+def _holds(predicate, value) -> bool:
+    try:
+        return bool(predicate(value))
+    except TypeError:
+        return False
+
+
+def exactly(value, origin: str) -> Possible:
+    return Possible((Value(value, origin),), True)
+
+
+# ----------------------------------------------------------------------- entry points
+
+
+def possible(ctx, expr: Optional[cst.CSTNode]) -> Possible:
+    """Every value ``expr`` can take (see the module docstring)."""
+    if expr is None:
+        return NOTHING
+    return _Resolver(ctx).of(expr, 0)
+
+
+def possible_arg(ctx, bound, name: str) -> Possible:
+    """What argument ``name`` of a bound call can be: the argument passed, an entry of a
+    ``**kwargs`` dict this file builds, or the signature's default when nothing is
+    hidden (no ``*args``, and every ``**kwargs`` dict fully known)."""
+    arg = bound.arg(name)
+    if arg is not None:
+        return possible(ctx, arg.value)
+    if bound.has_star_args:
+        return NOTHING
+    expanded = expand_kwargs(ctx, bound.call) if bound.has_star_kwargs else ({}, True)
+    entries, closed = expanded
+    if name in entries:
+        return entries[name]
+    if not closed:
+        return NOTHING
+    if name in bound.signature.defaults:
+        return exactly(bound.signature.defaults[name], "the default")
+    return NOTHING
+
+
+def expand_kwargs(ctx, call: cst.Call) -> Tuple[Dict[str, Possible], bool]:
+    """The ``**kw`` arguments of ``call`` as {key: Possible}, and whether no other key
+    can be in them (every ``**`` dict was followed to its construction and changes)."""
+    entries: Dict[str, Possible] = {}
+    closed = True
+    resolver = _Resolver(ctx)
+    for arg in call.args:
+        if arg.star != "**":
+            continue
+        found = resolver.dict_entries(arg.value, 0)
+        if found is None:
+            closed = False
+            continue
+        keys, is_closed = found
+        closed = closed and is_closed
+        for key, value in keys.items():
+            entries[key] = entries[key] | value if key in entries else value
+    return entries, closed
+
+
+# ----------------------------------------------------------------------- the resolver
+
+
+class _Resolver:
+    def __init__(self, ctx) -> None:
+        self.ctx = ctx
+        self.active: set = set()
+
+    def of(self, expr: cst.CSTNode, depth: int) -> Possible:
+        if depth > MAX_DEPTH or id(expr) in self.active:
+            return NOTHING
+        self.active.add(id(expr))
+        try:
+            return self._of(expr, depth)
+        finally:
+            self.active.discard(id(expr))
+
+    def _of(self, expr: cst.CSTNode, depth: int) -> Possible:
+        literal = literal_value(expr)
+        if literal is not UNKNOWN:
+            return exactly(literal, "the literal")
+        if isinstance(expr, cst.IfExp):
+            return self.of(expr.body, depth + 1) | self.of(expr.orelse, depth + 1)
+        if isinstance(expr, cst.BooleanOperation):
+            return self._boolean(expr, depth)
+        if isinstance(expr, cst.Name):
+            return self._name(expr, depth)
+        if isinstance(expr, cst.Attribute):
+            return self._attribute(expr, depth)
+        if isinstance(expr, cst.Subscript):
+            key = _subscript_key(expr)
+            if key is not None:
+                return self._dict_value(expr.value, key, None, depth)
+            return NOTHING
+        if isinstance(expr, cst.Call):
+            return self._call(expr, depth)
+        return NOTHING
+
+    # -- operators
+    def _boolean(self, expr: cst.BooleanOperation, depth: int) -> Possible:
+        left = self.of(expr.left, depth + 1)
+        right = self.of(expr.right, depth + 1)
+        is_or = isinstance(expr.operator, cst.Or)
+        kept = tuple(v for v in left.values if _holds(bool, v.value) == is_or)
+        passes_on = any(_holds(bool, v.value) != is_or for v in left.values) or not left.complete
+        values = Possible(kept, left.complete)
+        return (values | right) if passes_on else values
+
+    # -- names
+    def _name(self, name: cst.Name, depth: int) -> Possible:
+        ctx = self.ctx
+        constant = ctx.module_constant(name)
+        if constant is not None:
+            return self.of(constant, depth + 1)
+        scope = ctx.tree.scope_node(name)
+        param = _parameter(scope, name.value)
+        if param is not None:
+            return self._parameter(scope, param, depth)
+        assigned = scope_assignments(ctx.tree, scope, name.value)
+        if assigned is None or not assigned:
+            if scope is not None and assigned is not None:
+                # not bound in this function: a closure or module-level name
+                outer = ctx.tree.scope_node(scope)
+                while outer is not None and isinstance(outer, cst.ClassDef):
+                    outer = ctx.tree.scope_node(outer)
+                values = scope_assignments(ctx.tree, outer, name.value)
+                if values:
+                    return self._union(values, depth)
+            return NOTHING
+        return self._union(assigned, depth)
+
+    def _union(self, exprs: List[cst.BaseExpression], depth: int) -> Possible:
+        out: Optional[Possible] = None
+        for value in exprs:
+            found = self.of(value, depth + 1)
+            out = found if out is None else out | found
+        return out or NOTHING
+
+    def _parameter(self, func, param: cst.Param, depth: int) -> Possible:
+        """The default and what this file's calls pass (never complete: other modules may call)."""
+        ctx = self.ctx
+        out = Possible((), False)
+        if param.default is not None:
+            default = self.of(param.default, depth + 1)
+            out = Possible(tuple(Value(v.value, f"the default of parameter `{param.name.value}`")
+                                 for v in default.values), False)
+        if not isinstance(func, cst.FunctionDef):
+            return out
+        for call, arg in _call_sites(ctx, func, param):
+            if arg is None:
+                continue
+            passed = self.of(arg, depth + 1)
+            out = out | Possible(tuple(Value(v.value, f"a call passes {_show(v.value)}") for v in passed.values), False)
+        return out
+
+    # -- attributes
+    def _attribute(self, expr: cst.Attribute, depth: int) -> Possible:
+        ctx = self.ctx
+        attr = expr.attr.value
+        for source in self.sources(expr.value, depth + 1):
+            if isinstance(source, cst.Call):
+                func = source.func
+                if isinstance(func, cst.Attribute) and func.attr.value in PARSE_ARGS:
+                    return option_values(ctx, attr)
+                if isinstance(func, cst.Subscript):
+                    continue
+                cls = _local_class(ctx, source)
+                if cls is not None:
+                    return self._instance_attribute(cls, source, attr, depth)
+            elif isinstance(source, cst.Subscript) and isinstance(source.value, cst.Call):
+                inner = source.value.func
+                if isinstance(inner, cst.Attribute) and inner.attr.value in PARSE_ARGS:
+                    return option_values(ctx, attr)
+        if isinstance(expr.value, cst.Name) and _is_unresolved_parameter(ctx, expr.value):
+            # a namespace handed to this function (``def main(args)``): this file's
+            # argparse options are what it most likely holds
+            return option_values(ctx, attr)
+        return NOTHING
+
+    def _instance_attribute(self, cls: cst.ClassDef, call: cst.Call, attr: str, depth: int) -> Possible:
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value == attr:
+                return self.of(arg.value, depth + 1)
+        if any(arg.star for arg in call.args):
+            return NOTHING
+        for stmt in cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ():
+            for small in getattr(stmt, "body", ()) if isinstance(stmt, cst.SimpleStatementLine) else ():
+                if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.target.value == attr:
+                    if small.value is not None:
+                        found = self.of(small.value, depth + 1)
+                        return Possible(tuple(Value(v.value, f"the default of `{cls.name.value}.{attr}`")
+                                              for v in found.values), found.complete)
+                if isinstance(small, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value == attr
+                                                         for t in small.targets):
+                    found = self.of(small.value, depth + 1)
+                    return Possible(tuple(Value(v.value, f"the default of `{cls.name.value}.{attr}`")
+                                          for v in found.values), found.complete)
+        return NOTHING
+
+    def sources(self, expr: cst.CSTNode, depth: int) -> List[cst.CSTNode]:
+        """The expressions a name (or parameter, through this file's calls) was bound to."""
+        if depth > MAX_DEPTH:
+            return []
+        if not isinstance(expr, cst.Name):
+            return [expr]
+        ctx = self.ctx
+        scope = ctx.tree.scope_node(expr)
+        param = _parameter(scope, expr.value)
+        if param is not None:
+            out: List[cst.CSTNode] = []
+            if isinstance(scope, cst.FunctionDef):
+                for _, arg in _call_sites(ctx, scope, param):
+                    if arg is not None:
+                        out.extend(self.sources(arg, depth + 1))
+            return out
+        assigned = scope_assignments(ctx.tree, scope, expr.value)
+        if not assigned and scope is not None:
+            assigned = scope_assignments(ctx.tree, None, expr.value)
+        out = []
+        for value in assigned or ():
+            out.extend(self.sources(value, depth + 1))
+        return out
+
+    # -- calls
+    def _call(self, call: cst.Call, depth: int) -> Possible:
+        ctx = self.ctx
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "get" and call.args and call.args[0].keyword is None:
+            key = literal_value(call.args[0].value)
+            if isinstance(key, str):
+                default = call.args[1].value if len(call.args) > 1 else None
+                return self._dict_value(func.value, key, default, depth)
+        if ctx.call_name(call) in CONVERSIONS and len(call.args) == 1 and not call.args[0].star:
+            inner = self.of(call.args[0].value, depth + 1)
+            kind = {"builtins.int": int, "builtins.bool": bool, "builtins.str": str, "builtins.float": float}[ctx.call_name(call)]
+            converted = []
+            for value in inner.values:
+                try:
+                    converted.append(Value(kind(value.value), value.origin))
+                except (TypeError, ValueError):
+                    return NOTHING
+            return Possible(tuple(converted), inner.complete)
+        return NOTHING
+
+    # -- dicts
+    def _dict_value(self, container: cst.CSTNode, key: str, default: Optional[cst.CSTNode], depth: int) -> Possible:
+        found = self.dict_entries(container, depth + 1)
+        fallback = self.of(default, depth + 1) if default is not None else exactly(None, "the `.get` default")
+        if found is None:
+            return NOTHING
+        entries, closed = found
+        if key in entries:
+            return entries[key]
+        return fallback if closed else Possible(fallback.values, False)
+
+    def dict_entries(self, expr: cst.CSTNode, depth: int) -> Optional[Tuple[Dict[str, Possible], bool]]:
+        """{key: Possible} of a dict a name is bound to, and whether it has no other keys."""
+        if depth > MAX_DEPTH:
+            return None
+        ctx = self.ctx
+        if isinstance(expr, cst.Dict):
+            return self._dict_display(expr, depth)
+        if isinstance(expr, cst.Call) and ctx.call_name(expr) == "builtins.dict":
+            entries: Dict[str, Possible] = {}
+            closed = True
+            for arg in expr.args:
+                if arg.keyword is not None:
+                    entries[arg.keyword.value] = self.of(arg.value, depth + 1)
+                elif arg.star == "**":
+                    inner = self.dict_entries(arg.value, depth + 1)
+                    if inner is None:
+                        closed = False
+                    else:
+                        entries.update(inner[0])
+                        closed = closed and inner[1]
+                else:
+                    inner = self.dict_entries(arg.value, depth + 1)
+                    if inner is None:
+                        return None
+                    entries.update(inner[0])
+                    closed = closed and inner[1]
+            return entries, closed
+        if not isinstance(expr, cst.Name):
+            return None
+        scope = ctx.tree.scope_node(expr)
+        assigned = scope_assignments(ctx.tree, scope, expr.value)
+        if not assigned or len(assigned) != 1:
+            return None
+        base = self.dict_entries(assigned[0], depth + 1)
+        if base is None:
+            return None
+        entries, closed = dict(base[0]), base[1]
+        for change in _dict_changes(ctx, scope, expr.value):
+            if change is None:
+                closed = False
+                continue
+            key, value_expr = change
+            if key is None:  # .update(...) with a dict we could follow
+                inner = self.dict_entries(value_expr, depth + 1)
+                if inner is None:
+                    closed = False
+                    continue
+                for k, v in inner[0].items():
+                    entries[k] = entries[k] | v if k in entries else v
+                closed = closed and inner[1]
+                continue
+            value = self.of(value_expr, depth + 1)
+            entries[key] = entries[key] | value if key in entries else value
+        return entries, closed
+
+    def _dict_display(self, expr: cst.Dict, depth: int) -> Optional[Tuple[Dict[str, Possible], bool]]:
+        entries: Dict[str, Possible] = {}
+        closed = True
+        for element in expr.elements:
+            if isinstance(element, cst.DictElement):
+                key = literal_value(element.key)
+                if not isinstance(key, str):
+                    closed = False
+                    continue
+                entries[key] = self.of(element.value, depth + 1)
+            else:  # **other
+                inner = self.dict_entries(element.value, depth + 1)
+                if inner is None:
+                    closed = False
+                else:
+                    entries.update(inner[0])
+                    closed = closed and inner[1]
+        return entries, closed
+
+
+# ----------------------------------------------------------------------- argparse
+
+
+def option_values(ctx, dest: str) -> Possible:
+    """What ``args.<dest>`` can be, from this file's ``add_argument`` calls: the default
+    (``None`` when none is given, ``False`` for ``store_true``), ``set_defaults``, and the
+    ``choices``. Never complete unless ``choices`` limit it."""
+    return ctx.memo(("values.option", dest), lambda: _option_values(ctx, dest))
+
+
+def _option_values(ctx, dest: str) -> Possible:
+    out: List[Value] = []
+    complete = True
+    found = False
+    for call in ctx.nodes(cst.Call):
+        func = call.func
+        if not isinstance(func, cst.Attribute):
+            continue
+        method = func.attr.value
+        if method == "set_defaults":
+            for arg in call.args:
+                if arg.keyword is not None and arg.keyword.value == dest:
+                    value = literal_value(arg.value, ctx.module_constant)
+                    if value is not UNKNOWN:
+                        out.append(Value(value, f"`set_defaults({dest}=...)`"))
+            continue
+        if method != "add_argument" or _option_dest(call) != dest:
+            continue
+        found = True
+        flag = _option_flag(call)
+        keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+        action = literal_value(keywords["action"]) if "action" in keywords else None
+        if "default" in keywords:
+            default = literal_value(keywords["default"], ctx.module_constant)
+            if default is UNKNOWN:
+                complete = False
+            else:
+                out.append(Value(default, f"the default of `{flag}`"))
+        elif action == "store_true":
+            out.append(Value(False, f"the default of `{flag}`"))
+        elif action == "store_false":
+            out.append(Value(True, f"the default of `{flag}`"))
+        elif flag.startswith("-") and not _required(keywords):
+            out.append(Value(None, f"the default of `{flag}` (none given)"))
+        if action in ("store_true", "store_false"):
+            out.append(Value(action == "store_true", f"`{flag}` given"))
+            continue
+        choices = literal_value(keywords["choices"], ctx.module_constant) if "choices" in keywords else UNKNOWN
+        if isinstance(choices, (list, tuple)):
+            out.extend(Value(c, f"a choice of `{flag}`") for c in choices)
+        else:
+            complete = False  # the user passes any value
+    if not found:
+        return NOTHING
+    return Possible(tuple(out), complete)
+
+
+def _option_dest(call: cst.Call) -> Optional[str]:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == "dest":
+            value = literal_value(arg.value)
+            return value if isinstance(value, str) else None
+    names = [literal_value(a.value) for a in call.args if a.keyword is None and not a.star]
+    names = [n for n in names if isinstance(n, str)]
+    if not names:
+        return None
+    longs = [n for n in names if n.startswith("--")]
+    chosen = longs[0] if longs else names[0]
+    return chosen.lstrip("-").replace("-", "_") or None
+
+
+def _option_flag(call: cst.Call) -> str:
+    names = [literal_value(a.value) for a in call.args if a.keyword is None and not a.star]
+    names = [n for n in names if isinstance(n, str)]
+    longs = [n for n in names if n.startswith("--")]
+    return (longs or names or ["?"])[0]
+
+
+def _required(keywords: Dict[str, cst.CSTNode]) -> bool:
+    return "required" in keywords and literal_value(keywords["required"]) is True
+
+
+# ----------------------------------------------------------------------- helpers
+
+
+def _show(value) -> str:
+    text = repr(value)
+    return f"`{text}`" if len(text) <= 30 else "a value"
+
+
+def _parameter(scope, name: str) -> Optional[cst.Param]:
+    if not isinstance(scope, (cst.FunctionDef, cst.Lambda)):
+        return None
+    params = scope.params
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        if param.name.value == name:
+            return param
+    return None
+
+
+def _is_unresolved_parameter(ctx, name: cst.Name) -> bool:
+    scope = ctx.tree.scope_node(name)
+    param = _parameter(scope, name.value)
+    if param is None or not isinstance(scope, cst.FunctionDef):
+        return False
+    return not any(arg is not None for _, arg in _call_sites(ctx, scope, param))
+
+
+def _subscript_key(expr: cst.Subscript) -> Optional[str]:
+    if len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Index):
+        return None
+    key = literal_value(expr.slice[0].slice.value)
+    return key if isinstance(key, str) else None
+
+
+def _local_class(ctx, call: cst.Call) -> Optional[cst.ClassDef]:
+    if not isinstance(call.func, cst.Name):
+        return None
+    from dslint.semantics.bindings import local_class_path
+
+    return local_class_path(ctx.tree, call.func.value)
+
+
+def _call_sites(ctx, func: cst.FunctionDef, param: cst.Param):
+    """(call, the expression passed for ``param`` or None) for every call of ``func`` in
+    this file: by its name where that name means this function, or ``self.name(...)``
+    inside its class."""
+    return ctx.memo(("values.call_sites", id(func), param.name.value), lambda: list(_find_call_sites(ctx, func, param)))
+
+
+def _find_call_sites(ctx, func: cst.FunctionDef, param: cst.Param):
+    name = func.name.value
+    owner = ctx.method_class(func)
+    params = func.params
+    positional = [p.name.value for p in (*params.posonly_params, *params.params)]
+    if owner is not None and positional:
+        positional = positional[1:]  # self / cls
+    qualified = f"{ctx.names.modname}.{name}" if owner is None and ctx.tree.scope_node(func) is None else None
+    for call in ctx.nodes(cst.Call):
+        target = call.func
+        if owner is not None:
+            if not (isinstance(target, cst.Attribute) and target.attr.value == name and isinstance(target.value, cst.Name)
+                    and target.value.value in ("self", "cls")):
+                continue
+            if ctx.dataset_class_of(call) is not owner and _enclosing_class(ctx, call) is not owner:
+                continue
+        elif qualified is not None:
+            if not (isinstance(target, cst.Name) and target.value == name and ctx.call_name(call) == qualified):
+                continue
+        else:
+            if not (isinstance(target, cst.Name) and target.value == name
+                    and ctx.tree.scope_node(call) is not None and _encloses(ctx, ctx.tree.scope_node(func), call)):
+                continue
+        yield call, _passed(call, positional, param.name.value)
+
+
+def _passed(call: cst.Call, positional: List[str], name: str) -> Optional[cst.CSTNode]:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg.value
+    index = 0
+    for arg in call.args:
+        if arg.star:
+            return None
+        if arg.keyword is None:
+            if index < len(positional) and positional[index] == name:
+                return arg.value
+            index += 1
+    return None
+
+
+def _enclosing_class(ctx, node) -> Optional[cst.ClassDef]:
+    func = ctx.enclosing_function(node)
+    return ctx.method_class(func) if func is not None else None
+
+
+def _encloses(ctx, scope, node) -> bool:
+    return scope is None or any(a is scope for a in ctx.ancestors(node))
+
+
+def _dict_changes(ctx, scope, name: str):
+    """Key assignments and ``.update`` calls on the dict ``name`` in ``scope``: (key,
+    value expression), (None, dict expression) for an update, or None for a change we
+    cannot follow (the dict passed to a call, ``pop``, ``setdefault``, ...)."""
+    for node in ctx.tree.scope_nodes(scope, cst.Name):
+        if node.value != name:
+            continue
+        parent = ctx.parent(node)
+        if isinstance(parent, cst.Subscript) and parent.value is node:
+            holder = ctx.parent(parent)
+            if isinstance(holder, cst.AssignTarget) and holder.target is parent:
+                key = _subscript_key(parent)
+                assign = ctx.parent(holder)
+                yield (key, assign.value) if key is not None else None
+            elif isinstance(holder, (cst.AugAssign, cst.Del)):
+                yield None
+            continue
+        if isinstance(parent, cst.Attribute) and parent.value is node:
+            call = ctx.parent(parent)
+            method = parent.attr.value
+            if method in ("get", "items", "keys", "values", "copy") or not isinstance(call, cst.Call):
+                continue
+            if method == "update":
+                for arg in call.args:
+                    if arg.keyword is not None:
+                        yield arg.keyword.value, arg.value
+                    elif arg.star == "**" or not arg.star:
+                        yield None, arg.value
+                continue
+            yield None  # pop, setdefault, clear, ...: not followed
+            continue
+        if isinstance(parent, cst.Arg):
+            call = ctx.parent(parent)
+            if isinstance(call, cst.Call) and parent.star != "**":
+                yield None  # handed to a function that may change it

@@ -1,0 +1,158 @@
+"""semantics/values.py: what a DataLoader argument can be, followed through the ways
+real code passes it (argparse, parameters and their callers, config objects,
+``**kwargs`` dicts, conditional expressions)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from dslint.check_file import file_contexts
+from dslint.semantics.calls import UNKNOWN
+from dslint.semantics.values import possible_arg
+
+
+def _loader_arg(tmp_path, source: str, name: str, index: int = 0):
+    path = tmp_path / "train.py"
+    text = HEADER + textwrap.dedent(source).lstrip("\n")
+    path.write_text(text)
+    ctx = file_contexts({str(path): text})[str(path)]
+    bound = ctx.dataloader_calls()[index]
+    return possible_arg(ctx, bound, name)
+
+
+def _values(found):
+    return sorted({repr(v.value) for v in found.values})
+
+
+HEADER = "import argparse\nfrom torch.utils.data import DataLoader\n"
+
+
+def test_literal_and_absent_argument(tmp_path):
+    found = _loader_arg(tmp_path, "DataLoader(ds, num_workers=4)\n", "num_workers")
+    assert found.known == 4
+    absent = _loader_arg(tmp_path, "DataLoader(ds)\n", "num_workers")
+    assert absent.known == 0 and absent.values[0].origin == "the default"
+
+
+def test_argparse_default_is_possible_but_not_known(tmp_path):
+    source = """
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--num-workers", type=int, default=0)
+    args = parser.parse_args()
+    DataLoader(ds, num_workers=args.num_workers)
+    """
+    found = _loader_arg(tmp_path, source, "num_workers")
+    assert found.known is UNKNOWN and not found.complete
+    zero = found.can_be(lambda v: v == 0)
+    assert zero is not None and zero.origin == "the default of `--num-workers`"
+
+
+def test_argparse_namespace_handed_to_a_function(tmp_path):
+    source = """
+    def main(opts):
+        return DataLoader(ds, num_workers=opts.workers, persistent_workers=opts.persist)
+
+    if __name__ == "__main__":
+        p = argparse.ArgumentParser()
+        p.add_argument("--workers", dest="workers", default=2, choices=[0, 2, 4])
+        p.add_argument("--persist", action="store_true")
+        main(p.parse_args())
+    """
+    workers = _loader_arg(tmp_path, source, "num_workers")
+    assert _values(workers) == ["0", "2", "4"] and workers.complete
+    persist = _loader_arg(tmp_path, source, "persistent_workers")
+    assert _values(persist) == ["False", "True"]
+
+
+def test_parameter_default_and_callers(tmp_path):
+    source = """
+    def make_loader(ds, workers=4):
+        return DataLoader(ds, num_workers=workers)
+
+    train = make_loader(ds)
+    evaluate = make_loader(ds, 0)
+    """
+    found = _loader_arg(tmp_path, source, "num_workers")
+    assert _values(found) == ["0", "4"] and not found.complete
+
+
+def test_conditional_expression_and_or(tmp_path):
+    source = """
+    def f(debug, n):
+        a = DataLoader(ds, num_workers=0 if debug else 8)
+        b = DataLoader(ds, num_workers=n or 2)
+    """
+    assert _values(_loader_arg(tmp_path, source, "num_workers", 0)) == ["0", "8"]
+    second = _loader_arg(tmp_path, source, "num_workers", 1)
+    assert _values(second) == ["2"] and not second.complete
+
+
+def test_kwargs_dict_with_key_assignments_and_update(tmp_path):
+    source = """
+    def f(n):
+        kw = dict(batch_size=32, num_workers=0)
+        kw["persistent_workers"] = True
+        kw.update(pin_memory=True)
+        return DataLoader(ds, **kw)
+    """
+    assert _loader_arg(tmp_path, source, "num_workers").known == 0
+    assert _loader_arg(tmp_path, source, "persistent_workers").known is True
+    assert _loader_arg(tmp_path, source, "pin_memory").known is True
+    assert _loader_arg(tmp_path, source, "drop_last").known is False  # the dict is closed: the default
+
+
+def test_kwargs_dict_handed_elsewhere_is_open(tmp_path):
+    source = """
+    def f(n):
+        kw = {"num_workers": 0}
+        tweak(kw)
+        return DataLoader(ds, **kw)
+    """
+    assert _loader_arg(tmp_path, source, "num_workers").known == 0
+    assert _loader_arg(tmp_path, source, "drop_last").known is UNKNOWN
+
+
+def test_config_class_defaults_and_overrides(tmp_path):
+    source = """
+    from dataclasses import dataclass
+
+    @dataclass
+    class Config:
+        workers: int = 0
+        batch: int = 16
+
+    cfg = Config(batch=64)
+    DataLoader(ds, batch_size=cfg.batch, num_workers=cfg.workers)
+    """
+    assert _loader_arg(tmp_path, source, "num_workers").known == 0
+    assert _loader_arg(tmp_path, source, "batch_size").known == 64
+
+
+def test_dict_config_get_with_default(tmp_path):
+    source = """
+    cfg = {"batch_size": 8}
+    DataLoader(ds, batch_size=cfg["batch_size"], num_workers=cfg.get("workers", 0))
+    """
+    assert _loader_arg(tmp_path, source, "batch_size").known == 8
+    assert _loader_arg(tmp_path, source, "num_workers").known == 0
+
+
+@pytest.mark.parametrize("expr", ["os.cpu_count()", "compute()", "args.workers", "self.workers"])
+def test_unfollowable_values_are_unknown(tmp_path, expr):
+    source = f"import os\nDataLoader(ds, num_workers={expr})\n"
+    found = _loader_arg(tmp_path, source, "num_workers")
+    assert not found.values and not found.complete and found.known is UNKNOWN
+
+
+def test_reassigned_name_gives_every_value(tmp_path):
+    source = """
+    def f(fast):
+        workers = 0
+        if fast:
+            workers = 8
+        return DataLoader(ds, num_workers=int(workers))
+    """
+    found = _loader_arg(tmp_path, source, "num_workers")
+    assert _values(found) == ["0", "8"]
