@@ -91,4 +91,4 @@ def test_fix_availability_is_derived_from_the_cases():
     for code, rule in all_rules().items():
         if rule.engine_rule:
             continue
-        assert "fix_availability" not in rule.__dict__, f"{code} sets fix_availability by hand; give its cases expected_replacement"
+        assert not rule.fix_availability_set_by_hand, f"{code} sets fix_availability by hand; give its cases expected_replacement"

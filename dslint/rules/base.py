@@ -91,6 +91,8 @@ class Rule:
     #: "never", "sometimes" or "always": derived from the ``invalid`` cases (set by
     #: hand only for engine rules, which have no cases)
     fix_availability: ClassVar[str] = "never"
+    #: whether the class itself set ``fix_availability`` (only engine rules may)
+    fix_availability_set_by_hand: ClassVar[bool] = False
     #: what the runtime companion measures for this rule (None: nothing to run)
     symptom: ClassVar[Optional[Symptom]] = None
     #: one line: what is wrong, for `dslint rules`, SARIF and the index
@@ -113,7 +115,8 @@ class Rule:
         parts = cls.__module__.split(".")
         if "family" not in cls.__dict__ and len(parts) > 3 and parts[:2] == ["dslint", "rules"]:
             cls.family = parts[2]
-        if not cls.engine_rule and "fix_availability" not in cls.__dict__:
+        cls.fix_availability_set_by_hand = "fix_availability" in cls.__dict__
+        if not cls.engine_rule and not cls.fix_availability_set_by_hand:
             cls.fix_availability = derived_fix_availability(cls.invalid)
         if cls.code in REGISTRY and REGISTRY[cls.code] is not cls:
             raise ValueError(f"duplicate rule code {cls.code}: {REGISTRY[cls.code].__name__} and {cls.__name__}")

@@ -1,0 +1,227 @@
+"""Real-code truth: recall on real reported defects, precision on public repositories.
+
+    python bench/realworld/run.py recall    [--mirrors DIR | --checkouts DIR] [--default-set]
+    python bench/realworld/run.py precision [--mirrors DIR | --checkouts DIR] [--default-set] [--unjudged]
+
+Both read manifests next to this script, which hold references only (repository,
+commit, path, line, code, a link and a one-line diagnosis or verdict), never code:
+
+- ``defects.toml``: ``[[defect]]`` entries taken from public bug reports and fix PRs
+  (the buggy commit, the line a linter should point at, the expected code).
+- ``precision.toml``: ``[[repo]]`` entries (repository, commit, ``set = "tuning"`` or
+  ``"unseen"``) and ``[[finding]]`` verdicts (``tp``, ``fp`` or ``borderline``, with the
+  reason) for every finding dslint reported there.
+
+Checkouts are local; this script fetches nothing. ``--mirrors DIR`` takes bare git
+repositories laid out as ``DIR/<owner>+<name>/repo`` (each commit is exported with
+``git archive`` into a temporary directory); ``--checkouts DIR`` takes working trees
+``DIR/<owner>+<name>@<commit>``. A repository that is missing is reported as such and
+left out of the figures.
+
+Each repository is checked as a whole (``--select ALL --preview``, or the default set
+with ``--default-set``), so cross-file facts are seen as a user would see them.
+
+Recall: a defect is found when a finding of its code is in its file within
+``--slack`` lines (default 3) of its line. Precision: each finding is matched to a
+verdict by repository, path, code and line (within the slack); findings without a
+verdict are listed as unjudged (``--unjudged`` prints them to be judged).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+from collections import Counter, defaultdict
+from pathlib import Path
+
+try:
+    import tomllib
+except ImportError:  # Python < 3.11
+    import tomli as tomllib
+
+HERE = Path(__file__).resolve().parent
+REPO_ROOT = HERE.parent.parent
+
+
+def load(name: str) -> dict:
+    with open(HERE / name, "rb") as handle:
+        return tomllib.load(handle)
+
+
+class Checkouts:
+    def __init__(self, mirrors, checkouts):
+        self.mirrors = Path(mirrors) if mirrors else None
+        self.checkouts = Path(checkouts) if checkouts else None
+        self.tmp = tempfile.TemporaryDirectory(prefix="dslint-realworld-")
+
+    def get(self, repo: str, commit: str):
+        key = repo.replace("/", "+")
+        if self.checkouts is not None:
+            path = self.checkouts / f"{key}@{commit}"
+            return path if path.is_dir() else None
+        if self.mirrors is None:
+            return None
+        git_dir = self.mirrors / key / "repo"
+        if not git_dir.is_dir():
+            return None
+        target = Path(self.tmp.name) / f"{key}@{commit[:12]}"
+        if target.is_dir():
+            return target
+        target.mkdir()
+        archive = subprocess.run(["git", "--git-dir", str(git_dir), "archive", "--format=tar", commit],
+                                 capture_output=True)
+        if archive.returncode != 0:
+            return None
+        with tempfile.TemporaryFile() as handle:
+            handle.write(archive.stdout)
+            handle.seek(0)
+            with tarfile.open(fileobj=handle) as tar:
+                tar.extractall(target, filter="data")
+        return target
+
+
+def findings(root: Path, default_set: bool) -> list:
+    cmd = [sys.executable, "-m", "dslint", "check", "--no-cache", "--isolated", "--output-format", "json",
+           "--exit-zero", "-q", "--no-respect-gitignore"]
+    if not default_set:
+        cmd += ["--select", "ALL", "--preview"]
+    done = subprocess.run(cmd + ["."], cwd=root, capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
+    if done.returncode not in (0, 2):
+        raise SystemExit(f"dslint failed on {root}: {done.stderr[-2000:]}")
+    out = []
+    for item in json.loads(done.stdout or "[]"):
+        out.append({"code": item["code"], "path": os.path.relpath(item["filename"], root).replace(os.sep, "/"),
+                    "line": item["location"]["row"], "message": item["message"]})
+    return out
+
+
+def python_lines(root: Path) -> int:
+    total = 0
+    for path in root.rglob("*.py"):
+        try:
+            with open(path, "rb") as handle:
+                total += sum(1 for _ in handle)
+        except OSError:
+            pass
+    return total
+
+
+def near(finding: dict, entry: dict, slack: int) -> bool:
+    return (finding["code"] == entry["code"] and finding["path"] == entry["path"]
+            and abs(finding["line"] - int(entry["line"])) <= slack)
+
+
+def recall(args) -> int:
+    defects = load("defects.toml")["defect"]
+    checkouts = Checkouts(args.mirrors, args.checkouts)
+    groups = defaultdict(list)
+    for entry in defects:
+        groups[(entry["repo"], entry["commit"])].append(entry)
+    found_by_code, total_by_code = Counter(), Counter()
+    missing, misses = [], []
+    for (repo, commit), entries in sorted(groups.items()):
+        root = checkouts.get(repo, commit)
+        if root is None:
+            missing.append(f"{repo}@{commit[:12]}")
+            continue
+        got = findings(root, args.default_set)
+        for entry in entries:
+            total_by_code[entry["code"]] += 1
+            if any(near(f, entry, args.slack) for f in got):
+                found_by_code[entry["code"]] += 1
+            else:
+                misses.append(entry)
+    total, found = sum(total_by_code.values()), sum(found_by_code.values())
+    reports = len({e["report"] for e in defects})
+    print(f"recall {found}/{total} = {found / total:.2f}" if total else "no defect checked",
+          f"({len(defects)} defects from {reports} reports; {'default set' if args.default_set else 'every rule, preview included'})")
+    print("| code | found | defects | recall |\n|---|---:|---:|---:|")
+    for code in sorted(total_by_code):
+        print(f"| {code} | {found_by_code[code]} | {total_by_code[code]} | {found_by_code[code] / total_by_code[code]:.2f} |")
+    if args.verbose:
+        for entry in misses:
+            print(f"missed {entry['id']}: {entry['code']} {entry['repo']} {entry['path']}:{entry['line']}")
+    for item in missing:
+        print(f"not checked (no local checkout): {item}", file=sys.stderr)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"found": found, "total": total, "per_code": {
+            c: [found_by_code[c], total_by_code[c]] for c in total_by_code}, "missed": [e["id"] for e in misses],
+            "not_checked": missing}, indent=2) + "\n")
+    return 0
+
+
+def precision(args) -> int:
+    manifest = load("precision.toml")
+    verdicts = manifest.get("finding", [])
+    checkouts = Checkouts(args.mirrors, args.checkouts)
+    rows, unjudged, missing = [], [], []
+    per_code = defaultdict(Counter)
+    for repo in manifest["repo"]:
+        if args.set and repo.get("set") != args.set:
+            continue
+        root = checkouts.get(repo["repo"], repo["commit"])
+        if root is None:
+            missing.append(repo["repo"])
+            continue
+        got = findings(root, args.default_set)
+        counts = Counter()
+        judged = [v for v in verdicts if v["repo"] == repo["repo"]]
+        for finding in got:
+            match = next((v for v in judged if near(finding, v, args.slack)), None)
+            verdict = match["verdict"] if match else "unjudged"
+            counts[verdict] += 1
+            per_code[finding["code"]][verdict] += 1
+            if match is None:
+                unjudged.append((repo["repo"], finding))
+        lines = python_lines(root)
+        rows.append((repo["repo"], repo.get("set", "?"), lines, len(got), counts))
+    print("| repo | set | lines | findings | tp | fp | borderline | unjudged |\n|---|---|---:|---:|---:|---:|---:|---:|")
+    totals = Counter()
+    total_lines = 0
+    for name, kind, lines, n, counts in rows:
+        print(f"| {name} | {kind} | {lines:,} | {n} | {counts['tp']} | {counts['fp']} | {counts['borderline']} | {counts['unjudged']} |")
+        totals.update(counts)
+        total_lines += lines
+    tp, fp, border = totals["tp"], totals["fp"], totals["borderline"]
+    print(f"\nTP/(TP+FP) = {tp}/{tp + fp} = {tp / (tp + fp):.2f}" if tp + fp else "\nno judged finding")
+    if tp + fp + border:
+        print(f"actionable TP/(TP+FP+borderline) = {tp}/{tp + fp + border} = {tp / (tp + fp + border):.2f}")
+    if total_lines:
+        print(f"false positives per 10k lines = {fp * 10000 / total_lines:.3f} ({fp} in {total_lines:,} lines)")
+    print("\n| code | tp | fp | borderline | unjudged |\n|---|---:|---:|---:|---:|")
+    for code in sorted(per_code):
+        c = per_code[code]
+        print(f"| {code} | {c['tp']} | {c['fp']} | {c['borderline']} | {c['unjudged']} |")
+    if args.unjudged:
+        for repo, finding in unjudged:
+            print(f"unjudged: {repo} {finding['path']}:{finding['line']} {finding['code']} {finding['message'][:140]}")
+    for item in missing:
+        print(f"not checked (no local checkout): {item}", file=sys.stderr)
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="Recall on real defects and precision on public repositories.")
+    parser.add_argument("what", choices=["recall", "precision"])
+    parser.add_argument("--mirrors", help="bare git repositories as DIR/<owner>+<name>/repo")
+    parser.add_argument("--checkouts", help="working trees as DIR/<owner>+<name>@<commit>")
+    parser.add_argument("--default-set", action="store_true", help="only the default rules (no --select ALL --preview)")
+    parser.add_argument("--slack", type=int, default=3, help="lines a finding may be away from the manifest's line")
+    parser.add_argument("--set", choices=["tuning", "unseen"], help="precision: only repositories of this set")
+    parser.add_argument("--unjudged", action="store_true", help="precision: print every finding without a verdict")
+    parser.add_argument("--json", help="recall: also write the figures as JSON")
+    parser.add_argument("-v", "--verbose", action="store_true", help="recall: list the missed defects")
+    args = parser.parse_args(argv)
+    if not (args.mirrors or args.checkouts):
+        parser.error("give --mirrors or --checkouts")
+    return recall(args) if args.what == "recall" else precision(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
