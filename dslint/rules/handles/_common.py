@@ -1,0 +1,231 @@
+"""Helpers the DSL1xx handle rules share: the opener calls in dataset code, which
+of them are never closed, and the ``with`` rewrite that closes them."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from dslint.edits import with_statement_fix
+from dslint.report import FixSpec
+from dslint.semantics import lifetimes as lt
+from dslint.semantics.regions import self_attr, self_name
+from dslint.semantics.walk import iter_subtree
+
+
+def opened_handles(ctx, kinds):
+    """(call, kind, fate) for every opener call in dataset code."""
+    tails = ctx.names.call_tails(_OPENER_TAILS)
+    for call in ctx.nodes(cst.Call):
+        func = call.func
+        tail = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else None)
+        if tail not in tails:
+            continue
+        kind = lt.opener_kind(ctx, call)
+        if kind not in kinds or not ctx.in_dataset_code(call):
+            continue
+        yield call, kind, lt.fate(ctx, call)
+
+
+_OPENER_TAILS = frozenset(
+    {"open", "ZipFile", "File", "GzipFile", "BZ2File", "LZMAFile", "FileIO", "fdopen", "load", "memmap"}
+)
+
+
+def in_init(ctx, node) -> bool:
+    func = ctx.enclosing_function(node)
+    return func is not None and func.name.value == "__init__" and ctx.method_class(func) is not None
+
+
+def in_lazy_block(ctx, node) -> bool:
+    func = ctx.enclosing_function(node)
+    if func is None:
+        return False
+    chain = []
+    for ancestor in ctx.ancestors(node):
+        if ancestor is func:
+            break
+        chain.append(ancestor)
+    return ctx.regions.get(func).classify(node, chain)[1] or lt.once_guarded(ctx, node)
+
+
+def _kept_on_self(ctx, call, attr: str) -> bool:
+    """The class treats ``self.attr`` as its one handle: it closes it somewhere
+    (``__del__``, ``close()``) or tests whether it is open yet (``if not self.f:
+    self._open()``), so storing a new one is the lazy once-per-worker pattern."""
+    func = ctx.enclosing_function(call)
+    cls = ctx.method_class(func) if func is not None else None
+    if cls is None:
+        return False
+    for method in iter_subtree(cls.body, into_scopes=True):
+        if not isinstance(method, cst.FunctionDef):
+            continue
+        selfp = self_name(method)
+        if not selfp:
+            continue
+        for node in iter_subtree(method.body, into_scopes=False):
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+                if node.func.attr.value in ("close", "__exit__") and self_attr(node.func.value, selfp) == attr:
+                    return True
+            elif isinstance(node, (cst.If, cst.IfExp, cst.While)):
+                if _tests_unset(node.test, selfp, attr):
+                    return True
+    return False
+
+
+def _tests_unset(test, selfp, attr) -> bool:
+    if isinstance(test, cst.BooleanOperation):
+        return _tests_unset(test.left, selfp, attr) or _tests_unset(test.right, selfp, attr)
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = test.expression
+        if self_attr(inner, selfp) == attr:
+            return True
+        return (
+            isinstance(inner, cst.Call)
+            and isinstance(inner.func, cst.Name)
+            and inner.func.value == "hasattr"
+            and len(inner.args) >= 2
+            and isinstance(inner.args[0].value, cst.Name)
+            and inner.args[0].value.value == selfp
+            and isinstance(inner.args[1].value, cst.SimpleString)
+            and inner.args[1].value.evaluated_value == attr
+        )
+    if isinstance(test, cst.Comparison) and self_attr(test.left, selfp) == attr:
+        return any(
+            isinstance(c.operator, (cst.Is, cst.IsNot, cst.Equal, cst.NotEqual))
+            and isinstance(c.comparator, cst.Name)
+            and c.comparator.value == "None"
+            for c in test.comparisons
+        )
+    return False
+
+
+def _wrapper_destination(ctx, call):
+    """Where the object wrapping an opener goes, for ``wrapper(...(open(p))...)`` that
+    does not consume the handle: "self" (``self.x = wrapper(open(p))``), "caller"
+    (returned or yielded, alone or in a tuple), or None."""
+    if _consumed_in_statement(ctx, call):
+        return None
+    node = call
+    wrapped = False
+    while True:
+        parent = ctx.parent(node)
+        if isinstance(parent, cst.Arg) and isinstance(ctx.parent(parent), cst.Call):
+            node = ctx.parent(parent)
+            wrapped = True
+            continue
+        if not wrapped:
+            return None
+        if isinstance(parent, (cst.Element, cst.StarredElement)) and isinstance(ctx.parent(parent), cst.Tuple):
+            node = ctx.parent(parent)
+            continue
+        if isinstance(parent, (cst.Return, cst.Yield)):
+            return "caller"
+        if isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is node:
+            targets = [t.target for t in parent.targets] if isinstance(parent, cst.Assign) else [parent.target]
+            if any(isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self" for t in targets):
+                return "self"
+        return None
+
+
+def unclosed(ctx, call, fate) -> bool:
+    """The generic "never closed" fates that DSL101/DSL102 own."""
+    if fate.kind == lt.TEMPORARY:
+        destination = _wrapper_destination(ctx, call)
+        # `self.reader = csv.reader(open(p))` in __init__: the handle is kept on self,
+        # which DSL401 (and DSL302 for an iterator) report; it is not a leak to close
+        if destination == "self" and in_init(ctx, call):
+            return False
+        # `return StreamWrapper(open(p))`: the caller owns the wrapped handle
+        if destination == "caller":
+            return False
+    if fate.kind in (lt.CHAINED, lt.TEMPORARY, lt.UNCLOSED):
+        return True
+    if fate.kind == lt.STORED_SELF:
+        # kept on self in __init__ is DSL401's; the lazy per-worker pattern is fine
+        return not in_init(ctx, call) and not in_lazy_block(ctx, call) and not _kept_on_self(ctx, call, fate.name)
+    return False
+
+
+# Calls that read everything they need from a handle before they return.
+_EAGER_CALLS = frozenset(
+    {
+        "json.load",
+        "pickle.load",
+        "marshal.load",
+        "yaml.load",
+        "yaml.safe_load",
+        "yaml.full_load",
+        "yaml.unsafe_load",
+        "tomllib.load",
+        "tomli.load",
+        "toml.load",
+        "torch.load",
+        "joblib.load",
+        "numpy.loadtxt",
+        "numpy.genfromtxt",
+        "numpy.fromfile",
+        "pandas.read_csv",
+        "pandas.read_table",
+        "pandas.read_json",
+        "pandas.read_parquet",
+        "pandas.read_pickle",
+        "pandas.read_feather",
+        "pandas.read_excel",
+    }
+    | {
+        f"builtins.{name}"
+        for name in ("list", "tuple", "set", "frozenset", "sorted", "dict", "sum", "len", "bytes", "bytearray")
+    }
+)
+# Methods on a handle whose result no longer reads from it.
+_EAGER_METHODS = frozenset({"read", "readlines", "readline", "read_text", "read_bytes", "write", "writelines"}) | (
+    lt.IMAGE_LOADING_METHODS
+)
+
+
+def _consumed_in_statement(ctx, call) -> bool:
+    """Whether the statement has read all it needs from the handle by its end.
+
+    ``json.load(open(p))`` and ``open(p).read()`` have; ``csv.reader(open(p))`` or
+    ``Image.open(open(p, "rb"))`` build an object that reads the file later, after a
+    ``with`` block around the statement would have closed it.
+    """
+    node = call
+    while True:
+        parent = ctx.parent(node)
+        if isinstance(parent, cst.Attribute) and parent.value is node:
+            grand = ctx.parent(parent)
+            return isinstance(grand, cst.Call) and grand.func is parent and parent.attr.value in _EAGER_METHODS
+        if not isinstance(parent, cst.Arg):
+            return False
+        outer = ctx.parent(parent)
+        if not isinstance(outer, cst.Call):
+            return False
+        if ctx.call_name(outer) in _EAGER_CALLS:
+            return True
+        node = outer  # a wrapper that may keep the handle: safe only if something eager consumes it
+
+
+def with_fix(ctx, call, fate, names):
+    """The ``with`` rewrite, for an unnamed handle (it cannot be used after its statement).
+
+    Safe when the statement consumes the handle; otherwise the object built from it
+    may read the file after the block closes it, and the fix is unsafe.
+    """
+    if fate.kind not in (lt.CHAINED, lt.TEMPORARY) or fate.name is not None:
+        return None
+    edits = with_statement_fix(ctx, call, names)
+    if edits is None:
+        return None
+    if _consumed_in_statement(ctx, call):
+        return FixSpec("safe", "Open it in a `with` block", edits)
+    return FixSpec(
+        "unsafe",
+        "Open it in a `with` block (unsafe: the object built from the handle may read it after the block closes it)",
+        edits,
+    )
+
+
+def opener_text(ctx, call) -> str:
+    parts = ctx.code(call.func).strip()
+    return f"{parts}()"

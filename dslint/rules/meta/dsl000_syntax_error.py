@@ -1,0 +1,25 @@
+"""DSL000: the file does not parse (reported by the engine)."""
+
+from __future__ import annotations
+
+from dslint.rules.base import Rule
+
+
+class SyntaxErrorRule(Rule):
+    """
+    ## What it does
+    Reports a file that does not parse as Python, at the position of the parse
+    error. The run goes on with the other files.
+
+    ## Why is this bad?
+    dslint cannot check a file it cannot parse, and neither can Python run it.
+    Files that cannot contain dataset code (see "Which files are parsed" in the
+    README) are not parsed, so their syntax errors are not reported unless
+    `--no-prefilter` is given.
+    """
+
+    code = "DSL000"
+    name = "syntax-error"
+    summary = "The file does not parse"
+    help = "Fix the syntax error"
+    engine_rule = True
