@@ -73,15 +73,31 @@ class Checkouts:
         if target.is_dir():
             return target
         target.mkdir()
-        archive = subprocess.run(["git", "--git-dir", str(git_dir), "archive", "--format=tar", commit],
-                                 capture_output=True)
-        if archive.returncode != 0:
-            return None
-        with tempfile.TemporaryFile() as handle:
-            handle.write(archive.stdout)
-            handle.seek(0)
-            with tarfile.open(fileobj=handle) as tar:
-                tar.extractall(target, filter="data")
+        git = ["git", "--git-dir", str(git_dir)]
+        # only Python sources matter (the check runs --isolated, gitignore off)
+        archive = subprocess.run([*git, "archive", "--format=tar", commit, "--", "*.py"], capture_output=True)
+        if archive.returncode == 0:
+            with tempfile.TemporaryFile() as handle:
+                handle.write(archive.stdout)
+                handle.seek(0)
+                with tarfile.open(fileobj=handle) as tar:
+                    tar.extractall(target, filter="data")
+        else:  # a snapshot may lack some blobs (large files): export file by file
+            listing = subprocess.run([*git, "ls-tree", "-r", "-z", commit], capture_output=True)
+            if listing.returncode != 0:
+                return None
+            for entry in listing.stdout.split(b"\0"):
+                if not entry:
+                    continue
+                meta, _, name = entry.partition(b"\t")
+                mode, kind, sha = meta.split()
+                path = name.decode("utf-8", "surrogateescape")
+                if kind != b"blob" or not path.endswith(".py") or mode == b"120000":
+                    continue
+                blob = subprocess.run([*git, "cat-file", "blob", sha.decode()], capture_output=True)
+                if blob.returncode == 0:
+                    (target / path).parent.mkdir(parents=True, exist_ok=True)
+                    (target / path).write_bytes(blob.stdout)
         return target
 
 

@@ -23,6 +23,51 @@ _Name = cst.Name
 
 BUILTIN_NAMES = frozenset(dir(builtins))
 
+# What ``from M import *`` binds, for the library modules whose names rules ask about
+# (their ``__all__``, as of torch 2.x). A star import of any other module binds names we
+# cannot list without importing it; a name bound nowhere else in the file is taken
+# from it only when it is the file's one such star import (the project index then
+# finds the name in that module, or does not).
+STAR_EXPORTS = {
+    "torch.utils.data": frozenset({
+        "BatchSampler", "ChainDataset", "ConcatDataset", "DFIterDataPipe", "DataChunk", "DataLoader", "Dataset",
+        "DistributedSampler", "IterDataPipe", "IterableDataset", "MapDataPipe", "RandomSampler", "Sampler",
+        "SequentialSampler", "StackDataset", "Subset", "SubsetRandomSampler", "TensorDataset",
+        "WeightedRandomSampler", "default_collate", "default_convert", "functional_datapipe", "get_worker_info",
+        "random_split",
+    }),
+    "torch.utils.data.distributed": frozenset({"DistributedSampler"}),
+    "torch.utils.data.dataloader": frozenset({"DataLoader", "default_collate", "default_convert", "get_worker_info"}),
+    "torch.utils.data.dataset": frozenset({
+        "Dataset", "IterableDataset", "TensorDataset", "StackDataset", "ConcatDataset", "ChainDataset", "Subset",
+        "random_split",
+    }),
+    "torch.utils.data.sampler": frozenset({
+        "BatchSampler", "RandomSampler", "Sampler", "SequentialSampler", "SubsetRandomSampler", "WeightedRandomSampler",
+    }),
+}
+# Modules whose star import is known to bind no name of interest (so that it does not
+# make a project module's star import ambiguous).
+STAR_LIBRARIES = ("torch", "numpy", "os", "math", "typing", "torchvision", "PIL")
+
+
+def star_target(star_imports: List[str], name: str) -> Optional[str]:
+    """The qualified name a module-level ``name`` bound by nothing else gets from the
+    file's star imports, or None when it cannot be told."""
+    unknown = []
+    for module in star_imports:
+        exports = STAR_EXPORTS.get(module)
+        if exports is not None:
+            if name in exports:
+                return f"{module}.{name}"
+            continue
+        if module == "torchvision.datasets" and name[:1].isupper():
+            return f"{module}.{name}"
+        if module.split(".", 1)[0] in STAR_LIBRARIES:
+            continue
+        unknown.append(module)
+    return f"{unknown[0]}.{name}" if len(unknown) == 1 else None
+
 
 def dotted_parts(node: cst.CSTNode) -> Optional[List[str]]:
     """``a.b.c`` as ``["a", "b", "c"]``; None for anything that is not a plain chain."""
@@ -273,6 +318,8 @@ class ModuleNames:
             return None
         if name in BUILTIN_NAMES:
             return f"builtins.{name}"
+        if self.star_imports:
+            return star_target(self.star_imports, name)
         return None
 
     def resolve_name(self, name: str, at: cst.CSTNode) -> Optional[str]:
