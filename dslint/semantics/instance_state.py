@@ -2,10 +2,12 @@
 
 For the attributes of a dataset instance: every ``self.<attr>`` in the methods of
 a class family with whether it stores or loads (``self_attr_uses``), which
-attributes keep an object an ``__init__`` creates (``held_on_self``), whether
-``__init__`` drops it again (``dropped_in_init``), whether anything else in the
-file gives it a new value (``stores_elsewhere``), and how it is read: per sample
-(``per_sample_loads``) or consumed by iteration (``consumed_by_iter``).
+attributes keep an object an ``__init__`` creates (``held_on_self``) and what kind
+of per-process object that is (``handle_kind``, ``rng_kind``), whether ``__init__``
+drops it again (``dropped_in_init``), whether anything else in the file gives it a
+new value (``stores_elsewhere``), and how it is read: per sample
+(``per_sample_loads``), indexed by a local value (``indexed_by_local``) or consumed
+by iteration (``consumed_by_iter``).
 """
 
 from __future__ import annotations
@@ -118,7 +120,7 @@ def indexed_by_local(ctx, use: AttrUse) -> bool:
     """``self.x[i]`` indexed by a local value (the sample index, a loop item...).
 
     A constant index, a slice, or an index read only from ``self`` (a counter such
-    as ``self.pos``) is not the per-sample random access this rule is about.
+    as ``self.pos``) is not per-sample random access.
     """
     parent = ctx.parent(use.node)
     if not isinstance(parent, cst.Subscript) or parent.value is not use.node:
@@ -141,7 +143,6 @@ def indexed_by_local(ctx, use: AttrUse) -> bool:
             continue  # a module constant
         return True
     return False
-
 
 
 def stores_elsewhere(ctx, family: List[cst.ClassDef], attr: str, init: cst.FunctionDef) -> bool:

@@ -254,8 +254,6 @@ class WorkerSeedFromWorkerId(Rule):
         return None, 0
 
 
-
-
 def _loader_repeats(facts: dict) -> bool:
     """Could the streams repeat across epochs under this DataLoader?"""
     if facts.get("persistent_workers") is True:
