@@ -1,0 +1,280 @@
+"""DSL402 rng-state-in-init: a random generator created in a dataset's ``__init__`` and copied into every worker."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import List
+
+import libcst as cst
+
+from dslint.rules.base import ERROR, Rule, Symptom
+from dslint.rules.fork._common import call_text, inherited_uses
+from dslint.semantics.classes import dataset_inits
+from dslint.semantics.instance_state import AttrUse, held_on_self, rng_kind
+from dslint.semantics.walk import iter_subtree
+
+_RESEED_METHODS = frozenset({"seed", "manual_seed", "set_state", "setstate", "set_seed", "bit_generator"})
+
+
+def _reseeded(ctx, init: cst.FunctionDef, attr: str, uses: List[AttrUse]) -> bool:
+    """Reseeded outside ``__init__``: ``self.rng.seed(...)``, ``self.rng.manual_seed(...)``...
+    in another method, or ``<anything>.<attr>.seed(...)`` anywhere (a worker_init_fn reseeding it)."""
+    for use in uses:
+        parent = ctx.parent(use.node)
+        if isinstance(parent, cst.Attribute) and parent.value is use.node and parent.attr.value in _RESEED_METHODS:
+            if use.method.name.value != "__init__":
+                return True
+    for node in ctx.nodes(cst.Attribute):
+        if node.attr.value not in _RESEED_METHODS:
+            continue
+        owner = node.value
+        if isinstance(owner, cst.Attribute) and owner.attr.value == attr and ctx.enclosing_function(node) is not init:
+            return True
+    return False
+
+
+class RngStateInInit(Rule):
+    """
+    ## What it does
+    Flags a random generator object (`np.random.default_rng`, `np.random.RandomState`,
+    `np.random.Generator`, `random.Random`, `torch.Generator`) that a dataset's
+    `__init__` creates and keeps on `self`, when per-sample code draws from it and
+    nothing reseeds it per worker: no `get_worker_info()` or `os.getpid()` in the
+    dataset, no other method or `worker_init_fn` in the project that reassigns or
+    reseeds it.
+
+    Global RNG use (`np.random.rand()`, `random.random()`, `torch.rand()` in
+    `__getitem__`) is *not* flagged: since torch 1.9 every worker reseeds the
+    global `random`, `numpy` and `torch` generators from its own per-epoch seed.
+
+    ## Why is this bad?
+    torch reseeds only the global generators in each worker. A generator *object*
+    created in `__init__` is copied into every forked worker with the same state, so
+    all workers draw the same numbers, and because workers are re-created from the
+    untouched parent copy every epoch, every epoch draws them again. Measured on
+    torch 2.13 with 2 workers and 64 samples: 32 of 64 augmentations duplicated
+    within each epoch, and 64 of 64 identical to the previous epoch's. With
+    `persistent_workers=True` the duplicates remain (epochs then differ).
+
+    ## Example
+    ```python
+    class Augmented(Dataset):
+        def __init__(self, data, seed=0):
+            self.data = data
+            self.rng = np.random.default_rng(seed)
+
+        def __getitem__(self, i):
+            return self.data[i] + self.rng.normal(size=self.data[i].shape)
+    ```
+
+    ## Use instead
+    ```python
+    class Augmented(Dataset):
+        def __init__(self, data):
+            self.data = data
+
+        def __getitem__(self, i):
+            # the global RNGs are reseeded per worker and per epoch by torch
+            return self.data[i] + np.random.normal(size=self.data[i].shape)
+    ```
+    or create the generator in each worker from `get_worker_info().seed`.
+
+    ## References
+    - PyTorch docs, "Randomness in multi-process data loading"
+    - pytorch/pytorch#5059, PR#56488
+    """
+
+    code = "DSL402"
+    name = "rng-state-in-init"
+    symptom = Symptom("rng", "random draws duplicated across workers and repeated every epoch")
+    level = ERROR
+    summary = "A random generator created in a dataset's `__init__` gives every worker the same random stream"
+    help = (
+        "Draw from the global `np.random`/`random`/`torch` RNGs (torch reseeds them per worker and epoch), "
+        "or create the generator in the worker from `torch.utils.data.get_worker_info().seed`"
+    )
+
+    valid = (
+        """
+        import numpy as np
+        from torch.utils.data import Dataset
+
+        class GlobalRng(Dataset):
+            def __getitem__(self, i):
+                return np.random.rand()  # reseeded per worker since torch 1.9
+        """,
+        """
+        import numpy as np
+        from torch.utils.data import Dataset, get_worker_info
+
+        class Reseeded(Dataset):
+            def __init__(self):
+                self.rng = np.random.default_rng(0)
+
+            def __getitem__(self, i):
+                info = get_worker_info()
+                if info is not None and not getattr(self, "_seeded", False):
+                    self.rng = np.random.default_rng(info.seed)
+                    self._seeded = True
+                return self.rng.random()
+        """,
+        """
+        import random
+        import torch
+        from torch.utils.data import DataLoader, Dataset
+
+        class Jitter(Dataset):
+            def __init__(self):
+                self.rng = random.Random(0)
+
+            def __getitem__(self, i):
+                return self.rng.random()
+
+        def worker_init_fn(worker_id):
+            torch.utils.data.get_worker_info().dataset.rng.seed(torch.initial_seed())
+
+        loader = DataLoader(Jitter(), num_workers=2, worker_init_fn=worker_init_fn)
+        """,
+        """
+        import torch
+        from torch.utils.data import IterableDataset, get_worker_info
+
+        class Shuffled(IterableDataset):
+            def __init__(self, items, seed):
+                self.items = items
+                self.g = torch.Generator().manual_seed(seed)
+
+            def __iter__(self):
+                order = torch.randperm(len(self.items), generator=self.g)  # once per epoch, same in all workers
+                info = get_worker_info()
+                for k in order[info.id :: info.num_workers]:
+                    yield self.items[k]
+        """,
+        """
+        import numpy as np
+        from torch.utils.data import Dataset
+
+        class PerIndex(Dataset):
+            def __init__(self, seed):
+                self.seed = seed
+                self.rng = np.random.RandomState(seed)
+
+            def __getitem__(self, i):
+                self.rng.seed(self.seed + i)  # deterministic per index
+                return self.rng.rand()
+        """,
+        """
+        import numpy as np
+        from torch.utils.data import Dataset
+
+        class OnlyInit(Dataset):
+            def __init__(self, n):
+                self.rng = np.random.default_rng(0)
+                self.noise = self.rng.normal(size=n)  # drawn once, in the parent
+
+            def __getitem__(self, i):
+                return self.noise[i]
+        """,
+        """
+        import numpy as np
+        from torch.utils.data import Dataset
+
+        class Epochs(Dataset):
+            def __init__(self):
+                self.rng = np.random.default_rng(0)
+
+            def set_epoch(self, epoch):
+                self.rng = np.random.default_rng(epoch)
+
+            def __getitem__(self, i):
+                return self.rng.random()
+        """,
+    )
+    invalid = (
+        """
+        import numpy as np
+        from torch.utils.data import Dataset
+
+        class Augmented(Dataset):
+            def __init__(self, data, seed=0):
+                self.data = data
+                self.rng = np.random.default_rng(seed)  # expect: DSL402
+
+            def __getitem__(self, i):
+                return self.data[i] + self.rng.normal()
+        """,
+        """
+        from numpy.random import default_rng
+        import random as r
+        import torch.utils.data as tud
+
+        class Two(tud.Dataset):
+            def __init__(self):
+                self.np_rng = default_rng()  # expect: DSL402
+                self.py_rng = r.Random(0)  # expect: DSL402
+
+            def __getitem__(self, i):
+                return self.augment(i)
+
+            def augment(self, i):
+                return i + self.np_rng.random() + self.py_rng.random()
+        """,
+        """
+        import torch
+        from torch.utils.data import IterableDataset
+
+        class Noisy(IterableDataset):
+            def __init__(self, n):
+                self.n = n
+                self.g = torch.Generator().manual_seed(1)  # expect: DSL402
+
+            def __iter__(self):
+                for i in range(self.n):
+                    yield torch.randn(3, generator=self.g)
+        """,
+        {
+            "base.py": """
+                from torch.utils.data import Dataset
+
+                class Base(Dataset):
+                    def __getitem__(self, i):
+                        return self.transform(i)
+                """,
+            "aug.py": """
+                import numpy.random as npr
+                from base import Base
+
+                class Aug(Base):
+                    def __init__(self):
+                        self.state = npr.RandomState(0)  # expect: DSL402
+
+                    def transform(self, i):
+                        return i * self.state.uniform()
+                """,
+        },
+    )
+
+    def check(self, ctx):
+        for cls, init, self_param in dataset_inits(ctx):
+            for call in iter_subtree(init.body, into_scopes=False):
+                if not isinstance(call, cst.Call):
+                    continue
+                kind = rng_kind(ctx, call)
+                if kind is None:
+                    continue
+                if kind == "numpy" and isinstance(ctx.parent(call), cst.Arg):
+                    continue  # e.g. Generator(PCG64(...)) is reported at the outer call
+                held = held_on_self(ctx, init, self_param, call, ("manual_seed",), False)
+                if held is None:
+                    continue
+                used = inherited_uses(ctx, cls, init, self_param, held, (), partial(_reseeded, ctx, init))
+                if not used:
+                    continue
+                yield self.report(
+                    call,
+                    f"`{call_text(ctx, call)}` in `__init__` is kept on `self.{used[0]}` and drawn from per "
+                    "sample, but every DataLoader worker inherits a copy of the same generator state: workers "
+                    "draw identical numbers (measured with 2 workers: 32 of 64 per-sample draws, e.g. augmentations, "
+                    "duplicated per epoch) and every epoch repeats them (64 of 64 identical); torch reseeds only the global "
+                    "`random`/`numpy`/`torch` generators per worker",
+                )
