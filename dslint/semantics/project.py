@@ -120,10 +120,19 @@ class ProjectIndex:
         self._located[memo_key] = result
         return result
 
+    def _namespace_paths(self, parts: List[str]) -> List[str]:
+        """Files that module ``parts`` names when some of its packages are namespace
+        packages (no ``__init__.py``, so the file's own module name is shorter): the
+        checked files whose path ends with those directories and that file."""
+        tail = parts[-1]
+        module_paths = self.by_module.get(tail, [])
+        ends = (os.sep.join(parts) + ".py", os.sep.join(parts + ["__init__.py"]))
+        return [path for path in module_paths if path.endswith(ends) and len(parts) > 1]
+
     def _locate(self, qualified: str, from_path: Optional[str], table: str, depth: int) -> Optional[Key]:
         parts = qualified.split(".")
         for i in range(len(parts) - 1, 0, -1):
-            paths = self.by_module.get(".".join(parts[:i]))
+            paths = self.by_module.get(".".join(parts[:i])) or self._namespace_paths(parts[:i])
             if not paths:
                 continue
             path = self._pick(paths, from_path)

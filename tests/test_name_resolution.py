@@ -1,0 +1,59 @@
+"""Names resolve the way Python binds them: star imports and namespace packages
+(directories without ``__init__.py``) included, across files."""
+
+from __future__ import annotations
+
+from tests.conftest import check_tree, write_files
+
+PER_SAMPLE_OPEN = """
+    def __getitem__(self, i):
+        return open(f"{i}.txt").read()
+"""
+
+
+def _codes(tmp_path, files, select=("DSL102", "DSL501")):
+    write_files(tmp_path, files)
+    outcome = check_tree(tmp_path, select=list(select))
+    assert not outcome.result.internal_errors
+    return sorted((d.path.replace("\\", "/"), d.row, d.code) for d in outcome.diagnostics)
+
+
+def test_star_import_of_torch_utils_data(tmp_path):
+    files = {"a.py": "from torch.utils.data import *\n\n\nclass DS(Dataset):" + PER_SAMPLE_OPEN + """
+loader = DataLoader(DS(), sampler=RandomSampler(DS()), shuffle=True)
+"""}
+    assert _codes(tmp_path, files) == [("a.py", 6, "DSL102"), ("a.py", 8, "DSL501")]
+
+
+def test_star_import_of_a_project_module(tmp_path):
+    files = {
+        "base.py": "from torch.utils.data import Dataset\n\n\nclass Base(Dataset):\n    pass\n",
+        "images.py": "from base import *\n\n\nclass Images(Base):" + PER_SAMPLE_OPEN,
+    }
+    assert _codes(tmp_path, files) == [("images.py", 6, "DSL102")]
+
+
+def test_two_unknown_star_imports_are_ambiguous(tmp_path):
+    files = {
+        "base.py": "from torch.utils.data import Dataset\n\n\nclass Base(Dataset):\n    pass\n",
+        "other.py": "X = 1\n",
+        "images.py": "from base import *\nfrom other import *\n\n\nclass Images(Base):" + PER_SAMPLE_OPEN,
+    }
+    assert _codes(tmp_path, files) == []
+
+
+def test_star_import_of_a_library_does_not_shadow_the_project_one(tmp_path):
+    files = {
+        "base.py": "from torch.utils.data import Dataset\n\n\nclass Base(Dataset):\n    pass\n",
+        "images.py": "from numpy import *\nfrom base import *\n\n\nclass Images(Base):" + PER_SAMPLE_OPEN,
+    }
+    assert _codes(tmp_path, files) == [("images.py", 7, "DSL102")]
+
+
+def test_subclass_across_a_namespace_package(tmp_path):
+    files = {
+        "proj/data/base.py": "from torch.utils.data import Dataset\n\n\nclass Base(Dataset):\n    pass\n",
+        "proj/data/images.py": "from proj.data.base import Base\n\n\nclass Images(Base):" + PER_SAMPLE_OPEN,
+        "proj/other/base.py": "class Base:\n    pass\n",
+    }
+    assert _codes(tmp_path, files) == [("proj/data/images.py", 6, "DSL102")]
