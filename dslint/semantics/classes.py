@@ -14,7 +14,8 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 import libcst as cst
 
 from dslint.semantics.bindings import local_class_path
-from dslint.semantics.regions import self_name
+from dslint.semantics.regions import self_attr, self_name
+from dslint.semantics.walk import iter_subtree
 
 
 def methods(cls: cst.ClassDef) -> Dict[str, cst.FunctionDef]:
@@ -46,6 +47,48 @@ def find_method(ctx, cls: cst.ClassDef, name: str) -> Optional[cst.FunctionDef]:
         if method is not None:
             return method
     return None
+
+
+def reached_methods(ctx, cls: cst.ClassDef, start: cst.FunctionDef) -> List[cst.FunctionDef]:
+    """``start`` and the methods of this file's classes it reaches through ``self.m``."""
+    out = [start]
+    work = [start]
+    while work:
+        func = work.pop()
+        selfp = self_name(func)
+        for node in iter_subtree(func.body, into_scopes=False):
+            name = self_attr(node, selfp)
+            if name is None:
+                continue
+            method = find_method(ctx, cls, name)
+            if method is not None and not any(method is seen for seen in out):
+                out.append(method)
+                work.append(method)
+    return out
+
+
+def called_method(ctx, cls: cst.ClassDef, call: cst.Call, selfp: Optional[str]) -> Optional[cst.FunctionDef]:
+    """The method of this file's classes that a ``self.m(...)`` call runs."""
+    if isinstance(call.func, cst.Attribute) and self_attr(call.func, selfp):
+        return find_method(ctx, cls, call.func.attr.value)
+    return None
+
+
+def has_class_attribute(ctx, cls: cst.ClassDef, name: str) -> bool:
+    """A class body in the local MRO binds ``name`` (``name = ...``, ``name: T = ...`` or ``name: T``)."""
+    for klass in local_mro(ctx, cls):
+        if isinstance(klass.body, cst.IndentedBlock):
+            for stmt in klass.body.body:
+                if isinstance(stmt, cst.SimpleStatementLine):
+                    for small in stmt.body:
+                        targets = []
+                        if isinstance(small, cst.Assign):
+                            targets = [t.target for t in small.targets]
+                        elif isinstance(small, cst.AnnAssign):
+                            targets = [small.target]
+                        if any(isinstance(t, cst.Name) and t.value == name for t in targets):
+                            return True
+    return False
 
 
 def all_methods(ctx, cls: cst.ClassDef) -> List[cst.FunctionDef]:

@@ -1,0 +1,276 @@
+"""DSL302 iterator-state-in-init: an iterator made once in ``__init__`` (a file, a
+reader, a cursor, a generator) is drained by ``__iter__``, so later epochs are empty."""
+
+from __future__ import annotations
+
+from typing import Iterable, Set
+
+import libcst as cst
+
+from dslint.rules.base import ERROR, Rule, Symptom
+from dslint.rules.iterable._common import iterable_classes
+from dslint.semantics.classes import all_methods, find_method, reached_methods
+from dslint.semantics.regions import self_attr, self_name
+from dslint.semantics.streams import CURSOR, FILE, assigned_attrs, init_iterators, iterated_attrs
+from dslint.semantics.walk import iter_subtree
+
+
+def _rewound_attrs(funcs: Iterable[cst.FunctionDef]) -> Set[str]:
+    """``self.X`` reassigned, or ``self.X.seek(...)``: a fresh start."""
+    found: Set[str] = set()
+    for func in funcs:
+        found |= assigned_attrs(func)
+        selfp = self_name(func)
+        for node in iter_subtree(func.body, into_scopes=False):
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "seek":
+                attr = self_attr(node.func.value, selfp)
+                if attr:
+                    found.add(attr)
+    return found
+
+
+class IteratorStateInInit(Rule):
+    """
+    ## What it does
+    Flags a one-shot iterator created in an `IterableDataset`'s `__init__`,
+    stored on `self` and drained by `__iter__` (or a method it calls): an open
+    file, a `csv.reader`, a database cursor (`conn.execute(...)`,
+    `cursor.execute(...)`), `iter(...)`, `map`/`zip`/`enumerate`/`filter`, an
+    `itertools` iterator, a generator expression, a call to a generator function
+    or method, `os.scandir`/`os.walk`/`glob.iglob`/`Path.glob`, or a chunked
+    pandas reader. "Drained" means iterated by `for`, a comprehension,
+    `yield from`, `next()`, an iterating builtin (`list`, `enumerate`, ...), or
+    returned from `__iter__`.
+
+    Not reported: an attribute that `__iter__` or any other method reassigns (or
+    rewinds with `seek`) - it is renewed for the next epoch; endless iterators
+    (`itertools.count`/`cycle`/`repeat`); a reader over a handle that a `with`
+    block closed in `__init__`. A handle that is only read or seeked (not
+    iterated) is DSL401's.
+
+    ## Why is this bad?
+    An iterator can be iterated once. The first epoch drains it; every later
+    epoch gets an exhausted iterator. Measured on torch 2.13, 100 samples over 3
+    epochs: `iter(list)`, a generator, and a sqlite3 cursor gave 100/0/0 with
+    `num_workers=0` and 200/0/0 with `persistent_workers=True` (non-persistent
+    workers re-fork the parent's untouched copy each epoch and hide it). An open
+    file or a `csv.reader` over one gave 100/0/0 in *every* configuration,
+    including two plain workers: forked workers share the file offset, so the
+    parent's copy is at end-of-file too. Nothing raises.
+
+    ## Example
+    ```python
+    class Rows(IterableDataset):
+        def __init__(self, path):
+            self.reader = csv.reader(open(path))
+
+        def __iter__(self):
+            for row in self.reader:
+                yield parse(row)
+    ```
+
+    ## Use instead
+    ```python
+    class Rows(IterableDataset):
+        def __init__(self, path):
+            self.path = path
+
+        def __iter__(self):
+            with open(self.path, newline="") as f:
+                for row in csv.reader(f):
+                    yield parse(row)
+    ```
+
+    ## References
+    - PyTorch docs: `torch.utils.data.IterableDataset`
+    - `../shared/PITFALLS.md` IT-1
+    """
+
+    code = "DSL302"
+    name = "iterator-state-in-init"
+    symptom = Symptom("epoch_counts", "second epoch yields 0 (or fewer) samples")
+    level = ERROR
+    summary = "An iterator made once in `__init__` is drained by `__iter__`, so later epochs are empty"
+    help = "Create the iterator (open the file, run the query) inside `__iter__`, so every epoch gets a fresh one"
+
+    valid = (
+        """
+        import csv
+        from torch.utils.data import IterableDataset
+
+        class Rows(IterableDataset):
+            def __init__(self, path):
+                self.path = path
+
+            def __iter__(self):
+                with open(self.path) as f:
+                    for row in csv.reader(f):
+                        yield row
+        """,
+        """
+        from torch.utils.data import IterableDataset
+
+        class Rewinds(IterableDataset):
+            def __init__(self, path):
+                self.f = open(path)
+
+            def __iter__(self):
+                self.f.seek(0)
+                for line in self.f:
+                    yield line
+        """,
+        """
+        from torch.utils.data import IterableDataset
+
+        class Renewed(IterableDataset):
+            def __init__(self, items):
+                self.items = items
+                self.it = iter(items)
+
+            def __iter__(self):
+                self.it = iter(self.items)
+                yield from self.it
+        """,
+        """
+        from torch.utils.data import Dataset
+
+        class SeekRead(Dataset):
+            def __init__(self, path):
+                self.f = open(path, "rb")
+
+            def __getitem__(self, i):
+                self.f.seek(i * 8)
+                return self.f.read(8)
+        """,
+        """
+        import itertools
+        from torch.utils.data import IterableDataset
+
+        class Endless(IterableDataset):
+            def __init__(self, items):
+                self.pool = itertools.cycle(items)
+                self.items = list(items)
+
+            def __iter__(self):
+                for x in self.items:
+                    yield x, next(self.pool)
+        """,
+        """
+        from torch.utils.data import IterableDataset
+
+        class ResetHook(IterableDataset):
+            def __init__(self, items):
+                self.items = items
+                self.it = iter(items)
+
+            def set_epoch(self, epoch):
+                self.it = iter(self.items)
+
+            def __iter__(self):
+                yield from self.it
+        """,
+    )
+    invalid = (
+        """
+        import csv
+        from torch.utils.data import IterableDataset
+
+        class Rows(IterableDataset):
+            def __init__(self, path):
+                self.reader = csv.reader(open(path))  # expect: DSL302
+
+            def __iter__(self):
+                for row in self.reader:
+                    yield row
+        """,
+        """
+        import itertools, sqlite3
+        import torch.utils.data as tud
+
+        class Query(tud.IterableDataset):
+            def __init__(self, db):
+                conn = sqlite3.connect(db)
+                self.rows = conn.execute("SELECT x FROM t")  # expect: DSL302
+                self.pairs = itertools.chain([1], [2])  # expect: DSL302
+                self.lines = (l.strip() for l in open(db))  # expect: DSL302
+
+            def __iter__(self):
+                yield from self._rows()
+                yield from enumerate(self.pairs)
+                return_value = [l for l in self.lines]
+
+            def _rows(self):
+                for (x,) in self.rows:
+                    yield x
+        """,
+        """
+        from pathlib import Path
+        from torch.utils.data import IterableDataset as ID
+
+        class Files(ID):
+            def __init__(self, root):
+                self.root = Path(root)
+                self.files = self.root.glob("*.txt")  # expect: DSL302
+                self.gen = self._walk()  # expect: DSL302
+
+            def _walk(self):
+                yield 1
+
+            def __iter__(self):
+                first = next(self.gen)
+                for f in self.files:
+                    yield first, f
+        """,
+        {
+            "base.py": """
+            import torch.utils.data as tud
+
+            class Base(tud.IterableDataset):
+                pass
+            """,
+            "child.py": """
+            from base import Base
+
+            class Child(Base):
+                def __init__(self, items):
+                    self.it = iter(items)  # expect: DSL302
+
+                def __iter__(self):
+                    return self.it
+            """,
+        },
+    )
+
+    def check(self, ctx):
+        reported: Set[int] = set()
+        for cls in iterable_classes(ctx):
+            iter_func = find_method(ctx, cls, "__iter__")
+            init = find_method(ctx, cls, "__init__")
+            if iter_func is None or init is None:
+                continue
+            candidates = init_iterators(ctx, cls, init)
+            if not candidates:
+                continue
+            iterating = reached_methods(ctx, cls, iter_func)
+            consumed = iterated_attrs(ctx, iterating, iter_func)
+            renewed = _rewound_attrs(m for m in all_methods(ctx, cls) if m is not init)
+            for attr, (node, flavour) in sorted(candidates.items()):
+                if attr not in consumed or attr in renewed or id(node) in reported:
+                    continue
+                reported.add(id(node))
+                yield self.report(node, _state_message(attr, flavour))
+
+
+def _state_message(attr: str, flavour: str) -> str:
+    if flavour == FILE:
+        return (
+            f"`self.{attr}` is a file read once: it is opened in `__init__` and drained by `__iter__`, so every "
+            "epoch after the first yields 0 samples, with or without workers (forked workers share one file "
+            "offset, which stays at end-of-file and splits the lines between workers unpredictably)"
+        )
+    what = "a database cursor" if flavour == CURSOR else "an iterator"
+    return (
+        f"`self.{attr}` is {what} created once in `__init__` and drained by `__iter__`: the first epoch exhausts "
+        "it, so with `num_workers=0` or `persistent_workers=True` every later epoch yields 0 samples "
+        "(non-persistent workers hide it by re-forking the parent's untouched copy each epoch)"
+    )

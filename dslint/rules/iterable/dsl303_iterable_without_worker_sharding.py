@@ -1,0 +1,383 @@
+"""DSL303 iterable-without-worker-sharding: every DataLoader worker replays the whole
+stream of an IterableDataset that does not shard by worker."""
+
+from __future__ import annotations
+
+from dslint.rules.base import ERROR, WARNING, Rule, Symptom
+from dslint.rules.iterable._common import iterable_classes, shards_or_unknown
+from dslint.semantics.classes import methods
+from dslint.semantics.loops import is_test_code
+
+
+class IterableWithoutWorkerSharding(Rule):
+    """
+    ## What it does
+    Flags the `__iter__` of an `IterableDataset` subclass that replays its data
+    source without ever consulting `torch.utils.data.get_worker_info()` - not in
+    `__iter__`, not in any function or method it reaches (across files), not in
+    a property it reads - when no DataLoader over the class has a
+    `worker_init_fn` that shards it.
+
+    It reports at warning level, and at error level when a DataLoader over the
+    class is built with a literal `num_workers` greater than 1. It is silent when
+    every DataLoader known to be built over the class has a literal
+    `num_workers` of 0 or 1, and for streams it cannot judge: DataPipes and
+    `ChainDataset` subclasses, wrappers that iterate another dataset or reader
+    (an attribute named or annotated like a dataset, reader or stream, or built
+    from a dataset class),
+    streams built from libraries that shard for you (webdataset, Hugging Face
+    `datasets`, torchdata, MosaicML streaming, litdata), `__iter__` calling
+    methods the project does not define, random or endless generators
+    (`while True: yield torch.randn(...)`) and bare counters
+    (`return iter(range(n))`) that have no data to duplicate, and test code
+    (a `tests/` directory, `test_*.py`), whose fixtures replay fixed streams on
+    purpose.
+
+    ## Why is this bad?
+    Every DataLoader worker gets a copy of the dataset and calls `iter()` on it.
+    Without sharding, each worker replays the whole stream. Measured on torch
+    2.13: with 2 workers an epoch of 100 samples delivered 200 items (100
+    unique), with 4 workers 400. Training silently sees every sample N times per
+    epoch, and validation metrics are computed over duplicates. torch's own
+    warning (`Length of IterableDataset ... was reported to be ...`) fires only
+    for datasets with `__len__` and misses it entirely when `batch_size > 1`,
+    because it compares batches with samples.
+
+    ## Example
+    ```python
+    class Lines(IterableDataset):
+        def __init__(self, path):
+            self.path = path
+
+        def __iter__(self):
+            with open(self.path) as f:
+                for line in f:
+                    yield parse(line)
+    ```
+
+    ## Use instead
+    ```python
+    class Lines(IterableDataset):
+        def __init__(self, path):
+            self.path = path
+
+        def __iter__(self):
+            info = get_worker_info()
+            workers, worker = (info.num_workers, info.id) if info else (1, 0)
+            with open(self.path) as f:
+                for i, line in enumerate(f):
+                    if i % workers == worker:
+                        yield parse(line)
+    ```
+
+    ## References
+    - PyTorch docs: `torch.utils.data.IterableDataset` (the `worker_init_fn` and
+      in-`__iter__` sharding examples), `torch.utils.data.get_worker_info`
+    - pytorch/pytorch#30599, huggingface/datasets#3423
+    - `../shared/PITFALLS.md` IT-2, W4
+    """
+
+    code = "DSL303"
+    name = "iterable-without-worker-sharding"
+    symptom = Symptom("duplicates", "every sample arrives once per worker")
+    level = WARNING
+    summary = "An IterableDataset does not shard by worker, so every worker yields every sample"
+    help = (
+        "Split the stream by `torch.utils.data.get_worker_info()` in `__iter__` (or in a `worker_init_fn`), "
+        "e.g. keep item i when `i % info.num_workers == info.id`"
+    )
+
+    valid = (
+        """
+        from torch.utils.data import IterableDataset, get_worker_info
+
+        class Sharded(IterableDataset):
+            def __init__(self, files):
+                self.files = files
+
+            def __iter__(self):
+                info = get_worker_info()
+                n, k = (info.num_workers, info.id) if info else (1, 0)
+                for f in self.files[k::n]:
+                    yield f
+        """,
+        """
+        import torch.utils.data as tud
+
+        def my_shard(files):
+            info = tud.get_worker_info()
+            return files if info is None else files[info.id :: info.num_workers]
+
+        class ViaHelper(tud.IterableDataset):
+            def __init__(self, files):
+                self.files = files
+
+            def __iter__(self):
+                for f in self._mine():
+                    yield f
+
+            def _mine(self):
+                return my_shard(self.files)
+        """,
+        {
+            "shard.py": """
+            import math
+            import torch
+
+            def worker_init_fn(worker_id):
+                info = torch.utils.data.get_worker_info()
+                ds = info.dataset
+                per = math.ceil(len(ds.files) / info.num_workers)
+                ds.files = ds.files[worker_id * per : (worker_id + 1) * per]
+            """,
+            "stream.py": """
+            from torch.utils.data import IterableDataset as ID
+
+            class Files(ID):
+                def __init__(self, files):
+                    self.files = files
+
+                def __iter__(self):
+                    for f in self.files:
+                        yield f
+            """,
+            "train.py": """
+            from torch.utils.data import DataLoader
+            from shard import worker_init_fn
+            from stream import Files
+
+            loader = DataLoader(Files(["a", "b"]), num_workers=4, worker_init_fn=worker_init_fn)
+            """,
+        },
+        """
+        from torch.utils.data import DataLoader, IterableDataset
+
+        class SingleProcess(IterableDataset):
+            def __init__(self, files):
+                self.files = files
+
+            def __iter__(self):
+                yield from self.files
+
+        ds = SingleProcess(["a"])
+        loader = DataLoader(ds, batch_size=4)
+        other = DataLoader(ds, num_workers=1)
+        """,
+        """
+        import torch
+        from torch.utils.data import IterableDataset
+
+        class Noise(IterableDataset):
+            def __iter__(self):
+                while True:
+                    yield torch.randn(3)
+        """,
+        """
+        from torch.utils.data import IterableDataset
+
+        class Shuffled(IterableDataset):
+            def __init__(self, dataset, buffer=100):
+                self.dataset = dataset
+                self.buffer = buffer
+
+            def __iter__(self):
+                for x in self.dataset:
+                    yield x
+        """,
+        """
+        import webdataset as wds
+        from torch.utils.data import IterableDataset
+
+        class Shards(IterableDataset):
+            def __init__(self, urls):
+                self.urls = urls
+
+            def __iter__(self):
+                for sample in wds.WebDataset(self.urls):
+                    yield sample
+        """,
+        """
+        from torch.utils.data import IterableDataset
+
+        class Abstract(IterableDataset):
+            def __iter__(self):
+                for item in self.items():
+                    yield item
+        """,
+        {
+            "base.py": """
+            from torch.utils.data import get_worker_info
+
+            class ShardMixin:
+                def my_files(self):
+                    info = get_worker_info()
+                    return self.files if info is None else self.files[info.id :: info.num_workers]
+            """,
+            "ds.py": """
+            from torch.utils.data import IterableDataset
+            from base import ShardMixin
+
+            class Files(ShardMixin, IterableDataset):
+                def __init__(self, files):
+                    self.files = files
+
+                def __iter__(self):
+                    for f in self.my_files():
+                        yield f
+            """,
+        },
+        """
+        from torch.utils.data import IterableDataset, get_worker_info
+
+        class ByProperty(IterableDataset):
+            def __init__(self, files):
+                self.files = files
+
+            @property
+            def mine(self):
+                info = get_worker_info()
+                return self.files if info is None else self.files[info.id :: info.num_workers]
+
+            def __iter__(self):
+                for f in self.mine:
+                    yield f
+        """,
+        """
+        import numpy as np
+        from torch.utils.data import IterableDataset
+
+        class RandomClips(IterableDataset):
+            def __init__(self, files):
+                self.files = files
+
+            def generate(self):
+                while True:
+                    idx = np.random.choice(len(self.files))
+                    yield self.files[idx]
+
+            def __iter__(self):
+                return iter(self.generate())
+
+        class Empty(IterableDataset):
+            def __iter__(self):
+                return iter([])
+
+        class Toy(IterableDataset):
+            def __iter__(self):
+                yield from [1, 2, 3]
+        """,
+        """
+        from torch.utils.data import IterableDataset
+        from torch.utils.data import get_worker_info as gwi
+
+        class Aliased(IterableDataset):
+            def __init__(self, files):
+                self.files = files
+
+            def __iter__(self):
+                def mine():
+                    info = gwi()
+                    return self.files if info is None else self.files[info.id :: info.num_workers]
+
+                for f in mine():
+                    yield f
+        """,
+        """
+        from torch.utils.data.datapipes.iter import IterDataPipe
+
+        class Pipe(IterDataPipe):
+            def __init__(self, items):
+                self.items = items
+
+            def __iter__(self):
+                yield from self.items
+        """,
+    )
+    invalid = (
+        """
+        from torch.utils.data import IterableDataset
+
+        class Lines(IterableDataset):
+            def __init__(self, path):
+                self.path = path
+
+            def __iter__(self):  # expect: DSL303
+                with open(self.path) as f:
+                    for line in f:
+                        yield line
+        """,
+        """
+        import torch.utils.data as tud
+
+        class Files(tud.IterableDataset):
+            def __init__(self, files):
+                self.files = files
+
+            def __iter__(self):  # expect: DSL303
+                return iter(self.files)
+
+        def seed_only(worker_id):
+            import random
+            random.seed(worker_id)
+
+        loader = tud.DataLoader(Files(["a"]), batch_size=8, num_workers=4, worker_init_fn=seed_only)
+        """,
+        {
+            "helpers.py": """
+            def load(path):
+                return open(path).read()
+            """,
+            "base.py": """
+            from torch.utils.data import IterableDataset
+
+            class Stream(IterableDataset):
+                pass
+            """,
+            "child.py": """
+            from base import Stream
+            from helpers import load
+
+            class Child(Stream):
+                def __init__(self, paths):
+                    self.paths = paths
+
+                def __iter__(self):  # expect: DSL303
+                    for i in range(len(self.paths)):
+                        yield load(self.paths[i])
+            """,
+            "train.py": """
+            from torch.utils.data import DataLoader
+            from child import Child
+
+            ds = Child(["a", "b"])
+            loader = DataLoader(ds, num_workers=0)
+            fast = DataLoader(ds, num_workers=2)
+            """,
+        },
+    )
+
+    def check(self, ctx):
+        for cls in iterable_classes(ctx):
+            iter_func = methods(cls).get("__iter__")
+            if iter_func is None or is_test_code(ctx, cls):
+                continue  # test fixtures replay fixed streams on purpose, and their tests assert what arrives
+            qual = ctx.qualname_of_def(cls)
+            loaders = ctx.view.loaders_over(qual)
+            workers = [facts.get("num_workers") for facts in loaders]
+            literal = [w for w in workers if isinstance(w, int) and not isinstance(w, bool)]
+            if loaders and len(literal) == len(workers) and all(w in (0, 1) for w in literal):
+                continue
+            if shards_or_unknown(ctx, cls, qual, iter_func, loaders):
+                continue
+            many = sorted({w for w in literal if w > 1})
+            level = ERROR if many else WARNING
+            if many:
+                times = f"with `num_workers={many[-1]}` every sample arrives {many[-1]} times per epoch"
+            else:
+                times = "with N workers every sample arrives N times per epoch (2 workers: 200 items, 100 unique)"
+            message = (
+                f"`{cls.name.value}.__iter__` never consults `torch.utils.data.get_worker_info()` and no "
+                f"`worker_init_fn` shards it: each DataLoader worker replays the whole stream, so {times}; "
+                "torch's length warning misses it when `batch_size > 1`"
+            )
+            yield self.report(iter_func, message, level=level, end_node=iter_func.name)
