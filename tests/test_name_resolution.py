@@ -57,3 +57,9 @@ def test_subclass_across_a_namespace_package(tmp_path):
         "proj/other/base.py": "class Base:\n    pass\n",
     }
     assert _codes(tmp_path, files) == [("proj/data/images.py", 6, "DSL102")]
+
+
+def test_a_class_named_like_its_imported_base(tmp_path):
+    """``class Dataset(Dataset)``: the base is evaluated before the class binds the name."""
+    files = {"a.py": "from torch.utils.data import Dataset\n\n\nclass Dataset(Dataset):" + PER_SAMPLE_OPEN}
+    assert _codes(tmp_path, files) == [("a.py", 6, "DSL102")]

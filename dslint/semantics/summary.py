@@ -15,6 +15,7 @@ import libcst as cst
 
 from dslint.semantics.bindings import class_ref
 from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall, literal_value
+from dslint.semantics.modules import canonical
 from dslint.semantics.names import ModuleNames, dotted_parts
 from dslint.semantics.regions import RegionCache, is_cached
 from dslint.semantics.walk import TreeIndex, body_buckets
@@ -54,13 +55,20 @@ class Summarizer:
         for node in tree.nodes(cst.ClassDef):
             self.class_paths.setdefault(node.name.value, []).append(local_qualname(node, tree))
 
-    def resolve_class_ref(self, expr: cst.CSTNode) -> Optional[str]:
-        """Qualified name of a base-class expression (``Dataset[int]`` counts as ``Dataset``)."""
+    def resolve_class_ref(self, expr: cst.CSTNode, owner: Optional[cst.ClassDef] = None) -> Optional[str]:
+        """Qualified name of a base-class expression (``Dataset[int]`` counts as ``Dataset``).
+
+        A base evaluates before its class's name is bound: in ``class Dataset(Dataset)``
+        the base is the imported ``Dataset``, not the class itself."""
         if isinstance(expr, cst.Subscript):
             expr = expr.value
         parts = dotted_parts(expr)
         if not parts:
             return None
+        if owner is not None and parts[0] == owner.name.value and self.names.scope_node(owner) is None:
+            targets = self.names.imports.get(parts[0])
+            if targets is not None and len(targets) == 1:
+                return canonical(".".join([next(iter(targets)), *parts[1:]]))
         qualified = self.names.qualname(expr)
         if qualified is None and len(parts) == 1:
             local = self.class_paths.get(parts[0], [])
@@ -210,7 +218,7 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
             if isinstance(stmt, cst.FunctionDef):
                 methods[stmt.name.value] = s.function_facts(stmt)
         classes[qual] = {
-            "bases": [s.resolve_class_ref(arg.value) for arg in node.bases if arg.keyword is None],
+            "bases": [s.resolve_class_ref(arg.value, node) for arg in node.bases if arg.keyword is None],
             "methods": methods,
         }
     for node in tree.nodes(cst.FunctionDef):
