@@ -30,148 +30,31 @@ false positive, a false "dependent" is at worst a miss.
 
 API: ``depends_on_sample(ctx, expr)``, ``inputs_depend(ctx, call)`` (receiver or
 any argument dependent), ``bound_values(ctx, name)`` (what a local name is bound
-to). Answers are cached per function.
+to), ``plain_bindings(ctx, name)`` (the same, when every binding is a plain value),
+``per_item(ctx, node)``. Answers are cached per function.
 """
 
 from __future__ import annotations
 
-import weakref
 from typing import Dict, List, Optional, Set
 
 import libcst as cst
 
 from dslint.semantics.bindings import names_in_target
+from dslint.semantics.call_facts import MUTATORS, PURE_METHODS, varies_per_call
 from dslint.semantics.lifetimes import once_guarded
 from dslint.semantics.regions import LOOP, self_attr
 from dslint.semantics.walk import iter_subtree
 
-__all__ = ["depends_on_sample", "inputs_depend", "bound_values", "per_item", "varies_per_call", "FunctionFlow", "flow_of"]
-
-# Calls whose result differs on every call (RNG, clocks, iterators).
-VARYING_PREFIXES = (
-    "random.",
-    "numpy.random.",
-    "secrets.",
-    "uuid.",
-    "time.",
-    "datetime.",
-    "torch.distributions.",
-)
-VARYING_EXACT = frozenset(
-    {
-        "os.urandom",
-        "builtins.next",
-        "builtins.input",
-        "torch.rand",
-        "torch.rand_like",
-        "torch.randn",
-        "torch.randn_like",
-        "torch.randint",
-        "torch.randint_like",
-        "torch.randperm",
-        "torch.normal",
-        "torch.bernoulli",
-        "torch.multinomial",
-        "torch.poisson",
-        "torch.seed",
-        "torch.initial_seed",
-    }
-)
-
-# Methods that only compute a new value from their receiver and arguments.
-PURE_METHODS = frozenset(
-    {
-        "format",
-        "format_map",
-        "join",
-        "replace",
-        "strip",
-        "lstrip",
-        "rstrip",
-        "lower",
-        "upper",
-        "casefold",
-        "split",
-        "rsplit",
-        "splitlines",
-        "partition",
-        "rpartition",
-        "startswith",
-        "endswith",
-        "removeprefix",
-        "removesuffix",
-        "zfill",
-        "encode",
-        "decode",
-        "joinpath",
-        "with_suffix",
-        "with_name",
-        "with_stem",
-        "relative_to",
-        "resolve",
-        "absolute",
-        "expanduser",
-        "as_posix",
-        "exists",
-        "is_file",
-        "is_dir",
-        "open",
-        "read_text",
-        "read_bytes",
-        "get",
-        "keys",
-        "values",
-        "items",
-        "copy",
-    }
-)
-
-# Calls that store their arguments into the receiver.
-MUTATORS = frozenset(
-    {"append", "extend", "insert", "add", "update", "setdefault", "appendleft", "extendleft", "put", "put_nowait", "__setitem__"}
-)
+__all__ = [
+    "depends_on_sample", "inputs_depend", "bound_values", "plain_bindings", "per_item", "varies_per_call", "FunctionFlow", "flow_of",
+]
 
 _LOOPS = (cst.For, cst.While)
 
 
-def varies_per_call(qualified: Optional[str]) -> bool:
-    """A library call whose result is different on every call (RNG, clocks, ``next``)."""
-    if not qualified:
-        return False
-    return qualified in VARYING_EXACT or qualified.startswith(VARYING_PREFIXES)
-
-
-class _FileFlows:
-    """Per-file state: flows per function, project-function answers, varied attributes."""
-
-    def __init__(self) -> None:
-        self.flows: Dict[int, "FunctionFlow"] = {}
-        self.project_function: Dict[str, bool] = {}
-        self.varied_attrs: Optional[Set[str]] = None
-
-
-_BY_CTX: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def _file(ctx) -> _FileFlows:
-    state = _BY_CTX.get(ctx)
-    if state is None:
-        state = _FileFlows()
-        _BY_CTX[ctx] = state
-    return state
-
-
-def _enclosing_def(ctx, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
-    return ctx.enclosing_function(node)
-
-
 def flow_of(ctx, func: cst.FunctionDef) -> "FunctionFlow":
-    state = _file(ctx)
-    flow = state.flows.get(id(func))
-    if flow is None:
-        flow = FunctionFlow(ctx, func, state)
-        state.flows[id(func)] = flow
-    return flow
+    return ctx.memo(("dataflow.flow", id(func)), lambda: FunctionFlow(ctx, func))
 
 
 def depends_on_sample(ctx, expr: cst.CSTNode) -> bool:
@@ -179,7 +62,7 @@ def depends_on_sample(ctx, expr: cst.CSTNode) -> bool:
 
     Outside any function there is no sample: False.
     """
-    func = _enclosing_def(ctx, expr)
+    func = ctx.enclosing_function(expr)
     if func is None:
         return False
     return flow_of(ctx, func).depends(expr)
@@ -187,7 +70,7 @@ def depends_on_sample(ctx, expr: cst.CSTNode) -> bool:
 
 def inputs_depend(ctx, call: cst.Call) -> bool:
     """Does the receiver (for a method call) or any argument of ``call`` depend on the sample?"""
-    func = _enclosing_def(ctx, call)
+    func = ctx.enclosing_function(call)
     if func is None:
         return False
     flow = flow_of(ctx, func)
@@ -199,10 +82,21 @@ def inputs_depend(ctx, call: cst.Call) -> bool:
 def bound_values(ctx, name: cst.Name) -> Optional[List[Optional[cst.BaseExpression]]]:
     """Every value the local ``name`` is bound to in its function (None entries: bound by a
     parameter, loop, augmented assignment or unpacking). None when the name is not local."""
-    func = _enclosing_def(ctx, name)
+    func = ctx.enclosing_function(name)
     if func is None:
         return None
     return flow_of(ctx, func).bindings.get(name.value)
+
+
+def plain_bindings(ctx, expr) -> Optional[List[cst.BaseExpression]]:
+    """What a local name is bound to, when every binding is a plain value (None otherwise,
+    and for anything that is not a Name)."""
+    if not isinstance(expr, cst.Name):
+        return None
+    values = bound_values(ctx, expr)
+    if not values or any(v is None for v in values):
+        return None
+    return values
 
 
 def per_item(ctx, node: cst.CSTNode) -> bool:
@@ -261,15 +155,14 @@ def _root_name(node: cst.CSTNode) -> Optional[cst.Name]:
 class FunctionFlow:
     """Which local names and ``self`` attributes of one function depend on the sample."""
 
-    def __init__(self, ctx, func: cst.FunctionDef, state: _FileFlows) -> None:
+    def __init__(self, ctx, func: cst.FunctionDef) -> None:
         self.ctx = ctx
         self.func = func
-        self.state = state
         regions = ctx.regions.get(func)
         # only a method has a ``self``; the first parameter of a function is an input
         self.self_param = regions.self_param if ctx.method_class(func) is not None else None
         self.names: Set[str] = set()
-        self.attrs: Set[str] = set(_varied_attrs(ctx, state))
+        self.attrs: Set[str] = set(_varied_attrs(ctx))
         self.bindings: Dict[str, List[Optional[cst.BaseExpression]]] = {}
         self._edges: List[tuple] = []  # (target node, [value exprs])
         self._memo: Dict[int, bool] = {}
@@ -460,22 +353,19 @@ class FunctionFlow:
         return True
 
     def _is_project_function(self, qualified: str) -> bool:
-        known = self.state.project_function.get(qualified)
-        if known is None:
-            if qualified.startswith("builtins."):
-                known = False
-            else:
-                known = self.ctx.view.function_facts(qualified) is not None
-            self.state.project_function[qualified] = known
-        return known
+        if qualified.startswith("builtins."):
+            return False
+        ctx = self.ctx
+        return ctx.memo(("dataflow.project_function", qualified), lambda: ctx.view.function_facts(qualified) is not None)
 
 
-def _varied_attrs(ctx, state: _FileFlows) -> Set[str]:
+def _varied_attrs(ctx) -> Set[str]:
     """``self`` attributes that per-sample code of this file assigns or mutates."""
-    if state.varied_attrs is not None:
-        return state.varied_attrs
+    return ctx.memo(("dataflow.varied_attrs",), lambda: _find_varied_attrs(ctx))
+
+
+def _find_varied_attrs(ctx) -> Set[str]:
     found: Set[str] = set()
-    state.varied_attrs = found
     for func in ctx.nodes(cst.FunctionDef):
         if ctx.method_class(func) is None or ctx.per_sample_mode(func) is None:
             continue

@@ -1,0 +1,156 @@
+"""CUDA in data-loading code.
+
+Device values that name CUDA (``"cuda"``, ``"cuda:0"``, ``torch.device("cuda")``,
+a name bound only to one of them), calls that initialise CUDA or put data on it
+(``.cuda()``, ``.to(cuda)``, ``device=cuda``, ``torch.cuda.*`` but its queries,
+``.pin_memory()``), and the data-loading code a node sits in: per-sample dataset
+code and ``collate_fn`` functions, which run in DataLoader workers, and a dataset's
+``__init__``, which runs in the main process; code whose every DataLoader has
+``num_workers=0`` runs in no worker.
+
+API: ``may_touch_cuda(call, cuda_imports)`` (cheap pre-check), ``cuda_use(ctx, call)``,
+``collate_lambdas(ctx)``, ``loading_context(ctx, node, lambdas)``.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Set, Tuple
+
+import libcst as cst
+
+from dslint.semantics import dataflow as df
+from dslint.semantics.call_facts import positional_or_keyword, unresolved_receiver
+
+ENTRY_METHODS = ("__getitem__", "__getitems__", "__iter__", "__next__")
+# torch.cuda functions that do not initialise CUDA
+CUDA_SAFE = frozenset(
+    {"is_available", "is_initialized", "device_count", "get_arch_list", "get_gencode_flags", "manual_seed"}
+    | {"manual_seed_all", "seed", "seed_all", "empty_cache", "memory_stats", "memory_stats_as_nested_dict"}
+    | {"memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved", "memory_cached"}
+    | {"max_memory_cached", "memory_usage", "utilization", "temperature", "power_draw", "clock_rate"}
+    | {"device_memory_used", "is_tf32_supported"}
+)
+CUDA_TAILS = frozenset({"cuda", "to", "pin_memory"})
+
+
+def cuda_device(ctx, expr, depth: int = 0) -> bool:
+    """``"cuda"``, ``"cuda:0"``, ``torch.device("cuda")`` or a name bound only to one of them."""
+    if expr is None or depth > 3:
+        return False
+    value = ctx.literal(expr)
+    if isinstance(value, str):
+        return value == "cuda" or value.startswith("cuda:")
+    if isinstance(expr, cst.Call) and ctx.call_name(expr) == "torch.device" and expr.args:
+        first = ctx.literal(expr.args[0].value)
+        return isinstance(first, str) and (first == "cuda" or first.startswith("cuda:"))
+    if isinstance(expr, cst.Name):
+        values = df.plain_bindings(ctx, expr) if ctx.enclosing_function(expr) is not None else None
+        if values is None:
+            local = df.bound_values(ctx, expr)
+            if local:
+                return False
+            module_value = ctx.module_constant(expr)
+            values = [module_value] if module_value is not None else None
+        return bool(values) and all(cuda_device(ctx, v, depth + 1) for v in values)
+    return False
+
+
+def cuda_use(ctx, call: cst.Call) -> Optional[str]:
+    """What makes ``call`` touch CUDA, as it will be shown, or None."""
+    func = call.func
+    qualified = ctx.call_name(call)
+    if qualified is not None and qualified.startswith("torch.cuda."):
+        rest = qualified[len("torch.cuda.") :]
+        if rest.split(".")[0] in ("nvtx", "amp") or rest in CUDA_SAFE:
+            return None
+        return f"`{qualified}()`"
+    if isinstance(func, cst.Attribute) and qualified is None and unresolved_receiver(ctx, func):
+        method = func.attr.value
+        if method == "cuda":
+            return "`.cuda()`"
+        if method == "pin_memory" and not call.args:
+            return "`.pin_memory()`"
+        if method == "to":
+            device = positional_or_keyword(call, 0, "device")
+            if device is not None and cuda_device(ctx, device.value):
+                return f"`.to({ctx.code(device.value).strip()})`" if len(ctx.code(device.value)) < 30 else "`.to(cuda)`"
+    for arg in call.args:
+        if arg.keyword is None:
+            continue
+        if arg.keyword.value == "device" and cuda_device(ctx, arg.value):
+            return f"`device={ctx.code(arg.value).strip()}`" if len(ctx.code(arg.value)) < 30 else "`device=cuda`"
+        if (
+            arg.keyword.value == "pin_memory"
+            and qualified is not None
+            and qualified.startswith("torch.")
+            and not qualified.startswith("torch.utils.data")
+            and ctx.literal(arg.value) is True
+        ):
+            return "`pin_memory=True`"
+    return None
+
+
+def may_touch_cuda(call: cst.Call, cuda_imports: bool) -> bool:
+    """Cheap syntactic pre-check before any name resolution (``cuda_imports``: the file
+    imports something from ``torch.cuda``)."""
+    func = call.func
+    if isinstance(func, cst.Attribute):
+        if func.attr.value in CUDA_TAILS:
+            return True
+        inner = func.value
+        while isinstance(inner, cst.Attribute):
+            if inner.attr.value == "cuda":
+                return True
+            inner = inner.value
+        if cuda_imports and isinstance(inner, cst.Name):
+            return True
+    elif isinstance(func, cst.Name) and cuda_imports:
+        return True
+    return any(arg.keyword is not None and arg.keyword.value in ("device", "pin_memory") for arg in call.args)
+
+
+def collate_lambdas(ctx) -> Set[int]:
+    """Lambdas passed as ``collate_fn`` to a DataLoader whose ``num_workers`` is not a literal 0."""
+    found = set()
+    for bound in ctx.dataloader_calls():
+        expr = bound.expr("collate_fn")
+        if isinstance(expr, cst.Lambda) and ctx.value(bound, "num_workers") != 0:
+            found.add(id(expr))
+    return found
+
+
+def workers_possible(loaders: List[dict]) -> bool:
+    """Some loader may run workers (``num_workers`` not a literal 0)."""
+    return any(facts.get("num_workers") != 0 for facts in loaders)
+
+
+def loading_context(ctx, node, lambdas: Set[int]) -> Optional[Tuple[str, str]]:
+    """("sample" | "init" | "collate", where) for a node in code that runs in workers or
+    builds a dataset (``lambdas``: from ``collate_lambdas``)."""
+    for ancestor in ctx.ancestors(node):
+        if id(ancestor) in lambdas:
+            return "collate", "a `collate_fn` lambda"
+    func = ctx.enclosing_function(node)
+    while func is not None:
+        owner = ctx.method_class(func)
+        dataset = owner is not None and ctx.class_kind(owner)
+        name = func.name.value
+        if ctx.per_sample_mode(func) or (dataset and name in ENTRY_METHODS):
+            if dataset:
+                loaders = ctx.view.loaders_over(ctx.qualname_of_def(owner))
+                if loaders and not workers_possible(loaders):
+                    return None  # every DataLoader over it loads in the main process
+            label = ctx.per_sample_label(func) or (owner.name.value if owner is not None else name)
+            return "sample", f"`{name}` of `{label}`"
+        if dataset and name == "__init__":
+            loaders = ctx.view.loaders_over(ctx.qualname_of_def(owner))
+            if loaders and not workers_possible(loaders):
+                return None
+            return "init", f"`{owner.name.value}.__init__`"
+        loaders = ctx.view.collate_loaders(ctx.qualname_of_def(func))
+        if loaders:
+            if not workers_possible(loaders):
+                return None
+            return "collate", f"`{name}` is the `collate_fn` of a DataLoader"
+        func = ctx.enclosing_function(func)
+    return None

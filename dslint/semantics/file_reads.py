@@ -1,0 +1,185 @@
+"""Whole-file reads of a file that is the same for every sample.
+
+Readers that load and parse a whole file (``json.load``, ``pd.read_*``,
+``yaml.load``, ``pickle.load``, ``np.load``/``loadtxt``/``genfromtxt``,
+``torch.load``, ``csv.reader`` read to the end), each by how it is given its
+source; handles opened per sample from an index-invariant path, handles opened
+once and read incrementally, whole-file texts (``open(p).read()``,
+``Path(p).read_text()``) and iterators consumed to the end. "Per sample" and
+"index-invariant" come from ``dslint.semantics.dataflow``.
+
+API: ``reads_fixed_file(ctx, call, qualified)``, ``READERS`` (qualified name ->
+how its source is given), ``READER_TAILS``.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+import libcst as cst
+
+from dslint.semantics import dataflow as df
+from dslint.semantics.call_facts import has_star, positional_or_keyword, unresolved_receiver
+
+OPENERS = frozenset({"builtins.open", "gzip.open", "bz2.open", "lzma.open", "codecs.open"})
+
+PANDAS_READERS = frozenset(
+    {"read_csv", "read_table", "read_fwf", "read_json", "read_parquet", "read_pickle", "read_excel", "read_feather"}
+    | {"read_hdf", "read_orc", "read_sql", "read_sql_table", "read_sql_query", "read_xml", "read_stata", "read_sas"}
+    | {"read_spss", "read_html"}
+)
+YAML_LOADERS = ("load", "safe_load", "full_load", "unsafe_load", "load_all", "safe_load_all", "full_load_all", "unsafe_load_all")
+
+# qualified name -> how its source argument is given
+READERS: Dict[str, str] = {
+    "json.load": "handle",
+    "pickle.load": "handle",
+    "json.loads": "text",
+    "pickle.loads": "text",
+    "csv.reader": "csv",
+    "csv.DictReader": "csv",
+    "numpy.load": "path",
+    "numpy.loadtxt": "path",
+    "numpy.genfromtxt": "path",
+    "torch.load": "path",
+}
+READERS.update({f"yaml.{name}": "stream" for name in YAML_LOADERS})
+READERS.update({f"pandas.{name}": "path" for name in PANDAS_READERS})
+# the last names a reader is called by (``pd.read_csv``, ``jload``: aliases are added by the caller)
+READER_TAILS = frozenset(q.rsplit(".", 1)[1] for q in READERS) | PANDAS_READERS
+
+SOURCE_KEYWORDS = (
+    "fp", "s", "stream", "file", "f", "fname", "filepath_or_buffer", "path", "io", "path_or_buf", "csvfile", "data", "sql",
+)
+
+
+def reads_fixed_file(ctx, call: cst.Call, qualified: str) -> bool:
+    """Does ``call`` (of the reader ``qualified``) read and parse a whole file that is
+    the same for every sample?"""
+    kind = READERS[qualified]
+    if has_star(call):
+        return False
+    source = positional_or_keyword(call, 0, *SOURCE_KEYWORDS)
+    if source is None:
+        return False
+    expr = source.value
+    # every other argument (skiprows=idx, a per-sample query) must be index-invariant too
+    if any(df.depends_on_sample(ctx, arg.value) for arg in call.args if arg is not source):
+        return False
+    if kind == "path" and df.depends_on_sample(ctx, expr):
+        return False
+    if kind == "handle":
+        return fresh_handle(ctx, expr)
+    if kind == "text":
+        return whole_file_text(ctx, expr)
+    if kind == "stream":
+        return fresh_handle(ctx, expr) or whole_file_text(ctx, expr)
+    if kind == "csv":
+        return fresh_handle(ctx, expr) and consumed_whole(ctx, call)
+    # a path (or a handle) of a fixed file
+    if opener_call(ctx, expr) is not None or (isinstance(expr, cst.Name) and opened_outside_sample(ctx, expr)):
+        return fresh_handle(ctx, expr)
+    if qualified == "numpy.load":
+        mmap = positional_or_keyword(call, 1, "mmap_mode")
+        if mmap is not None and ctx.literal(mmap.value) is not None:
+            return False  # a memory map: opening it is cheap, pages load on access
+    if qualified == "torch.load":
+        mmap = positional_or_keyword(call, 99, "mmap")
+        if mmap is not None and ctx.literal(mmap.value) is not False:
+            return False
+    return True
+
+
+def _values(ctx, expr) -> Optional[List[cst.BaseExpression]]:
+    """``expr`` itself, or for a local name every plain value it is bound to (None when
+    some binding is not a plain value)."""
+    return df.plain_bindings(ctx, expr) if isinstance(expr, cst.Name) else [expr]
+
+
+def opener_call(ctx, expr) -> Optional[cst.Call]:
+    """``expr`` itself, when it is a call that opens a file (``open(p)``, ``Path(p).open()``)."""
+    if not isinstance(expr, cst.Call):
+        return None
+    name = ctx.call_name(expr)
+    if name in OPENERS:
+        return expr
+    func = expr.func
+    if name is None and isinstance(func, cst.Attribute) and func.attr.value == "open" and unresolved_receiver(ctx, func):
+        return expr
+    return None
+
+
+def fresh_handle(ctx, expr) -> bool:
+    """A file opened per sample from an index-invariant path (directly or through a local name)."""
+    values = _values(ctx, expr)
+    if not values:
+        return False
+    for value in values:
+        opener = opener_call(ctx, value)
+        if opener is None or has_star(opener) or not df.per_item(ctx, opener) or df.inputs_depend(ctx, opener):
+            return False
+    return True
+
+
+def opened_outside_sample(ctx, expr) -> bool:
+    """A handle opened once (before the loop, in a lazy block) and read incrementally."""
+    values = _values(ctx, expr)
+    for value in values or ():
+        opener = opener_call(ctx, value)
+        if opener is not None and not df.per_item(ctx, opener):
+            return True
+    return False
+
+
+def whole_file_text(ctx, expr) -> bool:
+    """``open(p).read()``, ``Path(p).read_text()`` of an index-invariant file, read per sample."""
+    values = _values(ctx, expr)
+    if not values:
+        return False
+    for value in values:
+        if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)):
+            return False
+        method = value.func.attr.value
+        if method == "read" and not value.args:
+            if not fresh_handle(ctx, value.func.value):
+                return False
+        elif method in ("read_text", "read_bytes") and unresolved_receiver(ctx, value.func):
+            if not df.per_item(ctx, value) or df.inputs_depend(ctx, value):
+                return False
+        else:
+            return False
+    return True
+
+
+WHOLE_CONSUMERS = frozenset(
+    {"builtins.list", "builtins.tuple", "builtins.sorted", "builtins.set", "builtins.dict", "builtins.frozenset"}
+)
+LAZY_WRAPPERS = frozenset({"builtins.enumerate", "builtins.zip", "builtins.iter", "builtins.reversed"})
+
+
+def consumed_whole(ctx, expr: cst.CSTNode, depth: int = 0) -> bool:
+    """Is the iterator ``expr`` iterated to the end (a ``for`` loop, ``list(...)``)?"""
+    if depth > 4:
+        return False
+    parent = ctx.parent(expr)
+    if isinstance(parent, (cst.For, cst.CompFor)) and parent.iter is expr:
+        return True
+    if isinstance(parent, cst.Arg) and parent.keyword is None:
+        outer = ctx.parent(parent)
+        if isinstance(outer, cst.Call):
+            name = ctx.call_name(outer)
+            if name in WHOLE_CONSUMERS:
+                return True
+            if name in LAZY_WRAPPERS:
+                return consumed_whole(ctx, outer, depth + 1)
+        return False
+    if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
+        name = parent.targets[0].target.value
+        func = ctx.enclosing_function(expr)
+        if func is None:
+            return False
+        for node in ctx.nodes(cst.Name):
+            if node.value == name and node is not parent.targets[0].target and ctx.enclosing_function(node) is func:
+                if consumed_whole(ctx, node, depth + 1):
+                    return True
+    return False
