@@ -128,13 +128,17 @@ def python_lines(root: Path) -> int:
     return total
 
 
+def _wanted(code: str, prefixes) -> bool:
+    return not prefixes or any(code.startswith(p) for p in prefixes)
+
+
 def near(finding: dict, entry: dict, slack: int) -> bool:
     return (finding["code"] == entry["code"] and finding["path"] == entry["path"]
             and abs(finding["line"] - int(entry["line"])) <= slack)
 
 
 def recall(args) -> int:
-    defects = load("defects.toml")["defect"]
+    defects = [d for d in load("defects.toml")["defect"] if _wanted(d["code"], args.codes)]
     checkouts = Checkouts(args.mirrors, args.checkouts)
     groups = defaultdict(list)
     for entry in defects:
@@ -189,6 +193,8 @@ def precision(args) -> int:
         counts = Counter()
         judged = [v for v in verdicts if v["repo"] == repo["repo"]]
         for finding in got:
+            if not _wanted(finding["code"], args.codes):
+                continue
             match = next((v for v in judged if near(finding, v, args.slack)), None)
             verdict = match["verdict"] if match else "unjudged"
             counts[verdict] += 1
@@ -232,6 +238,7 @@ def main(argv=None) -> int:
     parser.add_argument("--set", choices=["tuning", "unseen"], help="precision: only repositories of this set")
     parser.add_argument("--unjudged", action="store_true", help="precision: print every finding without a verdict")
     parser.add_argument("--json", help="recall: also write the figures as JSON")
+    parser.add_argument("--codes", nargs="*", metavar="PREFIX", help="only these codes (prefixes such as DSL5)")
     parser.add_argument("-v", "--verbose", action="store_true", help="recall: list the missed defects")
     args = parser.parse_args(argv)
     if not (args.mirrors or args.checkouts):
