@@ -8,7 +8,7 @@ import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from dslint.cache import Cache, default_cache_dir
 from dslint.config import Settings
@@ -31,18 +31,29 @@ class Outcome:
     diagnostics: List[Finding] = field(default_factory=list)
     no_files: bool = False
     baselined: int = 0  # findings hidden by the baseline
+    #: (path, reason) of every path named explicitly that --force-exclude left out
+    excluded: List[Tuple[str, str]] = field(default_factory=list)
 
 
-def read_inputs(paths: Sequence[str], settings: Settings, options: CheckOptions) -> List[FileInput]:
+def read_inputs(paths: Sequence[str], settings: Settings, options: CheckOptions,
+                excluded: Optional[List[Tuple[str, str]]] = None) -> List[FileInput]:
+    """The files to check, read. Paths named explicitly that ``--force-exclude`` leaves
+    out are appended to ``excluded`` with the pattern that excluded them."""
     discovery = Discovery(settings)
     inputs: List[FileInput] = []
     file_paths = [p for p in paths if p != "-"]
     if "-" in paths:
         name = options.stdin_filename or "-"
         abspath = os.path.abspath(name) if name != "-" else os.path.abspath("<stdin>.py")
-        if not (settings.force_exclude and name != "-" and discovery._any_parent_excluded(abspath, False)):
+        reason = discovery.force_excluded(abspath, False) if name != "-" else None
+        if reason is None:
             inputs.append(FileInput(name, abspath, data=sys.stdin.buffer.read()))
-    for candidate in discovery.collect(file_paths):
+        elif excluded is not None:
+            excluded.append((name, reason))
+    candidates = discovery.collect(file_paths)
+    if excluded is not None:
+        excluded.extend(discovery.excluded_explicit)
+    for candidate in candidates:
         if candidate.missing:
             inputs.append(FileInput(candidate.path, candidate.abspath, error=f"{candidate.path}: No such file or directory"))
             continue
@@ -71,13 +82,14 @@ def read_inputs(paths: Sequence[str], settings: Settings, options: CheckOptions)
 
 def check(paths: Sequence[str], settings: Settings, options: Optional[CheckOptions] = None) -> Outcome:
     options = options or CheckOptions()
-    inputs = read_inputs(paths, settings, options)
+    excluded: List[Tuple[str, str]] = []
+    inputs = read_inputs(paths, settings, options, excluded)
     cache = None
     if options.use_cache and inputs and "-" not in paths:
         cache = Cache(default_cache_dir(Path(settings.root), settings.cache_dir), settings.analysis_key())
     engine = Engine(settings, use_prefilter=options.use_prefilter, jobs=options.jobs, cache=cache)
     result = engine.check(inputs)
-    return Outcome(result=result, diagnostics=list(result.diagnostics), no_files=not inputs)
+    return Outcome(result=result, diagnostics=list(result.diagnostics), no_files=not inputs, excluded=excluded)
 
 
 MAX_FIX_PASSES = 10

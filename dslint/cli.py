@@ -365,7 +365,12 @@ def _summary(outcome, env) -> None:
 
     diagnostics = outcome.diagnostics
     if outcome.no_files:
-        click.echo("dslint: warning: No Python files found under the given path(s)", err=True)
+        if outcome.excluded:
+            for path, reason in outcome.excluded:
+                click.echo(f"dslint: warning: {path} is excluded by {reason} (--force-exclude)", err=True)
+            click.echo("dslint: warning: every path given is excluded; nothing was checked", err=True)
+        else:
+            click.echo("dslint: warning: No Python files found under the given path(s)", err=True)
         return
     hidden = outcome.baselined
     note = f" ({hidden} more in the baseline)" if hidden else ""

@@ -3,8 +3,10 @@
 Directories are walked for ``*.py`` and ``*.pyi``, pruning the default excludes
 (``.git``, ``.venv``, ``build``, ``site-packages``...), ``exclude``/``extend-exclude``
 patterns and, unless disabled, anything ``.gitignore``/``.git/info/exclude`` ignores.
-Files named explicitly are always checked unless ``--force-exclude`` is given
-(what pre-commit needs). Directory symlinks are not followed, so a symlink loop
+Files named explicitly are always checked, as ruff does; with ``--force-exclude``
+(what pre-commit passes) the configured ``exclude``/``extend-exclude`` patterns apply
+to them too, but ``.gitignore`` never does: pre-commit hands over tracked files,
+and a tracked file is checked even where a ``.gitignore`` pattern matches it. Directory symlinks are not followed, so a symlink loop
 cannot trap the walk; a file symlink is read through (and a broken or looping one
 becomes a per-file I/O error).
 """
@@ -101,8 +103,11 @@ class Discovery:
         self.settings = settings
         self.cwd = str((cwd or Path.cwd()).resolve())
         self.root = str(settings.root)
-        self.exclude = pathspec.GitIgnoreSpec.from_lines([*settings.exclude, *settings.extend_exclude])
+        self.patterns = [*(("exclude", p) for p in settings.exclude), *(("extend-exclude", p) for p in settings.extend_exclude)]
+        self.exclude = pathspec.GitIgnoreSpec.from_lines([p for _, p in self.patterns])
         self.gitignore = _GitIgnore() if settings.respect_gitignore else None
+        #: (display path, reason) of every path named explicitly that --force-exclude left out
+        self.excluded_explicit: List[Tuple[str, str]] = []
 
     def display(self, abspath: str) -> str:
         try:
@@ -137,30 +142,44 @@ class Discovery:
                 out.append(Candidate(raw, abspath, explicit=True, missing=True))
                 continue
             if os.path.isdir(abspath):
-                if self.settings.force_exclude and self._any_parent_excluded(abspath, is_dir=True):
+                reason = self.force_excluded(abspath, is_dir=True)
+                if reason is not None:
+                    self.excluded_explicit.append((raw, reason))
                     continue
                 for found, shown, error in self._walk(abspath):
                     if found not in seen:
                         seen.add(found)
                         out.append(Candidate(shown, found, error=error))
             else:
-                if self.settings.force_exclude and self._any_parent_excluded(abspath, is_dir=False):
+                reason = self.force_excluded(abspath, is_dir=False)
+                if reason is not None:
+                    self.excluded_explicit.append((raw, reason))
                     continue
                 if abspath not in seen:
                     seen.add(abspath)
                     out.append(Candidate(self.display(abspath), abspath, explicit=True))
         return out
 
-    def _any_parent_excluded(self, abspath: str, is_dir: bool) -> bool:
-        if self.excluded(abspath, is_dir):
-            return True
-        current = os.path.dirname(abspath)
-        root = self.root
-        while current.startswith(root) and current != root:
-            if self.excluded(current, True):
-                return True
-            current = os.path.dirname(current)
-        return False
+    def force_excluded(self, abspath: str, is_dir: bool) -> Optional[str]:
+        """With ``--force-exclude``, why a path named explicitly is left out (the
+        configured pattern that matches it or one of its directories), else None.
+        ``.gitignore`` is not consulted: explicitly named files are tracked ones."""
+        if not self.settings.force_exclude:
+            return None
+        current, current_is_dir = abspath, is_dir
+        while True:
+            rel = self._rel_to_root(current)
+            if rel.startswith("../"):
+                rel = os.path.basename(current)
+            if rel != ".":
+                result = self.exclude.check_file(rel + ("/" if current_is_dir else ""))
+                if result.include and result.index is not None:
+                    key, pattern = self.patterns[result.index]
+                    return f"`{pattern}` in `{key}`"
+            parent = os.path.dirname(current)
+            if parent == current or not parent.startswith(self.root) or parent == self.root:
+                return None
+            current, current_is_dir = parent, True
 
     def _walk(self, top: str) -> List[Tuple[str, str, Optional[str]]]:
         """(file, display path, None) for every file to check, and (directory, display

@@ -99,3 +99,19 @@ def test_hook_manifest_matches_the_convention():
     assert hook["language"] == "python"
     assert hook["types_or"] == ["python", "pyi"]
     assert hook["require_serial"] is True
+
+
+def test_a_tracked_file_that_gitignore_matches_is_still_checked(hook_repo, tmp_path):
+    """pre-commit passes tracked files; ``--force-exclude`` applies configured excludes to
+    them, never ``.gitignore`` (which only keeps untracked files out)."""
+    _git("init", "-q", cwd=tmp_path)
+    (tmp_path / ".gitignore").write_text("generated/\n")
+    (tmp_path / "generated").mkdir()
+    (tmp_path / "generated" / "loader.py").write_text(
+        "from torch.utils.data import DataLoader, RandomSampler\n"
+        "loader = DataLoader(ds, sampler=RandomSampler(ds), shuffle=True)\n"
+    )
+    _git("add", "-f", ".gitignore", "generated/loader.py", cwd=tmp_path)
+    run = try_repo(hook_repo, tmp_path, "generated/loader.py")
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "generated/loader.py:2:10: DSL501" in run.stdout

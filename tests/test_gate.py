@@ -1,0 +1,51 @@
+"""The gate never passes silently: what the CLI checks, skips and says, through real
+git repositories and real subprocess exit codes."""
+
+from __future__ import annotations
+
+import subprocess
+
+from tests.conftest import run_cli
+
+BAD = (
+    "from torch.utils.data import DataLoader, RandomSampler\n"
+    "loader = DataLoader(ds, sampler=RandomSampler(ds), shuffle=True)\n"
+)
+
+
+def _repo(tmp_path, files, ignore="generated/\n"):
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / ".gitignore").write_text(ignore)
+    for name, text in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    subprocess.run(["git", "add", "-f", *files, ".gitignore"], cwd=tmp_path, check=True)
+    return tmp_path
+
+
+def test_named_file_matched_by_gitignore_is_checked_with_and_without_force_exclude(tmp_path):
+    repo = _repo(tmp_path, {"generated/loader.py": BAD})
+    for flags in ((), ("--force-exclude",)):
+        run = run_cli("check", "--no-cache", "--output-format", "concise", *flags, "generated/loader.py", cwd=repo)
+        assert run.returncode == 1, (flags, run.stdout, run.stderr)
+        assert "generated/loader.py:2:10: DSL501" in run.stdout
+
+
+def test_force_exclude_names_the_pattern_that_excluded_each_path(tmp_path):
+    repo = _repo(tmp_path, {"vendor/a.py": BAD, "vendor/sub/b.py": BAD},
+                 ignore="")
+    (repo / "pyproject.toml").write_text('[tool.dslint]\nextend-exclude = ["vendor/"]\n')
+    run = run_cli("check", "--no-cache", "--force-exclude", "vendor/a.py", "vendor/sub/b.py", cwd=repo)
+    assert run.returncode == 0
+    assert "vendor/a.py is excluded by `vendor/` in `extend-exclude`" in run.stderr
+    assert "vendor/sub/b.py is excluded by `vendor/` in `extend-exclude`" in run.stderr
+    assert "every path given is excluded" in run.stderr
+    assert "All checks passed" not in run.stderr
+
+
+def test_without_force_exclude_a_named_file_beats_the_excludes(tmp_path):
+    repo = _repo(tmp_path, {"vendor/a.py": BAD}, ignore="")
+    (repo / "pyproject.toml").write_text('[tool.dslint]\nextend-exclude = ["vendor/"]\n')
+    run = run_cli("check", "--no-cache", "vendor/a.py", cwd=repo)
+    assert run.returncode == 1 and "DSL501" in run.stdout
