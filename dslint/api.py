@@ -47,7 +47,7 @@ def read_inputs(paths: Sequence[str], settings: Settings, options: CheckOptions,
         abspath = os.path.abspath(name) if name != "-" else os.path.abspath("<stdin>.py")
         reason = discovery.force_excluded(abspath, False) if name != "-" else None
         if reason is None:
-            inputs.append(FileInput(name, abspath, data=sys.stdin.buffer.read()))
+            inputs.append(FileInput(name, abspath, data=sys.stdin.buffer.read(), explicit=True))
         elif excluded is not None:
             excluded.append((name, reason))
     candidates = discovery.collect(file_paths)
@@ -76,7 +76,7 @@ def read_inputs(paths: Sequence[str], settings: Settings, options: CheckOptions,
                 reason = "symlink loop"
             inputs.append(FileInput(candidate.path, candidate.abspath, error=f"cannot read {candidate.path}: {reason}"))
             continue
-        inputs.append(FileInput(candidate.path, candidate.abspath, data=data))
+        inputs.append(FileInput(candidate.path, candidate.abspath, data=data, explicit=candidate.explicit))
     return inputs
 
 
@@ -155,7 +155,7 @@ def fix(paths: Sequence[str], settings: Settings, options: Optional[CheckOptions
             state.fixed[path] = state.fixed.get(path, 0) + count
             encoding, bom = result.encodings[path]
             item = by_path[path]
-            by_path[path] = FileInput(item.path, item.abspath, data=encode(new_text, encoding, bom))
+            by_path[path] = FileInput(item.path, item.abspath, data=encode(new_text, encoding, bom), explicit=item.explicit)
             changed = True
         if not changed:
             break

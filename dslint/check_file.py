@@ -91,6 +91,11 @@ def internal_error(what: str, path: str, exc: BaseException) -> str:
     return f"internal error in {what} on {path}: {detail}{where}"
 
 
+def syntax_finding(path: str, text: str, exc: Exception) -> Finding:
+    """The DSL000 finding for a file the parser (or Python) rejected with ``exc``."""
+    return _syntax_diagnostic(path, text, exc)
+
+
 def _syntax_diagnostic(path: str, text: str, exc: Exception) -> Finding:
     row, col, message = 1, 1, f"syntax error: {exc}"
     # Prefer CPython's own message and position when it also rejects the file.

@@ -44,6 +44,9 @@ class FileInput:
     abspath: str
     data: Optional[bytes] = None
     error: Optional[str] = None
+    #: named on the command line (or stdin): its syntax errors are reported even when
+    #: the prefilter finds nothing in it to analyse
+    explicit: bool = False
 
 
 @dataclass
@@ -125,6 +128,11 @@ class Engine:
         cached = self.cache.lookup(texts) if self.cache is not None else {}
         clock.lap("cache lookup")
         chosen = self._choose(texts, cached)
+        explicit = {item.path for item in inputs if item.explicit and item.path in texts}
+        for path in sorted(explicit - chosen):
+            finding = syntax_error_of(path, texts[path])
+            if finding is not None:
+                result.diagnostics.append(finding)
         clock.lap("prefilter")
         by_module: Dict[str, List[str]] = {}
         for path, (name, _) in modules.items():
@@ -443,3 +451,20 @@ def _chunks(items: List[tuple]) -> List[List[tuple]]:
     if current:
         chunks.append(current)
     return chunks
+
+
+def syntax_error_of(path: str, text: str) -> Optional[Finding]:
+    """DSL000 for a file Python itself rejects, without parsing it with libcst (for files
+    named explicitly that the prefilter leaves out)."""
+    import ast
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        from dslint.check_file import syntax_finding
+
+        return syntax_finding(path, text, exc)
+    return None

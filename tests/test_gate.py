@@ -49,3 +49,13 @@ def test_without_force_exclude_a_named_file_beats_the_excludes(tmp_path):
     (repo / "pyproject.toml").write_text('[tool.dslint]\nextend-exclude = ["vendor/"]\n')
     run = run_cli("check", "--no-cache", "vendor/a.py", cwd=repo)
     assert run.returncode == 1 and "DSL501" in run.stdout
+
+
+def test_a_syntax_error_in_a_named_file_is_reported_even_without_data_loading_words(tmp_path):
+    (tmp_path / "broken.py").write_text("def f(:\n    pass\n")
+    run = run_cli("check", "--no-cache", "--output-format", "concise", "broken.py", cwd=tmp_path)
+    assert run.returncode == 1, run.stderr
+    assert run.stdout.startswith("broken.py:1:7: DSL000 syntax error")
+    piped = run_cli("check", "--no-cache", "--output-format", "concise", "--stdin-filename", "x.py", "-",
+                    cwd=tmp_path, input=b"x = (\n")
+    assert piped.returncode == 1 and "x.py:1:5: DSL000" in piped.stdout
