@@ -15,11 +15,9 @@ one file, answered here once and cached on the context (``loader_loops(ctx)``):
   three levels of same-module calls; it re-iterates the *same* loader, so a loop
   that builds a new loader on every iteration (``for f in files: loader =
   DataLoader(...)``) is no epoch loop;
-* **what a value can be** (``values``): the expressions an expression may
-  evaluate to, following single and multiple assignments, tuple unpacking,
-  ``self.attr`` assignments anywhere in the class family, parameters (bound at
-  the call sites), ``return`` values of same-module functions, and both arms of
-  a conditional expression; anything else is unknown (``Value.node is None``);
+* **what a value can be** (``values``, from ``value_flow.py``, on top of
+  ``module_calls.py`` and ``scopes.py``): the expressions an expression may
+  evaluate to; anything else is unknown (``Value.node is None``);
 * the **sampler** passed to a loader, the **calls made in a loop** (the body and
   the same-module functions it calls), and whether a loop is **evaluation** code
   (under ``torch.no_grad()``/``torch.inference_mode()``).
@@ -38,17 +36,14 @@ from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 import libcst as cst
 
 from dslint.semantics.calls import BoundCall, Signature
-from dslint.semantics.names import dotted_parts
-from dslint.semantics.regions import self_name
+from dslint.semantics.module_calls import MAX_CALLERS, positional_args
+from dslint.semantics.scopes import COMPREHENSIONS, is_none, names_used
+from dslint.semantics.value_flow import Value, ValueFlow
 from dslint.semantics.walk import iter_subtree
 
 LOOP_TYPES = (cst.For, cst.While)
 _SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
-_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
 
-MAX_DEPTH = 10  #: resolution steps for one value
-MAX_OUTWARD = 3  #: parameters followed out to their call sites, in one value
-MAX_CALLERS = 16  #: call sites followed for one parameter
 MAX_HOPS = 3  #: helper levels between a loop and its epoch loop
 
 DISTRIBUTED_SAMPLER = "torch.utils.data.DistributedSampler"
@@ -60,12 +55,10 @@ RANDOM_SAMPLERS = frozenset({RANDOM_SAMPLER, DISTRIBUTED_SAMPLER, WEIGHTED_SAMPL
 FRAMEWORK_HOOKS = frozenset({"train_dataloader", "val_dataloader", "test_dataloader", "predict_dataloader"})
 EVALUATION_HOOKS = frozenset({"val_dataloader", "test_dataloader", "predict_dataloader"})
 
-_SINGLE_WRAPPERS = frozenset({"builtins.enumerate", "builtins.iter", "itertools.islice", "rich.progress.track"})
 _IN_MEMORY_CALLS = frozenset({"torch.utils.data.TensorDataset", "builtins.range", "builtins.list", "builtins.tuple", "builtins.sorted"})
 _TENSOR_FACTORIES = frozenset(
     {"tensor", "as_tensor", "from_numpy", "arange", "randn", "rand", "randint", "zeros", "ones", "randperm", "stack", "cat"}
 )
-_LOADER_ATTRS = frozenset({"dataset", "sampler", "batch_sampler", "collate_fn", "worker_init_fn"})
 _NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"})
 
 DISTRIBUTED_SAMPLER_SIGNATURE = Signature(
@@ -73,37 +66,11 @@ DISTRIBUTED_SAMPLER_SIGNATURE = Signature(
     (),
     {"num_replicas": None, "rank": None, "shuffle": True, "seed": 0, "drop_last": False},
 )
+RANDOM_SAMPLER_SIGNATURE = Signature(("data_source", "replacement", "num_samples", "generator"), (), {"replacement": False, "num_samples": None})
+WEIGHTED_SAMPLER_SIGNATURE = Signature(("weights", "num_samples", "replacement", "generator"), (), {"replacement": True})
 
 
 # --------------------------------------------------------------------------- records
-
-
-@dataclass(frozen=True, eq=False)
-class Binding:
-    """One way a name is bound in a scope."""
-
-    kind: str  #: "value", "param", "def", "global" or "other"
-    node: cst.CSTNode  #: the statement, parameter or definition
-    value: Optional[cst.BaseExpression] = None
-    index: Optional[int] = None  #: position in a tuple-unpacking target
-
-
-@dataclass(frozen=True)
-class Value:
-    """One thing an expression may evaluate to.
-
-    ``node`` is the terminal expression (a call such as ``DataLoader(...)``, a
-    lambda, a literal, a ``def``/``class``), or None when unknown. ``path`` lists
-    the call sites crossed outward to bind parameters: values with different
-    paths are different executions (``run(train_loader)`` and ``run(val_loader)``),
-    not alternatives. ``origin`` is the expression, in the code that asked, whose
-    evaluation creates the object (the ``DataLoader(...)`` call or the call of
-    the factory that returns it).
-    """
-
-    node: Optional[cst.CSTNode]
-    path: Tuple[cst.Call, ...] = ()
-    origin: Optional[cst.CSTNode] = None
 
 
 @dataclass(eq=False)
@@ -151,40 +118,6 @@ class LoaderLoop:
 # --------------------------------------------------------------------------- helpers
 
 
-def _names_in_target(target: cst.CSTNode) -> List[str]:
-    if isinstance(target, cst.Name):
-        return [target.value]
-    if isinstance(target, (cst.Tuple, cst.List)):
-        out: List[str] = []
-        for element in target.elements:
-            out.extend(_names_in_target(element.value))
-        return out
-    if isinstance(target, cst.StarredElement):
-        return _names_in_target(target.value)
-    return []
-
-
-def names_used(expr: cst.CSTNode) -> Iterator[str]:
-    """Variable names read in an expression (not attribute names or keywords)."""
-    skip = set()
-    for node in iter_subtree(expr):
-        if isinstance(node, cst.Attribute):
-            skip.add(id(node.attr))
-        elif isinstance(node, cst.Arg) and node.keyword is not None:
-            skip.add(id(node.keyword))
-        elif isinstance(node, cst.Name) and id(node) not in skip:
-            yield node.value
-
-
-def positional_args(call: cst.Call) -> List[cst.BaseExpression]:
-    out = []
-    for arg in call.args:
-        if arg.star or arg.keyword is not None:
-            break
-        out.append(arg.value)
-    return out
-
-
 def is_test_code(ctx, node: cst.CSTNode) -> bool:
     """Test code: a ``tests``/``test`` directory, ``test_*.py``/``*_test.py``/``conftest.py``, or a ``test_*`` function."""
     path = ctx.path
@@ -205,25 +138,14 @@ def is_test_code(ctx, node: cst.CSTNode) -> bool:
     return False
 
 
-def is_none(node: Optional[cst.CSTNode]) -> bool:
-    return isinstance(node, cst.Name) and node.value == "None"
-
-
 # --------------------------------------------------------------------------- the index
 
 
-class LoopIndex:
+class LoopIndex(ValueFlow):
     """The loop facts of one file; build through ``loader_loops(ctx)``."""
 
     def __init__(self, ctx) -> None:
-        self.ctx = ctx
-        self._bindings_memo: Dict[int, Dict[str, List[Binding]]] = {}
-        self._attr_memo: Dict[Tuple[int, str], Optional[List[Tuple[cst.FunctionDef, Binding]]]] = {}
-        self._target_memo: Dict[int, Optional[Tuple[cst.FunctionDef, bool, Optional[cst.ClassDef]]]] = {}
-        self._callers: Optional[Dict[int, List[cst.Call]]] = None
-        self._values_memo: Dict[tuple, Tuple[Value, ...]] = {}
-        self._returns_memo: Dict[int, Optional[List[cst.BaseExpression]]] = {}
-        self._defs_by_name: Optional[Dict[str, List[cst.CSTNode]]] = None
+        super().__init__(ctx)
         self.loaders: List[Loader] = []
         self._by_call: Dict[int, Loader] = {}
         for bound in ctx.dataloader_calls():
@@ -392,7 +314,7 @@ class LoopIndex:
             elif unconditional and isinstance(ancestor, (cst.If, cst.IfExp, cst.ExceptHandler, cst.Else, cst.BooleanOperation)):
                 if not (isinstance(ancestor, (cst.If, cst.IfExp)) and previous is ancestor.test):
                     return None, True
-            elif unconditional and isinstance(ancestor, _COMPREHENSIONS):
+            elif unconditional and isinstance(ancestor, COMPREHENSIONS):
                 return None, True
             previous = ancestor
         return None, False
@@ -523,20 +445,6 @@ class LoopIndex:
             expr = expr.func
         return self.ctx.qualname(expr) in _NO_GRAD if isinstance(expr, (cst.Name, cst.Attribute)) else False
 
-    # ------------------------------------------------------------ wrappers
-    def wrapper_kind(self, call: cst.CSTNode) -> Optional[str]:
-        """"single" for enumerate/tqdm/iter/islice/track (arg 0 is iterated), "zip", or None."""
-        if not isinstance(call, cst.Call) or not isinstance(call.func, (cst.Name, cst.Attribute)):
-            return None
-        name = self.ctx.call_name(call)
-        if not name:
-            return None
-        if name == "builtins.zip":
-            return "zip"
-        if name in _SINGLE_WRAPPERS or (name.startswith("tqdm.") and name.endswith(".tqdm")):
-            return "single"
-        return None
-
     def iter_parts(self, expr: cst.BaseExpression) -> List[cst.BaseExpression]:
         """The iterables a loop header iterates: ``enumerate(tqdm(a))`` -> [a]; ``zip(a, b)`` -> [a, b]."""
         kind = self.wrapper_kind(expr)
@@ -550,510 +458,6 @@ class LoopIndex:
             return out
         return [expr]
 
-    # ------------------------------------------------------------ scopes and bindings
-    def bindings(self, scope: cst.CSTNode) -> Dict[str, List[Binding]]:
-        """Name -> bindings in one function, lambda or the module (nested scopes excluded)."""
-        table = self._bindings_memo.get(id(scope))
-        if table is not None:
-            return table
-        table = {}
-
-        def add(name: str, binding: Binding) -> None:
-            table.setdefault(name, []).append(binding)
-
-        if isinstance(scope, (cst.FunctionDef, cst.Lambda)):
-            params = scope.params
-            for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-                add(param.name.value, Binding("param", param))
-            for star in (params.star_arg, params.star_kwarg):
-                if isinstance(star, cst.Param):
-                    add(star.name.value, Binding("other", star))
-            body = scope.body
-        else:
-            body = scope
-        for node in iter_subtree(body, into_scopes=False):
-            if node is body or node is scope:
-                continue
-            if isinstance(node, cst.Assign):
-                for target in node.targets:
-                    self._bind_target(target.target, node.value, node, add)
-            elif isinstance(node, cst.AnnAssign):
-                if node.value is not None:
-                    self._bind_target(node.target, node.value, node, add)
-            elif isinstance(node, cst.NamedExpr):
-                self._bind_target(node.target, node.value, node, add)
-            elif isinstance(node, cst.WithItem):
-                if node.asname is not None:
-                    if isinstance(node.asname.name, cst.Name):
-                        add(node.asname.name.value, Binding("value", node, node.item))
-                    else:
-                        for name in _names_in_target(node.asname.name):
-                            add(name, Binding("other", node))
-            elif isinstance(node, (cst.AugAssign, cst.For)):
-                for name in _names_in_target(node.target):
-                    add(name, Binding("other", node))
-            elif isinstance(node, cst.ExceptHandler):
-                if node.name is not None:
-                    for name in _names_in_target(node.name.name):
-                        add(name, Binding("other", node))
-            elif isinstance(node, cst.Import):
-                for alias in node.names:
-                    local = alias.asname.name if alias.asname is not None else None
-                    name = local.value if isinstance(local, cst.Name) else (dotted_parts(alias.name) or ["?"])[0]
-                    add(name, Binding("other", node))
-            elif isinstance(node, cst.ImportFrom):
-                if not isinstance(node.names, cst.ImportStar):
-                    for alias in node.names:
-                        local = alias.asname.name if alias.asname is not None else alias.name
-                        if isinstance(local, cst.Name):
-                            add(local.value, Binding("other", node))
-            elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-                add(node.name.value, Binding("def", node))
-            elif isinstance(node, (cst.Global, cst.Nonlocal)):
-                for item in node.names:
-                    add(item.name.value, Binding("global", node))
-            elif isinstance(node, cst.Del):
-                for name in _names_in_target(node.target):
-                    add(name, Binding("other", node))
-            elif isinstance(node, (cst.MatchAs, cst.MatchStar)) and node.name is not None:
-                add(node.name.value, Binding("other", node))
-        self._bindings_memo[id(scope)] = table
-        return table
-
-    @staticmethod
-    def _bind_target(target, value, stmt, add) -> None:
-        if isinstance(target, cst.Name):
-            add(target.value, Binding("value", stmt, value))
-        elif isinstance(target, (cst.Tuple, cst.List)):
-            elements = target.elements
-            if all(isinstance(e, cst.Element) and isinstance(e.value, cst.Name) for e in elements):
-                for i, element in enumerate(elements):
-                    add(element.value.value, Binding("value", stmt, value, i))
-            else:
-                for name in _names_in_target(target):
-                    add(name, Binding("other", stmt))
-
-    def name_bindings(self, name: str, at: cst.CSTNode) -> Tuple[Optional[cst.CSTNode], Optional[List[Binding]]]:
-        """(scope, bindings) of ``name`` as read at ``at``; bindings None when it cannot be told."""
-        for ancestor in self.ctx.ancestors(at):
-            if isinstance(ancestor, _COMPREHENSIONS):
-                comp = ancestor.for_in
-                while comp is not None:
-                    if name in _names_in_target(comp.target):
-                        return ancestor, None
-                    comp = comp.inner_for_in
-            elif isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
-                found = self.bindings(ancestor).get(name)
-                if found:
-                    if any(b.kind == "global" for b in found):
-                        break
-                    return ancestor, found
-        module = self.ctx.module
-        return module, self.bindings(module).get(name, [])
-
-    # ------------------------------------------------------------ classes
-    def _defs(self) -> Dict[str, List[cst.CSTNode]]:
-        """Every ``def``/``class`` of the file by name."""
-        if self._defs_by_name is None:
-            self._defs_by_name = {}
-            for cls in (cst.ClassDef, cst.FunctionDef):
-                for node in self.ctx.nodes(cls):
-                    self._defs_by_name.setdefault(node.name.value, []).append(node)
-        return self._defs_by_name
-
-    def _module_classes(self, name: str) -> List[cst.ClassDef]:
-        return [c for c in self._defs().get(name, []) if isinstance(c, cst.ClassDef)]
-
-    def _bases(self, cls: cst.ClassDef) -> List[cst.ClassDef]:
-        out = []
-        for base in cls.bases:
-            parts = dotted_parts(base.value)
-            if parts and len(parts) == 1:
-                found = self._module_classes(parts[0])
-                if len(found) == 1 and found[0] is not cls:
-                    out.append(found[0])
-        return out
-
-    def class_family(self, cls: cst.ClassDef) -> List[cst.ClassDef]:
-        """The class, its bases and its subclasses defined in this module (by name)."""
-        family = [cls]
-        changed = True
-        while changed:
-            changed = False
-            for other in self.ctx.nodes(cst.ClassDef):
-                if other in family:
-                    continue
-                bases = self._bases(other)
-                if any(b in family for b in bases) or any(other in self._bases(f) for f in family):
-                    family.append(other)
-                    changed = True
-            if len(family) > 32:
-                break
-        return family
-
-    def find_method(self, cls: cst.ClassDef, name: str, _depth: int = 0) -> Optional[cst.FunctionDef]:
-        body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
-        for stmt in body:
-            if isinstance(stmt, cst.FunctionDef) and stmt.name.value == name:
-                return stmt
-        if _depth < 5:
-            for base in self._bases(cls):
-                found = self.find_method(base, name, _depth + 1)
-                if found is not None:
-                    return found
-        return None
-
-    def self_attr_bindings(self, cls: cst.ClassDef, attr: str) -> Optional[List[Tuple[cst.FunctionDef, Binding]]]:
-        """Every ``self.attr = ...`` of the class family; None when it is also bound some other way."""
-        key = (id(cls), attr)
-        if key in self._attr_memo:
-            return self._attr_memo[key]
-        out: List[Tuple[cst.FunctionDef, Binding]] = []
-        opaque = False
-        for member in self.class_family(cls):
-            body = member.body.body if isinstance(member.body, cst.IndentedBlock) else ()
-            for stmt in body:
-                if isinstance(stmt, cst.FunctionDef):
-                    if stmt.name.value == attr:
-                        opaque = opaque or not any(
-                            (dotted_parts(d.decorator) or [""])[-1] == "property" for d in stmt.decorators
-                        )
-                        if not opaque:
-                            for ret in self.returns(stmt) or [None]:
-                                out.append((stmt, Binding("value", stmt, ret)))
-                        continue
-                    sname = self_name(stmt)
-                    if sname is None:
-                        continue
-                    for node in iter_subtree(stmt.body, into_scopes=False):
-                        opaque = opaque or self._self_assign(node, sname, attr, stmt, out)
-                elif isinstance(stmt, cst.SimpleStatementLine):
-                    for small in stmt.body:
-                        if isinstance(small, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
-                            targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
-                            for target in targets:
-                                if isinstance(target, cst.Name) and target.value == attr and not isinstance(small, cst.AugAssign):
-                                    if small.value is not None:
-                                        out.append((None, Binding("value", small, small.value)))
-                                elif attr in _names_in_target(target):
-                                    opaque = True
-        result = None if opaque or not out else out
-        self._attr_memo[key] = result
-        return result
-
-    @staticmethod
-    def _self_assign(node, sname, attr, method, out) -> bool:
-        """Record ``self.attr = v`` in ``out``; True when ``self.attr`` is bound opaquely."""
-
-        def is_self_attr(target) -> bool:
-            return (
-                isinstance(target, cst.Attribute)
-                and target.attr.value == attr
-                and isinstance(target.value, cst.Name)
-                and target.value.value == sname
-            )
-
-        if isinstance(node, cst.Assign):
-            for target in node.targets:
-                if is_self_attr(target.target):
-                    out.append((method, Binding("value", node, node.value)))
-                elif isinstance(target.target, (cst.Tuple, cst.List)):
-                    if any(is_self_attr(e.value) for e in target.target.elements):
-                        return True
-        elif isinstance(node, cst.AnnAssign) and is_self_attr(node.target) and node.value is not None:
-            out.append((method, Binding("value", node, node.value)))
-        elif isinstance(node, (cst.AugAssign, cst.For)) and is_self_attr(node.target):
-            return True
-        elif isinstance(node, cst.WithItem) and node.asname is not None and is_self_attr(node.asname.name):
-            return True
-        return False
-
-    # ------------------------------------------------------------ calls
-    def call_target(self, call: cst.Call) -> Optional[Tuple[cst.FunctionDef, bool, Optional[cst.ClassDef]]]:
-        """(function, drops its first parameter, class constructed) a same-module call runs."""
-        key = id(call)
-        if key in self._target_memo:
-            return self._target_memo[key]
-        result = self._call_target(call)
-        self._target_memo[key] = result
-        return result
-
-    def _call_target(self, call: cst.Call):
-        func = call.func
-        if isinstance(func, cst.Name):
-            _, found = self.name_bindings(func.value, call)
-            if not found or len(found) != 1 or found[0].kind != "def":
-                return None
-            node = found[0].node
-            if isinstance(node, cst.FunctionDef):
-                return node, False, None
-            if isinstance(node, cst.ClassDef):
-                init = self.find_method(node, "__init__")
-                return (init, True, node) if init is not None else None
-            return None
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
-            method = self.ctx.enclosing_function(call, through_lambdas=False)
-            if method is None:
-                return None
-            cls = self.ctx.method_class(method)
-            if cls is None or self_name(method) != func.value.value:
-                return None
-            target = self.find_method(cls, func.attr.value)
-            if target is None:
-                return None
-            decorators = {(dotted_parts(d.decorator) or [""])[-1] for d in target.decorators}
-            if "property" in decorators:
-                return None
-            return target, "staticmethod" not in decorators, None
-        return None
-
-    def callers(self, func: cst.FunctionDef) -> List[cst.Call]:
-        """Same-module call sites of ``func`` (``f(...)``, ``self.f(...)``, ``Class(...)`` for ``__init__``)."""
-        if self._callers is None:
-            self._callers = {}
-            known = set(self._defs())
-            for call in self.ctx.nodes(cst.Call):
-                func_node = call.func
-                tail = func_node.value if isinstance(func_node, cst.Name) else (
-                    func_node.attr.value if isinstance(func_node, cst.Attribute) else None
-                )
-                if tail not in known:
-                    continue
-                target = self.call_target(call)
-                if target is not None:
-                    self._callers.setdefault(id(target[0]), []).append(call)
-        return self._callers.get(id(func), [])
-
-    def argument(self, call: cst.Call, func: cst.FunctionDef, param: cst.Param) -> Optional[cst.BaseExpression]:
-        """The expression ``call`` passes for ``param`` of ``func`` (a literal None default counts)."""
-        target = self.call_target(call)
-        drop = target[1] if target is not None else False
-        params = func.params
-        positional = [p.name.value for p in (*params.posonly_params, *params.params)]
-        if drop:
-            positional = positional[1:]
-        bound = BoundCall(call, Signature(positional, [p.name.value for p in params.kwonly_params]))
-        arg = bound.arg(param.name.value)
-        if arg is not None:
-            return arg.value
-        if bound.is_open:
-            return None
-        if is_none(param.default):
-            return param.default
-        return None
-
-    def returns(self, func: cst.FunctionDef) -> Optional[List[cst.BaseExpression]]:
-        """The returned expressions of a function; None for a generator or nothing returned."""
-        key = id(func)
-        if key in self._returns_memo:
-            return self._returns_memo[key]
-        values: Optional[List[cst.BaseExpression]] = []
-        for node in iter_subtree(func.body, into_scopes=False):
-            if isinstance(node, (cst.Yield, cst.Await)):
-                values = None
-                break
-            if isinstance(node, cst.Return) and node.value is not None:
-                values.append(node.value)
-        if not values:
-            values = None
-        self._returns_memo[key] = values
-        return values
-
-    # ------------------------------------------------------------ values
-    def values(
-        self,
-        expr: Optional[cst.CSTNode],
-        *,
-        stack: Tuple[cst.Call, ...] = (),
-        path: Tuple[cst.Call, ...] = (),
-        origin: Optional[cst.CSTNode] = None,
-        wrappers: bool = False,
-        _depth: int = 0,
-    ) -> Tuple[Value, ...]:
-        """What ``expr`` may evaluate to (see ``Value``); ``stack`` binds parameters of the functions entered."""
-        if expr is None:
-            return (Value(None, path, origin),)
-        key = (id(expr), tuple(map(id, stack)), tuple(map(id, path)), id(origin), wrappers)
-        cached = self._values_memo.get(key)
-        if cached is not None:
-            return cached
-        self._values_memo[key] = (Value(None, path, origin),)  # cycle guard
-        if _depth > MAX_DEPTH:
-            result: Tuple[Value, ...] = (Value(None, path, origin),)
-        else:
-            result = tuple(self._values(expr, stack, path, origin, wrappers, _depth + 1))
-        self._values_memo[key] = result
-        return result
-
-    def _values(self, expr, stack, path, origin, wrappers, depth) -> Iterator[Value]:
-        unknown = Value(None, path, origin)
-        more = dict(wrappers=wrappers, _depth=depth)
-        if isinstance(expr, cst.Name):
-            if expr.value in ("None", "True", "False"):
-                yield Value(expr, path, origin)
-                return
-            scope, found = self.name_bindings(expr.value, expr)
-            if not found:
-                yield unknown
-                return
-            for binding in found:
-                yield from self._binding_values(scope, binding, stack, path, origin, wrappers, depth)
-            return
-        if isinstance(expr, cst.Attribute):
-            if expr.attr.value in _LOADER_ATTRS:
-                base = self.values(expr.value, stack=stack, path=path, _depth=depth)
-                loader = self.loader_of_call(base[0].node) if len({id(v.node) for v in base}) == 1 else None
-                arg = loader.bound.expr(expr.attr.value) if loader is not None else None
-                if arg is not None:  # ``loader.dataset``: what was passed as ``dataset``
-                    yield from self.values(arg, path=path, origin=origin, _depth=depth)
-                    return
-            found = self._self_attr_at(expr)
-            if found is None:
-                yield unknown
-                return
-            for _, binding in found:
-                if binding.kind == "value" and binding.value is not None:
-                    yield from self.values(binding.value, path=path, origin=origin, **more)
-                else:
-                    yield unknown
-            return
-        if isinstance(expr, cst.IfExp):
-            yield from self.values(expr.body, stack=stack, path=path, origin=origin, **more)
-            yield from self.values(expr.orelse, stack=stack, path=path, origin=origin, **more)
-            return
-        if isinstance(expr, cst.NamedExpr):
-            yield from self.values(expr.value, stack=stack, path=path, origin=origin, **more)
-            return
-        if isinstance(expr, cst.Call):
-            if self.loader_of_call(expr) is not None:
-                yield Value(expr, path, origin or expr)
-                return
-            if wrappers and self.wrapper_kind(expr) == "single":
-                args = positional_args(expr)
-                if args:
-                    yield from self.values(args[0], stack=stack, path=path, origin=origin, **more)
-                    return
-            target = self.call_target(expr)
-            if target is not None and target[2] is None:
-                returned = self.returns(target[0])
-                if returned is not None:
-                    for value in returned:
-                        yield from self.values(value, stack=(*stack, expr), path=path, origin=origin or expr, **more)
-                    return
-            yield Value(expr, path, origin or expr)
-            return
-        if isinstance(
-            expr,
-            (cst.Lambda, cst.FunctionDef, cst.ClassDef, cst.SimpleString, cst.ConcatenatedString, cst.Integer,
-             cst.Float, cst.List, cst.Tuple, cst.Dict, cst.Set),
-        ):
-            yield Value(expr, path, origin)
-            return
-        yield unknown
-
-    def _binding_values(self, scope, binding: Binding, stack, path, origin, wrappers, depth) -> Iterator[Value]:
-        unknown = Value(None, path, origin)
-        more = dict(wrappers=wrappers, _depth=depth)
-        if binding.kind == "def":
-            yield Value(binding.node, path, origin)
-        elif binding.kind == "value":
-            if binding.index is None:
-                yield from self.values(binding.value, stack=stack, path=path, origin=origin, **more)
-            else:
-                yield from self._element(binding.value, binding.index, stack, path, origin, wrappers, depth)
-        elif binding.kind == "param" and isinstance(scope, cst.FunctionDef):
-            if stack:
-                target = self.call_target(stack[-1])
-                if target is not None and target[0] is scope:
-                    arg = self.argument(stack[-1], scope, binding.node)
-                    if arg is None:
-                        yield unknown
-                    else:
-                        yield from self.values(arg, stack=stack[:-1], path=path, origin=origin, **more)
-                    return
-            callers = self.callers(scope)
-            if not callers or len(path) >= MAX_OUTWARD:
-                yield unknown
-                return
-            for call in callers[:MAX_CALLERS]:
-                arg = self.argument(call, scope, binding.node)
-                if arg is None:
-                    yield Value(None, (*path, call), origin)
-                else:
-                    yield from self.values(arg, path=(*path, call), origin=origin, **more)
-        else:
-            yield unknown
-
-    def _element(self, value, index, stack, path, origin, wrappers, depth) -> Iterator[Value]:
-        more = dict(wrappers=wrappers, _depth=depth)
-        if isinstance(value, (cst.Tuple, cst.List)):
-            elements = value.elements
-            if index < len(elements) and all(isinstance(e, cst.Element) for e in elements):
-                yield from self.values(elements[index].value, stack=stack, path=path, origin=origin, **more)
-                return
-        elif isinstance(value, cst.Call):
-            target = self.call_target(value)
-            returned = self.returns(target[0]) if target is not None and target[2] is None else None
-            if returned:
-                for ret in returned:
-                    if isinstance(ret, cst.Tuple) and index < len(ret.elements) and all(
-                        isinstance(e, cst.Element) for e in ret.elements
-                    ):
-                        yield from self.values(
-                            ret.elements[index].value, stack=(*stack, value), path=path, origin=origin or value, **more
-                        )
-                    else:
-                        yield Value(None, path, origin)
-                return
-        yield Value(None, path, origin)
-
-    def _self_attr_at(self, expr: cst.Attribute):
-        """Bindings of ``self.attr`` read at ``expr`` (None when not a ``self`` attribute of a known class)."""
-        if not isinstance(expr.value, cst.Name):
-            return None
-        return self.self_attr_at(expr, expr.value.value, expr.attr.value)
-
-    def self_attr_at(self, at: cst.CSTNode, base: str, attr: str):
-        """Bindings of ``<base>.attr`` read at ``at``, when ``base`` is the method's ``self``."""
-        method = self.ctx.enclosing_function(at, through_lambdas=False)
-        if method is None:
-            return None
-        cls = self.ctx.method_class(method)
-        if cls is None or self_name(method) != base:
-            return None
-        return self.self_attr_bindings(cls, attr)
-
-    def values_at(self, parts: List[str], at: cst.CSTNode) -> Optional[Tuple[List[Binding], Tuple[Value, ...]]]:
-        """(bindings, values) of ``name`` or ``self.attr`` (as dotted ``parts``) if it were read at ``at``."""
-        if len(parts) == 1:
-            scope, found = self.name_bindings(parts[0], at)
-            if not found:
-                return None
-            out: List[Value] = []
-            for binding in found:
-                out.extend(self._binding_values(scope, binding, (), (), None, False, 1))
-            return list(found), tuple(out)
-        if len(parts) == 2:
-            attr_found = self.self_attr_at(at, parts[0], parts[1])
-            if attr_found is None:
-                return None
-            out = []
-            for _, binding in attr_found:
-                out.extend(self.values(binding.value) if binding.value is not None else (Value(None),))
-            return [b for _, b in attr_found], tuple(out)
-        return None
-
-    # ------------------------------------------------------------ conveniences
-    def value_nodes(self, expr, **kwargs) -> Optional[List[cst.CSTNode]]:
-        """The distinct terminal nodes of ``expr``; None when any is unknown."""
-        out: List[cst.CSTNode] = []
-        for value in self.values(expr, **kwargs):
-            if value.node is None:
-                return None
-            if value.node not in out:
-                out.append(value.node)
-        return out
-
 
 def loader_loops(ctx) -> LoopIndex:
     """The file's ``LoopIndex``, computed once and kept on the context."""
@@ -1065,6 +469,8 @@ __all__ = [
     "DISTRIBUTED_SAMPLER_SIGNATURE",
     "FRAMEWORK_HOOKS",
     "RANDOM_SAMPLERS",
+    "RANDOM_SAMPLER_SIGNATURE",
+    "WEIGHTED_SAMPLER_SIGNATURE",
     "Loader",
     "LoaderLoop",
     "LoaderRef",

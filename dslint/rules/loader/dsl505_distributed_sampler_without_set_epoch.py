@@ -1,0 +1,298 @@
+"""DSL505: a ``DistributedSampler`` iterated over epochs without ``set_epoch``."""
+
+from __future__ import annotations
+
+from dslint.report import FixSpec, NodeEdit
+from dslint.rules.base import ERROR, Invalid, Rule, Symptom
+from dslint.semantics.epochs import samplers_never_given_the_epoch, set_epoch_insertion
+from dslint.semantics.loops import loader_loops
+
+
+class DistributedSamplerWithoutSetEpoch(Rule):
+    """
+    ## What it does
+    Flags a `DistributedSampler` passed as `sampler=` to a `DataLoader` that is
+    iterated inside an epoch loop (an outer `for`/`while`, also around a call of
+    the helper that holds the batch loop), when nothing in the module calls
+    `set_epoch` on the sampler or on `loader.sampler`.
+
+    Not flagged: `DistributedSampler(..., shuffle=False)`, a sampler or loader
+    made anew on every iteration of the outer loop (each is iterated once), evaluation loops
+    (under `torch.no_grad()`/`torch.inference_mode()`), loaders built in a
+    Lightning `*_dataloader` hook or wrapped by a framework (Lightning and
+    Accelerate call `set_epoch` themselves), and loaders or samplers handed to a
+    function of another module inside the epoch loop (it may call `set_epoch`).
+
+    ## Why is this bad?
+    `DistributedSampler` shuffles with the seed `seed + epoch`, and its epoch
+    only changes when `set_epoch` is called. Without it the epoch stays 0, so
+    every epoch visits the samples in the identical order on every rank
+    (measured: `[12, 9, 11, 13, 2, 15, 4, 7]` in all three epochs). Nothing fails;
+    the model just sees a fixed order.
+
+    ## Example
+    ```python
+    sampler = DistributedSampler(dataset)
+    loader = DataLoader(dataset, batch_size=64, sampler=sampler)
+    for epoch in range(epochs):
+        for batch in loader:
+            train_step(batch)
+    ```
+
+    ## Use instead
+    ```python
+    sampler = DistributedSampler(dataset)
+    loader = DataLoader(dataset, batch_size=64, sampler=sampler)
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for batch in loader:
+            train_step(batch)
+    ```
+
+    ## Fix safety
+    When the epoch loop is `for <name> in range(...)` and the sampler (or the
+    loader) has one unambiguous name there, the fix inserts
+    `<sampler>.set_epoch(<name>)` as the first statement of the epoch loop. It
+    is unsafe: it changes the order in which samples are visited (which is the
+    point), and the loop variable may not count epochs from the value the user
+    expects (for example when resuming, where the epoch should come from the
+    checkpoint).
+
+    ## References
+    - [`DistributedSampler`](https://pytorch.org/docs/stable/data.html#torch.utils.data.distributed.DistributedSampler):
+      "calling the `set_epoch()` method at the beginning of each epoch before
+      creating the DataLoader iterator is necessary to make shuffling work
+      properly across multiple epochs."
+    """
+
+    code = "DSL505"
+    name = "distributed-sampler-without-set-epoch"
+    symptom = Symptom("distributed", "each rank's order is identical every epoch")
+    level = ERROR
+    summary = "`DistributedSampler` iterated over epochs without `set_epoch`"
+    help = "Call `sampler.set_epoch(epoch)` at the start of every epoch, before iterating the loader"
+
+    valid = (
+        """
+        from torch.utils.data import DataLoader
+        from torch.utils.data.distributed import DistributedSampler
+
+        sampler = DistributedSampler(ds)
+        loader = DataLoader(ds, batch_size=8, sampler=sampler)
+        for epoch in range(10):
+            sampler.set_epoch(epoch)
+            for batch in loader:
+                step(batch)
+        """,
+        """
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        def main(ds):
+            loader = DataLoader(ds, sampler=DistributedSampler(ds))
+            for epoch in range(10):
+                loader.sampler.set_epoch(epoch)
+                for batch in loader:
+                    step(batch)
+        """,
+        """
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        sampler = DistributedSampler(ds, shuffle=False)
+        loader = DataLoader(ds, sampler=sampler)
+        for epoch in range(10):
+            for batch in loader:
+                step(batch)
+        """,
+        """
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        sampler = DistributedSampler(ds)
+        loader = DataLoader(ds, sampler=sampler)
+        for batch in loader:  # iterated once: no epochs
+            step(batch)
+        """,
+        """
+        import torch
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        val_loader = DataLoader(ds, sampler=DistributedSampler(ds))
+        for epoch in range(10):
+            with torch.no_grad():
+                for batch in val_loader:
+                    evaluate(batch)
+        """,
+        """
+        from torch.utils.data import DataLoader, DistributedSampler
+        import pytorch_lightning as pl
+
+        class Model(pl.LightningModule):
+            def train_dataloader(self):
+                return DataLoader(self.ds, sampler=DistributedSampler(self.ds))
+        """,
+        """
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        def main(accelerator, ds):
+            loader = DataLoader(ds, sampler=DistributedSampler(ds))
+            model, loader = accelerator.prepare(model, loader)
+            for epoch in range(3):
+                for batch in loader:
+                    step(batch)
+        """,
+        """
+        from torch.utils.data import DataLoader, DistributedSampler
+        from engine import train_one_epoch
+
+        def main(ds):
+            sampler = DistributedSampler(ds)
+            loader = DataLoader(ds, sampler=sampler)
+            for epoch in range(3):
+                train_one_epoch(model, loader, sampler, epoch)  # may call set_epoch
+        """,
+        """
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        def run_epoch(loader, sampler, epoch):
+            sampler.set_epoch(epoch)
+            for batch in loader:
+                step(batch)
+
+        def main(ds):
+            sampler = DistributedSampler(ds)
+            loader = DataLoader(ds, sampler=sampler)
+            for epoch in range(3):
+                run_epoch(loader, sampler, epoch)
+        """,
+        """
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        for shard in shards:  # a new dataset, sampler and loader each time: each iterated once
+            data = load(shard)
+            loader = DataLoader(data, sampler=DistributedSampler(data))
+            for batch in loader:
+                step(batch)
+        """,
+        """
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        sampler = DistributedSampler(ds, shuffle=args.shuffle)  # unknown is not wrong
+        loader = DataLoader(ds, sampler=sampler)
+        for epoch in range(3):
+            for batch in loader:
+                step(batch)
+        """,
+    )
+    invalid = (
+        Invalid(
+            """
+            from torch.utils.data import DataLoader
+            from torch.utils.data.distributed import DistributedSampler as DS
+
+            sampler = DS(ds)  # expect: DSL505
+            loader = DataLoader(ds, batch_size=8, sampler=sampler)
+            for epoch in range(10):
+                for batch in loader:
+                    step(batch)
+            """,
+            expected_replacement="""
+            from torch.utils.data import DataLoader
+            from torch.utils.data.distributed import DistributedSampler as DS
+
+            sampler = DS(ds)  # expect: DSL505
+            loader = DataLoader(ds, batch_size=8, sampler=sampler)
+            for epoch in range(10):
+                sampler.set_epoch(epoch)
+                for batch in loader:
+                    step(batch)
+            """,
+        ),
+        """
+        import torch.utils.data as tud
+
+        def train_one_epoch(model, loader, optimizer):
+            for images, labels in loader:
+                loss = model(images, labels)
+                loss.backward()
+                optimizer.step()
+
+        def main(args):
+            train_set = make_dataset(args)
+            sampler = tud.DistributedSampler(train_set) if args.distributed else None  # expect: DSL505
+            train_loader = tud.DataLoader(train_set, batch_size=32, sampler=sampler, shuffle=sampler is None)
+            for epoch in range(args.epochs):
+                train_one_epoch(model, train_loader, optimizer)
+        """,
+        """
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        class Trainer:
+            def __init__(self, ds):
+                self.loader = DataLoader(ds, sampler=DistributedSampler(ds), num_workers=4)  # expect: DSL505
+
+            def train_epoch(self):
+                for batch in self.loader:
+                    self.step(batch)
+
+            def fit(self, epochs):
+                for epoch in range(epochs):
+                    self.train_epoch()
+        """,
+        """
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        def build(ds):
+            sampler = DistributedSampler(ds)  # expect: DSL505
+            return DataLoader(ds, sampler=sampler)
+
+        def main(ds):
+            loader = build(ds)
+            step = 0
+            while step < 1000:
+                for batch in loader:
+                    step += 1
+        """,
+        Invalid(
+            """
+            from torch.utils.data import DataLoader, DistributedSampler
+
+            train_sampler = DistributedSampler(train_ds)  # expect: DSL505
+            val_sampler = DistributedSampler(val_ds, shuffle=False)
+            train_loader = DataLoader(train_ds, sampler=train_sampler)
+            val_loader = DataLoader(val_ds, sampler=val_sampler)
+            for epoch in range(3):
+                val_sampler.set_epoch(epoch)
+                for batch in train_loader:
+                    step(batch)
+            """,
+            expected_replacement="""
+            from torch.utils.data import DataLoader, DistributedSampler
+
+            train_sampler = DistributedSampler(train_ds)  # expect: DSL505
+            val_sampler = DistributedSampler(val_ds, shuffle=False)
+            train_loader = DataLoader(train_ds, sampler=train_sampler)
+            val_loader = DataLoader(val_ds, sampler=val_sampler)
+            for epoch in range(3):
+                train_sampler.set_epoch(epoch)
+                val_sampler.set_epoch(epoch)
+                for batch in train_loader:
+                    step(batch)
+            """,
+        ),
+    )
+
+    def check(self, ctx):
+        index = loader_loops(ctx)
+        reported = set()
+        for loader, sampler, loops in samplers_never_given_the_epoch(ctx, index, reported):
+            reported.add(id(sampler))
+            insertion, fix = set_epoch_insertion(ctx, index, loader, sampler, loops), None
+            if insertion is not None:
+                first, statement, indent = insertion
+                edit = NodeEdit(start=first, end=first, end_at_start=True, content=statement + "\n" + indent)
+                fix = FixSpec("unsafe", f"Insert `{statement}` at the start of the epoch loop", [edit])
+            yield self.report(
+                sampler,
+                "this `DistributedSampler` is never given the epoch (no `set_epoch` call): it shuffles with "
+                "`seed + epoch` and the epoch stays 0, so every epoch visits the samples in the identical order",
+                fix=fix,
+            )

@@ -1,0 +1,268 @@
+"""DSL506: a lambda or local function/class given to a DataLoader with workers."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from dslint.rules.base import ERROR, Rule, Symptom
+from dslint.rules.loader._common import literal_zero, short
+from dslint.semantics.calls import UNKNOWN
+from dslint.semantics.loops import loader_loops
+from dslint.semantics.module_calls import positional_args
+
+_PARTIAL = frozenset({"functools.partial"})
+_SET_START_METHOD = frozenset({"multiprocessing.set_start_method", "torch.multiprocessing.set_start_method"})
+
+
+def _is_local(ctx, node: cst.CSTNode) -> bool:
+    """Defined inside a function (so pickle cannot find it by name)."""
+    return any(isinstance(a, (cst.FunctionDef, cst.Lambda)) for a in ctx.ancestors(node))
+
+
+class UnpicklableWorkerCallable(Rule):
+    """
+    ## What it does
+    Flags a `DataLoader` with workers (`num_workers` passed and not a literal
+    0) whose `collate_fn` or `worker_init_fn` is a lambda, a function defined
+    inside another function, or an instance of a class defined inside a
+    function (also through `functools.partial`), or whose `dataset` is an
+    instance of a class defined inside a function.
+
+    Not flagged: module-level functions and classes, `functools.partial` of a
+    module-level function, bound methods, `num_workers` absent or `0`, and an
+    explicit `multiprocessing_context="fork"`.
+
+    ## Why is this bad?
+    With the `spawn` or `forkserver` start method, each worker receives the
+    dataset, `collate_fn` and `worker_init_fn` by pickling, and pickle stores a
+    function by its importable name. A lambda or a local object has none, so
+    starting the workers fails:
+
+    - a lambda or nested function or class inside a function:
+      `AttributeError: Can't pickle local object 'make_loader.<locals>.<lambda>'`
+      (or `'make_loader.<locals>.collate'`)
+    - a lambda at module level: `_pickle.PicklingError: Can't pickle
+      <function <lambda> at 0x...>: attribute lookup <lambda> on __main__ failed`
+
+    (both after torch's warning `Got pickle error when attempting to start a
+    worker Process`). `spawn` is the default on macOS and Windows, and
+    `forkserver` is the Linux default from Python 3.14, so code that works with
+    `fork` on Linux today fails there.
+
+    ## Example
+    ```python
+    def make_loader(ds):
+        def collate(batch):
+            return pad(batch)
+        return DataLoader(ds, num_workers=4, collate_fn=collate)
+    ```
+
+    ## Use instead
+    Move the function (or class) to module level; bind its options with
+    `functools.partial`:
+    ```python
+    def collate(batch, pad_value=0):
+        return pad(batch, pad_value)
+
+    def make_loader(ds):
+        return DataLoader(ds, num_workers=4, collate_fn=functools.partial(collate, pad_value=0))
+    ```
+
+    ## References
+    - [Platform-specific behaviors of multi-process data loading](https://pytorch.org/docs/stable/data.html#platform-specific-behaviors)
+    - [What can be pickled](https://docs.python.org/3/library/pickle.html#what-can-be-pickled-and-unpickled)
+    """
+
+    code = "DSL506"
+    name = "unpicklable-worker-callable"
+    symptom = Symptom("pickling", "PicklingError / Can't pickle local object under spawn/forkserver")
+    level = ERROR
+    summary = "A lambda or local function/class given to a DataLoader with workers"
+    help = "Define the function or class at module level (bind options with `functools.partial`)"
+
+    valid = (
+        """
+        import functools
+        from torch.utils.data import DataLoader
+
+        def collate(batch, pad=0):
+            return batch
+
+        loader = DataLoader(ds, num_workers=4, collate_fn=functools.partial(collate, pad=1))
+        """,
+        """
+        from torch.utils.data import DataLoader
+        loader = DataLoader(ds, collate_fn=lambda b: b)  # no workers: nothing is pickled
+        """,
+        """
+        from torch.utils.data import DataLoader
+        loader = DataLoader(ds, num_workers=0, collate_fn=lambda b: b)
+        """,
+        """
+        from torch.utils.data import DataLoader
+        loader = DataLoader(ds, num_workers=2, collate_fn=lambda b: b, multiprocessing_context="fork")
+        """,
+        """
+        from torch.utils.data import DataLoader
+
+        class Collator:
+            def __call__(self, batch):
+                return batch
+
+        def make(ds):
+            return DataLoader(ds, num_workers=4, collate_fn=Collator())
+        """,
+        """
+        from torch.utils.data import DataLoader
+
+        def make(ds, collate, **kw):
+            return DataLoader(ds, collate_fn=lambda b: collate(b), **kw)  # workers unknown
+        """,
+    )
+    invalid = (
+        """
+        from torch.utils.data import DataLoader
+        loader = DataLoader(ds, batch_size=8, num_workers=2, collate_fn=lambda batch: batch)  # expect: DSL506
+        """,
+        """
+        import functools
+        import torch.utils.data as tud
+
+        def make_loader(ds, workers):
+            def collate(batch, pad):
+                return batch
+
+            return tud.DataLoader(  # expect: DSL506
+                ds,
+                num_workers=workers,
+                collate_fn=functools.partial(collate, pad=0),
+            )
+        """,
+        """
+        import numpy as np
+        from torch.utils.data import DataLoader, Dataset
+
+        def main(paths):
+            class Local(Dataset):
+                def __getitem__(self, i):
+                    return paths[i]
+
+                def __len__(self):
+                    return len(paths)
+
+            ds = Local()
+            seed = lambda wid: np.random.seed(wid)
+            return DataLoader(ds, num_workers=4, worker_init_fn=seed)  # expect: DSL506
+        """,
+    )
+
+    def check(self, ctx):
+        if self._fork_everywhere(ctx):
+            return
+        index = loader_loops(ctx)
+        for loader in index.loaders:
+            bound = loader.bound
+            if not bound.passed("num_workers"):
+                continue
+            workers = ctx.value(bound, "num_workers")
+            if workers is not UNKNOWN and (literal_zero(workers) or workers is None or workers is False):
+                continue
+            if self._fork_context(ctx, index, bound):
+                continue
+            problems = []
+            for param in ("collate_fn", "worker_init_fn"):
+                problem = self._unpicklable(ctx, index, bound.expr(param))
+                if problem:
+                    problems.append((f"`{param}`", problem))
+            dataset = self._local_instance(ctx, index, bound.expr("dataset"))
+            if dataset:
+                problems.append(("the dataset", dataset))
+            if not problems:
+                continue
+            what = "; ".join(f"{param} is {problem[0]}" for param, problem in problems)
+            error = problems[0][1][1]
+            yield self.report(
+                bound.call,
+                f"{what}, which cannot be pickled: with the spawn or forkserver start method (the default on "
+                f"macOS and Windows, and on Linux from Python 3.14) starting the workers fails with `{error}`",
+            )
+
+    @staticmethod
+    def _fork_everywhere(ctx) -> bool:
+        for call in ctx.calls_to(*_SET_START_METHOD):
+            args = positional_args(call)
+            if args and ctx.literal(args[0]) == "fork":
+                return True
+        return False
+
+    @staticmethod
+    def _fork_context(ctx, index, bound) -> bool:
+        expr = bound.expr("multiprocessing_context")
+        if expr is None:
+            return False
+        if ctx.literal(expr) == "fork":
+            return True
+        for value in index.values(expr):
+            node = value.node
+            if isinstance(node, cst.Call) and short(ctx.call_name(node)) == "get_context":
+                args = positional_args(node)
+                if args and ctx.literal(args[0]) == "fork":
+                    return True
+        return False
+
+    def _unpicklable(self, ctx, index, expr, _depth: int = 0):
+        """(description, error) when every value of ``expr`` is an unpicklable callable."""
+        if expr is None or _depth > 3:
+            return None
+        nodes = index.value_nodes(expr)
+        if not nodes:
+            return None
+        found = []
+        for node in nodes:
+            problem = None
+            if isinstance(node, cst.Lambda):
+                owner = ctx.enclosing_function(node, through_lambdas=False)
+                if owner is not None:
+                    error = f"AttributeError: Can't pickle local object '{ctx.qualname_of_def(owner)}.<locals>.<lambda>'"
+                else:
+                    error = "_pickle.PicklingError: Can't pickle <function <lambda> ...>: attribute lookup <lambda> failed"
+                problem = ("a lambda", error)
+            elif isinstance(node, cst.FunctionDef) and _is_local(ctx, node):
+                qual = ctx.qualname_of_def(node)
+                problem = (f"the nested function `{node.name.value}`", f"AttributeError: Can't pickle local object '{qual}'")
+            elif isinstance(node, cst.Call):
+                if ctx.call_name(node) in _PARTIAL:
+                    args = positional_args(node)
+                    inner = self._unpicklable(ctx, index, args[0], _depth + 1) if args else None
+                    if inner:
+                        problem = (f"`functools.partial` of {inner[0]}", inner[1])
+                else:
+                    problem = self._local_instance(ctx, index, node)
+            if problem is None:
+                return None
+            found.append(problem)
+        return found[0]
+
+    @staticmethod
+    def _local_instance(ctx, index, expr):
+        """(description, error) when ``expr`` is always an instance of a class defined in a function."""
+        if expr is None:
+            return None
+        nodes = index.value_nodes(expr)
+        if not nodes:
+            return None
+        found = None
+        for node in nodes:
+            if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Name):
+                return None
+            _, bindings = index.name_bindings(node.func.value, node)
+            if not bindings or len(bindings) != 1 or not isinstance(bindings[0].node, cst.ClassDef):
+                return None
+            cls = bindings[0].node
+            if not _is_local(ctx, cls):
+                return None
+            found = found or (
+                f"an instance of the local class `{cls.name.value}`",
+                f"AttributeError: Can't pickle local object '{ctx.qualname_of_def(cls)}'",
+            )
+        return found

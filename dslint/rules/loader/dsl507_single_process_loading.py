@@ -1,0 +1,287 @@
+"""DSL507: a training DataLoader that loads every batch in the main process."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from dslint.rules.base import WARNING, Rule, Symptom
+from dslint.rules.loader._common import literal_zero, short
+from dslint.semantics.batches import training_step
+from dslint.semantics.calls import UNKNOWN
+from dslint.semantics.epochs import distributed_shuffles
+from dslint.semantics.loops import DISTRIBUTED_SAMPLER, EVALUATION_HOOKS, RANDOM_SAMPLERS, loader_loops
+from dslint.semantics.project import MAP
+
+
+class SingleProcessLoading(Rule):
+    """
+    ## What it does
+    Flags a *training* `DataLoader` whose `num_workers` is absent or a literal
+    `0`. A training loader is one that is shuffled (a truthy literal
+    `shuffle`), samples with `RandomSampler`, `DistributedSampler` or
+    `WeightedRandomSampler`, is returned by a `train_dataloader` method, or is
+    iterated in a loop that calls `.backward()` or `optimizer.step()` (directly
+    or in a helper of the same module).
+
+    The dataset must be an instance of a map-style dataset class dslint knows
+    (a `Dataset` subclass of the project, however imported, or a torchvision
+    dataset), since only per-sample loading work is worth moving to workers.
+
+    Not flagged: evaluation and inference loaders (a `DistributedSampler`
+    with `shuffle=False` shards evaluation; a loader built in or returned by
+    `val_dataloader`, `test_dataloader` or `predict_dataloader` is one even
+    when it shuffles), a non-literal `num_workers` or
+    `**kwargs`; a dataset that cannot be told statically; data already in
+    memory (a `TensorDataset`, a tensor, a `range` or list, a `Subset` of
+    those, a dataset class of the file whose `__getitem__` only indexes),
+    where indexing is cheaper than sending batches between processes;
+    `IterableDataset`s (adding workers needs sharding first, see DSL303); loaders built inside dataset code (they run in the outer
+    loader's workers); test code (a `tests/` directory, `test_*.py`, a
+    `test_*` function), whose loaders are not training runs; and loaders that
+    already set a worker-only option (DSL503 reports those). A `.backward()`
+    under an `if` (a helper shared by training and validation) does not make
+    a loader a training loader.
+
+    ## Why is this bad?
+    With no workers the main process reads, decodes, augments and collates
+    every batch itself, between training steps, so the model (and the GPU)
+    waits for data at every step. `dslint bench module:factory` measures the
+    throughput of this loader against the best `num_workers` on your machine.
+
+    ## Example
+    ```python
+    loader = DataLoader(ImageFolder(root, transform), batch_size=64, shuffle=True)
+    ```
+
+    ## Use instead
+    ```python
+    loader = DataLoader(
+        ImageFolder(root, transform), batch_size=64, shuffle=True,
+        num_workers=8, persistent_workers=True,
+    )
+    ```
+
+    ## References
+    - [Single- and multi-process data loading](https://pytorch.org/docs/stable/data.html#single-and-multi-process-data-loading)
+    - [Performance tuning guide](https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html#enable-async-data-loading-and-augmentation)
+    """
+
+    code = "DSL507"
+    name = "single-process-loading"
+    symptom = Symptom("throughput", "samples/s with num_workers=0 against the best num_workers", exclusive=True)
+    level = WARNING
+    summary = "Training DataLoader loads every batch in the main process (`num_workers=0`)"
+    help = "Set `num_workers` (and `persistent_workers=True`); `dslint bench` finds the best value"
+
+    valid = (
+        """
+        from torch.utils.data import DataLoader
+        from torchvision.datasets import ImageFolder
+        loader = DataLoader(ImageFolder(root), batch_size=64, shuffle=True, num_workers=8)
+        """,
+        """
+        from torch.utils.data import DataLoader
+        from torchvision.datasets import ImageFolder
+        val_loader = DataLoader(ImageFolder(root), batch_size=64)  # evaluation: not shuffled, no training loop
+        for batch in val_loader:
+            predict(batch)
+        """,
+        """
+        from torch.utils.data import DataLoader
+        from torchvision.datasets import ImageFolder
+        loader = DataLoader(ImageFolder(root), batch_size=64, shuffle=True, num_workers=args.workers)
+        """,
+        """
+        from torch.utils.data import DataLoader
+        from torchvision.datasets import ImageFolder
+        loader = DataLoader(ImageFolder(root), shuffle=True, **loader_kwargs)
+        """,
+        """
+        from torch.utils.data import DataLoader
+        loader = DataLoader(dataset, shuffle=True)  # the dataset is unknown: it may be a tensor
+        """,
+        """
+        import torch
+        from torch.utils.data import DataLoader, Dataset, Subset, TensorDataset
+
+        class RandomData(Dataset):
+            def __init__(self, n):
+                self.data = torch.randn(n, 32)
+
+            def __getitem__(self, i):
+                return self.data[i]
+
+            def __len__(self):
+                return len(self.data)
+
+        a = DataLoader(TensorDataset(torch.randn(100, 3), torch.randn(100)), batch_size=10, shuffle=True)
+        b = DataLoader(Subset(RandomData(64), range(32)), shuffle=True)
+        c = DataLoader(range(1000), batch_size=64, shuffle=True)
+        """,
+        """
+        from torch.utils.data import DataLoader
+        from torchvision.datasets import ImageFolder
+        loader = DataLoader(ImageFolder(root), shuffle=True, persistent_workers=True)  # DSL503's finding
+        """,
+        """
+        from torch.utils.data import DataLoader, DistributedSampler
+        from torchvision.datasets import ImageFolder
+        ds = ImageFolder(root)
+        shards = DataLoader(ds, sampler=DistributedSampler(ds, shuffle=False))  # evaluation shards
+        """,
+        """
+        from torch.utils.data import DataLoader
+        from torchvision.datasets import MNIST
+
+        def run_epoch(model, loader, optimizer, train):
+            for x, y in loader:
+                loss = model(x, y)
+                if train:
+                    loss.backward()
+                    optimizer.step()
+
+        def main():
+            train_loader = DataLoader(MNIST("data"), num_workers=4)
+            val_loader = DataLoader(MNIST("data", train=False))  # the backward() is for training only
+            for epoch in range(3):
+                run_epoch(model, train_loader, optimizer, True)
+                run_epoch(model, val_loader, optimizer, False)
+        """,
+        {
+            "tests/test_training.py": """
+            from torch.utils.data import DataLoader
+            from torchvision.datasets import MNIST
+
+            def test_one_epoch():
+                loader = DataLoader(MNIST("data"), shuffle=True)  # a test, not a training run
+            """,
+        },
+    )
+    invalid = (
+        """
+        from torch.utils.data import DataLoader
+        from torchvision.datasets import ImageFolder as Folder
+        loader = DataLoader(Folder("images/train"), batch_size=64, shuffle=True)  # expect: DSL507
+        """,
+        {
+            "frames.py": """
+            from torch.utils.data import Dataset
+
+            class Frames(Dataset):
+                def __getitem__(self, i):
+                    return decode(self.paths[i])
+            """,
+            "train.py": """
+            import torch.utils.data as tud
+            from frames import Frames
+
+            def train(model, loader, optimizer):
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    model.loss(x, y).backward()
+                    optimizer.step()
+
+            def main(paths):
+                ds = Frames(paths)
+                loader = tud.DataLoader(ds, batch_size=32, num_workers=0)  # expect: DSL507
+                for epoch in range(10):
+                    train(model, loader, optimizer)
+            """,
+        },
+        """
+        from PIL import Image
+        from torch.utils.data import DataLoader, Dataset, WeightedRandomSampler
+
+        class Photos(Dataset):
+            def __init__(self, paths):
+                self.paths = paths
+
+            def __getitem__(self, i):
+                with Image.open(self.paths[i]) as image:
+                    return image.convert("RGB")
+
+        class Data:
+            def setup(self):
+                self.train_set = Photos(self.paths)
+
+            def train_dataloader(self):
+                return DataLoader(self.train_set, batch_size=32)  # expect: DSL507
+
+            def sampled(self):
+                sampler = WeightedRandomSampler(self.weights, len(self.weights))
+                return DataLoader(self.train_set, sampler=sampler)  # expect: DSL507
+        """,
+    )
+
+    def check(self, ctx):
+        index = loader_loops(ctx)
+        hooks = index.training_hook_loaders()
+        evaluation = index.evaluation_hook_loaders()
+        for loader in index.loaders:
+            bound = loader.bound
+            if not literal_zero(ctx.value(bound, "num_workers")):
+                continue
+            if self._worker_options(ctx, bound) or self._rejected(ctx, bound):
+                continue
+            if not self._loads_samples(ctx, index, bound):
+                continue
+            if index.is_test_code(bound.call) or ctx.in_dataset_code(bound.call):
+                continue  # a test's throughput is not a training run; a loader inside a dataset runs in its workers
+            reason = self._training(ctx, index, loader, hooks, evaluation)
+            if reason is None:
+                continue
+            yield self.report(
+                bound.call,
+                f"this training DataLoader ({reason}) has no workers: the main process loads and collates "
+                "every batch between training steps, so the model waits for data at every step "
+                "(`dslint bench` measures the throughput against the best `num_workers`)",
+            )
+
+    @staticmethod
+    def _rejected(ctx, bound) -> bool:
+        """torch refuses the loader at construction (DSL501/DSL502 report it): no batch is ever loaded."""
+        shuffle = ctx.value(bound, "shuffle")
+        sampler = ctx.value(bound, "sampler")
+        batch_sampler = ctx.value(bound, "batch_sampler")
+        shuffled = shuffle is not UNKNOWN and bool(shuffle)
+        return shuffled and (sampler is UNKNOWN or sampler is not None or batch_sampler is UNKNOWN or batch_sampler is not None)
+
+    @staticmethod
+    def _worker_options(ctx, bound) -> bool:
+        for name in ("prefetch_factor", "multiprocessing_context", "persistent_workers", "timeout"):
+            value = ctx.value(bound, name)
+            if value is UNKNOWN or value:
+                return True
+        return False
+
+    @staticmethod
+    def _loads_samples(ctx, index, bound) -> bool:
+        """The dataset is always an instance of a known map-style dataset class whose data is not
+        already in memory (unknown datasets, iterable datasets and in-memory data are left alone)."""
+        expr = bound.expr("dataset")
+        if expr is None or index.in_memory(expr):
+            return False
+        nodes = index.value_nodes(expr)
+        return bool(nodes) and all(isinstance(n, cst.Call) and ctx.dataset_kind(n) == MAP for n in nodes)
+
+    @staticmethod
+    def _training(ctx, index, loader, hooks, evaluation) -> Optional[str]:
+        in_eval_hook = loader.function is not None and loader.function.name.value in EVALUATION_HOOKS
+        if loader not in hooks and (in_eval_hook or loader in evaluation):
+            return None  # a validation, test or predict loader, even when it shuffles
+        shuffle = ctx.value(loader.bound, "shuffle")
+        if shuffle is not UNKNOWN and shuffle:
+            return "`shuffle=True`"
+        for call in index.sampler_calls(loader, RANDOM_SAMPLERS):
+            if ctx.call_name(call) == DISTRIBUTED_SAMPLER and not distributed_shuffles(ctx, call):
+                continue  # an evaluation shard
+            return f"sampled by `{short(ctx.call_name(call))}`"
+        if loader in hooks or (loader.function is not None and loader.function.name.value == "train_dataloader"):
+            return "returned by `train_dataloader`"
+        for loop in index.loops_of(loader):
+            step = training_step(ctx, index, loop.loop)
+            if step:
+                return f"its loop calls `{step}`"
+        return None

@@ -1,0 +1,198 @@
+"""DSL510: dataset state changed per epoch while persistent workers keep their old copy."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from dslint.rules.base import ERROR, Rule, Symptom
+from dslint.rules.loader._common import literal_zero
+from dslint.semantics.calls import UNKNOWN
+from dslint.semantics.epochs import epoch_blocks
+from dslint.semantics.loops import loader_loops
+from dslint.semantics.scopes import is_none
+
+
+class StateHiddenFromPersistentWorkers(Rule):
+    """
+    ## What it does
+    Flags `dataset.set_epoch(...)` and `dataset.<attr> = ...` inside the epoch
+    loop (or a helper it calls) when the dataset belongs to a `DataLoader`
+    created once, before that loop, with a literal `persistent_workers=True`.
+    The dataset is the object passed as `dataset` (followed through names,
+    `self` attributes and helper parameters) or `loader.dataset`.
+
+    Not flagged: loaders without `persistent_workers=True` (each epoch starts
+    new workers from the current dataset), loaders created inside the epoch
+    loop, and changes to other objects.
+
+    ## Why is this bad?
+    Each worker process holds its own copy of the dataset, made when the
+    workers start. Persistent workers start once, at the first epoch, and keep
+    that copy: a change made later in the main process never reaches them.
+    Measured: the main process set `ds.epoch` to 0, 1, 2, and the persistent
+    workers saw epochs `[0, 0, 0]` (non-persistent workers saw `[0, 1, 2]`).
+    Epoch-dependent augmentation, curriculum or resampling silently stays at
+    epoch 0.
+
+    ## Example
+    ```python
+    loader = DataLoader(ds, num_workers=4, persistent_workers=True)
+    for epoch in range(epochs):
+        ds.set_epoch(epoch)
+        for batch in loader:
+            ...
+    ```
+
+    ## Use instead
+    Pass per-epoch state through the sampler (its indices are sent to the
+    workers every epoch), through shared memory, or drop `persistent_workers`:
+    ```python
+    loader = DataLoader(ds, num_workers=4)  # workers restart and copy the dataset every epoch
+    for epoch in range(epochs):
+        ds.set_epoch(epoch)
+        for batch in loader:
+            ...
+    ```
+
+    ## References
+    - [`DataLoader(persistent_workers=...)`](https://pytorch.org/docs/stable/data.html#torch.utils.data.DataLoader)
+    """
+
+    code = "DSL510"
+    name = "state-hidden-from-persistent-workers"
+    symptom = Symptom("worker_state", "persistent workers keep epoch 0's dataset state")
+    level = ERROR
+    summary = "Dataset state changed per epoch while persistent workers keep their old copy"
+    help = "Drop `persistent_workers=True`, or pass per-epoch state through the sampler or shared memory"
+
+    valid = (
+        """
+        from torch.utils.data import DataLoader
+        loader = DataLoader(ds, num_workers=2)
+        for epoch in range(3):
+            ds.set_epoch(epoch)
+            for batch in loader:
+                step(batch)
+        """,
+        """
+        from torch.utils.data import DataLoader
+        for epoch in range(3):
+            ds.epoch = epoch
+            loader = DataLoader(ds, num_workers=2, persistent_workers=True)  # new workers every epoch
+            for batch in loader:
+                step(batch)
+        """,
+        """
+        from torch.utils.data import DataLoader
+        loader = DataLoader(ds, num_workers=2, persistent_workers=True)
+        for epoch in range(3):
+            loader.sampler.set_epoch(epoch)
+            other.epoch = epoch
+            for batch in loader:
+                step(batch)
+        """,
+        """
+        from torch.utils.data import DataLoader
+        ds = Shards(files)
+        ds.epoch = 0  # before the workers start: they copy it
+        loader = DataLoader(ds, num_workers=2, persistent_workers=True)
+        for epoch in range(3):
+            for batch in loader:
+                step(batch)
+        """,
+        """
+        from torch.utils.data import DataLoader
+
+        def run_epoch(loader, dataset, epoch):
+            dataset.set_epoch(epoch)  # `dataset` is not known to be the loader's dataset
+            for batch in loader:
+                step(batch)
+
+        def main(a, b):
+            loader = DataLoader(a, num_workers=2, persistent_workers=True)
+            for epoch in range(3):
+                run_epoch(loader, b, epoch)
+        """,
+    )
+    invalid = (
+        """
+        from torch.utils.data import DataLoader
+        ds = Shards(files)
+        loader = DataLoader(ds, batch_size=8, num_workers=2, persistent_workers=True)
+        for epoch in range(3):
+            ds.set_epoch(epoch)  # expect: DSL510
+            for batch in loader:
+                step(batch)
+        """,
+        """
+        import torch.utils.data as tud
+
+        def run_epoch(loader, epoch):
+            loader.dataset.epoch = epoch  # expect: DSL510
+            for batch in loader:
+                step(batch)
+
+        def main(files):
+            loader = tud.DataLoader(Shards(files), num_workers=4, persistent_workers=True)
+            for epoch in range(10):
+                run_epoch(loader, epoch)
+        """,
+    )
+
+    def check(self, ctx):
+        index = loader_loops(ctx)
+        reported = set()
+        for loop in index.loops:
+            loader = loop.loader
+            bound = loader.bound
+            persistent = ctx.value(bound, "persistent_workers")
+            if persistent is UNKNOWN or persistent is not True:
+                continue
+            if literal_zero(ctx.value(bound, "num_workers")):
+                continue  # DSL503
+            epoch = index.epoch(loop)
+            if epoch is None:
+                continue
+            dataset_expr = bound.expr("dataset")
+            dataset = index.value_nodes(dataset_expr) if dataset_expr is not None else None
+            if dataset is not None and (len(dataset) != 1 or is_none(dataset[0])):
+                dataset = None
+            for block, stack in epoch_blocks(index, loop):
+                for node in index.body_nodes(block):
+                    found = self._change(node)
+                    if found is None or id(found[0]) in reported:
+                        continue
+                    report_node, receiver, what = found
+                    if not self._is_dataset(index, loader, dataset, receiver, stack):
+                        continue
+                    reported.add(id(report_node))
+                    yield self.report(
+                        report_node,
+                        f"{what} changes the dataset in the main process only: with `persistent_workers=True` "
+                        "the workers keep the copy they made at the first epoch and never see it (measured: "
+                        "workers saw epochs [0, 0, 0] while the main process set 0, 1, 2)",
+                    )
+
+    @staticmethod
+    def _change(node):
+        """(node to report, receiver, description) for ``X.set_epoch(...)`` or ``X.attr = ...``."""
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "set_epoch":
+            return node, node.func.value, "`set_epoch`"
+        targets = []
+        if isinstance(node, cst.Assign):
+            targets = [t.target for t in node.targets]
+        elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+            targets = [node.target]
+        for target in targets:
+            if isinstance(target, cst.Attribute):
+                return node, target.value, f"assigning `.{target.attr.value}`"
+        return None
+
+    @staticmethod
+    def _is_dataset(index, loader, dataset, receiver, stack) -> bool:
+        if isinstance(receiver, cst.Attribute) and receiver.attr.value == "dataset":
+            if index.is_loader(receiver.value, loader, stack=stack):
+                return True
+        if dataset is None:
+            return False
+        return index.value_nodes(receiver, stack=stack) == dataset

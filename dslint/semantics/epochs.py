@@ -1,0 +1,186 @@
+"""Epochs of a loop over a DataLoader: what runs once per epoch, and the sampler's epoch.
+
+Built on the loop index (``loops.py``), for the rules about state that must change
+from one epoch to the next:
+
+* ``epoch_blocks``: the code that runs once per epoch of a loader loop (the epoch
+  loop's body and the helpers between it and the loader loop, each with the call
+  stack that binds its parameters);
+* ``distributed_shuffles``: a ``DistributedSampler(...)`` call shuffles (a literal
+  ``shuffle`` that is true, or the default);
+* ``samplers_never_given_the_epoch``: the shuffling ``DistributedSampler`` of a loader
+  iterated in training epoch loops that no ``set_epoch`` call can reach, and that
+  is not handed to another module inside the epoch loop (which may call it);
+* ``set_epoch_insertion``: where ``<sampler>.set_epoch(<epoch>)`` would go: the
+  first statement of a ``for <epoch> in range(...)`` loop, with a name for the
+  sampler (or the loader's ``.sampler``) bound before that loop.
+
+As everywhere in the loop index, what cannot be told is unknown, and an unknown
+receiver of ``set_epoch`` counts as reaching the sampler.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, List, Optional, Set, Tuple
+
+import libcst as cst
+
+from dslint.semantics.calls import UNKNOWN, BoundCall
+from dslint.semantics.loops import DISTRIBUTED_SAMPLER, DISTRIBUTED_SAMPLER_SIGNATURE, is_none, positional_args
+from dslint.semantics.names import dotted_parts
+
+
+def epoch_blocks(index, loop) -> List[Tuple[cst.CSTNode, Tuple[cst.Call, ...]]]:
+    """(block, call stack) for the code that runs once per epoch of ``loop`` (which has an epoch loop)."""
+    epoch = index.epoch(loop)
+    return [(epoch.body, ())] + [(f.body, stack) for f, stack in index.epoch_functions(loop)]
+
+
+def distributed_shuffles(ctx, sampler: cst.Call) -> bool:
+    """The ``DistributedSampler(...)`` call certainly shuffles (``shuffle`` is not known to be false)."""
+    shuffle = ctx.value(BoundCall(sampler, DISTRIBUTED_SAMPLER_SIGNATURE), "shuffle")
+    return shuffle is not UNKNOWN and bool(shuffle)
+
+
+def samplers_never_given_the_epoch(ctx, index, reported: Set[int]) -> Iterator[Tuple[object, cst.Call, list]]:
+    """(loader, sampler, its training epoch loops) for each loader whose one ``DistributedSampler``
+    shuffles and is never given the epoch; samplers whose id is in ``reported`` are passed over."""
+    for loader in index.loaders:
+        if loader.framework_driven:
+            continue
+        shuffle = ctx.value(loader.bound, "shuffle")
+        if shuffle is not UNKNOWN and shuffle:
+            continue  # DSL501 reports sampler + shuffle=True (a working loader has a false shuffle)
+        values = index.sampler_values(loader)
+        if not values or any(v.node is None for v in values):
+            continue
+        samplers = []
+        for value in values:
+            node = value.node
+            if isinstance(node, cst.Call) and ctx.call_name(node) == DISTRIBUTED_SAMPLER:
+                if node not in samplers:
+                    samplers.append(node)
+            elif not is_none(node):
+                samplers = []
+                break
+        if len(samplers) != 1 or id(samplers[0]) in reported:
+            continue
+        sampler = samplers[0]
+        if not distributed_shuffles(ctx, sampler):
+            continue
+        loops = [
+            loop
+            for loop in index.loops_of(loader)
+            if index.epoch(loop) is not None and not index.is_eval(loop)
+        ]
+        loops = [loop for loop in loops if index.in_epoch(loop, sampler) is None]  # one sampler per iteration
+        if not loops:
+            continue
+        if _set_epoch_called(ctx, index, loader, sampler):
+            continue
+        if any(_escapes(ctx, index, loop, (sampler, loader.call)) for loop in loops):
+            continue
+        yield loader, sampler, loops
+
+
+def _set_epoch_called(ctx, index, loader, sampler) -> bool:
+    """Some ``X.set_epoch(...)`` in the module may reach this sampler (unknown receivers count)."""
+    for call in ctx.nodes(cst.Call):
+        func = call.func
+        if not isinstance(func, cst.Attribute) or func.attr.value != "set_epoch":
+            continue
+        receiver = func.value
+        if isinstance(receiver, cst.Attribute) and receiver.attr.value in ("sampler", "batch_sampler"):
+            nodes = [v.node for v in index.values(receiver.value)]
+            if any(n is None or n is loader.call or index.loader_of_call(n) is None for n in nodes):
+                return True
+            continue
+        for value in index.values(receiver):
+            node = value.node
+            if node is None or node is sampler or node is loader.call:
+                return True
+            if is_none(node) or index.loader_of_call(node) is not None:
+                continue
+            if isinstance(node, cst.Call):
+                name = ctx.call_name(node) or ""
+                if name.startswith("torch.utils.data.") and name.endswith("Sampler"):
+                    continue
+                if ctx.dataset_kind(node) is not None:
+                    continue
+            return True
+    return False
+
+
+def _escapes(ctx, index, loop, objects) -> bool:
+    """Inside the epoch loop, the loader or sampler is handed to code of another module."""
+    for block, stack in epoch_blocks(index, loop):
+        for node in index.body_nodes(block):
+            if not isinstance(node, cst.Call) or index.wrapper_kind(node) or index.call_target(node):
+                continue
+            if (ctx.call_name(node) or "").startswith(("builtins.", "torch.utils.data.")):
+                continue  # neither Python's builtins nor torch's data API call `set_epoch`
+            for arg in node.args:
+                if any(v.node is o for v in index.values(arg.value, stack=stack) for o in objects):
+                    return True
+    return False
+
+
+def set_epoch_insertion(ctx, index, loader, sampler, loops) -> Optional[Tuple[cst.CSTNode, str, str]]:
+    """(first statement of the epoch loop, ``<sampler>.set_epoch(<epoch>)``, the loop body's indentation),
+    when the loader's sampler is certainly ``sampler`` and an epoch loop counts epochs with a name."""
+    if not all(v.node is sampler for v in index.sampler_values(loader)):
+        return None
+    for loop in loops:
+        epoch = index.epoch(loop)
+        if not isinstance(epoch, cst.For) or not isinstance(epoch.target, cst.Name) or epoch.target.value == "_":
+            continue
+        if not _counts(ctx, index, epoch.iter):
+            continue
+        body = epoch.body
+        if not isinstance(body, cst.IndentedBlock) or not body.body:
+            continue
+        first = body.body[0]
+        receiver = _receiver(index, loader, sampler, loop, epoch, first)
+        if receiver is None:
+            continue
+        return first, f"{receiver}.set_epoch({epoch.target.value})", _indentation(ctx, body)
+    return None
+
+
+def _counts(ctx, index, expr) -> bool:
+    """``range(...)``, ``trange(...)`` or ``tqdm(range(...))``: the loop variable counts epochs."""
+    if not isinstance(expr, cst.Call):
+        return False
+    name = ctx.call_name(expr) or ""
+    if name == "builtins.range" or (name.startswith("tqdm") and name.endswith(".trange")):
+        return True
+    args = positional_args(expr)
+    return index.wrapper_kind(expr) == "single" and bool(args) and _counts(ctx, index, args[0])
+
+
+def _receiver(index, loader, sampler, loop, epoch, first) -> Optional[str]:
+    """A name for the sampler (or the loader's ``.sampler``) that is bound before the epoch loop."""
+    candidates = [(loader.bound.expr("sampler"), sampler, "")]
+    loader_exprs = [loop.iterable] if not loop.epoch_calls else [a.value for a in loop.epoch_calls[-1].args]
+    candidates.extend((expr, loader.call, ".sampler") for expr in loader_exprs)
+    for expr, target, suffix in candidates:
+        parts = dotted_parts(expr) if expr is not None else None
+        if not parts or len(parts) > 2:
+            continue
+        found = index.values_at(parts, first)
+        if found is None:
+            continue
+        bindings, values = found
+        if any(b.kind not in ("value", "param") or index.inside(b.node, epoch) for b in bindings):
+            continue
+        if values and all(v.node is target for v in values):
+            return ".".join(parts) + suffix
+    return None
+
+
+def _indentation(ctx, block: cst.IndentedBlock) -> str:
+    parts = []
+    for node in (block, *ctx.ancestors(block)):
+        if isinstance(node, cst.IndentedBlock):
+            parts.append(node.indent if node.indent is not None else ctx.module.default_indent)
+    return "".join(reversed(parts))

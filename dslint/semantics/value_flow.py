@@ -1,0 +1,267 @@
+"""What an expression may evaluate to, inside one file.
+
+``ValueFlow.values(expr)`` lists the expressions ``expr`` may evaluate to,
+following single and multiple assignments, tuple unpacking, ``self.attr``
+assignments anywhere in the class family, parameters (bound at the call sites, or
+by the call stack the caller gives), ``return`` values of same-module functions,
+both arms of a conditional expression and, with ``wrappers``, the iterable inside
+``enumerate``/``tqdm``/``iter``/``islice``. Anything else is unknown
+(``Value.node is None``): a value that crosses into another file, a call to a
+function defined elsewhere, a name bound by ``for``/``with``. A ``DataLoader``
+call the subclass knows (``loader_of_call``) is a terminal, and ``loader.dataset``
+(``.sampler``...) is what was passed for that argument.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Iterator, List, Optional, Tuple
+
+import libcst as cst
+
+from dslint.semantics.module_calls import MAX_CALLERS, ModuleCalls, positional_args
+from dslint.semantics.regions import self_name
+from dslint.semantics.scopes import Binding
+
+MAX_DEPTH = 10  #: resolution steps for one value
+MAX_OUTWARD = 3  #: parameters followed out to their call sites, in one value
+
+_SINGLE_WRAPPERS = frozenset({"builtins.enumerate", "builtins.iter", "itertools.islice", "rich.progress.track"})
+_LOADER_ATTRS = frozenset({"dataset", "sampler", "batch_sampler", "collate_fn", "worker_init_fn"})
+
+
+@dataclass(frozen=True)
+class Value:
+    """One thing an expression may evaluate to.
+
+    ``node`` is the terminal expression (a call such as ``DataLoader(...)``, a
+    lambda, a literal, a ``def``/``class``), or None when unknown. ``path`` lists
+    the call sites crossed outward to bind parameters: values with different
+    paths are different executions (``run(train_loader)`` and ``run(val_loader)``),
+    not alternatives. ``origin`` is the expression, in the code that asked, whose
+    evaluation creates the object (the ``DataLoader(...)`` call or the call of
+    the factory that returns it).
+    """
+
+    node: Optional[cst.CSTNode]
+    path: Tuple[cst.Call, ...] = ()
+    origin: Optional[cst.CSTNode] = None
+
+
+class ValueFlow(ModuleCalls):
+    """The values of one file's expressions, memoized per (expression, stack, path, origin)."""
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self._values_memo: Dict[tuple, Tuple[Value, ...]] = {}
+
+    def loader_of_call(self, call: cst.CSTNode):
+        """The ``Loader`` a ``DataLoader(...)`` call is (the loop index knows them; here none)."""
+        return None
+
+    def wrapper_kind(self, call: cst.CSTNode) -> Optional[str]:
+        """"single" for enumerate/tqdm/iter/islice/track (arg 0 is iterated), "zip", or None."""
+        if not isinstance(call, cst.Call) or not isinstance(call.func, (cst.Name, cst.Attribute)):
+            return None
+        name = self.ctx.call_name(call)
+        if not name:
+            return None
+        if name == "builtins.zip":
+            return "zip"
+        if name in _SINGLE_WRAPPERS or (name.startswith("tqdm.") and name.endswith(".tqdm")):
+            return "single"
+        return None
+
+    def values(
+        self,
+        expr: Optional[cst.CSTNode],
+        *,
+        stack: Tuple[cst.Call, ...] = (),
+        path: Tuple[cst.Call, ...] = (),
+        origin: Optional[cst.CSTNode] = None,
+        wrappers: bool = False,
+        _depth: int = 0,
+    ) -> Tuple[Value, ...]:
+        """What ``expr`` may evaluate to (see ``Value``); ``stack`` binds parameters of the functions entered."""
+        if expr is None:
+            return (Value(None, path, origin),)
+        key = (id(expr), tuple(map(id, stack)), tuple(map(id, path)), id(origin), wrappers)
+        cached = self._values_memo.get(key)
+        if cached is not None:
+            return cached
+        self._values_memo[key] = (Value(None, path, origin),)  # cycle guard
+        if _depth > MAX_DEPTH:
+            result: Tuple[Value, ...] = (Value(None, path, origin),)
+        else:
+            result = tuple(self._values(expr, stack, path, origin, wrappers, _depth + 1))
+        self._values_memo[key] = result
+        return result
+
+    def _values(self, expr, stack, path, origin, wrappers, depth) -> Iterator[Value]:
+        unknown = Value(None, path, origin)
+        more = dict(wrappers=wrappers, _depth=depth)
+        if isinstance(expr, cst.Name):
+            if expr.value in ("None", "True", "False"):
+                yield Value(expr, path, origin)
+                return
+            scope, found = self.name_bindings(expr.value, expr)
+            if not found:
+                yield unknown
+                return
+            for binding in found:
+                yield from self._binding_values(scope, binding, stack, path, origin, wrappers, depth)
+            return
+        if isinstance(expr, cst.Attribute):
+            if expr.attr.value in _LOADER_ATTRS:
+                base = self.values(expr.value, stack=stack, path=path, _depth=depth)
+                loader = self.loader_of_call(base[0].node) if len({id(v.node) for v in base}) == 1 else None
+                arg = loader.bound.expr(expr.attr.value) if loader is not None else None
+                if arg is not None:  # ``loader.dataset``: what was passed as ``dataset``
+                    yield from self.values(arg, path=path, origin=origin, _depth=depth)
+                    return
+            found = self._self_attr_at(expr)
+            if found is None:
+                yield unknown
+                return
+            for _, binding in found:
+                if binding.kind == "value" and binding.value is not None:
+                    yield from self.values(binding.value, path=path, origin=origin, **more)
+                else:
+                    yield unknown
+            return
+        if isinstance(expr, cst.IfExp):
+            yield from self.values(expr.body, stack=stack, path=path, origin=origin, **more)
+            yield from self.values(expr.orelse, stack=stack, path=path, origin=origin, **more)
+            return
+        if isinstance(expr, cst.NamedExpr):
+            yield from self.values(expr.value, stack=stack, path=path, origin=origin, **more)
+            return
+        if isinstance(expr, cst.Call):
+            if self.loader_of_call(expr) is not None:
+                yield Value(expr, path, origin or expr)
+                return
+            if wrappers and self.wrapper_kind(expr) == "single":
+                args = positional_args(expr)
+                if args:
+                    yield from self.values(args[0], stack=stack, path=path, origin=origin, **more)
+                    return
+            target = self.call_target(expr)
+            if target is not None and target[2] is None:
+                returned = self.returns(target[0])
+                if returned is not None:
+                    for value in returned:
+                        yield from self.values(value, stack=(*stack, expr), path=path, origin=origin or expr, **more)
+                    return
+            yield Value(expr, path, origin or expr)
+            return
+        if isinstance(
+            expr,
+            (cst.Lambda, cst.FunctionDef, cst.ClassDef, cst.SimpleString, cst.ConcatenatedString, cst.Integer,
+             cst.Float, cst.List, cst.Tuple, cst.Dict, cst.Set),
+        ):
+            yield Value(expr, path, origin)
+            return
+        yield unknown
+
+    def _binding_values(self, scope, binding: Binding, stack, path, origin, wrappers, depth) -> Iterator[Value]:
+        unknown = Value(None, path, origin)
+        more = dict(wrappers=wrappers, _depth=depth)
+        if binding.kind == "def":
+            yield Value(binding.node, path, origin)
+        elif binding.kind == "value":
+            if binding.index is None:
+                yield from self.values(binding.value, stack=stack, path=path, origin=origin, **more)
+            else:
+                yield from self._element(binding.value, binding.index, stack, path, origin, wrappers, depth)
+        elif binding.kind == "param" and isinstance(scope, cst.FunctionDef):
+            if stack:
+                target = self.call_target(stack[-1])
+                if target is not None and target[0] is scope:
+                    arg = self.argument(stack[-1], scope, binding.node)
+                    if arg is None:
+                        yield unknown
+                    else:
+                        yield from self.values(arg, stack=stack[:-1], path=path, origin=origin, **more)
+                    return
+            callers = self.callers(scope)
+            if not callers or len(path) >= MAX_OUTWARD:
+                yield unknown
+                return
+            for call in callers[:MAX_CALLERS]:
+                arg = self.argument(call, scope, binding.node)
+                if arg is None:
+                    yield Value(None, (*path, call), origin)
+                else:
+                    yield from self.values(arg, path=(*path, call), origin=origin, **more)
+        else:
+            yield unknown
+
+    def _element(self, value, index, stack, path, origin, wrappers, depth) -> Iterator[Value]:
+        more = dict(wrappers=wrappers, _depth=depth)
+        if isinstance(value, (cst.Tuple, cst.List)):
+            elements = value.elements
+            if index < len(elements) and all(isinstance(e, cst.Element) for e in elements):
+                yield from self.values(elements[index].value, stack=stack, path=path, origin=origin, **more)
+                return
+        elif isinstance(value, cst.Call):
+            target = self.call_target(value)
+            returned = self.returns(target[0]) if target is not None and target[2] is None else None
+            if returned:
+                for ret in returned:
+                    if isinstance(ret, cst.Tuple) and index < len(ret.elements) and all(
+                        isinstance(e, cst.Element) for e in ret.elements
+                    ):
+                        yield from self.values(
+                            ret.elements[index].value, stack=(*stack, value), path=path, origin=origin or value, **more
+                        )
+                    else:
+                        yield Value(None, path, origin)
+                return
+        yield Value(None, path, origin)
+
+    def _self_attr_at(self, expr: cst.Attribute):
+        """Bindings of ``self.attr`` read at ``expr`` (None when not a ``self`` attribute of a known class)."""
+        if not isinstance(expr.value, cst.Name):
+            return None
+        return self.self_attr_at(expr, expr.value.value, expr.attr.value)
+
+    def self_attr_at(self, at: cst.CSTNode, base: str, attr: str):
+        """Bindings of ``<base>.attr`` read at ``at``, when ``base`` is the method's ``self``."""
+        method = self.ctx.enclosing_function(at, through_lambdas=False)
+        if method is None:
+            return None
+        cls = self.ctx.method_class(method)
+        if cls is None or self_name(method) != base:
+            return None
+        return self.self_attr_bindings(cls, attr)
+
+    def values_at(self, parts: List[str], at: cst.CSTNode) -> Optional[Tuple[List[Binding], Tuple[Value, ...]]]:
+        """(bindings, values) of ``name`` or ``self.attr`` (as dotted ``parts``) if it were read at ``at``."""
+        if len(parts) == 1:
+            scope, found = self.name_bindings(parts[0], at)
+            if not found:
+                return None
+            out: List[Value] = []
+            for binding in found:
+                out.extend(self._binding_values(scope, binding, (), (), None, False, 1))
+            return list(found), tuple(out)
+        if len(parts) == 2:
+            attr_found = self.self_attr_at(at, parts[0], parts[1])
+            if attr_found is None:
+                return None
+            out = []
+            for _, binding in attr_found:
+                out.extend(self.values(binding.value) if binding.value is not None else (Value(None),))
+            return [b for _, b in attr_found], tuple(out)
+        return None
+
+    def value_nodes(self, expr, **kwargs) -> Optional[List[cst.CSTNode]]:
+        """The distinct terminal nodes of ``expr``; None when any is unknown."""
+        out: List[cst.CSTNode] = []
+        for value in self.values(expr, **kwargs):
+            if value.node is None:
+                return None
+            if value.node not in out:
+                out.append(value.node)
+        return out
+
