@@ -67,6 +67,8 @@ class Checkouts:
         if self.mirrors is None:
             return None
         git_dir = self.mirrors / key / "repo"
+        if (git_dir / ".git").is_dir():  # a non-bare clone
+            git_dir = git_dir / ".git"
         if not git_dir.is_dir():
             return None
         target = Path(self.tmp.name) / f"{key}@{commit[:12]}"
