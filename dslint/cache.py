@@ -1,4 +1,4 @@
-"""Results cache, keyed by file content, dslint version and the analysis settings.
+"""Results cache, keyed by file content, dslint version, its analysis code and settings.
 
 ``.dslint_cache/<version>/<settings-key>.json`` (or ``--cache-dir``/
 ``DSLINT_CACHE_DIR``) holds, per file: the hash of its text, its module name, what
@@ -28,7 +28,27 @@ from dslint.semantics.modules import module_name_for
 from dslint.semantics.project import ProjectIndex, replay
 
 # Bumped when what an entry holds changes shape (part of the cache file's name).
-FORMAT = f"2.{FACTS_VERSION}"
+FORMAT = f"3.{FACTS_VERSION}"
+
+
+def sources_key() -> str:
+    """The analysis code as installed: the path, size and modification time of every
+    module of dslint (rules, semantics, the per-file pipeline), so that a cache written
+    by other rule or semantics code is never replayed (an editable install, a
+    development checkout, an upgrade that kept the version number)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    stats = []
+    for folder, dirs, files in os.walk(here):
+        dirs[:] = sorted(d for d in dirs if d not in ("__pycache__", "runtime", "formats"))
+        for name in sorted(files):
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    continue
+                stats.append(f"{os.path.relpath(path, here)}:{st.st_size}:{st.st_mtime_ns}")
+    return "\n".join(stats)
 
 CACHEDIR_TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This file is a cache directory tag created by dslint.\n"
 
@@ -50,7 +70,7 @@ def _digest(text: str) -> str:
 class Cache:
     def __init__(self, directory: Path, analysis_key: str) -> None:
         self.directory = directory
-        key = hashlib.blake2b(f"{analysis_key}\0{FORMAT}".encode(), digest_size=8).hexdigest()
+        key = hashlib.blake2b(f"{analysis_key}\0{FORMAT}\0{sources_key()}".encode(), digest_size=8).hexdigest()
         self.file = directory / __version__ / f"{key}.json"
         self.entries: Dict[str, dict] = {}
         self.dirty = False

@@ -361,8 +361,13 @@ def _to_diagnostics(parsed: Parsed, reports, errors: Optional[List[str]] = None)
     if not reports:
         return []
     nodes = []
+    statements = {}
     for _, report in reports:
         nodes.append(report.node)
+        statement = _statement_of(parsed.tree, report.node)
+        if statement is not None:
+            statements[id(report.node)] = statement
+            nodes.append(statement)
         if report.end_node is not None:
             nodes.append(report.end_node)
         if report.fix is not None:
@@ -412,10 +417,33 @@ def _to_diagnostics(parsed: Parsed, reports, errors: Optional[List[str]] = None)
                 help=report.help or rule.help,
                 fix=fix,
                 noqa_row=srow,
+                also_noqa=_also_noqa(ranges, statements.get(id(report.node)), srow, erow),
                 source_lines=_context_lines(lines, srow, erow),
             )
         )
     return out
+
+
+MAX_NOQA_SPAN = 40  # rows of one reported node a ``# noqa`` may sit on
+
+
+def _statement_of(tree, node):
+    """The statement the reported node belongs to (its first line also takes a noqa)."""
+    for ancestor in (node, *tree.ancestors(node)):
+        if isinstance(ancestor, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            return ancestor
+    return None
+
+
+def _also_noqa(ranges, statement, srow: int, erow: int) -> tuple:
+    """Rows besides the reported one whose ``# noqa`` covers the finding: every row of the
+    reported node (a multi-line ``DataLoader(...)`` call with the comment on its argument)
+    and the first row of its statement."""
+    rows = set(range(srow + 1, min(erow, srow + MAX_NOQA_SPAN) + 1))
+    if statement is not None and id(statement) in ranges:
+        rows.add(ranges[id(statement)][0][0])
+    rows.discard(srow)
+    return tuple(sorted(rows))
 
 
 def _text_edit(edit, ranges) -> TextEdit:
@@ -440,7 +468,7 @@ def apply_suppressions(path: str, text: str, diagnostics: List[Finding], enabled
     if "noqa" not in text and "dslint" not in text:
         return diagnostics
     sup = suppress.parse(text)
-    kept = [d for d in diagnostics if not sup.suppresses(d.code, d.noqa_row or d.start[0])]
+    kept = [d for d in diagnostics if not sup.suppresses_any(d.code, (d.noqa_row or d.start[0], *d.also_noqa))]
     if "DSL001" in enabled and not (suppress.ALL in sup.file_codes or "DSL001" in sup.file_codes):
         kept.extend(_unused_noqa(path, text, sup, enabled))
     return kept

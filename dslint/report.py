@@ -74,6 +74,9 @@ class Finding:
     help: Optional[str] = None
     fix: Optional[Fix] = None
     noqa_row: Optional[int] = None
+    #: other rows whose ``# noqa`` also suppresses this finding (the rest of the reported
+    #: node, the first row of its statement)
+    also_noqa: tuple = ()
     # Filled in after the check: the source line(s) for code frames.
     source_lines: list[str] = field(default_factory=list, compare=False, repr=False)
 
@@ -100,6 +103,7 @@ class Finding:
             "help": self.help,
             "fix": self.fix.to_dict() if self.fix else None,
             "noqa_row": self.noqa_row,
+            "also_noqa": list(self.also_noqa),
             "source_lines": self.source_lines,
         }
 
@@ -116,6 +120,7 @@ class Finding:
             help=d.get("help"),
             fix=Fix.from_dict(d.get("fix")),
             noqa_row=d.get("noqa_row"),
+            also_noqa=tuple(d.get("also_noqa", ())),
             source_lines=list(d.get("source_lines", ())),
         )
 

@@ -63,6 +63,12 @@ class Suppressions:
         return False
 
 
+    def suppresses_any(self, code: str, rows) -> bool:
+        """Whether a directive on the first of ``rows`` that has one for ``code`` (or a
+        file-wide one) suppresses it; that directive is marked used."""
+        return any(self.suppresses(code, row) for row in rows)
+
+
 _SKIP = (tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING, tokenize.ENDMARKER)
 
 

@@ -59,3 +59,39 @@ def test_a_syntax_error_in_a_named_file_is_reported_even_without_data_loading_wo
     piped = run_cli("check", "--no-cache", "--output-format", "concise", "--stdin-filename", "x.py", "-",
                     cwd=tmp_path, input=b"x = (\n")
     assert piped.returncode == 1 and "x.py:1:5: DSL000" in piped.stdout
+
+
+MULTILINE = """\
+from torch.utils.data import DataLoader, RandomSampler
+
+a = DataLoader(  # noqa: DSL501
+    ds,
+    sampler=RandomSampler(ds),
+    shuffle=True,
+)
+b = DataLoader(
+    ds,
+    sampler=RandomSampler(ds),
+    shuffle=True,  # noqa: DSL501
+)
+c = dict(  # noqa: DSL501
+    loader=DataLoader(ds, sampler=RandomSampler(ds), shuffle=True),
+)
+d = DataLoader(ds, sampler=RandomSampler(ds), shuffle=True)
+"""
+
+
+def test_noqa_on_the_statement_or_the_argument_line_suppresses_a_multiline_call(tmp_path):
+    (tmp_path / "loaders.py").write_text(MULTILINE)
+    run = run_cli("check", "--no-cache", "--output-format", "concise", "--extend-select", "DSL001", "loaders.py",
+                  cwd=tmp_path)
+    assert run.returncode == 1
+    assert run.stdout.splitlines() == [
+        "loaders.py:16:5: DSL501 [*] `sampler` and `shuffle=True` are mutually exclusive: the DataLoader raises "
+        "`ValueError: sampler option is mutually exclusive with shuffle`"
+    ]
+    fixed = run_cli("check", "--no-cache", "--fix", "--extend-select", "DSL001", "loaders.py", cwd=tmp_path)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    text = (tmp_path / "loaders.py").read_text()
+    assert text.count("# noqa: DSL501") == 3  # DSL001 never removes a noqa that suppresses something
+    assert "d = DataLoader(ds, sampler=RandomSampler(ds))" in text
