@@ -9,7 +9,7 @@ the codes it confirms are those of the rules with those symptoms (``Check.codes`
 
 | check | measures (probe) | codes |
 |---|---|---|
-| descriptors | fd_growth, resource_warnings (``probes.fd_growth``) | DSL103 (DSL102 for ResourceWarnings alone) |
+| descriptors | fd_growth, resource_warnings (``probes.fd_growth``) | DSL103; ResourceWarnings alone: DSL102 (DSL101 for images) |
 | epochs | epoch_counts (iterable datasets) | DSL301 (``iter(ds) is ds``), else DSL302 |
 | duplicates | duplicates (iterable datasets) | DSL303 |
 | pickling | pickling (``worker_probes.find_unpicklable`` + a real spawn epoch) | DSL506 |
