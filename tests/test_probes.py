@@ -20,7 +20,7 @@ psutil = pytest.importorskip("psutil")
 import numpy as np  # noqa: E402
 from torch.utils.data import DataLoader, Dataset, IterableDataset, RandomSampler, get_worker_info  # noqa: E402
 
-from dslint.runtime import probes  # noqa: E402
+from dslint.runtime import probes, worker_probes  # noqa: E402
 from dslint.runtime.isolate import run_isolated  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -301,14 +301,14 @@ def test_find_unpicklable_names_the_attribute_path():
         return local
 
     ds = WithTransform(make_local())
-    path, error = probes.find_unpicklable(ds, "dataset")
+    path, error = worker_probes.find_unpicklable(ds, "dataset")
     assert path == "dataset.transform.fn"
     assert "Can't pickle local object" in error and "make_local.<locals>.local" in error
-    assert probes.find_unpicklable(WithTransform(abs), "dataset") is None
+    assert worker_probes.find_unpicklable(WithTransform(abs), "dataset") is None
 
 
 def test_pickling_under_spawn_fails_for_a_lambda_collate_fn():
-    fig = isolated(probes.pickling, lambda: DataLoader(Sleeps(0, n=8), batch_size=4, num_workers=2, collate_fn=lambda b: b))  # noqa: DSL506 (intended: the bug under test)
+    fig = isolated(worker_probes.pickling, lambda: DataLoader(Sleeps(0, n=8), batch_size=4, num_workers=2, collate_fn=lambda b: b))  # noqa: DSL506 (intended: the bug under test)
     assert fig.symptom
     assert fig.data["failures"][0]["path"] == "collate_fn"
     assert not fig.data["run"]["ok"] and "pickle" in fig.data["run"]["exception"].lower()
@@ -321,8 +321,8 @@ def test_integrity_flags_a_handle_opened_in_init(tmp_path):
     path = tmp_path / "records.bin"
     n = 256
     path.write_bytes(b"".join(i.to_bytes(8, "little") for i in range(n)))
-    bad = isolated(probes.integrity, lambda: Records(path, n, lazy=False), reads=4000)
-    good = isolated(probes.integrity, lambda: Records(path, n, lazy=True), reads=4000)
+    bad = isolated(worker_probes.integrity, lambda: Records(path, n, lazy=False), reads=4000)
+    good = isolated(worker_probes.integrity, lambda: Records(path, n, lazy=True), reads=4000)
     # the race on the shared offset is timing-dependent; the handle and the pickling failure are not
     assert bad.data["handles_at_start"] == ["dataset.file (BufferedReader)"]
     assert bad.data["pickle"]["path"] == "dataset.file" and "cannot pickle" in bad.data["pickle"]["error"]
@@ -336,8 +336,8 @@ def test_integrity_flags_a_handle_opened_in_init(tmp_path):
 
 
 def test_rng_made_in_init_is_shared_across_workers_and_repeated_every_epoch():
-    bad = isolated(probes.rng_streams, lambda: RngInInit(32), {"num_workers": 2, "batch_size": 4})
-    good = isolated(probes.rng_streams, lambda: RngPerWorker(32), {"num_workers": 2, "batch_size": 4})
+    bad = isolated(worker_probes.rng_streams, lambda: RngInInit(32), {"num_workers": 2, "batch_size": 4})
+    good = isolated(worker_probes.rng_streams, lambda: RngPerWorker(32), {"num_workers": 2, "batch_size": 4})
     source = next(s for s in bad.data["sources"] if s["source"] == "dataset.rng")
     assert source["shared"] == 32  # half of the 64 samples repeat the other worker's draw
     assert source["repeated"] == 32  # every epoch-2 state was seen in epoch 1
@@ -353,9 +353,9 @@ def test_persistent_workers_keep_the_first_epochs_state():
             for _ in loader:
                 pass
 
-    bad = isolated(probes.worker_state, lambda: EpochAware(), {"num_workers": 2, "batch_size": 4, "persistent_workers": True},
+    bad = isolated(worker_probes.worker_state, lambda: EpochAware(), {"num_workers": 2, "batch_size": 4, "persistent_workers": True},
                    epochs=3, loop=loop)
-    good = isolated(probes.worker_state, lambda: EpochAware(), {"num_workers": 2, "batch_size": 4}, epochs=3, loop=loop)
+    good = isolated(worker_probes.worker_state, lambda: EpochAware(), {"num_workers": 2, "batch_size": 4}, epochs=3, loop=loop)
     assert bad.data["attrs"][0]["parent"] == ["0", "1", "2"]
     assert bad.data["attrs"][0]["workers"] == ["0", "0", "0"]
     assert good.data["attrs"][0]["workers"] == ["0", "1", "2"]
@@ -364,8 +364,8 @@ def test_persistent_workers_keep_the_first_epochs_state():
 
 def test_worker_memory_grows_for_a_list_of_str_not_for_numpy():
     n = 300_000
-    bad = isolated(probes.worker_memory, lambda: Strings(n, as_numpy=False), shuffled(None), epochs=1)
-    good = isolated(probes.worker_memory, lambda: Strings(n, as_numpy=True), shuffled(None), epochs=1)
+    bad = isolated(worker_probes.worker_memory, lambda: Strings(n, as_numpy=False), shuffled(None), epochs=1)
+    good = isolated(worker_probes.worker_memory, lambda: Strings(n, as_numpy=True), shuffled(None), epochs=1)
     assert bad.data["growth_mib"] > 0.5 * bad.data["footprint_mib"] > 5, bad.text
     assert good.data["growth_mib"] < 0.25 * bad.data["growth_mib"], good.text
     assert bad.symptom and not good.symptom
@@ -437,7 +437,7 @@ def test_a_dying_probe_process_is_reported():
 
 
 def test_digest_is_content_based():
-    from dslint.runtime.instrument import digest
+    from dslint.runtime.snapshots import digest
 
     assert digest(torch.tensor([1, 2])) == digest(torch.tensor([1, 2]))
     assert digest(torch.tensor([1, 2])) != digest(torch.tensor([1, 3]))

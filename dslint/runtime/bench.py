@@ -27,40 +27,24 @@ No torch at import: the parent imports it in ``run``.
 from __future__ import annotations
 
 import itertools
-import json
 import os
-import statistics
-import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional
 
-from dslint.runtime.isolate import Outcome, phase, progress, run_many
-from dslint.runtime.target import Maker, TargetError, TargetSpec, load_attr, load_step
-
-GRID_KEYS = ("num_workers", "prefetch_factor", "persistent_workers", "pin_memory")
-DEFAULT_BATCH_SIZE = 32
-MiB = 1024 * 1024
-
-
-class BenchError(Exception):
-    """The benchmark cannot run or finish (exit 2); the message is one line."""
-
-
-@dataclass
-class BenchSettings:
-    spec: TargetSpec
-    kwargs: Dict[str, Any] = field(default_factory=dict)
-    batches: int = 40
-    batch_size: Optional[int] = None
-    epochs: int = 3
-    warmup: int = 5
-    grid: Optional[Dict[str, list]] = None
-    device: str = "cpu"
-    model_step: Optional[TargetSpec] = None
-    timeout: float = 120.0
-    tmp: str = ""
-    cpus: int = 1
+from dslint.runtime.bench_measure import GRID_KEYS, bench_config, label
+from dslint.runtime.common import (
+    BenchSettings,
+    CommandError,
+    outcome_error,
+    table,
+    target_lines,
+    target_notes,
+    to_json,
+)
+from dslint.runtime.describe import describe_in_child, warm_parent
+from dslint.runtime.isolate import Outcome, run_many
+from dslint.runtime.target import TargetError, TargetSpec, load_attr, load_step, raised_message
 
 
 # ====================================================================== grid
@@ -72,11 +56,11 @@ def parse_grid(values: List[str]) -> Dict[str, list]:
     for value in values:
         for item in value.replace(";", " ").split():
             if "=" not in item:
-                raise BenchError(f"--grid expects KEY=V1,V2 with KEY one of {', '.join(GRID_KEYS)}; got {item!r}")
+                raise CommandError(f"--grid expects KEY=V1,V2 with KEY one of {', '.join(GRID_KEYS)}; got {item!r}")
             key, raw = item.split("=", 1)
             key = key.strip().replace("-", "_")
             if key not in GRID_KEYS:
-                raise BenchError(f"--grid: unknown setting {key!r} (one of {', '.join(GRID_KEYS)})")
+                raise CommandError(f"--grid: unknown setting {key!r} (one of {', '.join(GRID_KEYS)})")
             out = []
             for v in raw.split(","):
                 v = v.strip()
@@ -84,18 +68,18 @@ def parse_grid(values: List[str]) -> Dict[str, list]:
                     continue
                 if key in ("persistent_workers", "pin_memory"):
                     if v.lower() not in ("true", "false", "1", "0", "yes", "no"):
-                        raise BenchError(f"--grid {key}: {v!r} is not true or false")
+                        raise CommandError(f"--grid {key}: {v!r} is not true or false")
                     out.append(v.lower() in ("true", "1", "yes"))
                 else:
                     try:
                         number = int(v)
                     except ValueError:
-                        raise BenchError(f"--grid {key}: {v!r} is not an integer") from None
+                        raise CommandError(f"--grid {key}: {v!r} is not an integer") from None
                     if number < (0 if key == "num_workers" else 1):
-                        raise BenchError(f"--grid {key}: {number} is out of range")
+                        raise CommandError(f"--grid {key}: {number} is out of range")
                     out.append(number)
             if not out:
-                raise BenchError(f"--grid {key}: no values")
+                raise CommandError(f"--grid {key}: no values")
             grid[key] = list(dict.fromkeys(grid.get(key, []) + out))
     return grid
 
@@ -135,302 +119,6 @@ def grid_configs(grid: Dict[str, list]) -> List[Dict[str, Any]]:
     return [{k: v for k, v in c.items() if v is not None} for c in configs]
 
 
-def label(config: Dict[str, Any]) -> str:
-    return ", ".join(f"{k}={config[k]}" for k in GRID_KEYS if k in config)
-
-
-# ====================================================================== child side
-
-
-def _samples_in(batch, batch_size: Optional[int]) -> int:
-    if batch_size is None:
-        return 1
-    from dslint.runtime.gpu import tensor_leaves  # imports torch: only in the measuring child
-
-    leaves = tensor_leaves(batch)
-    for leaf in leaves:
-        if leaf.dim() > 0:
-            return int(leaf.shape[0])
-    if isinstance(batch, (list, tuple)) and batch and not leaves:
-        return len(batch)
-    return batch_size
-
-
-class _MemoryMonitor:
-    """Peak of the summed USS of this process's children (the DataLoader workers)."""
-
-    def __init__(self, interval: float = 0.2):
-        import psutil
-
-        self.psutil = psutil
-        self.me = psutil.Process()
-        self.interval = interval
-        self.peak = 0
-        self.peak_each = 0
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="dslint-memory", daemon=True)
-
-    def sample(self) -> None:
-        total = 0
-        each = 0
-        try:
-            children = self.me.children(recursive=True)
-        except self.psutil.Error:
-            return
-        for child in children:
-            try:
-                uss = child.memory_full_info().uss
-            except (self.psutil.Error, OSError):
-                continue
-            total += uss
-            each = max(each, uss)
-        self.peak = max(self.peak, total)
-        self.peak_each = max(self.peak_each, each)
-
-    def _run(self) -> None:
-        while not self.stop.wait(self.interval):
-            self.sample()
-
-    def __enter__(self) -> "_MemoryMonitor":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop.set()
-        self.thread.join(timeout=2)
-
-
-def _base_loader(settings: BenchSettings, value):
-    """(dataset, DataLoader keywords, batch size, where the settings come from)."""
-    from torch.utils.data import BatchSampler, DataLoader, IterableDataset
-
-    from dslint.runtime.instrument import loader_kwargs_of
-
-    if isinstance(value, DataLoader):
-        dataset = value.dataset
-        kw = loader_kwargs_of(value)
-        batch_size = value.batch_size
-        if settings.batch_size is not None:
-            if isinstance(dataset, IterableDataset) or kw.get("batch_sampler") is None:
-                kw["batch_size"] = settings.batch_size
-            elif type(kw["batch_sampler"]) is BatchSampler:
-                bs = kw["batch_sampler"]
-                kw["batch_sampler"] = BatchSampler(bs.sampler, settings.batch_size, bs.drop_last)
-            else:
-                raise BenchError("--batch-size cannot change a custom batch_sampler; drop --batch-size")
-            batch_size = settings.batch_size
-        return dataset, kw, batch_size
-    return value, None, None
-
-
-def bench_config(settings: BenchSettings, config: Dict[str, Any]) -> dict:
-    """Measure one setting in this (isolated child) process."""
-    try:
-        return _bench_config(settings, config)
-    except (TargetError, BenchError) as exc:
-        return {"error": str(exc)}
-
-
-def _bench_config(settings: BenchSettings, config: Dict[str, Any]) -> dict:
-    import gc
-
-    import torch
-    from torch.utils.data import DataLoader, IterableDataset
-
-    from dslint.runtime import limit
-    from dslint.runtime.instrument import apply_overrides, quiet_warnings, to_cuda
-    from dslint.runtime.probe import _one_line, _raised
-
-    name = label(config)
-    phase(f"{name}: building", settings.timeout)
-    maker = Maker(settings.spec, settings.kwargs, settings.tmp)
-    try:
-        value = maker.raw()
-    except TargetError:
-        raise
-    except (Exception, SystemExit) as exc:  # noqa: BLE001
-        raise BenchError(_raised(maker.call_text(), exc, settings.spec)) from None
-    dataset, kw, batch_size = _base_loader(settings, value)
-    if kw is None:
-        kw = maker.loader_kwargs()
-        if settings.batch_size is not None:
-            kw["batch_size"] = settings.batch_size
-        elif "batch_size" not in kw and "batch_sampler" not in kw:
-            kw["batch_size"] = DEFAULT_BATCH_SIZE
-        batch_size = kw.get("batch_size", 1)
-        if kw.get("batch_sampler") is not None:
-            batch_size = getattr(kw["batch_sampler"], "batch_size", None)
-    step = None
-    if settings.model_step is not None:
-        try:
-            step, _ = load_step(settings.model_step)
-        except TargetError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            raise BenchError(_raised(f"--model-step {settings.model_step.text}", exc, settings.model_step)) from None
-    cuda = settings.device == "cuda"
-    kw = apply_overrides(kw, config)
-    workers = int(kw.get("num_workers") or 0)
-    # epochs of ``batches`` batches that end as epochs do (a loop cut short leaves prefetched
-    # work behind, which the next epoch of persistent workers has to drain first)
-    cap = settings.batches * (batch_size or 1)
-    most = settings.batches
-    if isinstance(dataset, IterableDataset):
-        cap = -(-cap // max(1, workers))  # per worker
-        most += workers  # each worker may end on a partial batch
-    with quiet_warnings():
-        loader = limit.limited(DataLoader(dataset, **kw), first=cap)
-    total = settings.warmup + settings.epochs * settings.batches
-    done = [0]
-
-    def advance() -> None:
-        done[0] += 1
-        progress(f"{done[0]}/{total}")
-
-    def fetch(iterator):
-        t0 = time.perf_counter()
-        batch = next(iterator)
-        return batch, time.perf_counter() - t0
-
-    def consume(batch) -> tuple:
-        h2d = None
-        if cuda:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            batch = to_cuda(batch)
-            end.record()
-            end.synchronize()
-            h2d = start.elapsed_time(end)
-        step_s = None
-        if step is not None:
-            s0 = time.perf_counter()
-            try:
-                step(batch)
-            except Exception as exc:  # noqa: BLE001
-                raise BenchError(_raised(f"--model-step {settings.model_step.text}", exc, settings.model_step)) from None
-            if cuda:
-                torch.cuda.synchronize()
-            step_s = time.perf_counter() - s0
-        return h2d, step_s
-
-    epochs: List[dict] = []
-    intervals: List[float] = []
-    waits: List[float] = []
-    steps: List[float] = []
-    h2ds: List[float] = []
-    monitor = _MemoryMonitor() if workers else None
-    try:
-        if monitor:
-            monitor.__enter__()
-        phase(f"{name}: warm-up", settings.timeout)
-        try:
-            iterator = iter(loader)
-            for _ in range(settings.warmup):
-                try:
-                    batch, _ = fetch(iterator)
-                except StopIteration:
-                    break
-                consume(batch)
-                advance()
-            del iterator
-        except BenchError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            raise BenchError(f"the loader raised during the warm-up: {_one_line(f'{type(exc).__name__}: {exc}')}") from None
-        for epoch in range(settings.epochs):
-            phase(f"{name}: epoch {epoch + 1}/{settings.epochs}", settings.timeout)
-            gc.collect()
-            samples = 0
-            n = 0
-            first = None
-            done_at: List[float] = []
-            try:
-                start = time.perf_counter()
-                iterator = iter(loader)
-                while n < most:
-                    try:
-                        batch, wait = fetch(iterator)
-                    except StopIteration:
-                        break
-                    arrived = time.perf_counter()
-                    h2d, step_s = consume(batch)
-                    now = time.perf_counter()
-                    samples += _samples_in(batch, batch_size)
-                    if n == 0:
-                        first = arrived - start
-                    done_at.append(now)
-                    waits.append(wait if n else arrived - start)
-                    if step_s is not None:
-                        steps.append(step_s)
-                    if h2d is not None:
-                        h2ds.append(h2d)
-                    n += 1
-                    advance()
-                seconds = time.perf_counter() - start
-                if monitor:
-                    monitor.sample()
-                del iterator
-            except BenchError:
-                raise
-            except Exception as exc:  # noqa: BLE001
-                raise BenchError(f"the loader raised in epoch {epoch + 1}: {_one_line(f'{type(exc).__name__}: {exc}')}") from None
-            if n == 0:
-                raise BenchError(f"the loader yielded no batches in epoch {epoch + 1} (an exhausted iterable dataset?)")
-            intervals.extend(_windows(done_at, max(1, workers)))
-            epochs.append({"batches": n, "samples": samples, "seconds": seconds, "first_batch_s": first,
-                           "rate": samples / seconds if seconds else 0.0})
-    finally:
-        if monitor:
-            monitor.__exit__()
-    if not intervals:
-        intervals = [e["seconds"] / e["batches"] for e in epochs]
-    row: Dict[str, Any] = {
-        "config": config,
-        "label": name,
-        "settings": {"batch_size": batch_size, "num_workers": loader.num_workers,
-                     "prefetch_factor": loader.prefetch_factor if loader.num_workers else None,
-                     "persistent_workers": loader.persistent_workers if loader.num_workers else None,
-                     "pin_memory": loader.pin_memory},
-        "ms_median": statistics.median(intervals) * 1e3,
-        "ms_p90": _quantile(intervals, 0.9) * 1e3,
-        "samples_per_s": statistics.median(e["rate"] for e in epochs),
-        "epoch_rates": [round(e["rate"], 1) for e in epochs],
-        "first_batch_ms": statistics.median(e["first_batch_s"] for e in epochs) * 1e3,
-        "workers_mib": (monitor.peak / MiB) if monitor else None,
-        "worker_peak_mib": (monitor.peak_each / MiB) if monitor else None,
-        "batches": sum(e["batches"] for e in epochs),
-        "samples": sum(e["samples"] for e in epochs),
-        "epochs": len(epochs),
-    }
-    if steps:
-        busy = sum(waits) + sum(steps) + sum(h / 1e3 for h in h2ds)
-        row["wait_fraction"] = sum(waits) / busy if busy else 0.0
-        row["step_ms"] = statistics.median(steps) * 1e3
-    if h2ds:
-        row["h2d_ms"] = statistics.median(h2ds)
-    return row
-
-
-def _windows(done_at: List[float], width: int) -> List[float]:
-    """Time per batch over sliding windows of ``width`` consecutive batches (the first batch of the
-    epoch is its latency, not counted): N workers deliver in bursts of about N batches, so the gap
-    between two arrivals says little; N arrivals apart it is the loader's pace."""
-    if len(done_at) < 2:
-        return []
-    width = min(width, len(done_at) - 1)
-    return [(done_at[i] - done_at[i - width]) / width for i in range(width, len(done_at))]
-
-
-def _quantile(values: List[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return 0.0
-    position = q * (len(ordered) - 1)
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
 # ====================================================================== parent side
 
 
@@ -448,96 +136,31 @@ class BenchReport:
         return self.best["samples_per_s"] / self.baseline["samples_per_s"] if self.baseline.get("samples_per_s") else 0.0
 
 
-def _key(row: dict) -> tuple:
-    return tuple(sorted(row["config"].items()))
-
-
 def run(settings: BenchSettings, *, on_event: Optional[Callable[[str, float, str], None]] = None) -> BenchReport:
     """Describe the target, then measure every setting, one at a time."""
-    from dslint.runtime import probe
-
-    probe._warm()
+    warm_parent()
     start = time.monotonic()
-    outcomes: Dict[str, Outcome] = {}
-
-    def done(job: dict, outcome: Outcome) -> None:
-        outcomes[job["name"]] = outcome
-
-    describe_settings = probe.Settings(settings.spec, settings.kwargs, timeout=settings.timeout, tmp=settings.tmp)
     if on_event:
         on_event("loading", 0.0, f"importing and building {settings.spec.text}")
-    run_many([{"name": "target", "fn": probe.describe_target, "args": (describe_settings,), "limit": settings.timeout,
-               "log_path": os.path.join(settings.tmp, "target.log")}], on_done=done)
-    outcome = outcomes["target"]
-    if not outcome.ok:
-        raise BenchError(probe._outcome_error(outcome, settings.timeout))
-    info = outcome.value
-    if "error" in info:
-        raise BenchError(info["error"])
+    info = describe_in_child(settings)
     if settings.device == "cuda" and not info.get("cuda"):
-        raise BenchError("--device cuda: no CUDA device here (torch.cuda.is_available() is False); "
-                         "run without --device to measure loading alone")
+        raise CommandError("--device cuda: no CUDA device here (torch.cuda.is_available() is False); "
+                           "run without --device to measure loading alone")
     if settings.model_step is not None:
-        _check_step(settings)
-
-    rows: List[dict] = []
-    measured: Dict[tuple, dict] = {}
+        check_step(settings)
     if settings.grid:
         plan = grid_configs(settings.grid)
         staged = False
     else:
-        counts = worker_counts(settings.cpus)
-        plan = [{"num_workers": w} for w in counts]
+        plan = [{"num_workers": w} for w in worker_counts(settings.cpus)]
         staged = True
     planned_total = len(plan) + (3 + (4 if settings.device == "cuda" else 0) if staged else 0)
-
-    def measure(config: Dict[str, Any]) -> dict:
-        index = len(rows)
-        name = label(config)
-
-        def event(kind: str, text: str) -> None:
-            if on_event is None or kind != "progress":
-                return
-            try:
-                got, total = (int(x) for x in text.split("/"))
-            except ValueError:
-                return
-            on_event(name, (index + got / max(1, total)) / max(planned_total, index + 1), f"{index + 1}/{planned_total} {name}")
-
-        if on_event:
-            on_event(name, index / max(planned_total, index + 1), f"{index + 1}/{planned_total} {name}")
-        outcomes.clear()
-        run_many([{"name": name, "fn": bench_config, "args": (settings, config),
-                   "limit": settings.timeout, "exclusive": True,
-                   "log_path": os.path.join(settings.tmp, f"config-{index}.log"), "on_event": event}], on_done=done)
-        outcome = outcomes[name]
-        if not outcome.ok:
-            raise BenchError(f"{name}: {probe._outcome_error(outcome, settings.timeout)}")
-        if "error" in outcome.value:
-            raise BenchError(f"{name}: {outcome.value['error']}")
-        row = outcome.value
-        row["seconds"] = round(outcome.seconds, 2)
-        rows.append(row)
-        measured[_key(row)] = row
-        return row
-
+    rows: List[dict] = []
     for config in plan:
-        measure(config)
+        rows.append(measure(settings, config, len(rows), planned_total, on_event))
     if staged:
-        with_workers = [r for r in rows if r["config"].get("num_workers")]
-        if with_workers:
-            top = max(with_workers, key=lambda r: r["samples_per_s"])
-            workers = top["config"]["num_workers"]
-            own = top["settings"]
-            pins = [False, True] if settings.device == "cuda" else [None]
-            for prefetch, persistent, pin in itertools.product((2, 4), (False, True), pins):
-                config = {"num_workers": workers, "prefetch_factor": prefetch, "persistent_workers": persistent}
-                if pin is not None:
-                    config["pin_memory"] = pin
-                if own.get("prefetch_factor") == prefetch and bool(own.get("persistent_workers")) == persistent and \
-                        (pin is None or bool(own.get("pin_memory")) == pin):
-                    continue  # that is the stage-1 row
-                measure(config)
+        for config in stage_two(rows, settings.device):
+            rows.append(measure(settings, config, len(rows), planned_total, on_event))
     baseline = next((r for r in rows if r["config"].get("num_workers") == 0), rows[0])
     best = max(rows, key=lambda r: r["samples_per_s"])
     if on_event:
@@ -545,11 +168,64 @@ def run(settings: BenchSettings, *, on_event: Optional[Callable[[str, float, str
     view = {"batches": settings.batches, "epochs": settings.epochs, "warmup": settings.warmup, "device": settings.device,
             "batch_size": rows[0]["settings"].get("batch_size") if rows else None, "grid": settings.grid,
             "model_step": settings.model_step.text if settings.model_step else None, "cpus": settings.cpus,
-            "batch_size_source": _batch_source(settings, info)}
+            "batch_size_source": batch_source(settings, info)}
     return BenchReport(info, view, rows, best, baseline, round(time.monotonic() - start, 2))
 
 
-def _batch_source(settings: BenchSettings, info: dict) -> str:
+def measure(settings: BenchSettings, config: Dict[str, Any], index: int, planned_total: int,
+            on_event: Optional[Callable[[str, float, str], None]]) -> dict:
+    """The row of one setting, measured alone in an isolated child (the ``index``-th of about ``planned_total``)."""
+    name = label(config)
+
+    def event(kind: str, text: str) -> None:
+        if on_event is None or kind != "progress":
+            return
+        try:
+            got, total = (int(x) for x in text.split("/"))
+        except ValueError:
+            return
+        on_event(name, (index + got / max(1, total)) / max(planned_total, index + 1), f"{index + 1}/{planned_total} {name}")
+
+    if on_event:
+        on_event(name, index / max(planned_total, index + 1), f"{index + 1}/{planned_total} {name}")
+    outcomes: Dict[str, Outcome] = {}
+    run_many([{"name": name, "fn": bench_config, "args": (settings, config),
+               "limit": settings.timeout, "exclusive": True,
+               "log_path": os.path.join(settings.tmp, f"config-{index}.log"), "on_event": event}],
+             on_done=lambda job, outcome: outcomes.update({job["name"]: outcome}))
+    outcome = outcomes[name]
+    if not outcome.ok:
+        raise CommandError(f"{name}: {outcome_error(outcome, settings.timeout)}")
+    if "error" in outcome.value:
+        raise CommandError(f"{name}: {outcome.value['error']}")
+    row = outcome.value
+    row["seconds"] = round(outcome.seconds, 2)
+    return row
+
+
+def stage_two(rows: List[dict], device: str) -> List[Dict[str, Any]]:
+    """At the fastest num_workers of stage one, the other prefetch_factor / persistent_workers
+    (and, for CUDA, pin_memory) combinations."""
+    with_workers = [r for r in rows if r["config"].get("num_workers")]
+    if not with_workers:
+        return []
+    top = max(with_workers, key=lambda r: r["samples_per_s"])
+    workers = top["config"]["num_workers"]
+    own = top["settings"]
+    pins = [False, True] if device == "cuda" else [None]
+    configs = []
+    for prefetch, persistent, pin in itertools.product((2, 4), (False, True), pins):
+        config = {"num_workers": workers, "prefetch_factor": prefetch, "persistent_workers": persistent}
+        if pin is not None:
+            config["pin_memory"] = pin
+        if own.get("prefetch_factor") == prefetch and bool(own.get("persistent_workers")) == persistent and \
+                (pin is None or bool(own.get("pin_memory")) == pin):
+            continue  # that is the stage-1 row
+        configs.append(config)
+    return configs
+
+
+def batch_source(settings: BenchSettings, info: dict) -> str:
     if settings.batch_size is not None:
         return "--batch-size"
     if info.get("returns") == "DataLoader":
@@ -559,9 +235,8 @@ def _batch_source(settings: BenchSettings, info: dict) -> str:
     return "dslint bench's default; --batch-size to change"
 
 
-def _check_step(settings: BenchSettings) -> None:
+def check_step(settings: BenchSettings) -> None:
     """Import the model step in a child first: a clear error before any measurement."""
-    from dslint.runtime import probe
 
     def resolve(spec: TargetSpec) -> dict:
         try:
@@ -569,7 +244,7 @@ def _check_step(settings: BenchSettings) -> None:
         except TargetError as exc:
             return {"error": str(exc)}
         except (Exception, SystemExit) as exc:  # noqa: BLE001
-            return {"error": probe._raised(f"--model-step {spec.text}", exc, spec)}
+            return {"error": raised_message(f"--model-step {spec.text}", exc, spec)}
         return {"label": text}
 
     outcomes: Dict[str, Outcome] = {}
@@ -577,9 +252,9 @@ def _check_step(settings: BenchSettings) -> None:
                "log_path": os.path.join(settings.tmp, "step.log")}], on_done=lambda job, o: outcomes.update(step=o))
     outcome = outcomes["step"]
     if not outcome.ok:
-        raise BenchError(f"--model-step {settings.model_step.text}: {probe._outcome_error(outcome, settings.timeout)}")
+        raise CommandError(f"--model-step {settings.model_step.text}: {outcome_error(outcome, settings.timeout)}")
     if "error" in outcome.value:
-        raise BenchError(outcome.value["error"])
+        raise CommandError(outcome.value["error"])
 
 
 # ====================================================================== output
@@ -601,13 +276,6 @@ def _setting(row: dict, key: str) -> str:
 
 
 def render_text(report: BenchReport) -> str:
-    from dslint.runtime.probe import header as probe_header
-
-    t = report.target
-    s = report.settings
-    lines = [f"dslint bench {t['target']}"]
-    lines += [line for line in _header(report, probe_header) if line]
-    lines.append("")
     wait = any("wait_fraction" in r for r in report.rows)
     h2d = any("h2d_ms" in r for r in report.rows)
     columns = ["num_workers", "prefetch_factor", "persistent_workers", "pin_memory", "ms/batch median", "ms/batch p90",
@@ -616,8 +284,7 @@ def render_text(report: BenchReport) -> str:
         columns.append("H2D ms/batch")
     if wait:
         columns.append("waiting for data")
-    lines.append("| " + " | ".join(columns) + " |")
-    lines.append("|" + "---|" * len(columns))
+    rows = []
     for row in report.rows:
         cells = [str(row["settings"].get("num_workers")), _setting(row, "prefetch_factor"), _setting(row, "persistent_workers"),
                  _setting(row, "pin_memory"), _num(row["ms_median"]), _num(row["ms_p90"]), _num(row["samples_per_s"], 0),
@@ -626,17 +293,14 @@ def render_text(report: BenchReport) -> str:
             cells.append(_num(row.get("h2d_ms"), 2))
         if wait:
             cells.append(f"{row['wait_fraction']:.0%}" if "wait_fraction" in row else "-")
-        lines.append("| " + " | ".join(cells) + " |")
-    lines.append("")
-    lines.append(recommendation(report))
+        rows.append(cells)
+    lines = [f"dslint bench {report.target['target']}", *header(report), "", *table(columns, rows), "",
+             recommendation(report)]
     return "\n".join(lines) + "\n"
 
 
-def _header(report: BenchReport, probe_header) -> List[str]:
-    from dslint.runtime.probe import Report
-
-    fake = Report(report.target, {"workers": 0, "epochs": 0, "samples": 0}, [])
-    head = probe_header(fake)
+def header(report: BenchReport) -> List[str]:
+    """The target (as ``dslint probe`` describes it), then how it was measured."""
     s = report.settings
     bs = s.get("batch_size")
     measured = (f"measured: batch_size={bs} ({s['batch_size_source']}); a {s['warmup']}-batch warm-up, then {s['epochs']} "
@@ -644,7 +308,7 @@ def _header(report: BenchReport, probe_header) -> List[str]:
                 f"{'batches copied to CUDA; ' if s['device'] == 'cuda' else ''}"
                 f"{'model step ' + s['model_step'] + '; ' if s.get('model_step') else ''}"
                 f"{s['cpus']} CPUs")
-    return [head[0], head[1], measured] + head[3:]
+    return target_lines(report.target) + [measured] + target_notes(report.target)
 
 
 def recommendation(report: BenchReport) -> str:
@@ -672,7 +336,7 @@ def render_json(report: BenchReport) -> str:
         "recommendation": recommendation(report),
         "seconds": report.seconds,
     }
-    return json.dumps(data, indent=2, default=str) + "\n"
+    return to_json(data)
 
 
 def plot(report: BenchReport, path: str) -> None:

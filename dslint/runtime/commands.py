@@ -5,15 +5,25 @@ Importing this module must not import torch: the commands import it when they ru
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import time
 
+from typing import List, Optional
+
 import click
+
+from dslint.runtime.common import BenchSettings, CommandError, ProbeSettings, cpu_count
 
 
 def _default_paths() -> list:
     return ["fixtures"]
+
+
+def select_codes(select) -> Optional[List[str]]:
+    """``--select DSL1,DSL505 --select dsl3`` -> ["DSL1", "DSL505", "DSL3"] (None when empty)."""
+    return [c.strip().upper() for value in select for c in value.split(",") if c.strip()] or None
 
 
 @click.command()
@@ -34,11 +44,7 @@ def verify(paths, output_format, select, timeout, jobs, workers, write_evidence,
 
     Exit 1 when a rule is not reproduced or its probe fails, 0 otherwise.
     """
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        click.echo("dslint: error: `dslint verify` needs torch (pip install 'torch-dslint[runtime]')", err=True)
-        sys.exit(2)
+    needs_torch("verify")
     from dslint.runtime import verify as driver
 
     paths = list(paths) or _default_paths()
@@ -46,7 +52,7 @@ def verify(paths, output_format, select, timeout, jobs, workers, write_evidence,
     if missing:
         click.echo(f"dslint: error: no such path: {', '.join(missing)}", err=True)
         sys.exit(2)
-    codes = [c.strip().upper() for value in select for c in value.split(",") if c.strip()] or None
+    codes = select_codes(select)
     parallel = jobs or (2 if (os.cpu_count() or 1) >= 2 else 1)
     show = not quiet and sys.stderr.isatty()
 
@@ -77,12 +83,32 @@ def verify(paths, output_format, select, timeout, jobs, workers, write_evidence,
 # ------------------------------------------------------------------ probe / bench: a user's own dataset
 
 
-def _needs_torch(command: str) -> None:
+def needs_torch(command: str) -> None:
+    """Exit 2 with a one-line error when torch cannot be imported."""
     try:
-        import torch  # noqa: F401
+        importlib.import_module("torch")
     except ImportError:
         click.echo(f"dslint: error: `dslint {command}` needs torch (pip install 'torch-dslint[runtime]')", err=True)
         sys.exit(2)
+
+
+def run_driver(command: str, target: str, driver, on_event, make_settings, *, clear_line: bool = False):
+    """``driver.run`` with the settings ``make_settings(tmp)`` makes around a fresh temporary folder
+    (removed afterwards); exit 2 with one line when it raises CommandError."""
+    import shutil
+    import tempfile
+
+    tmp = tempfile.mkdtemp(prefix=f"dslint-{command}-")
+    settings = make_settings(tmp)
+    try:
+        return driver.run(settings, on_event=on_event)
+    except CommandError as exc:
+        if clear_line:
+            click.echo("\r\033[K", err=True, nl=False)
+        click.echo(f"dslint: error: {command} {target}: {exc}", err=True)
+        sys.exit(2)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _target_spec(text: str):
@@ -109,13 +135,6 @@ def _kwargs(text: str) -> dict:
         click.echo("dslint: error: --kwargs must be a JSON object, e.g. '{\"root\": \"data/\"}'", err=True)
         sys.exit(2)
     return value
-
-
-def _cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 _TARGET_HELP = """TARGET is module:attr or path/to/file.py:attr, naming a Dataset or DataLoader instance,
@@ -147,13 +166,10 @@ imported, built or sampled, or a check crashes or exceeds --timeout.""")
 def probe(target, kwargs_json, workers, epochs, samples, timeout, select, jobs, output_format, quiet) -> None:
     spec = _target_spec(target)
     kwargs = _kwargs(kwargs_json)
-    _needs_torch("probe")
-    import shutil
-    import tempfile
+    needs_torch("probe")
+    from dslint.runtime import probe_cmd as driver
 
-    from dslint.runtime import probe as driver
-
-    codes = [c.strip().upper() for value in select for c in value.split(",") if c.strip()] or None
+    codes = select_codes(select)
     show = not quiet and sys.stderr.isatty()
 
     def on_event(name: str, kind: str, text: str) -> None:
@@ -164,16 +180,9 @@ def probe(target, kwargs_json, workers, epochs, samples, timeout, select, jobs, 
         else:
             click.echo(f"\r\033[K{name}: {text}"[:110], err=True, nl=False)
 
-    tmp = tempfile.mkdtemp(prefix="dslint-probe-")
-    settings = driver.Settings(spec, kwargs, workers=workers, epochs=epochs, samples=samples, timeout=timeout, tmp=tmp,
-                               parallel=jobs or (2 if _cpus() >= 2 else 1), select=codes)
-    try:
-        report = driver.run(settings, on_event=on_event)
-    except driver.ProbeError as exc:
-        click.echo(f"dslint: error: probe {target}: {exc}", err=True)
-        sys.exit(2)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    report = run_driver("probe", target, driver, on_event, lambda tmp: ProbeSettings(
+        spec, kwargs, workers=workers, epochs=epochs, samples=samples, timeout=timeout, tmp=tmp,
+        parallel=jobs or (2 if cpu_count() >= 2 else 1), select=codes))
     text = driver.render_json(report) if output_format == "json" else driver.render_text(report)
     click.echo(text, nl=False)
     for row in report.errors:
@@ -221,7 +230,7 @@ def bench(target, kwargs_json, batches, batch_size, epochs, warmup, grid, device
 
     try:
         parsed_grid = driver.parse_grid(list(grid)) if grid else None
-    except driver.BenchError as exc:
+    except CommandError as exc:
         click.echo(f"dslint: error: {exc}", err=True)
         sys.exit(2)
     if plot_path:
@@ -230,10 +239,7 @@ def bench(target, kwargs_json, batches, batch_size, epochs, warmup, grid, device
         if importlib.util.find_spec("matplotlib") is None:
             click.echo("dslint: error: --plot needs matplotlib: pip install 'torch-dslint[plot]'", err=True)
             sys.exit(2)
-    _needs_torch("bench")
-    import shutil
-    import tempfile
-
+    needs_torch("bench")
     show = not quiet and sys.stderr.isatty()
 
     def on_event(name: str, fraction: float, text: str) -> None:
@@ -247,19 +253,9 @@ def bench(target, kwargs_json, batches, batch_size, epochs, warmup, grid, device
         bar = "#" * filled + "-" * (width - filled)
         click.echo(f"\r\033[K[{bar}] {fraction:4.0%} {text}"[:120], err=True, nl=False)
 
-    tmp = tempfile.mkdtemp(prefix="dslint-bench-")
-    settings = driver.BenchSettings(spec, kwargs, batches=batches, batch_size=batch_size, epochs=epochs, warmup=warmup,
-                                    grid=parsed_grid, device=device, model_step=step_spec, timeout=timeout, tmp=tmp,
-                                    cpus=_cpus())
-    try:
-        report = driver.run(settings, on_event=on_event)
-    except driver.BenchError as exc:
-        if show:
-            click.echo("\r\033[K", err=True, nl=False)
-        click.echo(f"dslint: error: bench {target}: {exc}", err=True)
-        sys.exit(2)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    report = run_driver("bench", target, driver, on_event, lambda tmp: BenchSettings(
+        spec, kwargs, batches=batches, batch_size=batch_size, epochs=epochs, warmup=warmup, grid=parsed_grid,
+        device=device, model_step=step_spec, timeout=timeout, tmp=tmp, cpus=cpu_count()), clear_line=show)
     text = driver.render_json(report) if output_format == "json" else driver.render_text(report)
     click.echo(text, nl=False)
     if plot_path:

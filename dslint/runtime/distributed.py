@@ -42,7 +42,8 @@ def _rank_main(rank: int, world: int, port: int, source: Dict[str, Any], sides: 
     from torch.utils.data import DataLoader
 
     from dslint.runtime import fixtures
-    from dslint.runtime.instrument import Measure, Session
+    from dslint.runtime.instrument import Session
+    from dslint.runtime.recording import Measure
 
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)

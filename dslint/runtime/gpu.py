@@ -15,9 +15,10 @@ from typing import Optional
 import torch
 from torch.utils.data import DataLoader
 
+from dslint.runtime.common import fmt_number, shorten
 from dslint.runtime.instrument import apply_overrides, loader_kwargs_of, quiet_warnings, to_cuda
 from dslint.runtime.isolate import progress
-from dslint.runtime.probes import Figure, _fmt, _make, _short
+from dslint.runtime.probes import Figure, build
 
 REINIT = "Cannot re-initialize CUDA in forked subprocess"
 
@@ -34,7 +35,7 @@ def cuda_fork(make, loader_kwargs: Optional[dict] = None, *, workers: int = 2, e
     torch.zeros(1, device="cuda")  # the parent has initialised CUDA, as a training script has
     assert torch.cuda.is_initialized()
     with quiet_warnings():
-        target = _make(make)
+        target = build(make)
     kwargs = loader_kwargs_of(target) if isinstance(target, DataLoader) else dict(loader_kwargs or {})
     dataset = target.dataset if isinstance(target, DataLoader) else target
     n = max(workers, kwargs.get("num_workers") or 0)
@@ -54,7 +55,7 @@ def cuda_fork(make, loader_kwargs: Optional[dict] = None, *, workers: int = 2, e
     except Exception as exc:  # noqa: BLE001 - the measurement
         message = f"{type(exc).__name__}: {exc}"
         key = next((line.strip() for line in str(exc).splitlines() if REINIT in line), None)
-        shown = key or _short(message, 150)
+        shown = key or shorten(message, 150)
         return Figure(f"{shown} (CUDA initialised in the parent, {n} fork workers)", REINIT in message,
                       {"exception": message, "batches": batches})
     text = f"{batches} batches from {n} fork workers after CUDA init in the parent, moved with pin_memory + non_blocking"
@@ -77,7 +78,7 @@ def tensor_leaves(batch) -> list:
 def h2d_copy(make, loader_kwargs: Optional[dict] = None, *, epochs: int = 2, max_batches: int = 50) -> Figure:
     """Host-to-device time per batch with the loader's own pin_memory setting (CUDA events)."""
     with quiet_warnings():
-        target = _make(make)
+        target = build(make)
     loader = target if isinstance(target, DataLoader) else DataLoader(target, **(loader_kwargs or {}))
     times = []
     nbytes = 0
@@ -109,6 +110,6 @@ def h2d_copy(make, loader_kwargs: Optional[dict] = None, *, epochs: int = 2, max
     median = statistics.median(times)
     gbps = nbytes / (sum(times) / 1000) / 1e9 if sum(times) else 0.0
     kind = "pinned" if pinned == total else ("pageable" if pinned == 0 else f"{pinned}/{total} pinned")
-    text = f"{_fmt(median)} ms/batch H2D ({kind}, {gbps:.1f} GB/s, {len(times)} batches)"
+    text = f"{fmt_number(median)} ms/batch H2D ({kind}, {gbps:.1f} GB/s, {len(times)} batches)"
     return Figure(text, pinned < total, {"median_ms": median, "gbps": gbps, "pinned": pinned, "tensors": total,
                                          "batches": len(times)})

@@ -26,9 +26,10 @@ import time
 from collections import Counter, defaultdict
 from typing import Any, Dict, List, Optional
 
+from dslint.runtime.common import fmt_number, shorten
 from dslint.runtime.isolate import progress
-from dslint.runtime.probes import Figure, _dataset_of, _fmt, _make, _short
-from dslint.runtime.target import TargetSpec, _rel, is_user_file
+from dslint.runtime.probes import Figure, build, dataset_of
+from dslint.runtime.target import TargetSpec, is_user_file, relative_path
 
 SCAN_EVENTS = ("os.listdir", "os.scandir", "glob.glob", "glob.glob/2")
 OPEN_EVENTS = ("open", "sqlite3.connect", "sqlite3.connect/handle")
@@ -86,8 +87,8 @@ def per_sample_calls(make, *, samples: int = 24, budget: float = 3.0, interval: 
                      spec: Optional[TargetSpec] = None) -> Figure:
     """Directory scans, file opens, bytes read and the hottest user line, per sample."""
     global _RECORDER
-    target = _make(make)
-    dataset = _dataset_of(target)
+    target = build(make)
+    dataset = dataset_of(target)
     if _RECORDER is None:
         _RECORDER = _Recorder()
         sys.addaudithook(_RECORDER.hook)
@@ -221,19 +222,19 @@ def summarize(per_sample: List[dict], hits: Counter, ticks: int) -> Figure:
             lines.append({"file": None, "line": None, "function": None, "code": "", "share": count / ticks})
             continue
         filename, lineno, name = key
-        lines.append({"file": _rel(filename), "line": lineno, "function": name,
+        lines.append({"file": relative_path(filename), "line": lineno, "function": name,
                       "code": _code(linecache.getline(filename, lineno)), "share": round(count / ticks, 3)})
     data: Dict[str, Any] = {
         "samples": m, "median_s": median, "scans_per_sample": scan_total / m, "opens_per_sample": open_total / m,
         "read_per_sample": read_per_sample, "repeated_scans": repeated_scans, "repeated_reads": repeated_reads,
         "hot_lines": lines, "profile_ticks": ticks,
     }
-    text = f"{_fmt(median * 1e3)} ms/sample (median of {m}, in one process); per sample {scan_total / m:.1f} directory scans, {open_total / m:.1f} file opens"
+    text = f"{fmt_number(median * 1e3)} ms/sample (median of {m}, in one process); per sample {scan_total / m:.1f} directory scans, {open_total / m:.1f} file opens"
     if read_per_sample is not None:
         text += f", {_size(read_per_sample)} read"
     top = next((line for line in lines if line["file"]), None)
     if top and ticks >= 5:
-        text += f"; hottest line {top['file']}:{top['line']} `{_short(top['code'], 60)}` ({top['share']:.0%} of the time)"
+        text += f"; hottest line {top['file']}:{top['line']} `{shorten(top['code'], 60)}` ({top['share']:.0%} of the time)"
     data["hot_line"] = top
     symptom = bool(repeated_scans) or any(r["whole_file"] for r in repeated_reads)
     return Figure(text, symptom, data)

@@ -28,8 +28,8 @@ from torch.utils.data import (
     SequentialSampler,
 )
 
+from dslint.runtime.common import INNER
 from dslint.runtime.instrument import apply_overrides, loader_kwargs_of
-from dslint.runtime.target import INNER
 
 
 class _Delegating:

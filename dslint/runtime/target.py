@@ -35,13 +35,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
-#: the attribute dslint.runtime.limit's wrappers keep the dataset in; reports drop it
-INNER = "_dslint_inner"
+from dslint.runtime.common import CommandError, one_line
+
 ROOT_NAMES = ("root", "path", "data_root", "data_dir", "root_dir", "tmp_path")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class TargetError(Exception):
+class TargetError(CommandError):
     """A one-line, user-facing problem with TARGET (exit 2)."""
 
 
@@ -233,6 +233,15 @@ class Maker:
             raise TargetError(f"{self.call_text()} returned {type(value).__name__}, not a Dataset or DataLoader")
         return value
 
+    def raw_checked(self):
+        """``raw()``, the user's code raising a one-line ``CommandError`` instead."""
+        try:
+            return self.raw()
+        except TargetError:
+            raise
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's factory raised
+            raise CommandError(raised_message(self.call_text(), exc, self.spec)) from None
+
     def __call__(self):
         value = self.raw()
         if self.limit is None and self.spread is None and not self.overrides:
@@ -339,8 +348,18 @@ def user_location(tb, spec: Optional[TargetSpec] = None) -> str:
     frames = _tb.extract_tb(tb)
     for frame in reversed(frames):
         if is_user_file(frame.filename, spec):
-            return f"{_rel(frame.filename)}:{frame.lineno} in {frame.name}"
+            return f"{relative_path(frame.filename)}:{frame.lineno} in {frame.name}"
     return ""
+
+
+def raised_message(what: str, exc: BaseException, spec: TargetSpec) -> str:
+    """``<what> raised X: message (file.py:12 in f)``: the user's code at TARGET raised ``exc``."""
+    where = user_location(exc.__traceback__, spec)
+    if isinstance(exc, SystemExit):
+        return (f"{what} called sys.exit({exc.code!r})" + (f" ({where})" if where else "")
+                + ": code at the top level of the module runs on import; put it under `if __name__ == \"__main__\":`")
+    message = one_line(f"{type(exc).__name__}: {exc}")
+    return f"{what} raised {message}" + (f" ({where})" if where else "")
 
 
 _LIBRARY_DIRS: Optional[tuple] = None
@@ -371,23 +390,10 @@ def is_user_file(filename: str, spec: Optional[TargetSpec] = None) -> bool:
     return not real.startswith(library_dirs())
 
 
-def _rel(path: str) -> str:
+def relative_path(path: str) -> str:
+    """``path`` relative to the working directory, unless that climbs more than one level."""
     try:
         rel = os.path.relpath(path)
     except ValueError:
         return path
     return path if rel.startswith("../../") else rel
-
-
-def clean_path(text):
-    """Attribute paths without the wrapper: ``dataset._dslint_inner.file`` -> ``dataset.file``."""
-    if isinstance(text, str):
-        return text.replace("." + INNER, "")
-    if isinstance(text, dict):
-        return {clean_path(k): clean_path(v) for k, v in text.items()}
-    if isinstance(text, list):
-        return [clean_path(v) for v in text]
-    if isinstance(text, tuple):
-        return tuple(clean_path(v) for v in text)
-    return text
-

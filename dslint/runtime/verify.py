@@ -11,20 +11,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 import tempfile
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 from dslint.runtime import fixtures
+from dslint.runtime.common import CONFIRMED, NOT_REPRODUCED, SKIPPED_GPU, cell, table, to_json, warm_up
 from dslint.runtime.isolate import Outcome, run_isolated, run_many
 from dslint.rules.base import all_rules
-
-CONFIRMED = "confirmed"
-NOT_REPRODUCED = "not reproduced"
-SKIPPED_GPU = "skipped: needs GPU"
 
 
 @dataclass
@@ -98,11 +93,7 @@ def verify(paths: List[str], *, limit: float = 30.0, parallel: int = 1, select: 
     rules = fixtures.discover(paths)
     if select:
         rules = {c: r for c, r in rules.items() if any(c.startswith(s) for s in select)}
-    # warm the parent: children forked from it start with torch and the probes imported
-    import torch  # noqa: F401
-    import dslint.runtime.evidence  # noqa: F401
-    import dslint.runtime.gpu  # noqa: F401
-    import dslint.runtime.distributed  # noqa: F401
+    warm_up(("torch", "dslint.runtime.evidence", "dslint.runtime.gpu", "dslint.runtime.distributed"))
 
     catalog = all_rules()
     names = {code: rule.name for code, rule in catalog.items()}
@@ -158,21 +149,16 @@ def verify(paths: List[str], *, limit: float = 30.0, parallel: int = 1, select: 
 # ------------------------------------------------------------------ output
 
 
-def _cell(text: str) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
-
-
 def render_text(rows: List[Row]) -> str:
-    header = ("code", "bad (symptom measured)", "good", "verdict")
-    lines = [f"| {' | '.join(header)} |", "|---|---|---|---|"]
+    cells = []
     for row in rows:
         verdict = row.verdict + (f" ({row.note})" if row.note and row.verdict == NOT_REPRODUCED else "")
-        lines.append(f"| {row.code} | {_cell(row.bad)} | {_cell(row.good)} | {_cell(verdict)} |")
-    return "\n".join(lines) + "\n"
+        cells.append([row.code, cell(row.bad), cell(row.good), cell(verdict)])
+    return "\n".join(table(("code", "bad (symptom measured)", "good", "verdict"), cells)) + "\n"
 
 
 def render_json(rows: List[Row]) -> str:
-    return json.dumps([asdict(r) for r in rows], indent=2, default=str) + "\n"
+    return to_json([asdict(r) for r in rows])
 
 
 def summary(rows: List[Row], seconds: float) -> str:
