@@ -8,19 +8,16 @@ Everything returned is plain data.
 
 from __future__ import annotations
 
-import ast
-import re
 import sys
 import threading
 import traceback
-import warnings
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
 from dslint import suppress
-from dslint.report import ERROR, Finding, Fix, TextEdit
+from dslint.report import Finding, Fix, TextEdit
 from dslint.positions import node_ranges
 from dslint.rules.base import Rule, all_rules
 from dslint.semantics.context import FileContext
@@ -30,34 +27,7 @@ from dslint.semantics.regions import RegionCache
 from dslint.semantics.summary import summarize
 from dslint.semantics.walk import TreeIndex, parse_module
 from dslint.source import split_lines
-
-# Files with a long logical line (or very large files) are first checked by
-# CPython's own parser, which rejects nesting it could not run (>200 brackets,
-# operator chains past its recursion limit) in milliseconds; libcst's native parser
-# takes time cubic in the nesting depth and overflows even a big stack on them.
-# Deep nesting needs a long logical line: a long physical line, a long bracketed
-# region spanning lines, or a long run of backslash continuations.
-GATE_LINE_LENGTH = 1000
-GATE_LOGICAL_LENGTH = 4000
-GATE_FILE_SIZE = 512 * 1024
-# CPython's default: the gate judges a file as ``python file.py`` would, not under
-# the analysis thread's raised limit (which lets ast construction nest 3x deeper).
-PYTHON_RECURSION_LIMIT = 1000
-
-# Brackets, continuation backslashes, and the comments and strings to skip over.
-_LOGICAL_SCAN = re.compile(
-    r"""[()\[\]{}]
-    | \\(?:\r\n|\r|\n)
-    | \#[^\r\n]*
-    | '''(?:[^'\\]|\\.|'(?!''))*(?:'''|\Z)
-    | \"\"\"(?:[^"\\]|\\.|"(?!""))*(?:\"\"\"|\Z)
-    | '(?:[^'\\\r\n]|\\.)*'?
-    | "(?:[^"\\\r\n]|\\.)*"?
-    """,
-    re.VERBOSE | re.DOTALL,
-)
-_NEWLINE = re.compile(r"\r\n|\r|\n")
-
+from dslint.syntax import context_lines, describe_error, gate, syntax_finding
 
 @dataclass
 class Parsed:
@@ -76,159 +46,26 @@ _PARSED: Dict[str, Parsed] = {}
 _FAILED: Dict[str, str] = {}
 
 
-def _describe(err: BaseException) -> str:
-    detail = str(err).strip()
-    return f"{type(err).__name__}: {detail}" if detail else type(err).__name__
-
-
 def internal_error(what: str, path: str, exc: BaseException) -> str:
     """``internal error in WHAT on PATH: Type: message (module.py:line)``, one line."""
     frames = traceback.extract_tb(exc.__traceback__)
     where = f" ({frames[-1].filename.replace(chr(92), '/').rsplit('/', 1)[-1]}:{frames[-1].lineno})" if frames else ""
-    detail = " ".join(_describe(exc).split())
+    detail = " ".join(describe_error(exc).split())
     if len(detail) > 500:
         detail = detail[:500] + "..."
     return f"internal error in {what} on {path}: {detail}{where}"
 
 
-def syntax_finding(path: str, text: str, exc: Exception) -> Finding:
-    """The DSL000 finding for a file the parser (or Python) rejected with ``exc``."""
-    return _syntax_diagnostic(path, text, exc)
-
-
-def _syntax_diagnostic(path: str, text: str, exc: Exception) -> Finding:
-    row, col, message = 1, 1, f"syntax error: {exc}"
-    # Prefer CPython's own message and position when it also rejects the file.
-    try:
-        _python_compile(path, text)
-    except SyntaxError as err:
-        row = err.lineno or 1
-        col = err.offset or 1
-        message = f"syntax error: {err.msg}"
-    except (RecursionError, MemoryError) as err:
-        row = _line_of(text, _long_logical_line(text))
-        message = f"syntax error: nesting too deep for Python to compile ({_describe(err)})"
-    except (ValueError, TypeError) as err:
-        message = f"syntax error: {err}"
-    else:
-        if isinstance(exc, cst.ParserSyntaxError):
-            row, col = exc.raw_line, exc.raw_column + 1
-            message = f"cannot analyse: dslint's parser (libcst) rejects this file, although Python accepts it ({exc.message})"
-        elif isinstance(exc, (RecursionError, MemoryError)):
-            row = _line_of(text, _long_logical_line(text))
-            message = f"cannot analyse: nesting too deep for dslint ({_describe(exc)}), although Python accepts it"
-        else:
-            message = f"cannot analyse: dslint's parser (libcst) rejects this file, although Python accepts it ({_describe(exc)})"
-    lines = split_lines(text)
-    row = max(1, min(row, len(lines) or 1))
-    line = lines[row - 1] if lines else ""
-    col = max(1, min(col, len(line) + 1))
-    rule = all_rules()["DSL000"]
-    return Finding(
-        code="DSL000",
-        name=rule.name,
-        message=message,
-        path=path,
-        start=(row, col),
-        end=(row, col),
-        level=ERROR,
-        help=None,
-        source_lines=_context_lines(lines, row, row),
-    )
-
-
-def _python_compile(path: str, text: str) -> None:
-    """CPython's parser over ``text``, under CPython's default recursion limit."""
-    old_limit = sys.getrecursionlimit()
-    try:
-        sys.setrecursionlimit(PYTHON_RECURSION_LIMIT)
-    except RecursionError:  # already deeper than that: keep the current limit
-        pass
-    try:
-        # The parser warns about the checked code (on 3.12+ `SyntaxWarning: invalid
-        # escape sequence`), which is not dslint's to print on the user's stderr.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
-    finally:
-        sys.setrecursionlimit(old_limit)
-
-
-def _long_logical_line(text: str) -> Optional[int]:
-    """Offset where a logical line long enough to hide deep nesting starts, or None.
-
-    A linear text scan (strings and comments skipped, brackets counted), a small
-    fraction of a parse; an unbalanced bracket only makes the gate run needlessly.
-    """
-    if len(text) < GATE_LINE_LENGTH:
-        return None
-    if any(len(line) >= GATE_LINE_LENGTH for line in _NEWLINE.split(text)):
-        for match in re.finditer(r"[^\r\n]+", text):
-            if match.end() - match.start() >= GATE_LINE_LENGTH:
-                return match.start()
-    if len(text) < GATE_LOGICAL_LENGTH:
-        return None
-    depth = 0
-    start = 0
-    continued_start = continued_end = -1
-    for match in _LOGICAL_SCAN.finditer(text):
-        first = match.group()[0]
-        if first in "([{":
-            if not depth:
-                start = match.start()
-            depth += 1
-        elif first in ")]}":
-            if depth:
-                depth -= 1
-                if not depth and match.end() - start >= GATE_LOGICAL_LENGTH:
-                    return start
-        elif first == "\\":
-            here = match.start()
-            if continued_end < 0 or _NEWLINE.search(text, continued_end, here):
-                continued_start = here  # a new run of continuation lines
-            elif here - continued_start >= GATE_LOGICAL_LENGTH:
-                return continued_start
-            continued_end = match.end()
-    if depth and len(text) - start >= GATE_LOGICAL_LENGTH:
-        return start
-    return None
-
-
-def _line_of(text: str, offset: Optional[int]) -> int:
-    if not offset:
-        return 1
-    return len(_NEWLINE.findall(text, 0, offset)) + 1
-
-
-_LIMIT_ERRORS = ("too many nested", "too many statically nested", "too many levels of indentation")
-
-
-def _gate(path: str, text: str) -> Optional[Exception]:
-    """CPython's verdict on files whose shape could overflow libcst's native parser."""
-    if len(text) < GATE_FILE_SIZE and _long_logical_line(text) is None:
-        return None
-    try:
-        _python_compile(path, text)
-    except (RecursionError, MemoryError) as err:
-        return err
-    except SyntaxError as err:
-        if any(marker in (err.msg or "") for marker in _LIMIT_ERRORS):
-            return err
-    except (ValueError, TypeError):
-        return None
-    return None
-
-
 def parse_file(path: str, text: str, modname: str, is_package: bool) -> Tuple[Optional[dict], Optional[Finding]]:
     """Parse and summarise one file; keep the parse for the rule phase."""
     _FAILED.pop(path, None)
-    refused = _gate(path, text)
+    refused = gate(path, text)
     if refused is not None:
-        return None, _syntax_diagnostic(path, text, refused)
+        return None, syntax_finding(path, text, refused)
     try:
         module = parse_module(text)
     except (cst.ParserSyntaxError, RecursionError, MemoryError, ValueError) as exc:
-        return None, _syntax_diagnostic(path, text, exc)
+        return None, syntax_finding(path, text, exc)
     except Exception as exc:  # a parser bug must not take the run down
         _FAILED[path] = internal_error("the parser", path, exc)
         return None, None
@@ -238,7 +75,7 @@ def parse_file(path: str, text: str, modname: str, is_package: bool) -> Tuple[Op
         regions = RegionCache()
         summary = summarize(tree, names, regions)
     except (RecursionError, MemoryError) as exc:  # nesting Python accepts, too deep to walk
-        return None, _syntax_diagnostic(path, text, exc)
+        return None, syntax_finding(path, text, exc)
     except Exception as exc:  # a bug in the semantics layer: this file only
         _FAILED[path] = internal_error("the file summary", path, exc)
         return None, None
@@ -352,7 +189,7 @@ def check_parsed(parsed: Parsed, index: ProjectIndex, rules: Sequence[Rule], ena
     try:
         diagnostics = _to_diagnostics(parsed, reports, errors)
     except (RecursionError, MemoryError) as exc:  # positions regenerate the code recursively
-        diagnostics = [_syntax_diagnostic(parsed.path, parsed.text, exc)]
+        diagnostics = [syntax_finding(parsed.path, parsed.text, exc)]
     diagnostics = apply_suppressions(parsed.path, parsed.text, diagnostics, enabled)
     return diagnostics, view.log, errors
 
@@ -418,7 +255,7 @@ def _to_diagnostics(parsed: Parsed, reports, errors: Optional[List[str]] = None)
                 fix=fix,
                 noqa_row=srow,
                 also_noqa=_also_noqa(ranges, statements.get(id(report.node)), srow, erow),
-                source_lines=_context_lines(lines, srow, erow),
+                source_lines=context_lines(lines, srow, erow),
             )
         )
     return out
@@ -453,13 +290,6 @@ def _text_edit(edit, ranges) -> TextEdit:
     end_range = ranges[id(end_node)]
     end = end_range[0] if edit.end_at_start else end_range[1]
     return TextEdit(edit.content, (start[0], start[1] + 1), (end[0], end[1] + 1))
-
-
-def _context_lines(lines: List[str], start: int, end: int) -> List[str]:
-    """The reported rows, with up to two rows of context before them."""
-    first = max(1, start - 2)
-    last = min(len(lines), max(start, min(end, start + 4)))
-    return [f"{row}\t{lines[row - 1]}" for row in range(first, last + 1)] if lines else []
 
 
 def apply_suppressions(path: str, text: str, diagnostics: List[Finding], enabled: set) -> List[Finding]:
@@ -499,7 +329,7 @@ def _unused_noqa(path: str, text: str, sup: suppress.Suppressions, enabled: set)
                 help=rule.help,
                 fix=fix,
                 noqa_row=row,
-                source_lines=_context_lines(lines, row, row),
+                source_lines=context_lines(lines, row, row),
             )
         )
     return out

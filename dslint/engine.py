@@ -464,7 +464,7 @@ def syntax_error_of(path: str, text: str) -> Optional[Finding]:
             warnings.simplefilter("ignore")
             compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        from dslint.check_file import syntax_finding
+        from dslint.syntax import syntax_finding
 
         return syntax_finding(path, text, exc)
     return None

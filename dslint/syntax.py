@@ -1,0 +1,186 @@
+"""DSL000: what Python itself rejects, and the gate before libcst's parser.
+
+Files with a long logical line (or very large files) are first checked by CPython's
+own parser, which rejects nesting it could not run in milliseconds; libcst's native
+parser takes time cubic in the nesting depth and overflows even a big stack on them.
+``syntax_finding`` turns a rejection into the DSL000 finding, with CPython's own
+message and position where CPython rejects the file too.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+import warnings
+from typing import List, Optional
+
+import libcst as cst
+
+from dslint.report import ERROR, Finding
+from dslint.rules.base import all_rules
+from dslint.source import split_lines
+
+# Files with a long logical line (or very large files) are first checked by
+# CPython's own parser, which rejects nesting it could not run (>200 brackets,
+# operator chains past its recursion limit) in milliseconds; libcst's native parser
+# takes time cubic in the nesting depth and overflows even a big stack on them.
+# Deep nesting needs a long logical line: a long physical line, a long bracketed
+# region spanning lines, or a long run of backslash continuations.
+GATE_LINE_LENGTH = 1000
+GATE_LOGICAL_LENGTH = 4000
+GATE_FILE_SIZE = 512 * 1024
+# CPython's default: the gate judges a file as ``python file.py`` would, not under
+# the analysis thread's raised limit (which lets ast construction nest 3x deeper).
+PYTHON_RECURSION_LIMIT = 1000
+
+# Brackets, continuation backslashes, and the comments and strings to skip over.
+_LOGICAL_SCAN = re.compile(
+    r"""[()\[\]{}]
+    | \\(?:\r\n|\r|\n)
+    | \#[^\r\n]*
+    | '''(?:[^'\\]|\\.|'(?!''))*(?:'''|\Z)
+    | \"\"\"(?:[^"\\]|\\.|"(?!""))*(?:\"\"\"|\Z)
+    | '(?:[^'\\\r\n]|\\.)*'?
+    | "(?:[^"\\\r\n]|\\.)*"?
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+
+def describe_error(err: BaseException) -> str:
+    detail = str(err).strip()
+    return f"{type(err).__name__}: {detail}" if detail else type(err).__name__
+
+
+def context_lines(lines: List[str], start: int, end: int) -> List[str]:
+    """The reported rows, with up to two rows of context before them."""
+    first = max(1, start - 2)
+    last = min(len(lines), max(start, min(end, start + 4)))
+    return [f"{row}\t{lines[row - 1]}" for row in range(first, last + 1)] if lines else []
+
+
+def syntax_finding(path: str, text: str, exc: Exception) -> Finding:
+    """The DSL000 finding for a file the parser (or Python) rejected with ``exc``."""
+    row, col, message = 1, 1, f"syntax error: {exc}"
+    # Prefer CPython's own message and position when it also rejects the file.
+    try:
+        _python_compile(path, text)
+    except SyntaxError as err:
+        row = err.lineno or 1
+        col = err.offset or 1
+        message = f"syntax error: {err.msg}"
+    except (RecursionError, MemoryError) as err:
+        row = _line_of(text, _long_logical_line(text))
+        message = f"syntax error: nesting too deep for Python to compile ({describe_error(err)})"
+    except (ValueError, TypeError) as err:
+        message = f"syntax error: {err}"
+    else:
+        if isinstance(exc, cst.ParserSyntaxError):
+            row, col = exc.raw_line, exc.raw_column + 1
+            message = f"cannot analyse: dslint's parser (libcst) rejects this file, although Python accepts it ({exc.message})"
+        elif isinstance(exc, (RecursionError, MemoryError)):
+            row = _line_of(text, _long_logical_line(text))
+            message = f"cannot analyse: nesting too deep for dslint ({describe_error(exc)}), although Python accepts it"
+        else:
+            message = f"cannot analyse: dslint's parser (libcst) rejects this file, although Python accepts it ({describe_error(exc)})"
+    lines = split_lines(text)
+    row = max(1, min(row, len(lines) or 1))
+    line = lines[row - 1] if lines else ""
+    col = max(1, min(col, len(line) + 1))
+    rule = all_rules()["DSL000"]
+    return Finding(
+        code="DSL000",
+        name=rule.name,
+        message=message,
+        path=path,
+        start=(row, col),
+        end=(row, col),
+        level=ERROR,
+        help=None,
+        source_lines=context_lines(lines, row, row),
+    )
+
+
+def _python_compile(path: str, text: str) -> None:
+    """CPython's parser over ``text``, under CPython's default recursion limit."""
+    old_limit = sys.getrecursionlimit()
+    try:
+        sys.setrecursionlimit(PYTHON_RECURSION_LIMIT)
+    except RecursionError:  # already deeper than that: keep the current limit
+        pass
+    try:
+        # The parser warns about the checked code (on 3.12+ `SyntaxWarning: invalid
+        # escape sequence`), which is not dslint's to print on the user's stderr.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    finally:
+        sys.setrecursionlimit(old_limit)
+
+
+def _long_logical_line(text: str) -> Optional[int]:
+    """Offset where a logical line long enough to hide deep nesting starts, or None.
+
+    A linear text scan (strings and comments skipped, brackets counted), a small
+    fraction of a parse; an unbalanced bracket only makes the gate run needlessly.
+    """
+    if len(text) < GATE_LINE_LENGTH:
+        return None
+    if any(len(line) >= GATE_LINE_LENGTH for line in _NEWLINE.split(text)):
+        for match in re.finditer(r"[^\r\n]+", text):
+            if match.end() - match.start() >= GATE_LINE_LENGTH:
+                return match.start()
+    if len(text) < GATE_LOGICAL_LENGTH:
+        return None
+    depth = 0
+    start = 0
+    continued_start = continued_end = -1
+    for match in _LOGICAL_SCAN.finditer(text):
+        first = match.group()[0]
+        if first in "([{":
+            if not depth:
+                start = match.start()
+            depth += 1
+        elif first in ")]}":
+            if depth:
+                depth -= 1
+                if not depth and match.end() - start >= GATE_LOGICAL_LENGTH:
+                    return start
+        elif first == "\\":
+            here = match.start()
+            if continued_end < 0 or _NEWLINE.search(text, continued_end, here):
+                continued_start = here  # a new run of continuation lines
+            elif here - continued_start >= GATE_LOGICAL_LENGTH:
+                return continued_start
+            continued_end = match.end()
+    if depth and len(text) - start >= GATE_LOGICAL_LENGTH:
+        return start
+    return None
+
+
+def _line_of(text: str, offset: Optional[int]) -> int:
+    if not offset:
+        return 1
+    return len(_NEWLINE.findall(text, 0, offset)) + 1
+
+
+_LIMIT_ERRORS = ("too many nested", "too many statically nested", "too many levels of indentation")
+
+
+def gate(path: str, text: str) -> Optional[Exception]:
+    """CPython's verdict on files whose shape could overflow libcst's native parser."""
+    if len(text) < GATE_FILE_SIZE and _long_logical_line(text) is None:
+        return None
+    try:
+        _python_compile(path, text)
+    except (RecursionError, MemoryError) as err:
+        return err
+    except SyntaxError as err:
+        if any(marker in (err.msg or "") for marker in _LIMIT_ERRORS):
+            return err
+    except (ValueError, TypeError):
+        return None
+    return None
