@@ -15,11 +15,11 @@ from dslint.semantics.project import ITERABLE
 from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.streams import (
     InitValues,
-    mentions_worker_info,
     mutated_attrs,
     returns_self,
     shards_transitively,
     target_attrs,
+    worker_info_shards,
 )
 from dslint.semantics.walk import iter_subtree
 
@@ -366,15 +366,16 @@ def _references_sharding_function(ctx, cls: cst.ClassDef) -> bool:
     return False
 
 
-def _shards_across_files(ctx, qual: str, iter_func: cst.FunctionDef) -> bool:
+def _shards_across_files(ctx, cls, qual: str, iter_func: cst.FunctionDef) -> bool:
     """Whatever ``__iter__`` (and ``__next__`` behind ``return self``) reach consults
     worker info or calls a library that shards for you."""
     entry_points = ["__iter__"] + (["__next__"] if returns_self(iter_func) else [])
     for entry in entry_points:
-        for facts in ctx.view.reachable_facts(qual, entry):
+        for position, facts in enumerate(ctx.view.reachable_facts(qual, entry)):
             if facts is None:
                 continue
-            if facts.get("worker_info"):
+            # the entry method itself is this file's, judged by worker_info_shards
+            if facts.get("worker_info") and not (position == 0 and find_method(ctx, cls, entry) is not None):
                 return True
             for kind, target, _ in facts.get("calls", ()):
                 if kind == "func" and target.split(".", 1)[0] in SHARDING_LIBRARIES:
@@ -421,9 +422,10 @@ def shards_or_unknown(ctx, cls, qual: str, iter_func: cst.FunctionDef, loaders: 
     if next_func is not None and returns_self(iter_func):
         funcs += [f for f in reached_methods(ctx, cls, next_func) if not any(f is g for g in funcs)]
     # sharding in this file: the methods reached, nested functions, any method of the class
-    if any(mentions_worker_info(ctx, f) for f in all_methods(ctx, cls)):
+    # (worker info read only to seed a random generator does not split the data)
+    if any(worker_info_shards(ctx, f) for f in all_methods(ctx, cls)):
         return True
-    if _shards_across_files(ctx, qual, iter_func) or _reads_unknown_behaviour(ctx, cls, qual, funcs):
+    if _shards_across_files(ctx, cls, qual, iter_func) or _reads_unknown_behaviour(ctx, cls, qual, funcs):
         return True
     # a worker_init_fn on a loader over this class
     for facts in loaders:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from dslint.rules.base import ERROR, WARNING, Rule, Symptom
 from dslint.rules.iterable._common import iterable_classes, shards_or_unknown
-from dslint.semantics.classes import methods
+from dslint.semantics.classes import all_methods, methods
 from dslint.semantics.loops import is_test_code
+from dslint.semantics.streams import mentions_worker_info
 
 
 class IterableWithoutWorkerSharding(Rule):
@@ -375,8 +376,15 @@ class IterableWithoutWorkerSharding(Rule):
                 times = f"with `num_workers={many[-1]}` every sample arrives {many[-1]} times per epoch"
             else:
                 times = "with N workers every sample arrives N times per epoch (2 workers: 200 items, 100 unique)"
+            if any(mentions_worker_info(ctx, f) for f in all_methods(ctx, cls)):
+                consults = (
+                    "reads `torch.utils.data.get_worker_info()` only to seed a random generator (or to test it "
+                    "for None), which does not split the data,"
+                )
+            else:
+                consults = "never consults `torch.utils.data.get_worker_info()`"
             message = (
-                f"`{cls.name.value}.__iter__` never consults `torch.utils.data.get_worker_info()` and no "
+                f"`{cls.name.value}.__iter__` {consults} and no "
                 f"`worker_init_fn` shards it: each DataLoader worker replays the whole stream, so {times}; "
                 "torch's length warning misses it when `batch_size > 1`"
             )
