@@ -9,7 +9,9 @@ from typing import Dict, List, Optional, Set
 import libcst as cst
 
 from dslint.report import FixSpec, NodeEdit
+from dslint.semantics.bindings import class_ref
 from dslint.semantics.classes import all_methods, called_method, find_method, has_class_attribute, reached_methods
+from dslint.semantics.libraries import SHARDING_LIBRARIES
 from dslint.semantics.names import canonical
 from dslint.semantics.project import ITERABLE
 from dslint.semantics.regions import self_attr, self_name
@@ -168,8 +170,6 @@ def iter_fix(ctx, cls, iter_func, ret, missing: Set[str]) -> Optional[FixSpec]:
 
 # --------------------------------------------------------------------------- DSL303: does the stream shard itself?
 
-# Libraries whose streams split themselves across DataLoader workers.
-SHARDING_LIBRARIES = ("webdataset", "datasets", "torchdata", "streaming", "litdata", "ray", "ffcv", "tensorflow_datasets")
 _WRAPPED = re.compile(
     r"(^|_)(datasets?|ds|datapipes?|dp|pipes?|sources?|iterables?|loaders?|streams?|iterators?|readers?)($|_)", re.I
 )
@@ -414,6 +414,23 @@ def _reads_unknown_behaviour(ctx, cls, qual: str, funcs: List[cst.FunctionDef]) 
     return False
 
 
+def _local_loader_hides_worker_init(ctx, cls: cst.ClassDef) -> bool:
+    """A DataLoader of this file over the class passes a ``worker_init_fn`` that is a bound
+    method (``self.init_worker``, ``ds.shard``), a lambda or a call result: it may shard."""
+    for bound in ctx.dataloader_calls():
+        ref = class_ref(ctx.tree, ctx.names, bound.expr("dataset"))
+        if ref is None or ref[0] != "local" or ref[1] is not cls:
+            continue
+        target = bound.expr("worker_init_fn")
+        if target is None or (isinstance(target, cst.Name) and target.value == "None"):
+            continue
+        if isinstance(target, cst.Call) and ctx.call_name(target) == "functools.partial" and target.args:
+            target = target.args[0].value
+        if not isinstance(target, (cst.Name, cst.Attribute)) or ctx.qualname(target) is None:
+            return True
+    return False
+
+
 def shards_or_unknown(ctx, cls, qual: str, iter_func: cst.FunctionDef, loaders: List[dict]) -> bool:
     """The stream ``__iter__`` makes is sharded by worker (in the class, across files, or by
     a ``worker_init_fn`` of ``loaders``), or cannot be judged: DSL303 stays silent."""
@@ -435,6 +452,8 @@ def shards_or_unknown(ctx, cls, qual: str, iter_func: cst.FunctionDef, loaders: 
         shards = shards_transitively(ctx, ref)
         if shards is None or shards:
             return True
+    if _local_loader_hides_worker_init(ctx, cls):
+        return True
     source = _stream_source(ctx, cls, iter_func, funcs)
     if source is None:
         return True  # no data loop we can see (a queue, a socket, a self-sharding source)

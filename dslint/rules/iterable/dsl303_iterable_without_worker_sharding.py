@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dslint.rules.base import ERROR, WARNING, Rule, Symptom
 from dslint.rules.iterable._common import iterable_classes, shards_or_unknown
-from dslint.semantics.classes import all_methods, methods
+from dslint.semantics.classes import all_methods, constructions_of, methods
+from dslint.semantics.libraries import consumed_by_pipeline
 from dslint.semantics.loops import is_test_code
 from dslint.semantics.streams import mentions_worker_info
 
@@ -19,6 +20,11 @@ class IterableWithoutWorkerSharding(Rule):
     a property it reads - when no DataLoader over the class has a
     `worker_init_fn` that shards it.
 
+    Reading the worker info does not count as sharding when all the iteration
+    does with it is seed a random generator (`np.random.seed(info.seed)`,
+    `default_rng(info.id)`), log it or test it for None: every worker then still
+    replays the whole stream, in its own random order.
+
     It reports at warning level, and at error level when a DataLoader over the
     class is built with a literal `num_workers` greater than 1. It is silent when
     every DataLoader known to be built over the class has a literal
@@ -27,7 +33,12 @@ class IterableWithoutWorkerSharding(Rule):
     (an attribute named or annotated like a dataset, reader or stream, or built
     from a dataset class),
     streams built from libraries that shard for you (webdataset, Hugging Face
-    `datasets`, torchdata, MosaicML streaming, litdata), `__iter__` calling
+    `datasets`, torchdata, MosaicML streaming, litdata, lhotse), classes whose
+    instances this file hands to a webdataset pipeline (`wds.DataPipeline(Shards(urls),
+    wds.split_by_worker, ...)`, also through a list of stages), whose stages
+    decide the sharding, a DataLoader of this file over the class whose
+    `worker_init_fn` is a bound method, lambda or other callable that cannot be
+    followed, `__iter__` calling
     methods the project does not define, random or endless generators
     (`while True: yield torch.randn(...)`) and bare counters
     (`return iter(range(n))`) that have no data to duplicate, and test code
@@ -284,6 +295,46 @@ class IterableWithoutWorkerSharding(Rule):
                     yield f
         """,
         """
+        import webdataset as wds
+        from torch.utils.data import DataLoader, IterableDataset
+
+        class ShardUrls(IterableDataset):
+            def __init__(self, urls):
+                self.urls = urls
+
+            def __iter__(self):
+                for url in self.urls:
+                    yield dict(url=url)
+
+        def make_pipeline(urls):
+            stages = [ShardUrls(urls)]
+            stages.extend([wds.split_by_node, wds.split_by_worker, wds.tarfile_to_samples()])
+            return wds.DataPipeline(*stages)
+
+        class Trainer:
+            def shard(self, worker_id):
+                ...
+
+            def loader(self, files):
+                return DataLoader(ShardUrls(files), num_workers=4, worker_init_fn=self.shard)
+        """,
+        """
+        import numpy as np
+        from torch.utils.data import IterableDataset, get_worker_info
+
+        class SeedAndShard(IterableDataset):
+            def __init__(self, files):
+                self.files = files
+
+            def __iter__(self):
+                info = get_worker_info()
+                np.random.seed(info.seed % 2**32 if info else 0)
+                shard = (info.id, info.num_workers) if info is not None else (0, 1)
+                for i, f in enumerate(self.files):
+                    if i % shard[1] == shard[0]:
+                        yield f
+        """,
+        """
         from torch.utils.data.datapipes.iter import IterDataPipe
 
         class Pipe(IterDataPipe):
@@ -355,6 +406,22 @@ class IterableWithoutWorkerSharding(Rule):
             fast = DataLoader(ds, num_workers=2)
             """,
         },
+        """
+        import numpy as np
+        import torch
+        from torch.utils.data import IterableDataset
+
+        class SeedOnly(IterableDataset):
+            def __init__(self, paths):
+                self.paths = paths
+
+            def __iter__(self):  # expect: DSL303
+                info = torch.utils.data.get_worker_info()
+                if info is not None:
+                    np.random.seed(info.seed % 2**32)
+                for path in self.paths:
+                    yield path
+        """,
     )
 
     def check(self, ctx):
@@ -370,6 +437,8 @@ class IterableWithoutWorkerSharding(Rule):
                 continue
             if shards_or_unknown(ctx, cls, qual, iter_func, loaders):
                 continue
+            if any(consumed_by_pipeline(ctx, call) for call in constructions_of(ctx, cls)):
+                continue  # a source of a webdataset pipeline: its stages split by worker (or not)
             many = sorted({w for w in literal if w > 1})
             level = ERROR if many else WARNING
             if many:
