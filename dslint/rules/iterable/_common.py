@@ -15,14 +15,8 @@ from dslint.semantics.libraries import SHARDING_LIBRARIES
 from dslint.semantics.names import canonical
 from dslint.semantics.project import ITERABLE
 from dslint.semantics.regions import self_attr, self_name
-from dslint.semantics.streams import (
-    InitValues,
-    mutated_attrs,
-    returns_self,
-    shards_transitively,
-    target_attrs,
-    worker_info_shards,
-)
+from dslint.semantics.streams import InitValues, mutated_attrs, returns_self, target_attrs
+from dslint.semantics.worker_info import shards_transitively, worker_info_shards
 from dslint.semantics.walk import iter_subtree
 
 DATAPIPE_ROOTS = [

@@ -3,7 +3,7 @@ reader, a cursor, a generator) is drained by ``__iter__``, so later epochs are e
 
 from __future__ import annotations
 
-from typing import Iterable, Set
+from typing import Iterable, List, Set
 
 import libcst as cst
 
@@ -11,7 +11,8 @@ from dslint.rules.base import ERROR, Rule, Symptom
 from dslint.rules.iterable._common import iterable_classes
 from dslint.semantics.classes import all_methods, find_method, reached_methods
 from dslint.semantics.regions import self_attr, self_name
-from dslint.semantics.streams import CURSOR, FILE, assigned_attrs, init_iterators, iterated_attrs
+from dslint.semantics.libraries import is_reiterating_wrapper, wraps_without_copy
+from dslint.semantics.streams import CURSOR, FILE, GENERATOR, assigned_attrs, init_iterators, iterated_attrs, one_shot
 from dslint.semantics.walk import iter_subtree
 
 
@@ -41,6 +42,15 @@ class IteratorStateInInit(Rule):
     pandas reader. "Drained" means iterated by `for`, a comprehension,
     `yield from`, `next()`, an iterating builtin (`list`, `enumerate`, ...), or
     returned from `__iter__`.
+
+    The iterator may also be made by a method that `__init__` calls and no other
+    method reaches (`self._open()`), or by a function of this file whose every
+    `return` hands back a fresh iterator (`return (parse(l) for l in f)`).
+
+    Also flagged: a DataPipe wrapper that re-iterates what it wraps every epoch
+    (torchdata's / torch's `IterableWrapper`) built over a one-shot iterator: a
+    generator (which cannot be deep-copied, so the wrapper falls back to the
+    generator itself), or any other iterator when `deepcopy` is certainly false.
 
     Not reported: an attribute that `__iter__` or any other method reassigns (or
     rewinds with `seek`) - it is renewed for the next epoch; endless iterators
@@ -169,6 +179,26 @@ class IteratorStateInInit(Rule):
             def __iter__(self):
                 yield from self.it
         """,
+        """
+        import csv
+        from torch.utils.data import IterableDataset
+        from torchdata.datapipes.iter import IterableWrapper
+
+        class Reopened(IterableDataset):
+            def __init__(self, path):
+                self.path = path
+                self._open()
+
+            def _open(self):
+                self.reader = csv.reader(open(self.path))
+
+            def __iter__(self):
+                self._open()  # a fresh reader every epoch
+                yield from self.reader
+
+        rows = IterableWrapper([1, 2, 3])
+        copied = IterableWrapper(iter([1, 2, 3]))  # deepcopy=True copies the fresh iterator every epoch
+        """,
     )
     invalid = (
         """
@@ -239,6 +269,27 @@ class IteratorStateInInit(Rule):
                     return self.it
             """,
         },
+        """
+        import csv
+        from torch.utils.data import IterableDataset
+        from torchdata.datapipes.iter import IterableWrapper
+
+        class Rows(IterableDataset):
+            def __init__(self, path):
+                self._open(path)
+
+            def _open(self, path):
+                self.reader = csv.reader(open(path))  # expect: DSL302
+
+            def __iter__(self):
+                yield from self.reader
+
+        def parsed(path):
+            return (line.split(",") for line in open(path))
+
+        pipe = IterableWrapper(parsed("a.csv"))  # expect: DSL302
+        same = IterableWrapper(iter(load()), deepcopy=False)  # expect: DSL302
+        """,
     )
 
     def check(self, ctx):
@@ -248,17 +299,50 @@ class IteratorStateInInit(Rule):
             init = find_method(ctx, cls, "__init__")
             if iter_func is None or init is None:
                 continue
-            candidates = init_iterators(ctx, cls, init)
+            constructors = _init_only(ctx, cls, init)
+            candidates = {}
+            for func in reversed(constructors):
+                candidates.update(init_iterators(ctx, cls, func))
             if not candidates:
                 continue
             iterating = reached_methods(ctx, cls, iter_func)
             consumed = iterated_attrs(ctx, iterating, iter_func)
-            renewed = _rewound_attrs(m for m in all_methods(ctx, cls) if m is not init)
+            renewed = _rewound_attrs(m for m in all_methods(ctx, cls) if not any(m is c for c in constructors))
             for attr, (node, flavour) in sorted(candidates.items()):
                 if attr not in consumed or attr in renewed or id(node) in reported:
                     continue
                 reported.add(id(node))
                 yield self.report(node, _state_message(attr, flavour))
+        yield from self._wrapped_iterators(ctx)
+
+    def _wrapped_iterators(self, ctx):
+        """``IterableWrapper(one_shot_iterator, ...)``: the pipe re-iterates a drained iterator."""
+        for call in ctx.nodes(cst.Call):
+            if not is_reiterating_wrapper(ctx, call):
+                continue
+            kind = one_shot(ctx, call.args[0].value)
+            if kind is None or (kind != GENERATOR and wraps_without_copy(ctx, call) is not True):
+                continue
+            wrapper = " ".join(ctx.code(call.func).split())
+            why = (
+                "a generator cannot be deep-copied, so the wrapper falls back to the generator itself"
+                if kind == GENERATOR
+                else "with `deepcopy=False` the wrapper iterates that same object"
+            )
+            yield self.report(
+                call,
+                f"`{wrapper}` wraps a one-shot iterator and re-iterates it every epoch ({why}): the first epoch "
+                "drains it, so every later pass over the pipe, and every later epoch of a DataLoader over it, "
+                "yields 0 samples",
+            )
+
+
+def _init_only(ctx, cls, init) -> List[cst.FunctionDef]:
+    """``__init__`` and the methods it calls (``self._setup()``) that no other method reaches."""
+    helpers = [m for m in reached_methods(ctx, cls, init) if m is not init]
+    others = [m for m in all_methods(ctx, cls) if m is not init and not any(m is h for h in helpers)]
+    elsewhere = [r for m in others for r in reached_methods(ctx, cls, m)]
+    return [init] + [h for h in helpers if not any(h is r for r in elsewhere)]
 
 
 def _state_message(attr: str, flavour: str) -> str:

@@ -8,7 +8,7 @@ from dslint.rules.iterable._common import iterable_classes, shards_or_unknown
 from dslint.semantics.classes import all_methods, constructions_of, methods
 from dslint.semantics.libraries import consumed_by_pipeline
 from dslint.semantics.loops import is_test_code
-from dslint.semantics.streams import mentions_worker_info
+from dslint.semantics.worker_info import mentions_worker_info
 
 
 class IterableWithoutWorkerSharding(Rule):
