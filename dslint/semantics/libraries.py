@@ -94,7 +94,7 @@ def _sources(ctx, expr: cst.BaseExpression) -> Optional[List[cst.BaseExpression]
     return assigned or None
 
 
-def hf_iterable(ctx, expr: Optional[cst.CSTNode], depth: int = 0) -> bool:
+def hf_iterable(ctx, expr: Optional[cst.CSTNode], depth: int = 0, _active: Optional[set] = None) -> bool:
     """Is ``expr`` certainly a Hugging Face ``datasets.IterableDataset``?
 
     ``load_dataset(..., streaming=True)`` (a streaming value that can only be true),
@@ -103,9 +103,19 @@ def hf_iterable(ctx, expr: Optional[cst.CSTNode], depth: int = 0) -> bool:
     counts when every assignment to it is one of these."""
     if expr is None or depth > MAX_DEPTH:
         return False
+    active = _active if _active is not None else set()
     if isinstance(expr, cst.Name):
+        key = (id(ctx.tree.scope_node(expr)), expr.value)
+        if key in active:
+            return True  # ds = ds.shuffle(): decided by the name's other assignments
         values = _sources(ctx, expr)
-        return bool(values) and all(hf_iterable(ctx, value, depth + 1) for value in values)
+        if not values:
+            return False
+        active.add(key)
+        try:
+            return all(hf_iterable(ctx, value, depth + 1, active) for value in values)
+        finally:
+            active.discard(key)
     if not isinstance(expr, cst.Call):
         return False
     name = ctx.call_name(expr)
@@ -121,13 +131,13 @@ def hf_iterable(ctx, expr: Optional[cst.CSTNode], depth: int = 0) -> bool:
         return True
     if name in _HF_SPLIT_BY_NODE:
         first = expr.args[0].value if expr.args and expr.args[0].keyword is None else _keyword(expr, "dataset")
-        return hf_iterable(ctx, first, depth + 1)
+        return hf_iterable(ctx, first, depth + 1, active)
     func = expr.func
     if isinstance(func, cst.Attribute):
         if func.attr.value == "to_iterable_dataset" and name is None:
             return _hf_map_style(ctx, func.value, depth + 1)
         if func.attr.value in _HF_ITERABLE_METHODS:
-            return hf_iterable(ctx, func.value, depth + 1)
+            return hf_iterable(ctx, func.value, depth + 1, active)
     return False
 
 

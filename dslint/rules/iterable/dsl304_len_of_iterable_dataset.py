@@ -11,8 +11,11 @@ from dslint.rules.base import ERROR, Rule, Symptom
 from dslint.rules.iterable._common import is_datapipe_or_chain
 from dslint.semantics.bindings import class_ref
 from dslint.semantics.calls import DATALOADER, BoundCall
+from dslint.semantics.classes import find_method
+from dslint.semantics.libraries import hf_iterable
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.project import ITERABLE
+from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.walk import iter_subtree
 
 
@@ -39,6 +42,43 @@ def _guarded(ctx, call: cst.Call) -> bool:
     return False
 
 
+def _truth_tested(ctx):
+    """Expressions Python tests for truth (``if x``, ``not x``, ``x or y``, ``bool(x)``,
+    comprehension conditions): ``bool()`` of an object with ``__len__`` calls it."""
+    for kind in (cst.If, cst.While, cst.IfExp, cst.CompIf, cst.Assert):
+        for node in ctx.nodes(kind):
+            yield node.test
+    for node in ctx.nodes(cst.UnaryOperation):
+        if isinstance(node.operator, cst.Not):
+            yield node.expression
+    for node in ctx.nodes(cst.BooleanOperation):
+        yield node.left
+    for call in ctx.calls_to("builtins.bool"):
+        if len(call.args) == 1 and call.args[0].keyword is None and not call.args[0].star:
+            yield call.args[0].value
+
+
+def _method_loader(ctx, expr) -> Optional[cst.BaseExpression]:
+    """For ``self.m()`` with no arguments, the one DataLoader construction that method of
+    the enclosing class returns (every ``return`` of it), else None."""
+    if not (isinstance(expr, cst.Call) and not expr.args and isinstance(expr.func, cst.Attribute)):
+        return None
+    func = ctx.enclosing_function(expr)
+    cls = ctx.method_class(func) if func is not None else None
+    if cls is None or self_attr(expr.func, self_name(func)) is None:
+        return None
+    method = find_method(ctx, cls, expr.func.attr.value)
+    if method is None or method is func:
+        return None
+    values = [n.value for n in iter_subtree(method.body, into_scopes=False) if isinstance(n, cst.Return)]
+    if len(values) != 1 or values[0] is None:
+        return None
+    value = values[0]
+    if isinstance(value, cst.Name) and ctx.enclosing_function(value) is method:
+        value = ctx.single_assignment(value)
+    return value if isinstance(value, cst.Call) and ctx.is_dataloader_call(value) else None
+
+
 class LenOfIterableDataset(Rule):
     """
     ## What it does
@@ -46,6 +86,18 @@ class LenOfIterableDataset(Rule):
     (constructed right there, or a name bound once to such a construction), or a
     `DataLoader` over one, when neither the class nor any of its bases in the
     project defines `__len__`.
+
+    Also flagged: `len()` of a Hugging Face streaming dataset (or of a
+    DataLoader over one): `load_dataset(..., split=..., streaming=True)`,
+    `IterableDataset.from_generator(...)`, `ds.to_iterable_dataset()`, and what
+    `split_dataset_by_node` and the dataset's `map`/`filter`/`shuffle`/`shard`/
+    `take`... make of one, through every assignment of a local name; a
+    `self.m()` method of the class that returns one DataLoader construction
+    (e.g. a Lightning `train_dataloader` hook); and a truth test of such a
+    DataLoader (`if loader:`, `not loader`, `loader or ...`, `bool(loader)`),
+    since `bool()` calls `DataLoader.__len__`. A `streaming` value that is not
+    certainly `True` (an unresolved parameter, an option that may be false)
+    stays silent.
 
     Not reported: classes with a base outside the project that may define
     `__len__`, DataPipes, and calls guarded by `try: ... except TypeError` or a
@@ -150,6 +202,17 @@ class LenOfIterableDataset(Rule):
             n = len(Child())
             """,
         },
+        """
+        from datasets import load_dataset
+        from torch.utils.data import DataLoader
+
+        def size(streaming):
+            ds = load_dataset("corpus", split="train", streaming=streaming)  # unknown
+            table = load_dataset("corpus", split="train")  # map-style: has a length
+            loader = DataLoader(ds)
+            if loader is not None:
+                return len(table)
+        """,
     )
     invalid = (
         """
@@ -187,6 +250,33 @@ class LenOfIterableDataset(Rule):
                 )
             """,
         },
+        """
+        from datasets import load_dataset
+        from datasets.distributed import split_dataset_by_node
+        from torch.utils.data import DataLoader, IterableDataset
+
+        def build(rank, world):
+            ds = load_dataset("corpus", split="train", streaming=True)
+            ds = split_dataset_by_node(ds, rank=rank, world_size=world)
+            ds = ds.shuffle(seed=0).map(str.lower)
+            loader = DataLoader(ds, batch_size=8)
+            steps = len(loader)  # expect: DSL304
+            return steps, len(ds)  # expect: DSL304
+
+        class Stream(IterableDataset):
+            def __iter__(self):
+                yield 1
+
+        class Module:
+            def train_dataloader(self):
+                return DataLoader(Stream(), batch_size=4)
+
+            def steps(self):
+                loader = self.train_dataloader()
+                if not loader:  # expect: DSL304
+                    return 0
+                return 10 * len(self.train_dataloader())  # expect: DSL304
+        """,
     )
 
     def check(self, ctx):
@@ -199,7 +289,7 @@ class LenOfIterableDataset(Rule):
             class_name, through_loader = found
             if _guarded(ctx, call):
                 continue
-            error = f"`TypeError: object of type '{class_name}' has no len()`"
+            error = f"`TypeError: object of type '{class_name.rsplit('.', 1)[-1]}' has no len()`"
             if through_loader:
                 message = (
                     f"`len()` of a DataLoader over the IterableDataset `{class_name}` asks the dataset, which "
@@ -208,21 +298,38 @@ class LenOfIterableDataset(Rule):
             else:
                 message = f"`{class_name}` is an IterableDataset that defines no `__len__`: `len()` raises {error}"
             yield self.report(call, message)
+        for tested in _truth_tested(ctx):
+            found = self._iterable_class(ctx, tested)
+            if found is None or not found[1] or _guarded(ctx, tested):
+                continue
+            error = f"`TypeError: object of type '{found[0].rsplit('.', 1)[-1]}' has no len()`"
+            yield self.report(
+                tested,
+                f"testing the truth of a DataLoader over the IterableDataset `{found[0]}` calls `DataLoader.__len__`, "
+                f"which asks the dataset; it defines no `__len__`, so this raises {error} (test `is not None` instead)",
+            )
 
     @staticmethod
-    def _iterable_class(ctx, expr) -> Optional[Tuple[str, bool]]:
+    def _iterable_class(ctx, expr, depth: int = 0) -> Optional[Tuple[str, bool]]:
         through_loader = False
         value = expr
         if isinstance(value, cst.Name):
             assigned = ctx.single_assignment(value)
-            if isinstance(assigned, cst.Call) and ctx.is_dataloader_call(assigned):
+            if isinstance(assigned, cst.Call) and (ctx.is_dataloader_call(assigned) or _method_loader(ctx, assigned)):
                 value = assigned
+        returned = _method_loader(ctx, value) if depth == 0 else None
+        if returned is not None:
+            # self.train_dataloader(): a method of the class that returns one DataLoader
+            found = LenOfIterableDataset._iterable_class(ctx, returned, depth + 1)
+            return (found[0], True) if found else None
         if isinstance(value, cst.Call) and ctx.is_dataloader_call(value):
             bound = BoundCall(value, DATALOADER)
             value = bound.expr("dataset")
             through_loader = True
             if value is None:
                 return None
+        if hf_iterable(ctx, value):
+            return "datasets.IterableDataset", through_loader  # Hugging Face's streaming dataset
         ref = class_ref(ctx.tree, ctx.names, value)
         if ref is None:
             return None
