@@ -334,6 +334,43 @@ class _SeedAnalysis:
             )
         return False
 
+    def parent_value(self, expr: cst.CSTNode, depth: int = 0) -> bool:
+        """Is ``expr`` the same in every worker: constants and the function's other
+        parameters (bound by ``functools.partial`` or their defaults in the parent),
+        never the worker id?"""
+        if depth > 8:
+            return False
+        if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString)):
+            return True
+        if isinstance(expr, cst.Attribute):
+            root = expr
+            while isinstance(root, cst.Attribute):
+                root = root.value
+            return isinstance(root, cst.Name) and root.value != self.worker_param and self._other_parameter(root)
+        if isinstance(expr, cst.Name):
+            if expr.value == self.worker_param:
+                return False
+            if self._other_parameter(expr):
+                return True
+            if self._bound_in_function(expr):
+                value = self._local_value(expr)
+                return value is not None and self.parent_value(value, depth + 1)
+            return self.ctx.literal(expr) is not UNKNOWN
+        if isinstance(expr, cst.BinaryOperation):
+            return self.parent_value(expr.left, depth + 1) and self.parent_value(expr.right, depth + 1)
+        if isinstance(expr, cst.UnaryOperation):
+            return self.parent_value(expr.expression, depth + 1)
+        if isinstance(expr, cst.Call) and self.ctx.call_name(expr) in _PURE_BUILTINS:
+            return bool(expr.args) and all(
+                arg.keyword is None and not arg.star and self.parent_value(arg.value, depth + 1) for arg in expr.args
+            )
+        return False
+
+    def _other_parameter(self, name: cst.Name) -> bool:
+        params = self.func.params
+        names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+        return name.value in names and name.value != self.worker_param and not self._assigned_in_function(name.value)
+
     def _is_parameter(self, name: cst.Name) -> bool:
         return self.ctx.names.resolve_name(name.value, name) is None and not self._assigned_in_function(name.value)
 
@@ -373,7 +410,9 @@ def fixed_seedings(ctx, func, worker_param: str, _depth: int = 0) -> List[Tuple[
 
     Empty when any family is also seeded from something else (``torch.initial_seed()``,
     ``get_worker_info().seed``, an unknown value): only families seeded from the
-    worker id and constants alone are returned.
+    worker id and constants alone, or from values that are the same in every worker
+    (constants and the function's other, partial-bound, parameters: see
+    ``worker_invariant``), are returned.
     """
     analysis = _SeedAnalysis(ctx, func, worker_param)
     body = func.body
@@ -400,13 +439,22 @@ def fixed_seedings(ctx, func, worker_param: str, _depth: int = 0) -> List[Tuple[
         if family is None:
             continue
         seed = _seed_arg(node)
-        is_fixed = seed is not None and analysis.fixed(seed)
+        is_fixed = seed is not None and (
+            analysis.fixed(seed) or (not family.startswith("helper:") and analysis.parent_value(seed))
+        )
         by_family.setdefault(family, []).append((node, is_fixed))
     found = []
     for family, calls in by_family.items():
         if all(is_fixed for _, is_fixed in calls):
             found.extend((family, call) for call, _ in calls)
     return found
+
+
+def worker_invariant(ctx, func, worker_param: str, seedings: List[Tuple[str, cst.Call]]) -> bool:
+    """No seed of ``seedings`` depends on the worker id: every worker gets the same seed."""
+    analysis = _SeedAnalysis(ctx, func, worker_param)
+    seeds = [_seed_arg(call) for family, call in seedings if not family.startswith("helper:")]
+    return bool(seeds) and len(seeds) == len(seedings) and all(s is not None and analysis.parent_value(s) for s in seeds)
 
 
 def _stored_beyond_call(ctx, call: cst.Call, func) -> bool:
@@ -449,4 +497,4 @@ def lambda_seedings(ctx, func: cst.Lambda, worker_param: str):
     if family is None or seed is None:
         return []
     analysis = _SeedAnalysis(ctx, func, worker_param)
-    return [(family, body)] if analysis.fixed(seed) else []
+    return [(family, body)] if analysis.fixed(seed) or analysis.parent_value(seed) else []

@@ -7,7 +7,14 @@ from typing import Set
 import libcst as cst
 
 from dslint.rules.base import ERROR, Rule, Symptom
-from dslint.rules.fork._common import call_text, fixed_seedings, function_target, lambda_seedings, positional_params
+from dslint.rules.fork._common import (
+    call_text,
+    fixed_seedings,
+    function_target,
+    lambda_seedings,
+    positional_params,
+    worker_invariant,
+)
 from dslint.semantics.bindings import local_class_path
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.regions import self_name
@@ -21,6 +28,12 @@ class WorkerSeedFromWorkerId(Rule):
     (`np.random.seed`, `random.seed`, `torch.manual_seed`, a global
     `np.random.default_rng(...)`...) only from `worker_id` and constants, not from
     `torch.initial_seed()` or `get_worker_info().seed`.
+
+    Also flagged, with or without `persistent_workers=True`: a `worker_init_fn`
+    whose seed does not depend on the worker id at all - only on constants and
+    its other parameters (bound with `functools.partial` or by their defaults,
+    so fixed in the parent), e.g. `np.random.seed(rank + seed)`: every worker
+    then draws the same numbers.
 
     A seed that also depends on anything else (another parameter, an epoch, an
     unknown value) is not flagged, nor is a function used only with
@@ -176,6 +189,17 @@ class WorkerSeedFromWorkerId(Rule):
 
         loader = DataLoader(ds, num_workers=2, worker_init_fn=lambda i: random.seed(i))  # expect: DSL403
         """,
+        """
+        from functools import partial
+        import numpy as np
+        from torch.utils.data import DataLoader
+
+        def init(worker_id, rank, seed):  # expect: DSL403
+            worker_seed = rank + seed
+            np.random.seed(worker_seed)
+
+        loader = DataLoader(ds, num_workers=4, persistent_workers=True, worker_init_fn=partial(init, rank=0, seed=7))
+        """,
     )
 
     def check(self, ctx):
@@ -190,11 +214,12 @@ class WorkerSeedFromWorkerId(Rule):
             seedings = fixed_seedings(ctx, func, params[0])
             if not seedings:
                 continue
+            same = worker_invariant(ctx, func, params[0], seedings)
             users = ctx.view.worker_init_loaders(ctx.qualname_of_def(func))
-            if not users or not any(_loader_repeats(facts) for facts in users):
+            if not users or not any(_loader_repeats(facts, same) for facts in users):
                 continue
             reported.add(id(func))
-            yield self.report(func, _seed_message(ctx, seedings, params[0], func), end_node=func.name)
+            yield self.report(func, _seed_message(ctx, seedings, params[0], func, same), end_node=func.name)
         # lambdas and methods passed in this file
         for bound in ctx.dataloader_calls():
             arg = bound.arg("worker_init_fn")
@@ -211,17 +236,18 @@ class WorkerSeedFromWorkerId(Rule):
                 continue  # partial(...) of a lambda or method: arguments unknown
             persistent = ctx.value(bound, "persistent_workers")
             workers = ctx.value(bound, "num_workers")
-            if persistent is True or workers == 0:
-                continue
             seedings = lambda_seedings(ctx, func, params[offset]) if isinstance(func, cst.Lambda) else fixed_seedings(
                 ctx, func, params[offset]
             )
             if not seedings:
                 continue
+            same = worker_invariant(ctx, func, params[offset], seedings)
+            if not _loader_repeats({"persistent_workers": persistent, "num_workers": workers}, same):
+                continue
             reported.add(id(func))
             yield self.report(
                 func,
-                _seed_message(ctx, seedings, params[offset], func),
+                _seed_message(ctx, seedings, params[offset], func, same),
                 end_node=None if isinstance(func, cst.Lambda) else func.name,
             )
 
@@ -254,16 +280,15 @@ class WorkerSeedFromWorkerId(Rule):
         return None, 0
 
 
-def _loader_repeats(facts: dict) -> bool:
-    """Could the streams repeat across epochs under this DataLoader?"""
-    if facts.get("persistent_workers") is True:
-        return False
+def _loader_repeats(facts: dict, same_in_every_worker: bool = False) -> bool:
+    """Could the streams repeat under this DataLoader: across epochs (workers re-created
+    each epoch) or, when every worker gets the same seed, across its workers?"""
     if facts.get("num_workers") == 0:
         return False
-    return True
+    return same_in_every_worker or facts.get("persistent_workers") is not True
 
 
-def _seed_message(ctx, seedings, worker_param: str, func=None) -> str:
+def _seed_message(ctx, seedings, worker_param: str, func=None, same: bool = False) -> str:
     names = []
     for family, call in seedings:
         text = call_text(ctx, call)
@@ -271,6 +296,14 @@ def _seed_message(ctx, seedings, worker_param: str, func=None) -> str:
             names.append(text)
     shown = ", ".join(f"`{n}`" for n in names[:3])
     who = f"`{func.name.value}`" if isinstance(func, cst.FunctionDef) else "this lambda"
+    if same:
+        return (
+            f"{who} is a DataLoader `worker_init_fn` that seeds {shown} from values that are the same in every "
+            f"worker (constants and arguments bound in the parent, never the worker id `{worker_param}`), "
+            "replacing torch's per-worker seed: all workers draw the same sequence of random numbers, so the "
+            "samples at the same position in each worker's batches get the same random augmentation, and "
+            "unless `persistent_workers=True` every epoch repeats the last"
+        )
     return (
         f"{who} is a DataLoader `worker_init_fn` that seeds {shown} only from the worker id "
         f"(`{worker_param}`) and constants, replacing torch's "
