@@ -3,35 +3,14 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import List
 
 import libcst as cst
 
 from dslint.rules.base import ERROR, Rule, Symptom
-from dslint.rules.fork._common import call_text, inherited_uses
+from dslint.rules.fork._common import call_text, inherited_uses, reseeded
 from dslint.semantics.classes import class_family, dataset_inits
-from dslint.semantics.instance_state import AttrUse, held_on_self, rng_factory_kind, rng_kind
+from dslint.semantics.instance_state import held_on_self, rng_factory_kind, rng_kind
 from dslint.semantics.walk import iter_subtree
-
-_RESEED_METHODS = frozenset({"seed", "manual_seed", "set_state", "setstate", "set_seed", "bit_generator"})
-
-
-def _reseeded(ctx, init: cst.FunctionDef, attr: str, uses: List[AttrUse]) -> bool:
-    """Reseeded outside ``__init__``: ``self.rng.seed(...)``, ``self.rng.manual_seed(...)``...
-    in another method, or ``<anything>.<attr>.seed(...)`` anywhere (a worker_init_fn reseeding it)."""
-    for use in uses:
-        parent = ctx.parent(use.node)
-        if isinstance(parent, cst.Attribute) and parent.value is use.node and parent.attr.value in _RESEED_METHODS:
-            if use.method.name.value != "__init__":
-                return True
-    for node in ctx.nodes(cst.Attribute):
-        if node.attr.value not in _RESEED_METHODS:
-            continue
-        owner = node.value
-        if isinstance(owner, cst.Attribute) and owner.attr.value == attr and ctx.enclosing_function(node) is not init:
-            return True
-    return False
-
 
 class RngStateInInit(Rule):
     """
@@ -174,18 +153,6 @@ class RngStateInInit(Rule):
         import numpy as np
         from torch.utils.data import Dataset
 
-        class OnlyInit(Dataset):
-            def __init__(self, n):
-                self.rng = np.random.default_rng(0)
-                self.noise = self.rng.normal(size=n)  # drawn once, in the parent
-
-            def __getitem__(self, i):
-                return self.noise[i]
-        """,
-        """
-        import numpy as np
-        from torch.utils.data import Dataset
-
         def make_state(seed):
             if seed is None:
                 return None
@@ -311,7 +278,7 @@ class RngStateInInit(Rule):
                 held = held_on_self(ctx, init, self_param, call, ("manual_seed",), False)
                 if held is None:
                     continue
-                used = inherited_uses(ctx, cls, init, self_param, held, (), partial(_reseeded, ctx, init))
+                used = inherited_uses(ctx, cls, init, self_param, held, (), partial(reseeded, ctx, init))
                 if not used:
                     continue
                 made = "" if rng_kind(ctx, call) else " (a factory that returns a new random generator object)"

@@ -3,31 +3,15 @@ reader, a cursor, a generator) is drained by ``__iter__``, so later epochs are e
 
 from __future__ import annotations
 
-from typing import Iterable, List, Set
+from typing import Set
 
 import libcst as cst
 
 from dslint.rules.base import ERROR, Rule, Symptom
-from dslint.rules.iterable._common import iterable_classes
+from dslint.rules.iterable._common import init_only, iterable_classes, rewound_attrs, state_message
 from dslint.semantics.classes import all_methods, find_method, reached_methods
-from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.libraries import is_reiterating_wrapper, wraps_without_copy
-from dslint.semantics.streams import CURSOR, FILE, GENERATOR, assigned_attrs, init_iterators, iterated_attrs, one_shot
-from dslint.semantics.walk import iter_subtree
-
-
-def _rewound_attrs(funcs: Iterable[cst.FunctionDef]) -> Set[str]:
-    """``self.X`` reassigned, or ``self.X.seek(...)``: a fresh start."""
-    found: Set[str] = set()
-    for func in funcs:
-        found |= assigned_attrs(func)
-        selfp = self_name(func)
-        for node in iter_subtree(func.body, into_scopes=False):
-            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "seek":
-                attr = self_attr(node.func.value, selfp)
-                if attr:
-                    found.add(attr)
-    return found
+from dslint.semantics.streams import GENERATOR, init_iterators, iterated_attrs, one_shot
 
 
 class IteratorStateInInit(Rule):
@@ -50,7 +34,8 @@ class IteratorStateInInit(Rule):
     Also flagged: a DataPipe wrapper that re-iterates what it wraps every epoch
     (torchdata's / torch's `IterableWrapper`) built over a one-shot iterator: a
     generator (which cannot be deep-copied, so the wrapper falls back to the
-    generator itself), or any other iterator when `deepcopy` is certainly false.
+    generator itself), or any other iterator when `deepcopy` is certainly false
+    (every value seen is `False`; an unresolved one stays silent).
 
     Not reported: an attribute that `__iter__` or any other method reassigns (or
     rewinds with `seek`) - it is renewed for the next epoch; endless iterators
@@ -140,30 +125,6 @@ class IteratorStateInInit(Rule):
             def __iter__(self):
                 self.it = iter(self.items)
                 yield from self.it
-        """,
-        """
-        from torch.utils.data import Dataset
-
-        class SeekRead(Dataset):
-            def __init__(self, path):
-                self.f = open(path, "rb")
-
-            def __getitem__(self, i):
-                self.f.seek(i * 8)
-                return self.f.read(8)
-        """,
-        """
-        import itertools
-        from torch.utils.data import IterableDataset
-
-        class Endless(IterableDataset):
-            def __init__(self, items):
-                self.pool = itertools.cycle(items)
-                self.items = list(items)
-
-            def __iter__(self):
-                for x in self.items:
-                    yield x, next(self.pool)
         """,
         """
         from torch.utils.data import IterableDataset
@@ -299,7 +260,7 @@ class IteratorStateInInit(Rule):
             init = find_method(ctx, cls, "__init__")
             if iter_func is None or init is None:
                 continue
-            constructors = _init_only(ctx, cls, init)
+            constructors = init_only(ctx, cls, init)
             candidates = {}
             for func in reversed(constructors):
                 candidates.update(init_iterators(ctx, cls, func))
@@ -307,12 +268,12 @@ class IteratorStateInInit(Rule):
                 continue
             iterating = reached_methods(ctx, cls, iter_func)
             consumed = iterated_attrs(ctx, iterating, iter_func)
-            renewed = _rewound_attrs(m for m in all_methods(ctx, cls) if not any(m is c for c in constructors))
+            renewed = rewound_attrs(m for m in all_methods(ctx, cls) if not any(m is c for c in constructors))
             for attr, (node, flavour) in sorted(candidates.items()):
                 if attr not in consumed or attr in renewed or id(node) in reported:
                     continue
                 reported.add(id(node))
-                yield self.report(node, _state_message(attr, flavour))
+                yield self.report(node, state_message(attr, flavour))
         yield from self._wrapped_iterators(ctx)
 
     def _wrapped_iterators(self, ctx):
@@ -336,25 +297,3 @@ class IteratorStateInInit(Rule):
                 "yields 0 samples",
             )
 
-
-def _init_only(ctx, cls, init) -> List[cst.FunctionDef]:
-    """``__init__`` and the methods it calls (``self._setup()``) that no other method reaches."""
-    helpers = [m for m in reached_methods(ctx, cls, init) if m is not init]
-    others = [m for m in all_methods(ctx, cls) if m is not init and not any(m is h for h in helpers)]
-    elsewhere = [r for m in others for r in reached_methods(ctx, cls, m)]
-    return [init] + [h for h in helpers if not any(h is r for r in elsewhere)]
-
-
-def _state_message(attr: str, flavour: str) -> str:
-    if flavour == FILE:
-        return (
-            f"`self.{attr}` is a file read once: it is opened in `__init__` and drained by `__iter__`, so every "
-            "epoch after the first yields 0 samples, with or without workers (forked workers share one file "
-            "offset, which stays at end-of-file and splits the lines between workers unpredictably)"
-        )
-    what = "a database cursor" if flavour == CURSOR else "an iterator"
-    return (
-        f"`self.{attr}` is {what} created once in `__init__` and drained by `__iter__`: the first epoch exhausts "
-        "it, so with `num_workers=0` or `persistent_workers=True` every later epoch yields 0 samples "
-        "(non-persistent workers hide it by re-forking the parent's untouched copy each epoch)"
-    )

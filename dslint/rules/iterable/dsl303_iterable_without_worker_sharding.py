@@ -4,10 +4,11 @@ stream of an IterableDataset that does not shard by worker."""
 from __future__ import annotations
 
 from dslint.rules.base import ERROR, WARNING, Rule, Symptom
-from dslint.rules.iterable._common import iterable_classes, shards_or_unknown
+from dslint.rules.iterable._common import iterable_classes
 from dslint.semantics.classes import all_methods, constructions_of, methods
 from dslint.semantics.libraries import consumed_by_pipeline
 from dslint.semantics.loops import is_test_code
+from dslint.semantics.sharding import shards_or_unknown
 from dslint.semantics.worker_info import mentions_worker_info
 
 
@@ -113,24 +114,6 @@ class IterableWithoutWorkerSharding(Rule):
                 for f in self.files[k::n]:
                     yield f
         """,
-        """
-        import torch.utils.data as tud
-
-        def my_shard(files):
-            info = tud.get_worker_info()
-            return files if info is None else files[info.id :: info.num_workers]
-
-        class ViaHelper(tud.IterableDataset):
-            def __init__(self, files):
-                self.files = files
-
-            def __iter__(self):
-                for f in self._mine():
-                    yield f
-
-            def _mine(self):
-                return my_shard(self.files)
-        """,
         {
             "shard.py": """
             import math
@@ -162,20 +145,6 @@ class IterableWithoutWorkerSharding(Rule):
             """,
         },
         """
-        from torch.utils.data import DataLoader, IterableDataset
-
-        class SingleProcess(IterableDataset):
-            def __init__(self, files):
-                self.files = files
-
-            def __iter__(self):
-                yield from self.files
-
-        ds = SingleProcess(["a"])
-        loader = DataLoader(ds, batch_size=4)
-        other = DataLoader(ds, num_workers=1)
-        """,
-        """
         import torch
         from torch.utils.data import IterableDataset
 
@@ -197,102 +166,12 @@ class IterableWithoutWorkerSharding(Rule):
                     yield x
         """,
         """
-        import webdataset as wds
-        from torch.utils.data import IterableDataset
-
-        class Shards(IterableDataset):
-            def __init__(self, urls):
-                self.urls = urls
-
-            def __iter__(self):
-                for sample in wds.WebDataset(self.urls):
-                    yield sample
-        """,
-        """
         from torch.utils.data import IterableDataset
 
         class Abstract(IterableDataset):
             def __iter__(self):
                 for item in self.items():
                     yield item
-        """,
-        {
-            "base.py": """
-            from torch.utils.data import get_worker_info
-
-            class ShardMixin:
-                def my_files(self):
-                    info = get_worker_info()
-                    return self.files if info is None else self.files[info.id :: info.num_workers]
-            """,
-            "ds.py": """
-            from torch.utils.data import IterableDataset
-            from base import ShardMixin
-
-            class Files(ShardMixin, IterableDataset):
-                def __init__(self, files):
-                    self.files = files
-
-                def __iter__(self):
-                    for f in self.my_files():
-                        yield f
-            """,
-        },
-        """
-        from torch.utils.data import IterableDataset, get_worker_info
-
-        class ByProperty(IterableDataset):
-            def __init__(self, files):
-                self.files = files
-
-            @property
-            def mine(self):
-                info = get_worker_info()
-                return self.files if info is None else self.files[info.id :: info.num_workers]
-
-            def __iter__(self):
-                for f in self.mine:
-                    yield f
-        """,
-        """
-        import numpy as np
-        from torch.utils.data import IterableDataset
-
-        class RandomClips(IterableDataset):
-            def __init__(self, files):
-                self.files = files
-
-            def generate(self):
-                while True:
-                    idx = np.random.choice(len(self.files))
-                    yield self.files[idx]
-
-            def __iter__(self):
-                return iter(self.generate())
-
-        class Empty(IterableDataset):
-            def __iter__(self):
-                return iter([])
-
-        class Toy(IterableDataset):
-            def __iter__(self):
-                yield from [1, 2, 3]
-        """,
-        """
-        from torch.utils.data import IterableDataset
-        from torch.utils.data import get_worker_info as gwi
-
-        class Aliased(IterableDataset):
-            def __init__(self, files):
-                self.files = files
-
-            def __iter__(self):
-                def mine():
-                    info = gwi()
-                    return self.files if info is None else self.files[info.id :: info.num_workers]
-
-                for f in mine():
-                    yield f
         """,
         """
         import webdataset as wds
@@ -334,16 +213,6 @@ class IterableWithoutWorkerSharding(Rule):
                     if i % shard[1] == shard[0]:
                         yield f
         """,
-        """
-        from torch.utils.data.datapipes.iter import IterDataPipe
-
-        class Pipe(IterDataPipe):
-            def __init__(self, items):
-                self.items = items
-
-            def __iter__(self):
-                yield from self.items
-        """,
     )
     invalid = (
         """
@@ -374,38 +243,6 @@ class IterableWithoutWorkerSharding(Rule):
 
         loader = tud.DataLoader(Files(["a"]), batch_size=8, num_workers=4, worker_init_fn=seed_only)
         """,
-        {
-            "helpers.py": """
-            def load(path):
-                return open(path).read()
-            """,
-            "base.py": """
-            from torch.utils.data import IterableDataset
-
-            class Stream(IterableDataset):
-                pass
-            """,
-            "child.py": """
-            from base import Stream
-            from helpers import load
-
-            class Child(Stream):
-                def __init__(self, paths):
-                    self.paths = paths
-
-                def __iter__(self):  # expect: DSL303
-                    for i in range(len(self.paths)):
-                        yield load(self.paths[i])
-            """,
-            "train.py": """
-            from torch.utils.data import DataLoader
-            from child import Child
-
-            ds = Child(["a", "b"])
-            loader = DataLoader(ds, num_workers=0)
-            fast = DataLoader(ds, num_workers=2)
-            """,
-        },
         """
         import numpy as np
         import torch

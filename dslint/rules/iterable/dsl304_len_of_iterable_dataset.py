@@ -8,75 +8,11 @@ from typing import Optional, Tuple
 import libcst as cst
 
 from dslint.rules.base import ERROR, Rule, Symptom
-from dslint.rules.iterable._common import is_datapipe_or_chain
+from dslint.rules.iterable._common import is_datapipe_or_chain, len_guarded, method_loader, truth_tested
 from dslint.semantics.bindings import class_ref
 from dslint.semantics.calls import DATALOADER, BoundCall
-from dslint.semantics.classes import find_method
 from dslint.semantics.libraries import hf_iterable
-from dslint.semantics.names import dotted_parts
 from dslint.semantics.project import ITERABLE
-from dslint.semantics.regions import self_attr, self_name
-from dslint.semantics.walk import iter_subtree
-
-
-def _guarded(ctx, call: cst.Call) -> bool:
-    """Inside ``try: ... except TypeError`` or a ``hasattr(x, "__len__")``/``Sized`` test."""
-    for ancestor in ctx.ancestors(call):
-        if isinstance(ancestor, cst.Try):
-            for handler in ancestor.handlers:
-                if handler.type is None:
-                    return True
-                names = {".".join(p) for p in [dotted_parts(n) for n in iter_subtree(handler.type)] if p}
-                if names & {"TypeError", "Exception", "BaseException", "builtins.TypeError"}:
-                    return True
-        if isinstance(ancestor, (cst.If, cst.IfExp, cst.While)):
-            text = ctx.code(ancestor.test)
-            if "__len__" in text or "Sized" in text:
-                return True
-        if isinstance(ancestor, cst.BooleanOperation):
-            text = ctx.code(ancestor.left)
-            if "__len__" in text or "Sized" in text:
-                return True
-        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
-            break
-    return False
-
-
-def _truth_tested(ctx):
-    """Expressions Python tests for truth (``if x``, ``not x``, ``x or y``, ``bool(x)``,
-    comprehension conditions): ``bool()`` of an object with ``__len__`` calls it."""
-    for kind in (cst.If, cst.While, cst.IfExp, cst.CompIf, cst.Assert):
-        for node in ctx.nodes(kind):
-            yield node.test
-    for node in ctx.nodes(cst.UnaryOperation):
-        if isinstance(node.operator, cst.Not):
-            yield node.expression
-    for node in ctx.nodes(cst.BooleanOperation):
-        yield node.left
-    for call in ctx.calls_to("builtins.bool"):
-        if len(call.args) == 1 and call.args[0].keyword is None and not call.args[0].star:
-            yield call.args[0].value
-
-
-def _method_loader(ctx, expr) -> Optional[cst.BaseExpression]:
-    """For ``self.m()`` with no arguments, the one DataLoader construction that method of
-    the enclosing class returns (every ``return`` of it), else None."""
-    if not (isinstance(expr, cst.Call) and not expr.args and isinstance(expr.func, cst.Attribute)):
-        return None
-    func = ctx.enclosing_function(expr)
-    cls = ctx.method_class(func) if func is not None else None
-    if cls is None or self_attr(expr.func, self_name(func)) is None:
-        return None
-    method = find_method(ctx, cls, expr.func.attr.value)
-    if method is None or method is func:
-        return None
-    values = [n.value for n in iter_subtree(method.body, into_scopes=False) if isinstance(n, cst.Return)]
-    if len(values) != 1 or values[0] is None:
-        return None
-    value = values[0]
-    if isinstance(value, cst.Name) and ctx.enclosing_function(value) is method:
-        value = ctx.single_assignment(value)
-    return value if isinstance(value, cst.Call) and ctx.is_dataloader_call(value) else None
 
 
 class LenOfIterableDataset(Rule):
@@ -287,7 +223,7 @@ class LenOfIterableDataset(Rule):
             if found is None:
                 continue
             class_name, through_loader = found
-            if _guarded(ctx, call):
+            if len_guarded(ctx, call):
                 continue
             error = f"`TypeError: object of type '{class_name.rsplit('.', 1)[-1]}' has no len()`"
             if through_loader:
@@ -298,9 +234,9 @@ class LenOfIterableDataset(Rule):
             else:
                 message = f"`{class_name}` is an IterableDataset that defines no `__len__`: `len()` raises {error}"
             yield self.report(call, message)
-        for tested in _truth_tested(ctx):
+        for tested in truth_tested(ctx):
             found = self._iterable_class(ctx, tested)
-            if found is None or not found[1] or _guarded(ctx, tested):
+            if found is None or not found[1] or len_guarded(ctx, tested):
                 continue
             error = f"`TypeError: object of type '{found[0].rsplit('.', 1)[-1]}' has no len()`"
             yield self.report(
@@ -315,9 +251,9 @@ class LenOfIterableDataset(Rule):
         value = expr
         if isinstance(value, cst.Name):
             assigned = ctx.single_assignment(value)
-            if isinstance(assigned, cst.Call) and (ctx.is_dataloader_call(assigned) or _method_loader(ctx, assigned)):
+            if isinstance(assigned, cst.Call) and (ctx.is_dataloader_call(assigned) or method_loader(ctx, assigned)):
                 value = assigned
-        returned = _method_loader(ctx, value) if depth == 0 else None
+        returned = method_loader(ctx, value) if depth == 0 else None
         if returned is not None:
             # self.train_dataloader(): a method of the class that returns one DataLoader
             found = LenOfIterableDataset._iterable_class(ctx, returned, depth + 1)
