@@ -679,6 +679,15 @@ MORE_CASES = [
             def __getitem__(self, i):
                 return self.noise[i]
         """),
+    ('DSL403', 'valid', """
+        import numpy as np
+        from torch.utils.data import DataLoader
+
+        def init(worker_id, seed=None):
+            np.random.seed(seed)  # None: fresh entropy in every worker
+
+        loader = DataLoader(ds, num_workers=2, worker_init_fn=init)
+        """),
 ]
 
 

@@ -684,6 +684,13 @@ MORE_CASES = [
                 for x in self.items:
                     yield x, next(self.pool)
         """),
+    ('DSL302', 'valid', {"tests/test_pipe.py": """
+        from torchdata.datapipes.iter import IterableWrapper
+
+        def test_drains_once():
+            pipe = IterableWrapper(x for x in range(3))
+            assert list(pipe) == [0, 1, 2]
+        """}),
 ]
 
 

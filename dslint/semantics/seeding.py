@@ -119,9 +119,16 @@ class _SeedAnalysis:
         return False
 
     def _other_parameter(self, name: cst.Name) -> bool:
+        """Another parameter, never rebound, whose default is not None (``seed(None)`` draws
+        fresh entropy in every worker)."""
         params = self.func.params
-        names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
-        return name.value in names and name.value != self.worker_param and not self._assigned_in_function(name.value)
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            if param.name.value == name.value and name.value != self.worker_param:
+                default = param.default
+                if isinstance(default, cst.Name) and default.value == "None":
+                    return False
+                return not self._assigned_in_function(name.value)
+        return False
 
     def _is_parameter(self, name: cst.Name) -> bool:
         return self.ctx.names.resolve_name(name.value, name) is None and not self._assigned_in_function(name.value)

@@ -265,6 +265,7 @@ class RngStateInInit(Rule):
     )
 
     def check(self, ctx):
+        reported = set()
         for cls, init, self_param in dataset_inits(ctx):
             family = class_family(ctx, cls)
             for call in iter_subtree(init.body, into_scopes=False):
@@ -276,11 +277,12 @@ class RngStateInInit(Rule):
                 if kind == "numpy" and isinstance(ctx.parent(call), cst.Arg):
                     continue  # e.g. Generator(PCG64(...)) is reported at the outer call
                 held = held_on_self(ctx, init, self_param, call, ("manual_seed",), False)
-                if held is None:
-                    continue
+                if held is None or any(id(site) in reported for site in held.attrs.values()):
+                    continue  # e.g. the other arm of `default_rng() if s is None else default_rng(s)`
                 used = inherited_uses(ctx, cls, init, self_param, held, (), partial(reseeded, ctx, init))
                 if not used:
                     continue
+                reported.update(id(site) for site in held.attrs.values())
                 made = "" if rng_kind(ctx, call) else " (a factory that returns a new random generator object)"
                 yield self.report(
                     call,

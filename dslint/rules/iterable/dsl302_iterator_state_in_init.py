@@ -11,6 +11,7 @@ from dslint.rules.base import ERROR, Rule, Symptom
 from dslint.rules.iterable._common import init_only, iterable_classes, rewound_attrs, state_message
 from dslint.semantics.classes import all_methods, find_method, reached_methods
 from dslint.semantics.libraries import is_reiterating_wrapper, wraps_without_copy
+from dslint.semantics.loops import is_test_code
 from dslint.semantics.streams import GENERATOR, init_iterators, iterated_attrs, one_shot
 
 
@@ -279,8 +280,8 @@ class IteratorStateInInit(Rule):
     def _wrapped_iterators(self, ctx):
         """``IterableWrapper(one_shot_iterator, ...)``: the pipe re-iterates a drained iterator."""
         for call in ctx.nodes(cst.Call):
-            if not is_reiterating_wrapper(ctx, call):
-                continue
+            if not is_reiterating_wrapper(ctx, call) or is_test_code(ctx, call):
+                continue  # a test wraps a generator to drain it once
             kind = one_shot(ctx, call.args[0].value)
             if kind is None or (kind != GENERATOR and wraps_without_copy(ctx, call) is not True):
                 continue
