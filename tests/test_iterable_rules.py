@@ -10,6 +10,7 @@ import pytest
 
 from dslint.fixes import apply_edits
 from tests.conftest import FIXTURES, check_tree, run_cli, write_files
+from tests.test_rule_cases import test_rule_case as run_case
 
 
 def _findings(root, code):
@@ -419,3 +420,282 @@ def test_iterable_protocol_rules_leave_test_fixtures_alone(tmp_path):
         ("replay.py", "DSL301"),
         ("replay.py", "DSL303"),
     }
+
+
+# --------------------------------------------------------------------------- more cases
+
+# Cases of this family's rules that do not fit in the rule modules (300 lines each);
+# they run exactly like the embedded ones (tests/test_rule_cases.py).
+MORE_CASES = [
+    ('DSL303', 'valid', """
+        import torch.utils.data as tud
+
+        def my_shard(files):
+            info = tud.get_worker_info()
+            return files if info is None else files[info.id :: info.num_workers]
+
+        class ViaHelper(tud.IterableDataset):
+            def __init__(self, files):
+                self.files = files
+
+            def __iter__(self):
+                for f in self._mine():
+                    yield f
+
+            def _mine(self):
+                return my_shard(self.files)
+        """),
+    ('DSL303', 'valid', """
+        from torch.utils.data import DataLoader, IterableDataset
+
+        class SingleProcess(IterableDataset):
+            def __init__(self, files):
+                self.files = files
+
+            def __iter__(self):
+                yield from self.files
+
+        ds = SingleProcess(["a"])
+        loader = DataLoader(ds, batch_size=4)
+        other = DataLoader(ds, num_workers=1)
+        """),
+    ('DSL303', 'valid', """
+        import webdataset as wds
+        from torch.utils.data import IterableDataset
+
+        class Shards(IterableDataset):
+            def __init__(self, urls):
+                self.urls = urls
+
+            def __iter__(self):
+                for sample in wds.WebDataset(self.urls):
+                    yield sample
+        """),
+    ('DSL303', 'valid', {
+            "base.py": """
+            from torch.utils.data import get_worker_info
+
+            class ShardMixin:
+                def my_files(self):
+                    info = get_worker_info()
+                    return self.files if info is None else self.files[info.id :: info.num_workers]
+            """,
+            "ds.py": """
+            from torch.utils.data import IterableDataset
+            from base import ShardMixin
+
+            class Files(ShardMixin, IterableDataset):
+                def __init__(self, files):
+                    self.files = files
+
+                def __iter__(self):
+                    for f in self.my_files():
+                        yield f
+            """,
+        }),
+    ('DSL303', 'valid', """
+        from torch.utils.data import IterableDataset, get_worker_info
+
+        class ByProperty(IterableDataset):
+            def __init__(self, files):
+                self.files = files
+
+            @property
+            def mine(self):
+                info = get_worker_info()
+                return self.files if info is None else self.files[info.id :: info.num_workers]
+
+            def __iter__(self):
+                for f in self.mine:
+                    yield f
+        """),
+    ('DSL303', 'valid', """
+        import numpy as np
+        from torch.utils.data import IterableDataset
+
+        class RandomClips(IterableDataset):
+            def __init__(self, files):
+                self.files = files
+
+            def generate(self):
+                while True:
+                    idx = np.random.choice(len(self.files))
+                    yield self.files[idx]
+
+            def __iter__(self):
+                return iter(self.generate())
+
+        class Empty(IterableDataset):
+            def __iter__(self):
+                return iter([])
+
+        class Toy(IterableDataset):
+            def __iter__(self):
+                yield from [1, 2, 3]
+        """),
+    ('DSL303', 'valid', """
+        from torch.utils.data import IterableDataset
+        from torch.utils.data import get_worker_info as gwi
+
+        class Aliased(IterableDataset):
+            def __init__(self, files):
+                self.files = files
+
+            def __iter__(self):
+                def mine():
+                    info = gwi()
+                    return self.files if info is None else self.files[info.id :: info.num_workers]
+
+                for f in mine():
+                    yield f
+        """),
+    ('DSL303', 'valid', """
+        from torch.utils.data.datapipes.iter import IterDataPipe
+
+        class Pipe(IterDataPipe):
+            def __init__(self, items):
+                self.items = items
+
+            def __iter__(self):
+                yield from self.items
+        """),
+    ('DSL303', 'invalid', {
+            "helpers.py": """
+            def load(path):
+                return open(path).read()
+            """,
+            "base.py": """
+            from torch.utils.data import IterableDataset
+
+            class Stream(IterableDataset):
+                pass
+            """,
+            "child.py": """
+            from base import Stream
+            from helpers import load
+
+            class Child(Stream):
+                def __init__(self, paths):
+                    self.paths = paths
+
+                def __iter__(self):  # expect: DSL303
+                    for i in range(len(self.paths)):
+                        yield load(self.paths[i])
+            """,
+            "train.py": """
+            from torch.utils.data import DataLoader
+            from child import Child
+
+            ds = Child(["a", "b"])
+            loader = DataLoader(ds, num_workers=0)
+            fast = DataLoader(ds, num_workers=2)
+            """,
+        }),
+    ('DSL301', 'valid', """
+        from torch.utils.data import IterableDataset
+
+        class ResetsOnExhaustion(IterableDataset):
+            def __init__(self, n):
+                self.n = n
+                self.i = 0
+
+            def __iter__(self):
+                return self
+
+            def __next__(self):
+                if self.i >= self.n:
+                    self.i = 0
+                    raise StopIteration
+                self.i += 1
+                return self.i
+        """),
+    ('DSL301', 'valid', """
+        class NotADataset:
+            def __init__(self):
+                self.i = 0
+
+            def __iter__(self):
+                return self
+
+            def __next__(self):
+                if self.i > 3:
+                    raise StopIteration
+                self.i += 1
+                return self.i
+        """),
+    ('DSL301', 'valid', """
+        from torch.utils.data import IterableDataset
+
+        class ExternalReset(IterableDataset):
+            def __init__(self, data):
+                self.data = data
+                self.it = iter(data)
+
+            def set_epoch(self, epoch):
+                self.it = iter(self.data)
+
+            def __iter__(self):
+                return self
+
+            def __next__(self):
+                return next(self.it)
+        """),
+    ('DSL301', 'valid', """
+        from torch.utils.data import IterableDataset
+
+        class Helper(IterableDataset):
+            def __init__(self, data):
+                self.data = data
+
+            def __iter__(self):
+                self._restart()
+                return self
+
+            def _restart(self):
+                self.pos = 0
+
+            def __next__(self):
+                if self.pos >= len(self.data):
+                    raise StopIteration
+                self.pos += 1
+                return self.data[self.pos - 1]
+        """),
+    ('DSL302', 'valid', """
+        from torch.utils.data import Dataset
+
+        class SeekRead(Dataset):
+            def __init__(self, path):
+                self.f = open(path, "rb")
+
+            def __getitem__(self, i):
+                self.f.seek(i * 8)
+                return self.f.read(8)
+        """),
+    ('DSL302', 'valid', """
+        import itertools
+        from torch.utils.data import IterableDataset
+
+        class Endless(IterableDataset):
+            def __init__(self, items):
+                self.pool = itertools.cycle(items)
+                self.items = list(items)
+
+            def __iter__(self):
+                for x in self.items:
+                    yield x, next(self.pool)
+        """),
+    ('DSL302', 'valid', {"tests/test_pipe.py": """
+        from torchdata.datapipes.iter import IterableWrapper
+
+        def test_drains_once():
+            pipe = IterableWrapper(x for x in range(3))
+            assert list(pipe) == [0, 1, 2]
+        """}),
+]
+
+
+@pytest.mark.parametrize(
+    "code,kind,case", [pytest.param(*case, id=f"{case[0]}-{case[1]}-more-{i}") for i, case in enumerate(MORE_CASES)]
+)
+def test_more_cases(tmp_path, code, kind, case):
+    run_case(tmp_path, code, kind, case)

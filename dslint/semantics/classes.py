@@ -161,3 +161,14 @@ def dataset_inits(ctx) -> Iterator[Tuple[cst.ClassDef, cst.FunctionDef, str]]:
                 param = self_name(stmt)
                 if param:
                     yield cls, stmt, param
+
+
+def constructions_of(ctx, cls: cst.ClassDef) -> List[cst.Call]:
+    """The calls of this file that construct ``cls`` by its name (``Cls(...)``)."""
+    name = cls.name.value
+    qualified = f"{ctx.names.modname}.{ctx.qualname_of_def(cls)}"
+    return [
+        call
+        for call in ctx.nodes(cst.Call)
+        if isinstance(call.func, cst.Name) and call.func.value == name and ctx.qualname(call.func) == qualified
+    ]

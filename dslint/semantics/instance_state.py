@@ -3,7 +3,7 @@
 For the attributes of a dataset instance: every ``self.<attr>`` in the methods of
 a class family with whether it stores or loads (``self_attr_uses``), which
 attributes keep an object an ``__init__`` creates (``held_on_self``) and what kind
-of per-process object that is (``handle_kind``, ``rng_kind``), whether ``__init__``
+of per-process object that is (``handle_kind``, ``rng_kind``, ``rng_factory_kind``), whether ``__init__``
 drops it again (``dropped_in_init``), whether anything else in the file gives it a
 new value (``stores_elsewhere``), and how it is read: per sample
 (``per_sample_loads``), indexed by a local value (``indexed_by_local``) or consumed
@@ -18,7 +18,9 @@ from typing import Dict, List, Optional, Set
 import libcst as cst
 
 from dslint.semantics import lifetimes as lt
+from dslint.semantics.bindings import single_assignment
 from dslint.semantics.calls import UNKNOWN
+from dslint.semantics.classes import methods
 from dslint.semantics.regions import LOOP, self_attr, self_name
 from dslint.semantics.walk import iter_subtree
 
@@ -268,10 +270,18 @@ def _strip(expr: cst.CSTNode, derive_methods, derive_subscript: bool) -> cst.CST
 
 
 def _derived_from(ctx, call: cst.Call, derive_methods, derive_subscript: bool) -> cst.CSTNode:
-    """The outermost derivation of ``call`` (``call["key"]``, ``call.begin()``)."""
+    """The outermost derivation of ``call`` (``call["key"]``, ``call.begin()``), through
+    the conditional alternatives that may pick it (``rng if rng else default_rng()``,
+    ``rng or default_rng()``)."""
     node: cst.CSTNode = call
     while True:
         parent = ctx.parent(node)
+        if isinstance(parent, cst.IfExp) and parent.test is not node:
+            node = parent
+            continue
+        if isinstance(parent, cst.BooleanOperation) and isinstance(parent.operator, cst.Or):
+            node = parent
+            continue
         if derive_subscript and isinstance(parent, cst.Subscript) and parent.value is node and _is_key_subscript(parent):
             node = parent
             continue
@@ -436,3 +446,36 @@ def rng_kind(ctx, call: cst.Call) -> Optional[str]:
     if tail is None or tail not in ctx.names.call_tails(_RNG_TAILS):
         return None
     return _RNG_KINDS.get(ctx.call_name(call) or "")
+
+
+def _returned_kind(ctx, func: cst.FunctionDef) -> Optional[str]:
+    """The RNG kind every ``return`` of ``func`` hands back, directly or through a local."""
+    kinds = set()
+    for node in iter_subtree(func.body, into_scopes=False):
+        if isinstance(node, (cst.Yield, cst.Await)):
+            return None
+        if not isinstance(node, cst.Return):
+            continue
+        value = node.value
+        if isinstance(value, cst.Name):
+            value = single_assignment(ctx.tree, value)
+        kinds.add(rng_kind(ctx, value) if isinstance(value, cst.Call) else None)
+    return kinds.pop() if len(kinds) == 1 else None
+
+
+def rng_factory_kind(ctx, call: cst.Call, self_param: Optional[str], family: List[cst.ClassDef]) -> Optional[str]:
+    """The RNG kind a call to a factory of this file returns: a module-level function, or
+    a ``self.m(...)`` method of the class family, whose every ``return`` is a generator
+    object creation (``return np.random.RandomState(seed)``). None for anything else."""
+    func = call.func
+    target: Optional[cst.FunctionDef] = None
+    if isinstance(func, cst.Attribute) and self_param and self_attr(func, self_param):
+        for cls in family:
+            target = methods(cls).get(func.attr.value) or target
+    elif isinstance(func, cst.Name):
+        name = ctx.call_name(call)
+        if name == f"{ctx.names.modname}.{func.value}":
+            for node in ctx.nodes(cst.FunctionDef):
+                if node.name.value == func.value and ctx.tree.scope_node(node) is None:
+                    target = node
+    return _returned_kind(ctx, target) if target is not None else None

@@ -2,10 +2,10 @@
 
 Where a one-shot iterator on ``self`` comes from (a file, a reader, a cursor, a
 generator made once in ``__init__``), which ``self`` attributes an ``__iter__``
-iterates, which instance state a ``__next__`` advances and whether it can stop, and
-whether the iteration consults ``torch.utils.data.get_worker_info()`` (in this file,
-or in project functions across files through ``ctx.view``). A method, callable or
-function that cannot be seen is unknown here, never a yes.
+iterates, and which instance state a ``__next__`` advances and whether it can stop.
+Whether the iteration consults ``torch.utils.data.get_worker_info()`` is
+``worker_info.py``'s. A method, callable or function that cannot be seen is unknown
+here, never a yes.
 """
 
 from __future__ import annotations
@@ -17,9 +17,7 @@ import libcst as cst
 from dslint.semantics import lifetimes as lt
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.classes import called_method, find_method
-from dslint.semantics.names import dotted_parts
 from dslint.semantics.regions import self_attr, self_name
-from dslint.semantics.summary import WORKER_INFO
 from dslint.semantics.walk import iter_subtree
 
 # --------------------------------------------------------------------------- self attributes bound
@@ -229,6 +227,64 @@ def _iterator_source(ctx, cls, values: InitValues, expr, depth: int = 0) -> Opti
         facts = ctx.view.function_facts(name)
         if facts is not None and facts.get("gen"):
             return expr, ITERATOR
+        if one_shot(ctx, expr) is not None:
+            return expr, ITERATOR  # a function of this file that returns a fresh iterator
+    return None
+
+
+# --------------------------------------------------------------------------- one-shot iterators anywhere
+
+GENERATOR = "generator"  # a generator object: cannot be copied, so a wrapper's deepcopy falls back to it
+
+
+def _module_function(ctx, call: cst.Call) -> Optional[cst.FunctionDef]:
+    func = call.func
+    if not isinstance(func, cst.Name) or ctx.call_name(call) != f"{ctx.names.modname}.{func.value}":
+        return None
+    found = [n for n in ctx.nodes(cst.FunctionDef) if n.name.value == func.value and ctx.tree.scope_node(n) is None]
+    return found[0] if len(found) == 1 else None
+
+
+def returned_one_shot(ctx, func: cst.FunctionDef, depth: int = 0) -> Optional[str]:
+    """GENERATOR or ITERATOR when every ``return`` of ``func`` hands back a fresh one-shot
+    iterator (a generator function counts as GENERATOR); None otherwise."""
+    if ctx.regions.get(func).is_generator:
+        return GENERATOR
+    kinds: Set[Optional[str]] = set()
+    for node in iter_subtree(func.body, into_scopes=False):
+        if isinstance(node, cst.Return):
+            kinds.add(one_shot(ctx, node.value, depth + 1) if node.value is not None else None)
+    if not kinds or None in kinds:
+        return None
+    return GENERATOR if kinds == {GENERATOR} else ITERATOR
+
+
+def one_shot(ctx, expr: Optional[cst.CSTNode], depth: int = 0) -> Optional[str]:
+    """Is ``expr`` a one-shot iterator? GENERATOR (a generator expression, a call of a
+    generator function of the project, or of a function of this file returning one),
+    ITERATOR (``iter(x)``, ``map``/``filter``/``zip``/``enumerate``, a non-endless
+    ``itertools`` iterator, a function of this file returning one), or None. A local
+    name counts when its one assignment does."""
+    if expr is None or depth > 4:
+        return None
+    if isinstance(expr, cst.GeneratorExp):
+        return GENERATOR
+    if isinstance(expr, cst.Name):
+        return one_shot(ctx, ctx.single_assignment(expr), depth + 1)
+    if not isinstance(expr, cst.Call):
+        return None
+    name = ctx.call_name(expr)
+    if name in _ITER_BUILTINS:
+        return None if name == "builtins.iter" and len(expr.args) != 1 else ITERATOR
+    if name and name.startswith("itertools.") and name not in _ENDLESS:
+        return ITERATOR
+    local = _module_function(ctx, expr)
+    if local is not None:
+        return returned_one_shot(ctx, local, depth + 1)
+    if name and not name.startswith("builtins."):
+        facts = ctx.view.function_facts(name)
+        if facts is not None and facts.get("gen"):
+            return GENERATOR
     return None
 
 
@@ -397,38 +453,3 @@ def reset_on_exhaustion(ctx, cls: cst.ClassDef, funcs: List[cst.FunctionDef]) ->
                         if method is not None:
                             reset |= assigned_attrs(method)
     return reset
-
-
-# --------------------------------------------------------------------------- get_worker_info
-
-
-def is_worker_info(ctx, node) -> bool:
-    """``node`` names ``torch.utils.data.get_worker_info`` (under any import alias)."""
-    if isinstance(node, (cst.Name, cst.Attribute)):
-        parts = dotted_parts(node)
-        tails = ctx.names.call_tails({"get_worker_info"})  # the name and its import aliases
-        return bool(parts) and parts[-1] in tails and ctx.qualname(node) == WORKER_INFO
-    return False
-
-
-def mentions_worker_info(ctx, func: cst.FunctionDef) -> bool:
-    """The function, nested functions included, names ``get_worker_info``."""
-    return any(is_worker_info(ctx, node) for node in iter_subtree(func.body, into_scopes=True))
-
-
-def shards_transitively(ctx, qualified: str, depth: int = 0, seen: Optional[Set[str]] = None) -> Optional[bool]:
-    """Does the project function ``qualified`` (or what it calls) consult worker info? None: unknown."""
-    seen = seen if seen is not None else set()
-    if qualified in seen or depth > 4:
-        return False
-    seen.add(qualified)
-    facts = ctx.view.function_facts(qualified)
-    if facts is None:
-        return None
-    if facts.get("worker_info"):
-        return True
-    for kind, target, _ in facts.get("calls", ()):
-        if kind == "func" and not target.startswith(("builtins.", "torch.", "numpy.", "random.", "os.")):
-            if shards_transitively(ctx, target, depth + 1, seen):
-                return True
-    return False

@@ -3,19 +3,20 @@
 Whether the project re-creates per-worker state (``family_consults_worker``,
 ``loaders_allow``) and the one check flow of DSL401/DSL402 (``inherited_uses``: an
 object created in ``__init__``, kept on ``self`` and used per sample, that nothing
-re-creates in the workers); the messages DSL401 reports per handle kind; and the
-seeding analysis of DSL403 (``fixed_seedings``: which RNG seedings of a function
-depend on the worker id and constants alone).
+re-creates in the workers); the messages DSL401 reports per handle kind and which
+handles it leaves alone (``write_only``, ``session_used_in_init``); whether DSL402's
+generator is reseeded outside ``__init__`` (``reseeded``). DSL403's seeding analysis
+is ``semantics/seeding.py``.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Set, Tuple
+from typing import Callable, List, Optional, Set
 
 import libcst as cst
 
 from dslint.semantics import lifetimes as lt
-from dslint.semantics.bindings import class_ref, single_assignment
+from dslint.semantics.bindings import class_ref, local_class_path
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.classes import class_family
 from dslint.semantics.instance_state import (
@@ -29,6 +30,7 @@ from dslint.semantics.instance_state import (
     stores_elsewhere,
 )
 from dslint.semantics.names import dotted_parts
+from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.walk import iter_subtree
 
 WORKER_INFO = "torch.utils.data.get_worker_info"
@@ -267,186 +269,124 @@ def handle_message(ctx, kind: str, call: cst.Call, attr: str) -> str:
     )
 
 
-# --------------------------------------------------------------------------- DSL403 seedings
+# --------------------------------------------------------------------------- DSL401 silences
 
-_SEEDERS = {
-    **dict.fromkeys(("numpy.random.seed", "numpy.random.mtrand.seed"), "numpy"),
-    "random.seed": "random",
-    **dict.fromkeys(("torch.manual_seed", "torch.random.manual_seed"), "torch"),
-    **dict.fromkeys(("torch.cuda.manual_seed", "torch.cuda.manual_seed_all"), "torch.cuda"),
-    **dict.fromkeys(("imgaug.seed", "imgaug.random.seed"), "imgaug"),
-    **dict.fromkeys(("lightning.seed_everything", "lightning.pytorch.seed_everything"), "all"),
-    **dict.fromkeys(("lightning.fabric.seed_everything", "pytorch_lightning.seed_everything"), "all"),
-    **dict.fromkeys(("lightning_fabric.seed_everything", "transformers.set_seed", "accelerate.utils.set_seed"), "all"),
-}
-_SEEDER_TAILS = frozenset(q.rsplit(".", 1)[-1] for q in _SEEDERS)
-_GENERATOR_MAKERS = frozenset(
-    {"numpy.random.default_rng", "numpy.random.RandomState", "random.Random", "numpy.random.Generator"}
-)
-_PURE_BUILTINS = frozenset({"builtins.int", "builtins.abs", "builtins.str", "builtins.hash", "builtins.float", "builtins.round"})
-_FIXED_INFO_ATTRS = frozenset({"id", "num_workers"})
+SESSION_REQUESTS = frozenset({"get", "post", "put", "patch", "delete", "head", "options", "request", "send", "urlopen"})
 
 
-class _SeedAnalysis:
-    """Does a seed expression depend only on the worker id and constants?"""
-
-    def __init__(self, ctx, func: cst.FunctionDef | cst.Lambda, worker_param: str) -> None:
-        self.ctx = ctx
-        self.func = func
-        self.worker_param = worker_param
-
-    def _worker_info_value(self, expr: cst.CSTNode, depth: int) -> bool:
-        if isinstance(expr, cst.Call) and self.ctx.call_name(expr) == WORKER_INFO:
-            return True
-        if isinstance(expr, cst.Name) and depth < 6:
-            value = self._local_value(expr)
-            return value is not None and self._worker_info_value(value, depth + 1)
+def write_only(ctx, call: cst.Call) -> bool:
+    """``open(p, "w")``/``"a"``/``"x"`` without ``+``: nothing is read back through the offset."""
+    qualified = ctx.call_name(call)
+    if qualified not in ("builtins.open", "gzip.open", "bz2.open", "lzma.open", "codecs.open"):
         return False
-
-    def _local_value(self, name: cst.Name) -> Optional[cst.CSTNode]:
-        if self.ctx.enclosing_function(name) is not (self.func if isinstance(self.func, cst.FunctionDef) else None):
-            return None
-        return single_assignment(self.ctx.tree, name)
-
-    def fixed(self, expr: cst.CSTNode, depth: int = 0) -> bool:
-        if depth > 8:
-            return False
-        if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString)):
-            return True
-        if isinstance(expr, cst.Name):
-            if expr.value == self.worker_param:
-                return self._is_parameter(expr)
-            if self._bound_in_function(expr):
-                value = self._local_value(expr)
-                return value is not None and self.fixed(value, depth + 1)
-            return self.ctx.literal(expr) is not UNKNOWN
-        if isinstance(expr, cst.Attribute):
-            if expr.attr.value in _FIXED_INFO_ATTRS and self._worker_info_value(expr.value, depth):
-                return True
-            return False
-        if isinstance(expr, cst.BinaryOperation):
-            return self.fixed(expr.left, depth + 1) and self.fixed(expr.right, depth + 1)
-        if isinstance(expr, cst.UnaryOperation):
-            return self.fixed(expr.expression, depth + 1)
-        if isinstance(expr, cst.Call) and self.ctx.call_name(expr) in _PURE_BUILTINS:
-            return bool(expr.args) and all(
-                arg.keyword is None and not arg.star and self.fixed(arg.value, depth + 1) for arg in expr.args
-            )
-        return False
-
-    def _is_parameter(self, name: cst.Name) -> bool:
-        return self.ctx.names.resolve_name(name.value, name) is None and not self._assigned_in_function(name.value)
-
-    def _assigned_in_function(self, value: str) -> bool:
-        for node in iter_subtree(self.func.body, into_scopes=False):
-            if isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Name) and node.target.value == value:
-                return True
-            if isinstance(node, (cst.AugAssign, cst.AnnAssign)) and isinstance(node.target, cst.Name):
-                if node.target.value == value:
-                    return True
-        return False
-
-    def _bound_in_function(self, name: cst.Name) -> bool:
-        if not isinstance(self.func, cst.FunctionDef):
-            return False
-        found, _ = self.ctx.names.scope(self.func).lookup(name.value)
-        return found
+    mode = keyword_literal(ctx, call, "mode")
+    if mode is UNKNOWN:
+        positional = [a for a in call.args if a.keyword is None and not a.star]
+        mode = ctx.literal(positional[1].value) if len(positional) > 1 else "r"
+    return isinstance(mode, str) and "+" not in mode and any(c in mode for c in "wax")
 
 
-def _seed_arg(call: cst.Call) -> Optional[cst.CSTNode]:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == "seed":
-            return arg.value
-    for arg in call.args:
-        if arg.keyword is None and not arg.star:
-            return arg.value
-    return None
-
-
-def positional_params(func) -> List[str]:
-    params = func.params
-    return [p.name.value for p in (*params.posonly_params, *params.params)]
-
-
-def fixed_seedings(ctx, func, worker_param: str, _depth: int = 0) -> List[Tuple[str, cst.Call]]:
-    """(RNG family, call) for every seeding in ``func`` whose seed is fixed per worker id.
-
-    Empty when any family is also seeded from something else (``torch.initial_seed()``,
-    ``get_worker_info().seed``, an unknown value): only families seeded from the
-    worker id and constants alone are returned.
-    """
-    analysis = _SeedAnalysis(ctx, func, worker_param)
-    body = func.body
-    by_family: Dict[str, List[Tuple[cst.Call, bool]]] = {}
-    tails = ctx.names.call_tails(_SEEDER_TAILS | {q.rsplit(".", 1)[-1] for q in _GENERATOR_MAKERS})
-    for node in iter_subtree(body, into_scopes=False):
-        if not isinstance(node, cst.Call):
+def session_used_in_init(ctx, init: cst.FunctionDef, self_param: str, held: Held) -> bool:
+    for sub in iter_subtree(init.body, into_scopes=False):
+        if not (isinstance(sub, cst.Call) and isinstance(sub.func, cst.Attribute)):
             continue
-        func_expr = node.func
-        tail = func_expr.attr.value if isinstance(func_expr, cst.Attribute) else (
-            func_expr.value if isinstance(func_expr, cst.Name) else None
-        )
-        qualified = ctx.call_name(node) if tail in tails else None
-        family = _SEEDERS.get(qualified or "")
-        if family is None and qualified in _GENERATOR_MAKERS and _stored_beyond_call(ctx, node, func):
-            family = f"object:{qualified}"
-        if family is None and _depth == 0 and qualified is not None:
-            helper = _same_file_function(ctx, qualified)
-            if helper is not None and node.args:
-                params = positional_params(helper)
-                first = _seed_arg(node)
-                if params and first is not None and fixed_seedings(ctx, helper, params[0], _depth + 1):
-                    family = f"helper:{qualified}"
-        if family is None:
+        if sub.func.attr.value not in SESSION_REQUESTS:
             continue
-        seed = _seed_arg(node)
-        is_fixed = seed is not None and analysis.fixed(seed)
-        by_family.setdefault(family, []).append((node, is_fixed))
-    found = []
-    for family, calls in by_family.items():
-        if all(is_fixed for _, is_fixed in calls):
-            found.extend((family, call) for call, _ in calls)
-    return found
-
-
-def _stored_beyond_call(ctx, call: cst.Call, func) -> bool:
-    """``rng = default_rng(worker_id)`` under ``global rng``, or stored on an object."""
-    parent = ctx.parent(call)
-    if not isinstance(parent, cst.Assign) or parent.value is not call:
-        return False
-    declared = set()
-    for node in iter_subtree(func.body, into_scopes=False):
-        if isinstance(node, cst.Global):
-            declared.update(item.name.value for item in node.names)
-    for target in parent.targets:
-        if isinstance(target.target, cst.Attribute):
+        owner = sub.func.value
+        if owner is held.call:
             return True
-        if isinstance(target.target, cst.Name) and target.target.value in declared:
+        if self_attr(owner, self_param) in held.attrs:
+            return True
+        if isinstance(owner, cst.Name):
+            parent = ctx.parent(held.call)
+            if isinstance(parent, cst.Assign) and any(
+                isinstance(t.target, cst.Name) and t.target.value == owner.value for t in parent.targets
+            ):
+                return True
+    return False
+
+
+# --------------------------------------------------------------------------- DSL402 reseeding
+
+RESEED_METHODS = frozenset({"seed", "manual_seed", "set_state", "setstate", "set_seed", "bit_generator"})
+
+
+def reseeded(ctx, init: cst.FunctionDef, attr: str, uses: List[AttrUse]) -> bool:
+    """Reseeded outside ``__init__``: ``self.rng.seed(...)``, ``self.rng.manual_seed(...)``...
+    in another method, or ``<anything>.<attr>.seed(...)`` anywhere (a worker_init_fn reseeding it)."""
+    for use in uses:
+        parent = ctx.parent(use.node)
+        if isinstance(parent, cst.Attribute) and parent.value is use.node and parent.attr.value in RESEED_METHODS:
+            if use.method.name.value != "__init__":
+                return True
+    for node in ctx.nodes(cst.Attribute):
+        if node.attr.value not in RESEED_METHODS:
+            continue
+        owner = node.value
+        if isinstance(owner, cst.Attribute) and owner.attr.value == attr and ctx.enclosing_function(node) is not init:
             return True
     return False
 
 
-def _same_file_function(ctx, qualified: str) -> Optional[cst.FunctionDef]:
-    prefix = f"{ctx.names.modname}."
-    if not qualified.startswith(prefix):
-        return None
-    name = qualified[len(prefix) :]
-    if "." in name:
-        return None
-    for node in ctx.nodes(cst.FunctionDef):
-        if node.name.value == name and ctx.enclosing_function(node) is None and ctx.method_class(node) is None:
-            return node
-    return None
+# --------------------------------------------------------------------------- DSL403
 
 
-def lambda_seedings(ctx, func: cst.Lambda, worker_param: str):
-    """A lambda body is one expression: a seeding call on the worker id."""
-    body = func.body
-    if not isinstance(body, cst.Call):
-        return []
-    family = _SEEDERS.get(ctx.call_name(body) or "")
-    seed = _seed_arg(body)
-    if family is None or seed is None:
-        return []
-    analysis = _SeedAnalysis(ctx, func, worker_param)
-    return [(family, body)] if analysis.fixed(seed) else []
+def local_worker_init(ctx, target):
+    """(lambda or method def, index of the worker id parameter) for a same-file callable."""
+    if isinstance(target, cst.Lambda):
+        return target, 0
+    if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name):
+        owner_name = target.value.value
+        method_name = target.attr.value
+        owner = None
+        func = ctx.enclosing_function(target)
+        if func is not None and owner_name == self_name(func) and ctx.method_class(func) is not None:
+            owner = ctx.method_class(func)
+            bound = True
+        else:
+            owner = local_class_path(ctx.tree, owner_name)
+            bound = False
+        if owner is None or not isinstance(owner.body, cst.IndentedBlock):
+            return None, 0
+        for stmt in owner.body.body:
+            if isinstance(stmt, cst.FunctionDef) and stmt.name.value == method_name:
+                static = any(
+                    (dotted_parts(d.decorator) or [""])[-1] == "staticmethod" for d in stmt.decorators
+                )
+                if static:
+                    return stmt, 0
+                return (stmt, 1) if bound else (None, 0)
+    return None, 0
+
+
+def loader_repeats(facts: dict, same_in_every_worker: bool = False) -> bool:
+    """Could the streams repeat under this DataLoader: across epochs (workers re-created
+    each epoch) or, when every worker gets the same seed, across its workers?"""
+    if facts.get("num_workers") == 0:
+        return False
+    return same_in_every_worker or facts.get("persistent_workers") is not True
+
+
+def seed_message(ctx, seedings, worker_param: str, func=None, same: bool = False) -> str:
+    names = []
+    for family, call in seedings:
+        text = call_text(ctx, call)
+        if text not in names:
+            names.append(text)
+    shown = ", ".join(f"`{n}`" for n in names[:3])
+    who = f"`{func.name.value}`" if isinstance(func, cst.FunctionDef) else "this lambda"
+    if same:
+        return (
+            f"{who} is a DataLoader `worker_init_fn` that seeds {shown} from values that are the same in every "
+            f"worker (constants and arguments bound in the parent, never the worker id `{worker_param}`), "
+            "replacing torch's per-worker seed: all workers draw the same sequence of random numbers, so the "
+            "samples at the same position in each worker's batches get the same random augmentation, and "
+            "unless `persistent_workers=True` every epoch repeats the last"
+        )
+    return (
+        f"{who} is a DataLoader `worker_init_fn` that seeds {shown} only from the worker id "
+        f"(`{worker_param}`) and constants, replacing torch's "
+        "per-epoch worker seed: there are no duplicates within an epoch, but every epoch replays the same "
+        "random streams (measured with 2 workers: 64 of 64 values identical across epochs) unless "
+        "`persistent_workers=True`"
+    )

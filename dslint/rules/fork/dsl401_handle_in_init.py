@@ -5,48 +5,11 @@ from __future__ import annotations
 import libcst as cst
 
 from dslint.rules.base import ERROR, WARNING, Rule, Symptom
-from dslint.rules.fork._common import handle_message, inherited_uses, keyword_literal
+from dslint.rules.fork._common import handle_message, inherited_uses, session_used_in_init, write_only
 from dslint.semantics import lifetimes as lt
-from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.classes import dataset_inits
-from dslint.semantics.instance_state import HANDLE_DERIVATIONS, Held, consumed_by_iter, handle_kind, held_on_self
-from dslint.semantics.regions import self_attr
+from dslint.semantics.instance_state import HANDLE_DERIVATIONS, consumed_by_iter, handle_kind, held_on_self
 from dslint.semantics.walk import iter_subtree
-
-_SESSION_REQUESTS = frozenset({"get", "post", "put", "patch", "delete", "head", "options", "request", "send", "urlopen"})
-
-
-def _write_only(ctx, call: cst.Call) -> bool:
-    """``open(p, "w")``/``"a"``/``"x"`` without ``+``: nothing is read back through the offset."""
-    qualified = ctx.call_name(call)
-    if qualified not in ("builtins.open", "gzip.open", "bz2.open", "lzma.open", "codecs.open"):
-        return False
-    mode = keyword_literal(ctx, call, "mode")
-    if mode is UNKNOWN:
-        positional = [a for a in call.args if a.keyword is None and not a.star]
-        mode = ctx.literal(positional[1].value) if len(positional) > 1 else "r"
-    return isinstance(mode, str) and "+" not in mode and any(c in mode for c in "wax")
-
-
-def _session_used_in_init(ctx, init: cst.FunctionDef, self_param: str, held: Held) -> bool:
-    for sub in iter_subtree(init.body, into_scopes=False):
-        if not (isinstance(sub, cst.Call) and isinstance(sub.func, cst.Attribute)):
-            continue
-        if sub.func.attr.value not in _SESSION_REQUESTS:
-            continue
-        owner = sub.func.value
-        if owner is held.call:
-            return True
-        if self_attr(owner, self_param) in held.attrs:
-            return True
-        if isinstance(owner, cst.Name):
-            parent = ctx.parent(held.call)
-            if isinstance(parent, cst.Assign) and any(
-                isinstance(t.target, cst.Name) and t.target.value == owner.value for t in parent.targets
-            ):
-                return True
-    return False
-
 
 class HandleInInit(Rule):
     """
@@ -156,17 +119,6 @@ class HandleInInit(Rule):
                 return self.h5["x"][i]
         """,
         """
-        import numpy as np
-        from torch.utils.data import Dataset
-
-        class Mapped(Dataset):
-            def __init__(self, path):
-                self.data = np.load(path, mmap_mode="r")  # read-only mapping: safe to share
-
-            def __getitem__(self, i):
-                return self.data[i]
-        """,
-        """
         import os
         import sqlite3
         from torch.utils.data import Dataset
@@ -205,36 +157,6 @@ class HandleInInit(Rule):
 
         loader = DataLoader(Env("db"), num_workers=4, worker_init_fn=reopen)
         """,
-        {
-            "data.py": """
-                import lmdb
-                from torch.utils.data import Dataset
-
-                class Env(Dataset):
-                    def __init__(self, path):
-                        self.path = path
-                        self.env = lmdb.open(path, readonly=True, lock=False)
-
-                    def __getitem__(self, i):
-                        with self.env.begin() as txn:
-                            return txn.get(str(i).encode())
-                """,
-            "train.py": """
-                from torch.utils.data import DataLoader
-                from data import Env
-                from workers import reopen
-
-                loader = DataLoader(Env("db"), num_workers=4, worker_init_fn=reopen)
-                """,
-            "workers.py": """
-                import lmdb
-                import torch
-
-                def reopen(worker_id):
-                    info = torch.utils.data.get_worker_info()
-                    info.dataset.env = lmdb.open(info.dataset.path, readonly=True)
-                """,
-        },
         """
         from torch.utils.data import IterableDataset
 
@@ -245,18 +167,6 @@ class HandleInInit(Rule):
             def __iter__(self):
                 for line in self.f:
                     yield line.strip()
-        """,
-        """
-        import json
-        from torch.utils.data import Dataset
-
-        class Loaded(Dataset):
-            def __init__(self, path):
-                self.f = open(path)
-                self.items = json.load(self.f)  # only __init__ uses the handle
-
-            def __getitem__(self, i):
-                return self.items[i]
         """,
         """
         from torch.utils.data import DataLoader, Dataset
@@ -270,46 +180,6 @@ class HandleInInit(Rule):
                 return self.f.read(8)
 
         loader = DataLoader(Single("x.bin"), batch_size=4, num_workers=0)
-        """,
-        """
-        import zipfile
-        from torch.utils.data import Dataset
-
-        class Members(Dataset):
-            def __init__(self, path):
-                self.zf = zipfile.ZipFile(path)
-                self.names = self.zf.namelist()
-
-            def __getitem__(self, i):
-                return self.names[i]
-
-        def not_a_dataset(path):
-            handle = open(path)
-            return handle
-        """,
-        """
-        from PIL import Image
-        from torch.utils.data import Dataset
-
-        class Background(Dataset):
-            def __init__(self, path):
-                self.bg = Image.open(path)
-                self.bg.load()  # decoded in the parent: single-frame files are closed
-
-            def __getitem__(self, i):
-                return self.bg.crop((i, i, i + 8, i + 8))
-        """,
-        """
-        import requests
-        from torch.utils.data import Dataset
-
-        class Remote(Dataset):
-            def __init__(self, urls):
-                self.urls = urls
-                self.session = requests.Session()  # no connection yet
-
-            def __getitem__(self, i):
-                return self.session.get(self.urls[i]).content
         """,
     )
     invalid = (
@@ -355,18 +225,6 @@ class HandleInInit(Rule):
             def __getitem__(self, i):
                 return self.txn.get(str(i).encode())
         """,
-        """
-        import sqlite3
-        from torch.utils.data import Dataset
-
-        class Table(Dataset):
-            def __init__(self, path):
-                self.conn = sqlite3.connect(path)  # expect: DSL401
-                self.n = self.conn.execute("select count(*) from t").fetchone()[0]
-
-            def __getitem__(self, i):
-                return self.conn.execute("select v from t where k=?", (i,)).fetchone()
-        """,
         {
             "base.py": """
                 from torch.utils.data import Dataset
@@ -388,18 +246,6 @@ class HandleInInit(Rule):
                         return self.zf.read(self.names[i])
                 """,
         },
-        """
-        from PIL import Image
-        from torch.utils.data import Dataset
-
-        class Atlas(Dataset):
-            def __init__(self, path, size):
-                self.atlas = Image.open(path)  # expect: DSL401
-                self.size = size
-
-            def __getitem__(self, i):
-                return self.atlas.crop((i * self.size, 0, (i + 1) * self.size, self.size))
-        """,
         """
         import gzip
         from torch.utils.data import DataLoader, Dataset
@@ -426,7 +272,7 @@ class HandleInInit(Rule):
                 if not isinstance(call, cst.Call):
                     continue
                 kind = handle_kind(ctx, call)
-                if kind is None or (kind == "file" and _write_only(ctx, call)):
+                if kind is None or (kind == "file" and write_only(ctx, call)):
                     continue
                 if kind == "sqlite" and call.args and ctx.literal(call.args[0].value) == ":memory:":
                     continue  # a private in-memory database: each worker gets its own copy
@@ -434,7 +280,7 @@ class HandleInInit(Rule):
                 held = held_on_self(ctx, init, self_param, call, methods, subscript)
                 if held is None:
                     continue
-                if kind == "session" and not _session_used_in_init(ctx, init, self_param, held):
+                if kind == "session" and not session_used_in_init(ctx, init, self_param, held):
                     continue
                 close_methods = ("close", *lt.IMAGE_LOADING_METHODS) if kind == "image" else ("close",)
                 used = inherited_uses(

@@ -3,35 +3,14 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import List
 
 import libcst as cst
 
 from dslint.rules.base import ERROR, Rule, Symptom
-from dslint.rules.fork._common import call_text, inherited_uses
-from dslint.semantics.classes import dataset_inits
-from dslint.semantics.instance_state import AttrUse, held_on_self, rng_kind
+from dslint.rules.fork._common import call_text, inherited_uses, reseeded
+from dslint.semantics.classes import class_family, dataset_inits
+from dslint.semantics.instance_state import held_on_self, rng_factory_kind, rng_kind
 from dslint.semantics.walk import iter_subtree
-
-_RESEED_METHODS = frozenset({"seed", "manual_seed", "set_state", "setstate", "set_seed", "bit_generator"})
-
-
-def _reseeded(ctx, init: cst.FunctionDef, attr: str, uses: List[AttrUse]) -> bool:
-    """Reseeded outside ``__init__``: ``self.rng.seed(...)``, ``self.rng.manual_seed(...)``...
-    in another method, or ``<anything>.<attr>.seed(...)`` anywhere (a worker_init_fn reseeding it)."""
-    for use in uses:
-        parent = ctx.parent(use.node)
-        if isinstance(parent, cst.Attribute) and parent.value is use.node and parent.attr.value in _RESEED_METHODS:
-            if use.method.name.value != "__init__":
-                return True
-    for node in ctx.nodes(cst.Attribute):
-        if node.attr.value not in _RESEED_METHODS:
-            continue
-        owner = node.value
-        if isinstance(owner, cst.Attribute) and owner.attr.value == attr and ctx.enclosing_function(node) is not init:
-            return True
-    return False
-
 
 class RngStateInInit(Rule):
     """
@@ -42,6 +21,13 @@ class RngStateInInit(Rule):
     nothing reseeds it per worker: no `get_worker_info()` or `os.getpid()` in the
     dataset, no other method or `worker_init_fn` in the project that reassigns or
     reseeds it.
+
+    The generator may be created directly, picked by a conditional
+    (`rng if rng is not None else np.random.default_rng()`, `rng or
+    random.Random()`), or returned by a factory of this file that `__init__`
+    calls (a module-level function or a method of the class whose every `return`
+    hands back a new generator object). A factory in another module, or one that
+    may return anything else, is not followed.
 
     Global RNG use (`np.random.rand()`, `random.random()`, `torch.rand()` in
     `__getitem__`) is *not* flagged: since torch 1.9 every worker reseeds the
@@ -167,13 +153,17 @@ class RngStateInInit(Rule):
         import numpy as np
         from torch.utils.data import Dataset
 
-        class OnlyInit(Dataset):
-            def __init__(self, n):
-                self.rng = np.random.default_rng(0)
-                self.noise = self.rng.normal(size=n)  # drawn once, in the parent
+        def make_state(seed):
+            if seed is None:
+                return None
+            return np.random.RandomState(seed)
+
+        class MaybeFactory(Dataset):
+            def __init__(self, seed=None):
+                self.rng = make_state(seed)  # may return None: not followed
 
             def __getitem__(self, i):
-                return self.noise[i]
+                return self.rng.rand() if self.rng else i
         """,
         """
         import numpy as np
@@ -252,27 +242,51 @@ class RngStateInInit(Rule):
                         return i * self.state.uniform()
                 """,
         },
+        """
+        import numpy as np
+        from torch.utils.data import Dataset
+
+        def make_state(seed):
+            return np.random.RandomState(seed)
+
+        class Factory(Dataset):
+            def __init__(self, seed=0, rng=None):
+                self.state = make_state(seed)  # expect: DSL402
+                self.rng = rng if rng is not None else np.random.default_rng(seed)  # expect: DSL402
+                self.other = self._make(seed)  # expect: DSL402
+
+            def _make(self, seed):
+                generator = np.random.default_rng(seed)
+                return generator
+
+            def __getitem__(self, i):
+                return self.state.rand() + self.rng.random() + self.other.random()
+        """,
     )
 
     def check(self, ctx):
+        reported = set()
         for cls, init, self_param in dataset_inits(ctx):
+            family = class_family(ctx, cls)
             for call in iter_subtree(init.body, into_scopes=False):
                 if not isinstance(call, cst.Call):
                     continue
-                kind = rng_kind(ctx, call)
+                kind = rng_kind(ctx, call) or rng_factory_kind(ctx, call, self_param, family)
                 if kind is None:
                     continue
                 if kind == "numpy" and isinstance(ctx.parent(call), cst.Arg):
                     continue  # e.g. Generator(PCG64(...)) is reported at the outer call
                 held = held_on_self(ctx, init, self_param, call, ("manual_seed",), False)
-                if held is None:
-                    continue
-                used = inherited_uses(ctx, cls, init, self_param, held, (), partial(_reseeded, ctx, init))
+                if held is None or any(id(site) in reported for site in held.attrs.values()):
+                    continue  # e.g. the other arm of `default_rng() if s is None else default_rng(s)`
+                used = inherited_uses(ctx, cls, init, self_param, held, (), partial(reseeded, ctx, init))
                 if not used:
                     continue
+                reported.update(id(site) for site in held.attrs.values())
+                made = "" if rng_kind(ctx, call) else " (a factory that returns a new random generator object)"
                 yield self.report(
                     call,
-                    f"`{call_text(ctx, call)}` in `__init__` is kept on `self.{used[0]}` and drawn from per "
+                    f"`{call_text(ctx, call)}`{made} in `__init__` is kept on `self.{used[0]}` and drawn from per "
                     "sample, but every DataLoader worker inherits a copy of the same generator state: workers "
                     "draw identical numbers (measured with 2 workers: 32 of 64 per-sample draws, e.g. augmentations, "
                     "duplicated per epoch) and every epoch repeats them (64 of 64 identical); torch reseeds only the global "

@@ -7,10 +7,8 @@ from typing import Set
 import libcst as cst
 
 from dslint.rules.base import ERROR, Rule, Symptom
-from dslint.rules.fork._common import call_text, fixed_seedings, function_target, lambda_seedings, positional_params
-from dslint.semantics.bindings import local_class_path
-from dslint.semantics.names import dotted_parts
-from dslint.semantics.regions import self_name
+from dslint.rules.fork._common import function_target, loader_repeats, local_worker_init, seed_message
+from dslint.semantics.seeding import fixed_seedings, lambda_seedings, positional_params, worker_invariant
 
 
 class WorkerSeedFromWorkerId(Rule):
@@ -21,6 +19,12 @@ class WorkerSeedFromWorkerId(Rule):
     (`np.random.seed`, `random.seed`, `torch.manual_seed`, a global
     `np.random.default_rng(...)`...) only from `worker_id` and constants, not from
     `torch.initial_seed()` or `get_worker_info().seed`.
+
+    Also flagged, with or without `persistent_workers=True`: a `worker_init_fn`
+    whose seed does not depend on the worker id at all - only on constants and
+    its other parameters (bound with `functools.partial` or by their defaults,
+    so fixed in the parent), e.g. `np.random.seed(rank + seed)`: every worker
+    then draws the same numbers.
 
     A seed that also depends on anything else (another parameter, an epoch, an
     unknown value) is not flagged, nor is a function used only with
@@ -176,6 +180,17 @@ class WorkerSeedFromWorkerId(Rule):
 
         loader = DataLoader(ds, num_workers=2, worker_init_fn=lambda i: random.seed(i))  # expect: DSL403
         """,
+        """
+        from functools import partial
+        import numpy as np
+        from torch.utils.data import DataLoader
+
+        def init(worker_id, rank, seed):  # expect: DSL403
+            worker_seed = rank + seed
+            np.random.seed(worker_seed)
+
+        loader = DataLoader(ds, num_workers=4, persistent_workers=True, worker_init_fn=partial(init, rank=0, seed=7))
+        """,
     )
 
     def check(self, ctx):
@@ -190,18 +205,19 @@ class WorkerSeedFromWorkerId(Rule):
             seedings = fixed_seedings(ctx, func, params[0])
             if not seedings:
                 continue
+            same = worker_invariant(ctx, func, params[0], seedings)
             users = ctx.view.worker_init_loaders(ctx.qualname_of_def(func))
-            if not users or not any(_loader_repeats(facts) for facts in users):
+            if not users or not any(loader_repeats(facts, same) for facts in users):
                 continue
             reported.add(id(func))
-            yield self.report(func, _seed_message(ctx, seedings, params[0], func), end_node=func.name)
+            yield self.report(func, seed_message(ctx, seedings, params[0], func, same), end_node=func.name)
         # lambdas and methods passed in this file
         for bound in ctx.dataloader_calls():
             arg = bound.arg("worker_init_fn")
             if arg is None:
                 continue
             target = function_target(ctx, arg.value)
-            func, offset = self._local_callable(ctx, target)
+            func, offset = local_worker_init(ctx, target)
             if func is None or id(func) in reported:
                 continue
             params = positional_params(func)
@@ -211,70 +227,17 @@ class WorkerSeedFromWorkerId(Rule):
                 continue  # partial(...) of a lambda or method: arguments unknown
             persistent = ctx.value(bound, "persistent_workers")
             workers = ctx.value(bound, "num_workers")
-            if persistent is True or workers == 0:
-                continue
             seedings = lambda_seedings(ctx, func, params[offset]) if isinstance(func, cst.Lambda) else fixed_seedings(
                 ctx, func, params[offset]
             )
             if not seedings:
                 continue
+            same = worker_invariant(ctx, func, params[offset], seedings)
+            if not loader_repeats({"persistent_workers": persistent, "num_workers": workers}, same):
+                continue
             reported.add(id(func))
             yield self.report(
                 func,
-                _seed_message(ctx, seedings, params[offset], func),
+                seed_message(ctx, seedings, params[offset], func, same),
                 end_node=None if isinstance(func, cst.Lambda) else func.name,
             )
-
-    @staticmethod
-    def _local_callable(ctx, target):
-        """(lambda or method def, index of the worker id parameter) for a same-file callable."""
-        if isinstance(target, cst.Lambda):
-            return target, 0
-        if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name):
-            owner_name = target.value.value
-            method_name = target.attr.value
-            owner = None
-            func = ctx.enclosing_function(target)
-            if func is not None and owner_name == self_name(func) and ctx.method_class(func) is not None:
-                owner = ctx.method_class(func)
-                bound = True
-            else:
-                owner = local_class_path(ctx.tree, owner_name)
-                bound = False
-            if owner is None or not isinstance(owner.body, cst.IndentedBlock):
-                return None, 0
-            for stmt in owner.body.body:
-                if isinstance(stmt, cst.FunctionDef) and stmt.name.value == method_name:
-                    static = any(
-                        (dotted_parts(d.decorator) or [""])[-1] == "staticmethod" for d in stmt.decorators
-                    )
-                    if static:
-                        return stmt, 0
-                    return (stmt, 1) if bound else (None, 0)
-        return None, 0
-
-
-def _loader_repeats(facts: dict) -> bool:
-    """Could the streams repeat across epochs under this DataLoader?"""
-    if facts.get("persistent_workers") is True:
-        return False
-    if facts.get("num_workers") == 0:
-        return False
-    return True
-
-
-def _seed_message(ctx, seedings, worker_param: str, func=None) -> str:
-    names = []
-    for family, call in seedings:
-        text = call_text(ctx, call)
-        if text not in names:
-            names.append(text)
-    shown = ", ".join(f"`{n}`" for n in names[:3])
-    who = f"`{func.name.value}`" if isinstance(func, cst.FunctionDef) else "this lambda"
-    return (
-        f"{who} is a DataLoader `worker_init_fn` that seeds {shown} only from the worker id "
-        f"(`{worker_param}`) and constants, replacing torch's "
-        "per-epoch worker seed: there are no duplicates within an epoch, but every epoch replays the same "
-        "random streams (measured with 2 workers: 64 of 64 values identical across epochs) unless "
-        "`persistent_workers=True`"
-    )

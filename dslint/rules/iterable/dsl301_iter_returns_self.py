@@ -107,24 +107,6 @@ class IterReturnsSelf(Rule):
                 return self.i
         """,
         """
-        from torch.utils.data import IterableDataset
-
-        class ResetsOnExhaustion(IterableDataset):
-            def __init__(self, n):
-                self.n = n
-                self.i = 0
-
-            def __iter__(self):
-                return self
-
-            def __next__(self):
-                if self.i >= self.n:
-                    self.i = 0
-                    raise StopIteration
-                self.i += 1
-                return self.i
-        """,
-        """
         import torch
         from torch.utils.data import IterableDataset
 
@@ -143,57 +125,6 @@ class IterReturnsSelf(Rule):
                 for i in range(3):
                     yield i
                 return self
-        """,
-        """
-        class NotADataset:
-            def __init__(self):
-                self.i = 0
-
-            def __iter__(self):
-                return self
-
-            def __next__(self):
-                if self.i > 3:
-                    raise StopIteration
-                self.i += 1
-                return self.i
-        """,
-        """
-        from torch.utils.data import IterableDataset
-
-        class ExternalReset(IterableDataset):
-            def __init__(self, data):
-                self.data = data
-                self.it = iter(data)
-
-            def set_epoch(self, epoch):
-                self.it = iter(self.data)
-
-            def __iter__(self):
-                return self
-
-            def __next__(self):
-                return next(self.it)
-        """,
-        """
-        from torch.utils.data import IterableDataset
-
-        class Helper(IterableDataset):
-            def __init__(self, data):
-                self.data = data
-
-            def __iter__(self):
-                self._restart()
-                return self
-
-            def _restart(self):
-                self.pos = 0
-
-            def __next__(self):
-                if self.pos >= len(self.data):
-                    raise StopIteration
-                self.pos += 1
-                return self.data[self.pos - 1]
         """,
     )
     invalid = (

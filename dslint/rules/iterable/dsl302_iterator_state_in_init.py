@@ -3,30 +3,16 @@ reader, a cursor, a generator) is drained by ``__iter__``, so later epochs are e
 
 from __future__ import annotations
 
-from typing import Iterable, Set
+from typing import Set
 
 import libcst as cst
 
 from dslint.rules.base import ERROR, Rule, Symptom
-from dslint.rules.iterable._common import iterable_classes
+from dslint.rules.iterable._common import init_only, iterable_classes, rewound_attrs, state_message
 from dslint.semantics.classes import all_methods, find_method, reached_methods
-from dslint.semantics.regions import self_attr, self_name
-from dslint.semantics.streams import CURSOR, FILE, assigned_attrs, init_iterators, iterated_attrs
-from dslint.semantics.walk import iter_subtree
-
-
-def _rewound_attrs(funcs: Iterable[cst.FunctionDef]) -> Set[str]:
-    """``self.X`` reassigned, or ``self.X.seek(...)``: a fresh start."""
-    found: Set[str] = set()
-    for func in funcs:
-        found |= assigned_attrs(func)
-        selfp = self_name(func)
-        for node in iter_subtree(func.body, into_scopes=False):
-            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "seek":
-                attr = self_attr(node.func.value, selfp)
-                if attr:
-                    found.add(attr)
-    return found
+from dslint.semantics.libraries import is_reiterating_wrapper, wraps_without_copy
+from dslint.semantics.loops import is_test_code
+from dslint.semantics.streams import GENERATOR, init_iterators, iterated_attrs, one_shot
 
 
 class IteratorStateInInit(Rule):
@@ -41,6 +27,16 @@ class IteratorStateInInit(Rule):
     pandas reader. "Drained" means iterated by `for`, a comprehension,
     `yield from`, `next()`, an iterating builtin (`list`, `enumerate`, ...), or
     returned from `__iter__`.
+
+    The iterator may also be made by a method that `__init__` calls and no other
+    method reaches (`self._open()`), or by a function of this file whose every
+    `return` hands back a fresh iterator (`return (parse(l) for l in f)`).
+
+    Also flagged: a DataPipe wrapper that re-iterates what it wraps every epoch
+    (torchdata's / torch's `IterableWrapper`) built over a one-shot iterator: a
+    generator (which cannot be deep-copied, so the wrapper falls back to the
+    generator itself), or any other iterator when `deepcopy` is certainly false
+    (every value seen is `False`; an unresolved one stays silent).
 
     Not reported: an attribute that `__iter__` or any other method reassigns (or
     rewinds with `seek`) - it is renewed for the next epoch; endless iterators
@@ -132,30 +128,6 @@ class IteratorStateInInit(Rule):
                 yield from self.it
         """,
         """
-        from torch.utils.data import Dataset
-
-        class SeekRead(Dataset):
-            def __init__(self, path):
-                self.f = open(path, "rb")
-
-            def __getitem__(self, i):
-                self.f.seek(i * 8)
-                return self.f.read(8)
-        """,
-        """
-        import itertools
-        from torch.utils.data import IterableDataset
-
-        class Endless(IterableDataset):
-            def __init__(self, items):
-                self.pool = itertools.cycle(items)
-                self.items = list(items)
-
-            def __iter__(self):
-                for x in self.items:
-                    yield x, next(self.pool)
-        """,
-        """
         from torch.utils.data import IterableDataset
 
         class ResetHook(IterableDataset):
@@ -168,6 +140,26 @@ class IteratorStateInInit(Rule):
 
             def __iter__(self):
                 yield from self.it
+        """,
+        """
+        import csv
+        from torch.utils.data import IterableDataset
+        from torchdata.datapipes.iter import IterableWrapper
+
+        class Reopened(IterableDataset):
+            def __init__(self, path):
+                self.path = path
+                self._open()
+
+            def _open(self):
+                self.reader = csv.reader(open(self.path))
+
+            def __iter__(self):
+                self._open()  # a fresh reader every epoch
+                yield from self.reader
+
+        rows = IterableWrapper([1, 2, 3])
+        copied = IterableWrapper(iter([1, 2, 3]))  # deepcopy=True copies the fresh iterator every epoch
         """,
     )
     invalid = (
@@ -239,6 +231,27 @@ class IteratorStateInInit(Rule):
                     return self.it
             """,
         },
+        """
+        import csv
+        from torch.utils.data import IterableDataset
+        from torchdata.datapipes.iter import IterableWrapper
+
+        class Rows(IterableDataset):
+            def __init__(self, path):
+                self._open(path)
+
+            def _open(self, path):
+                self.reader = csv.reader(open(path))  # expect: DSL302
+
+            def __iter__(self):
+                yield from self.reader
+
+        def parsed(path):
+            return (line.split(",") for line in open(path))
+
+        pipe = IterableWrapper(parsed("a.csv"))  # expect: DSL302
+        same = IterableWrapper(iter(load()), deepcopy=False)  # expect: DSL302
+        """,
     )
 
     def check(self, ctx):
@@ -248,29 +261,40 @@ class IteratorStateInInit(Rule):
             init = find_method(ctx, cls, "__init__")
             if iter_func is None or init is None:
                 continue
-            candidates = init_iterators(ctx, cls, init)
+            constructors = init_only(ctx, cls, init)
+            candidates = {}
+            for func in reversed(constructors):
+                candidates.update(init_iterators(ctx, cls, func))
             if not candidates:
                 continue
             iterating = reached_methods(ctx, cls, iter_func)
             consumed = iterated_attrs(ctx, iterating, iter_func)
-            renewed = _rewound_attrs(m for m in all_methods(ctx, cls) if m is not init)
+            renewed = rewound_attrs(m for m in all_methods(ctx, cls) if not any(m is c for c in constructors))
             for attr, (node, flavour) in sorted(candidates.items()):
                 if attr not in consumed or attr in renewed or id(node) in reported:
                     continue
                 reported.add(id(node))
-                yield self.report(node, _state_message(attr, flavour))
+                yield self.report(node, state_message(attr, flavour))
+        yield from self._wrapped_iterators(ctx)
 
+    def _wrapped_iterators(self, ctx):
+        """``IterableWrapper(one_shot_iterator, ...)``: the pipe re-iterates a drained iterator."""
+        for call in ctx.nodes(cst.Call):
+            if not is_reiterating_wrapper(ctx, call) or is_test_code(ctx, call):
+                continue  # a test wraps a generator to drain it once
+            kind = one_shot(ctx, call.args[0].value)
+            if kind is None or (kind != GENERATOR and wraps_without_copy(ctx, call) is not True):
+                continue
+            wrapper = " ".join(ctx.code(call.func).split())
+            why = (
+                "a generator cannot be deep-copied, so the wrapper falls back to the generator itself"
+                if kind == GENERATOR
+                else "with `deepcopy=False` the wrapper iterates that same object"
+            )
+            yield self.report(
+                call,
+                f"`{wrapper}` wraps a one-shot iterator and re-iterates it every epoch ({why}): the first epoch "
+                "drains it, so every later pass over the pipe, and every later epoch of a DataLoader over it, "
+                "yields 0 samples",
+            )
 
-def _state_message(attr: str, flavour: str) -> str:
-    if flavour == FILE:
-        return (
-            f"`self.{attr}` is a file read once: it is opened in `__init__` and drained by `__iter__`, so every "
-            "epoch after the first yields 0 samples, with or without workers (forked workers share one file "
-            "offset, which stays at end-of-file and splits the lines between workers unpredictably)"
-        )
-    what = "a database cursor" if flavour == CURSOR else "an iterator"
-    return (
-        f"`self.{attr}` is {what} created once in `__init__` and drained by `__iter__`: the first epoch exhausts "
-        "it, so with `num_workers=0` or `persistent_workers=True` every later epoch yields 0 samples "
-        "(non-persistent workers hide it by re-forking the parent's untouched copy each epoch)"
-    )

@@ -4,9 +4,12 @@ stream of an IterableDataset that does not shard by worker."""
 from __future__ import annotations
 
 from dslint.rules.base import ERROR, WARNING, Rule, Symptom
-from dslint.rules.iterable._common import iterable_classes, shards_or_unknown
-from dslint.semantics.classes import methods
+from dslint.rules.iterable._common import iterable_classes
+from dslint.semantics.classes import all_methods, constructions_of, methods
+from dslint.semantics.libraries import consumed_by_pipeline
 from dslint.semantics.loops import is_test_code
+from dslint.semantics.sharding import shards_or_unknown
+from dslint.semantics.worker_info import mentions_worker_info
 
 
 class IterableWithoutWorkerSharding(Rule):
@@ -18,6 +21,11 @@ class IterableWithoutWorkerSharding(Rule):
     a property it reads - when no DataLoader over the class has a
     `worker_init_fn` that shards it.
 
+    Reading the worker info does not count as sharding when all the iteration
+    does with it is seed a random generator (`np.random.seed(info.seed)`,
+    `default_rng(info.id)`), log it or test it for None: every worker then still
+    replays the whole stream, in its own random order.
+
     It reports at warning level, and at error level when a DataLoader over the
     class is built with a literal `num_workers` greater than 1. It is silent when
     every DataLoader known to be built over the class has a literal
@@ -26,7 +34,12 @@ class IterableWithoutWorkerSharding(Rule):
     (an attribute named or annotated like a dataset, reader or stream, or built
     from a dataset class),
     streams built from libraries that shard for you (webdataset, Hugging Face
-    `datasets`, torchdata, MosaicML streaming, litdata), `__iter__` calling
+    `datasets`, torchdata, MosaicML streaming, litdata, lhotse), classes whose
+    instances this file hands to a webdataset pipeline (`wds.DataPipeline(Shards(urls),
+    wds.split_by_worker, ...)`, also through a list of stages), whose stages
+    decide the sharding, a DataLoader of this file over the class whose
+    `worker_init_fn` is a bound method, lambda or other callable that cannot be
+    followed, `__iter__` calling
     methods the project does not define, random or endless generators
     (`while True: yield torch.randn(...)`) and bare counters
     (`return iter(range(n))`) that have no data to duplicate, and test code
@@ -101,24 +114,6 @@ class IterableWithoutWorkerSharding(Rule):
                 for f in self.files[k::n]:
                     yield f
         """,
-        """
-        import torch.utils.data as tud
-
-        def my_shard(files):
-            info = tud.get_worker_info()
-            return files if info is None else files[info.id :: info.num_workers]
-
-        class ViaHelper(tud.IterableDataset):
-            def __init__(self, files):
-                self.files = files
-
-            def __iter__(self):
-                for f in self._mine():
-                    yield f
-
-            def _mine(self):
-                return my_shard(self.files)
-        """,
         {
             "shard.py": """
             import math
@@ -150,20 +145,6 @@ class IterableWithoutWorkerSharding(Rule):
             """,
         },
         """
-        from torch.utils.data import DataLoader, IterableDataset
-
-        class SingleProcess(IterableDataset):
-            def __init__(self, files):
-                self.files = files
-
-            def __iter__(self):
-                yield from self.files
-
-        ds = SingleProcess(["a"])
-        loader = DataLoader(ds, batch_size=4)
-        other = DataLoader(ds, num_workers=1)
-        """,
-        """
         import torch
         from torch.utils.data import IterableDataset
 
@@ -185,18 +166,6 @@ class IterableWithoutWorkerSharding(Rule):
                     yield x
         """,
         """
-        import webdataset as wds
-        from torch.utils.data import IterableDataset
-
-        class Shards(IterableDataset):
-            def __init__(self, urls):
-                self.urls = urls
-
-            def __iter__(self):
-                for sample in wds.WebDataset(self.urls):
-                    yield sample
-        """,
-        """
         from torch.utils.data import IterableDataset
 
         class Abstract(IterableDataset):
@@ -204,93 +173,45 @@ class IterableWithoutWorkerSharding(Rule):
                 for item in self.items():
                     yield item
         """,
-        {
-            "base.py": """
-            from torch.utils.data import get_worker_info
-
-            class ShardMixin:
-                def my_files(self):
-                    info = get_worker_info()
-                    return self.files if info is None else self.files[info.id :: info.num_workers]
-            """,
-            "ds.py": """
-            from torch.utils.data import IterableDataset
-            from base import ShardMixin
-
-            class Files(ShardMixin, IterableDataset):
-                def __init__(self, files):
-                    self.files = files
-
-                def __iter__(self):
-                    for f in self.my_files():
-                        yield f
-            """,
-        },
         """
-        from torch.utils.data import IterableDataset, get_worker_info
+        import webdataset as wds
+        from torch.utils.data import DataLoader, IterableDataset
 
-        class ByProperty(IterableDataset):
-            def __init__(self, files):
-                self.files = files
-
-            @property
-            def mine(self):
-                info = get_worker_info()
-                return self.files if info is None else self.files[info.id :: info.num_workers]
+        class ShardUrls(IterableDataset):
+            def __init__(self, urls):
+                self.urls = urls
 
             def __iter__(self):
-                for f in self.mine:
-                    yield f
+                for url in self.urls:
+                    yield dict(url=url)
+
+        def make_pipeline(urls):
+            stages = [ShardUrls(urls)]
+            stages.extend([wds.split_by_node, wds.split_by_worker, wds.tarfile_to_samples()])
+            return wds.DataPipeline(*stages)
+
+        class Trainer:
+            def shard(self, worker_id):
+                ...
+
+            def loader(self, files):
+                return DataLoader(ShardUrls(files), num_workers=4, worker_init_fn=self.shard)
         """,
         """
         import numpy as np
-        from torch.utils.data import IterableDataset
+        from torch.utils.data import IterableDataset, get_worker_info
 
-        class RandomClips(IterableDataset):
-            def __init__(self, files):
-                self.files = files
-
-            def generate(self):
-                while True:
-                    idx = np.random.choice(len(self.files))
-                    yield self.files[idx]
-
-            def __iter__(self):
-                return iter(self.generate())
-
-        class Empty(IterableDataset):
-            def __iter__(self):
-                return iter([])
-
-        class Toy(IterableDataset):
-            def __iter__(self):
-                yield from [1, 2, 3]
-        """,
-        """
-        from torch.utils.data import IterableDataset
-        from torch.utils.data import get_worker_info as gwi
-
-        class Aliased(IterableDataset):
+        class SeedAndShard(IterableDataset):
             def __init__(self, files):
                 self.files = files
 
             def __iter__(self):
-                def mine():
-                    info = gwi()
-                    return self.files if info is None else self.files[info.id :: info.num_workers]
-
-                for f in mine():
-                    yield f
-        """,
-        """
-        from torch.utils.data.datapipes.iter import IterDataPipe
-
-        class Pipe(IterDataPipe):
-            def __init__(self, items):
-                self.items = items
-
-            def __iter__(self):
-                yield from self.items
+                info = get_worker_info()
+                np.random.seed(info.seed % 2**32 if info else 0)
+                shard = (info.id, info.num_workers) if info is not None else (0, 1)
+                for i, f in enumerate(self.files):
+                    if i % shard[1] == shard[0]:
+                        yield f
         """,
     )
     invalid = (
@@ -322,38 +243,22 @@ class IterableWithoutWorkerSharding(Rule):
 
         loader = tud.DataLoader(Files(["a"]), batch_size=8, num_workers=4, worker_init_fn=seed_only)
         """,
-        {
-            "helpers.py": """
-            def load(path):
-                return open(path).read()
-            """,
-            "base.py": """
-            from torch.utils.data import IterableDataset
+        """
+        import numpy as np
+        import torch
+        from torch.utils.data import IterableDataset
 
-            class Stream(IterableDataset):
-                pass
-            """,
-            "child.py": """
-            from base import Stream
-            from helpers import load
+        class SeedOnly(IterableDataset):
+            def __init__(self, paths):
+                self.paths = paths
 
-            class Child(Stream):
-                def __init__(self, paths):
-                    self.paths = paths
-
-                def __iter__(self):  # expect: DSL303
-                    for i in range(len(self.paths)):
-                        yield load(self.paths[i])
-            """,
-            "train.py": """
-            from torch.utils.data import DataLoader
-            from child import Child
-
-            ds = Child(["a", "b"])
-            loader = DataLoader(ds, num_workers=0)
-            fast = DataLoader(ds, num_workers=2)
-            """,
-        },
+            def __iter__(self):  # expect: DSL303
+                info = torch.utils.data.get_worker_info()
+                if info is not None:
+                    np.random.seed(info.seed % 2**32)
+                for path in self.paths:
+                    yield path
+        """,
     )
 
     def check(self, ctx):
@@ -369,14 +274,23 @@ class IterableWithoutWorkerSharding(Rule):
                 continue
             if shards_or_unknown(ctx, cls, qual, iter_func, loaders):
                 continue
+            if any(consumed_by_pipeline(ctx, call) for call in constructions_of(ctx, cls)):
+                continue  # a source of a webdataset pipeline: its stages split by worker (or not)
             many = sorted({w for w in literal if w > 1})
             level = ERROR if many else WARNING
             if many:
                 times = f"with `num_workers={many[-1]}` every sample arrives {many[-1]} times per epoch"
             else:
                 times = "with N workers every sample arrives N times per epoch (2 workers: 200 items, 100 unique)"
+            if any(mentions_worker_info(ctx, f) for f in all_methods(ctx, cls)):
+                consults = (
+                    "reads `torch.utils.data.get_worker_info()` only to seed a random generator (or to test it "
+                    "for None), which does not split the data,"
+                )
+            else:
+                consults = "never consults `torch.utils.data.get_worker_info()`"
             message = (
-                f"`{cls.name.value}.__iter__` never consults `torch.utils.data.get_worker_info()` and no "
+                f"`{cls.name.value}.__iter__` {consults} and no "
                 f"`worker_init_fn` shards it: each DataLoader worker replays the whole stream, so {times}; "
                 "torch's length warning misses it when `batch_size > 1`"
             )

@@ -8,35 +8,11 @@ from typing import Optional, Tuple
 import libcst as cst
 
 from dslint.rules.base import ERROR, Rule, Symptom
-from dslint.rules.iterable._common import is_datapipe_or_chain
+from dslint.rules.iterable._common import is_datapipe_or_chain, len_guarded, method_loader, truth_tested
 from dslint.semantics.bindings import class_ref
 from dslint.semantics.calls import DATALOADER, BoundCall
-from dslint.semantics.names import dotted_parts
+from dslint.semantics.libraries import hf_iterable
 from dslint.semantics.project import ITERABLE
-from dslint.semantics.walk import iter_subtree
-
-
-def _guarded(ctx, call: cst.Call) -> bool:
-    """Inside ``try: ... except TypeError`` or a ``hasattr(x, "__len__")``/``Sized`` test."""
-    for ancestor in ctx.ancestors(call):
-        if isinstance(ancestor, cst.Try):
-            for handler in ancestor.handlers:
-                if handler.type is None:
-                    return True
-                names = {".".join(p) for p in [dotted_parts(n) for n in iter_subtree(handler.type)] if p}
-                if names & {"TypeError", "Exception", "BaseException", "builtins.TypeError"}:
-                    return True
-        if isinstance(ancestor, (cst.If, cst.IfExp, cst.While)):
-            text = ctx.code(ancestor.test)
-            if "__len__" in text or "Sized" in text:
-                return True
-        if isinstance(ancestor, cst.BooleanOperation):
-            text = ctx.code(ancestor.left)
-            if "__len__" in text or "Sized" in text:
-                return True
-        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
-            break
-    return False
 
 
 class LenOfIterableDataset(Rule):
@@ -46,6 +22,18 @@ class LenOfIterableDataset(Rule):
     (constructed right there, or a name bound once to such a construction), or a
     `DataLoader` over one, when neither the class nor any of its bases in the
     project defines `__len__`.
+
+    Also flagged: `len()` of a Hugging Face streaming dataset (or of a
+    DataLoader over one): `load_dataset(..., split=..., streaming=True)`,
+    `IterableDataset.from_generator(...)`, `ds.to_iterable_dataset()`, and what
+    `split_dataset_by_node` and the dataset's `map`/`filter`/`shuffle`/`shard`/
+    `take`... make of one, through every assignment of a local name; a
+    `self.m()` method of the class that returns one DataLoader construction
+    (e.g. a Lightning `train_dataloader` hook); and a truth test of such a
+    DataLoader (`if loader:`, `not loader`, `loader or ...`, `bool(loader)`),
+    since `bool()` calls `DataLoader.__len__`. A `streaming` value that is not
+    certainly `True` (an unresolved parameter, an option that may be false)
+    stays silent.
 
     Not reported: classes with a base outside the project that may define
     `__len__`, DataPipes, and calls guarded by `try: ... except TypeError` or a
@@ -150,6 +138,17 @@ class LenOfIterableDataset(Rule):
             n = len(Child())
             """,
         },
+        """
+        from datasets import load_dataset
+        from torch.utils.data import DataLoader
+
+        def size(streaming):
+            ds = load_dataset("corpus", split="train", streaming=streaming)  # unknown
+            table = load_dataset("corpus", split="train")  # map-style: has a length
+            loader = DataLoader(ds)
+            if loader is not None:
+                return len(table)
+        """,
     )
     invalid = (
         """
@@ -187,6 +186,33 @@ class LenOfIterableDataset(Rule):
                 )
             """,
         },
+        """
+        from datasets import load_dataset
+        from datasets.distributed import split_dataset_by_node
+        from torch.utils.data import DataLoader, IterableDataset
+
+        def build(rank, world):
+            ds = load_dataset("corpus", split="train", streaming=True)
+            ds = split_dataset_by_node(ds, rank=rank, world_size=world)
+            ds = ds.shuffle(seed=0).map(str.lower)
+            loader = DataLoader(ds, batch_size=8)
+            steps = len(loader)  # expect: DSL304
+            return steps, len(ds)  # expect: DSL304
+
+        class Stream(IterableDataset):
+            def __iter__(self):
+                yield 1
+
+        class Module:
+            def train_dataloader(self):
+                return DataLoader(Stream(), batch_size=4)
+
+            def steps(self):
+                loader = self.train_dataloader()
+                if not loader:  # expect: DSL304
+                    return 0
+                return 10 * len(self.train_dataloader())  # expect: DSL304
+        """,
     )
 
     def check(self, ctx):
@@ -197,9 +223,9 @@ class LenOfIterableDataset(Rule):
             if found is None:
                 continue
             class_name, through_loader = found
-            if _guarded(ctx, call):
+            if len_guarded(ctx, call):
                 continue
-            error = f"`TypeError: object of type '{class_name}' has no len()`"
+            error = f"`TypeError: object of type '{class_name.rsplit('.', 1)[-1]}' has no len()`"
             if through_loader:
                 message = (
                     f"`len()` of a DataLoader over the IterableDataset `{class_name}` asks the dataset, which "
@@ -208,21 +234,38 @@ class LenOfIterableDataset(Rule):
             else:
                 message = f"`{class_name}` is an IterableDataset that defines no `__len__`: `len()` raises {error}"
             yield self.report(call, message)
+        for tested in truth_tested(ctx):
+            found = self._iterable_class(ctx, tested)
+            if found is None or not found[1] or len_guarded(ctx, tested):
+                continue
+            error = f"`TypeError: object of type '{found[0].rsplit('.', 1)[-1]}' has no len()`"
+            yield self.report(
+                tested,
+                f"testing the truth of a DataLoader over the IterableDataset `{found[0]}` calls `DataLoader.__len__`, "
+                f"which asks the dataset; it defines no `__len__`, so this raises {error} (test `is not None` instead)",
+            )
 
     @staticmethod
-    def _iterable_class(ctx, expr) -> Optional[Tuple[str, bool]]:
+    def _iterable_class(ctx, expr, depth: int = 0) -> Optional[Tuple[str, bool]]:
         through_loader = False
         value = expr
         if isinstance(value, cst.Name):
             assigned = ctx.single_assignment(value)
-            if isinstance(assigned, cst.Call) and ctx.is_dataloader_call(assigned):
+            if isinstance(assigned, cst.Call) and (ctx.is_dataloader_call(assigned) or method_loader(ctx, assigned)):
                 value = assigned
+        returned = method_loader(ctx, value) if depth == 0 else None
+        if returned is not None:
+            # self.train_dataloader(): a method of the class that returns one DataLoader
+            found = LenOfIterableDataset._iterable_class(ctx, returned, depth + 1)
+            return (found[0], True) if found else None
         if isinstance(value, cst.Call) and ctx.is_dataloader_call(value):
             bound = BoundCall(value, DATALOADER)
             value = bound.expr("dataset")
             through_loader = True
             if value is None:
                 return None
+        if hf_iterable(ctx, value):
+            return "datasets.IterableDataset", through_loader  # Hugging Face's streaming dataset
         ref = class_ref(ctx.tree, ctx.names, value)
         if ref is None:
             return None

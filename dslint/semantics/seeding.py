@@ -1,0 +1,259 @@
+"""Which RNG seedings of a ``worker_init_fn`` are the same every epoch, or in every worker.
+
+``fixed_seedings(ctx, func, worker_param)`` lists the seeding calls (``np.random.seed``,
+``random.seed``, ``torch.manual_seed``, a stored ``default_rng(...)``, a same-file
+helper that seeds) whose seed depends only on the worker id and constants, or only on
+values fixed in the parent (constants and the function's other, ``partial``-bound,
+parameters); ``worker_invariant`` tells the second kind (every worker the same seed)
+from the first (each worker its own seed, the same every epoch). A seed that also
+depends on anything else (``torch.initial_seed()``, ``get_worker_info().seed``, an
+unknown value) makes the whole RNG family silent.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+import libcst as cst
+
+from dslint.semantics.bindings import single_assignment
+from dslint.semantics.calls import UNKNOWN
+from dslint.semantics.summary import WORKER_INFO
+from dslint.semantics.walk import iter_subtree
+
+_SEEDERS = {
+    **dict.fromkeys(("numpy.random.seed", "numpy.random.mtrand.seed"), "numpy"),
+    "random.seed": "random",
+    **dict.fromkeys(("torch.manual_seed", "torch.random.manual_seed"), "torch"),
+    **dict.fromkeys(("torch.cuda.manual_seed", "torch.cuda.manual_seed_all"), "torch.cuda"),
+    **dict.fromkeys(("imgaug.seed", "imgaug.random.seed"), "imgaug"),
+    **dict.fromkeys(("lightning.seed_everything", "lightning.pytorch.seed_everything"), "all"),
+    **dict.fromkeys(("lightning.fabric.seed_everything", "pytorch_lightning.seed_everything"), "all"),
+    **dict.fromkeys(("lightning_fabric.seed_everything", "transformers.set_seed", "accelerate.utils.set_seed"), "all"),
+}
+_SEEDER_TAILS = frozenset(q.rsplit(".", 1)[-1] for q in _SEEDERS)
+_GENERATOR_MAKERS = frozenset(
+    {"numpy.random.default_rng", "numpy.random.RandomState", "random.Random", "numpy.random.Generator"}
+)
+_PURE_BUILTINS = frozenset({"builtins.int", "builtins.abs", "builtins.str", "builtins.hash", "builtins.float", "builtins.round"})
+_FIXED_INFO_ATTRS = frozenset({"id", "num_workers"})
+
+
+class _SeedAnalysis:
+    """Does a seed expression depend only on the worker id and constants?"""
+
+    def __init__(self, ctx, func: cst.FunctionDef | cst.Lambda, worker_param: str) -> None:
+        self.ctx = ctx
+        self.func = func
+        self.worker_param = worker_param
+
+    def _worker_info_value(self, expr: cst.CSTNode, depth: int) -> bool:
+        if isinstance(expr, cst.Call) and self.ctx.call_name(expr) == WORKER_INFO:
+            return True
+        if isinstance(expr, cst.Name) and depth < 6:
+            value = self._local_value(expr)
+            return value is not None and self._worker_info_value(value, depth + 1)
+        return False
+
+    def _local_value(self, name: cst.Name) -> Optional[cst.CSTNode]:
+        if self.ctx.enclosing_function(name) is not (self.func if isinstance(self.func, cst.FunctionDef) else None):
+            return None
+        return single_assignment(self.ctx.tree, name)
+
+    def fixed(self, expr: cst.CSTNode, depth: int = 0) -> bool:
+        if depth > 8:
+            return False
+        if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString)):
+            return True
+        if isinstance(expr, cst.Name):
+            if expr.value == self.worker_param:
+                return self._is_parameter(expr)
+            if self._bound_in_function(expr):
+                value = self._local_value(expr)
+                return value is not None and self.fixed(value, depth + 1)
+            return self.ctx.literal(expr) is not UNKNOWN
+        if isinstance(expr, cst.Attribute):
+            if expr.attr.value in _FIXED_INFO_ATTRS and self._worker_info_value(expr.value, depth):
+                return True
+            return False
+        if isinstance(expr, cst.BinaryOperation):
+            return self.fixed(expr.left, depth + 1) and self.fixed(expr.right, depth + 1)
+        if isinstance(expr, cst.UnaryOperation):
+            return self.fixed(expr.expression, depth + 1)
+        if isinstance(expr, cst.Call) and self.ctx.call_name(expr) in _PURE_BUILTINS:
+            return bool(expr.args) and all(
+                arg.keyword is None and not arg.star and self.fixed(arg.value, depth + 1) for arg in expr.args
+            )
+        return False
+
+    def parent_value(self, expr: cst.CSTNode, depth: int = 0) -> bool:
+        """Is ``expr`` the same in every worker: constants and the function's other
+        parameters (bound by ``functools.partial`` or their defaults in the parent),
+        never the worker id?"""
+        if depth > 8:
+            return False
+        if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString)):
+            return True
+        if isinstance(expr, cst.Attribute):
+            root = expr
+            while isinstance(root, cst.Attribute):
+                root = root.value
+            return isinstance(root, cst.Name) and root.value != self.worker_param and self._other_parameter(root)
+        if isinstance(expr, cst.Name):
+            if expr.value == self.worker_param:
+                return False
+            if self._other_parameter(expr):
+                return True
+            if self._bound_in_function(expr):
+                value = self._local_value(expr)
+                return value is not None and self.parent_value(value, depth + 1)
+            return self.ctx.literal(expr) is not UNKNOWN
+        if isinstance(expr, cst.BinaryOperation):
+            return self.parent_value(expr.left, depth + 1) and self.parent_value(expr.right, depth + 1)
+        if isinstance(expr, cst.UnaryOperation):
+            return self.parent_value(expr.expression, depth + 1)
+        if isinstance(expr, cst.Call) and self.ctx.call_name(expr) in _PURE_BUILTINS:
+            return bool(expr.args) and all(
+                arg.keyword is None and not arg.star and self.parent_value(arg.value, depth + 1) for arg in expr.args
+            )
+        return False
+
+    def _other_parameter(self, name: cst.Name) -> bool:
+        """Another parameter, never rebound, whose default is not None (``seed(None)`` draws
+        fresh entropy in every worker)."""
+        params = self.func.params
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            if param.name.value == name.value and name.value != self.worker_param:
+                default = param.default
+                if isinstance(default, cst.Name) and default.value == "None":
+                    return False
+                return not self._assigned_in_function(name.value)
+        return False
+
+    def _is_parameter(self, name: cst.Name) -> bool:
+        return self.ctx.names.resolve_name(name.value, name) is None and not self._assigned_in_function(name.value)
+
+    def _assigned_in_function(self, value: str) -> bool:
+        for node in iter_subtree(self.func.body, into_scopes=False):
+            if isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Name) and node.target.value == value:
+                return True
+            if isinstance(node, (cst.AugAssign, cst.AnnAssign)) and isinstance(node.target, cst.Name):
+                if node.target.value == value:
+                    return True
+        return False
+
+    def _bound_in_function(self, name: cst.Name) -> bool:
+        if not isinstance(self.func, cst.FunctionDef):
+            return False
+        found, _ = self.ctx.names.scope(self.func).lookup(name.value)
+        return found
+
+
+def _seed_arg(call: cst.Call) -> Optional[cst.CSTNode]:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == "seed":
+            return arg.value
+    for arg in call.args:
+        if arg.keyword is None and not arg.star:
+            return arg.value
+    return None
+
+
+def positional_params(func) -> List[str]:
+    params = func.params
+    return [p.name.value for p in (*params.posonly_params, *params.params)]
+
+
+def fixed_seedings(ctx, func, worker_param: str, _depth: int = 0) -> List[Tuple[str, cst.Call]]:
+    """(RNG family, call) for every seeding in ``func`` whose seed is fixed per worker id.
+
+    Empty when any family is also seeded from something else (``torch.initial_seed()``,
+    ``get_worker_info().seed``, an unknown value): only families seeded from the
+    worker id and constants alone, or from values that are the same in every worker
+    (constants and the function's other, partial-bound, parameters: see
+    ``worker_invariant``), are returned.
+    """
+    analysis = _SeedAnalysis(ctx, func, worker_param)
+    body = func.body
+    by_family: Dict[str, List[Tuple[cst.Call, bool]]] = {}
+    tails = ctx.names.call_tails(_SEEDER_TAILS | {q.rsplit(".", 1)[-1] for q in _GENERATOR_MAKERS})
+    for node in iter_subtree(body, into_scopes=False):
+        if not isinstance(node, cst.Call):
+            continue
+        func_expr = node.func
+        tail = func_expr.attr.value if isinstance(func_expr, cst.Attribute) else (
+            func_expr.value if isinstance(func_expr, cst.Name) else None
+        )
+        qualified = ctx.call_name(node) if tail in tails else None
+        family = _SEEDERS.get(qualified or "")
+        if family is None and qualified in _GENERATOR_MAKERS and _stored_beyond_call(ctx, node, func):
+            family = f"object:{qualified}"
+        if family is None and _depth == 0 and qualified is not None:
+            helper = _same_file_function(ctx, qualified)
+            if helper is not None and node.args:
+                params = positional_params(helper)
+                first = _seed_arg(node)
+                if params and first is not None and fixed_seedings(ctx, helper, params[0], _depth + 1):
+                    family = f"helper:{qualified}"
+        if family is None:
+            continue
+        seed = _seed_arg(node)
+        is_fixed = seed is not None and (
+            analysis.fixed(seed) or (not family.startswith("helper:") and analysis.parent_value(seed))
+        )
+        by_family.setdefault(family, []).append((node, is_fixed))
+    found = []
+    for family, calls in by_family.items():
+        if all(is_fixed for _, is_fixed in calls):
+            found.extend((family, call) for call, _ in calls)
+    return found
+
+
+def worker_invariant(ctx, func, worker_param: str, seedings: List[Tuple[str, cst.Call]]) -> bool:
+    """No seed of ``seedings`` depends on the worker id: every worker gets the same seed."""
+    analysis = _SeedAnalysis(ctx, func, worker_param)
+    seeds = [_seed_arg(call) for family, call in seedings if not family.startswith("helper:")]
+    return bool(seeds) and len(seeds) == len(seedings) and all(s is not None and analysis.parent_value(s) for s in seeds)
+
+
+def _stored_beyond_call(ctx, call: cst.Call, func) -> bool:
+    """``rng = default_rng(worker_id)`` under ``global rng``, or stored on an object."""
+    parent = ctx.parent(call)
+    if not isinstance(parent, cst.Assign) or parent.value is not call:
+        return False
+    declared = set()
+    for node in iter_subtree(func.body, into_scopes=False):
+        if isinstance(node, cst.Global):
+            declared.update(item.name.value for item in node.names)
+    for target in parent.targets:
+        if isinstance(target.target, cst.Attribute):
+            return True
+        if isinstance(target.target, cst.Name) and target.target.value in declared:
+            return True
+    return False
+
+
+def _same_file_function(ctx, qualified: str) -> Optional[cst.FunctionDef]:
+    prefix = f"{ctx.names.modname}."
+    if not qualified.startswith(prefix):
+        return None
+    name = qualified[len(prefix) :]
+    if "." in name:
+        return None
+    for node in ctx.nodes(cst.FunctionDef):
+        if node.name.value == name and ctx.enclosing_function(node) is None and ctx.method_class(node) is None:
+            return node
+    return None
+
+
+def lambda_seedings(ctx, func: cst.Lambda, worker_param: str):
+    """A lambda body is one expression: a seeding call on the worker id."""
+    body = func.body
+    if not isinstance(body, cst.Call):
+        return []
+    family = _SEEDERS.get(ctx.call_name(body) or "")
+    seed = _seed_arg(body)
+    if family is None or seed is None:
+        return []
+    analysis = _SeedAnalysis(ctx, func, worker_param)
+    return [(family, body)] if analysis.fixed(seed) or analysis.parent_value(seed) else []

@@ -1,0 +1,316 @@
+"""Does an IterableDataset's stream split itself across DataLoader workers?
+
+``shards_or_unknown`` answers for one class: yes when the class (or what its
+``__iter__``/``__next__`` reach, in this file or across files) reads the worker info
+for more than seeding (``worker_info.worker_info_shards``), when a ``worker_init_fn``
+of a DataLoader over it may shard, or when its data source may shard itself (a
+library of ``libraries.SHARDING_LIBRARIES``, a dataset or reader it wraps, a method
+the project does not define); "range" streams of random draws count too. It stays
+"unknown" (True: no report) whenever something cannot be followed.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, List, Optional, Set
+
+import libcst as cst
+
+from dslint.semantics.bindings import class_ref
+from dslint.semantics.classes import all_methods, called_method, find_method, has_class_attribute, reached_methods
+from dslint.semantics.libraries import SHARDING_LIBRARIES
+from dslint.semantics.regions import self_attr, self_name
+from dslint.semantics.streams import InitValues, mutated_attrs, returns_self
+from dslint.semantics.walk import iter_subtree
+from dslint.semantics.worker_info import shards_transitively, worker_info_shards
+
+_WRAPPED = re.compile(
+    r"(^|_)(datasets?|ds|datapipes?|dp|pipes?|sources?|iterables?|loaders?|streams?|iterators?|readers?)($|_)", re.I
+)
+_RANGE_LIKE = frozenset({"builtins.range", "itertools.count", "itertools.repeat"})
+_RNG_PREFIXES = ("random.", "numpy.random.", "torch.rand", "torch.normal", "torch.bernoulli", "torch.multinomial", "torch.poisson")
+_RNG_METHODS = (
+    "normal", "uniform", "integers", "standard_normal", "randint", "randn", "rand", "random", "gauss", "choice",
+    "binomial", "poisson",
+)
+_DISPLAYS = (cst.List, cst.Tuple, cst.Set)
+# Modules whose objects are plain data (lists, files, arrays, readers): iterating
+# them in every worker duplicates the data. Anything else may shard itself.
+_PLAIN_DATA_MODULES = frozenset(
+    {
+        "builtins", "json", "os", "glob", "csv", "pathlib", "numpy", "pandas", "pickle", "yaml", "io",
+        "gzip", "bz2", "lzma", "itertools", "collections", "random", "re", "h5py", "PIL", "torch",
+        "torchvision", "torchaudio", "math", "functools", "operator", "tarfile", "zipfile", "sqlite3",
+        "linecache", "fnmatch", "struct", "array", "string", "codecs", "shutil", "lmdb", "cv2",
+        "imageio", "soundfile", "librosa", "scipy", "jsonlines", "pyarrow",
+    }
+)
+_UNWRAP = frozenset(
+    {"builtins.iter", "builtins.enumerate", "builtins.sorted", "builtins.list", "builtins.tuple", "builtins.reversed"}
+)
+_ITERATOR_WRAPPERS = frozenset({"builtins.map", "builtins.filter", "builtins.zip"})
+UNKNOWN_SOURCE = "unknown"
+
+
+def _uses_rng(ctx, funcs: List[cst.FunctionDef]) -> bool:
+    for func in funcs:
+        for node in iter_subtree(func.body, into_scopes=False):
+            if isinstance(node, cst.Call):
+                name = ctx.call_name(node)
+                if name and name.startswith(_RNG_PREFIXES):
+                    return True
+                if isinstance(node.func, cst.Attribute) and node.func.attr.value in _RNG_METHODS:
+                    return True
+    return False
+
+
+def _param_looks_wrapped(ctx, attr: str, param: cst.Param) -> bool:
+    annotation = ctx.code(param.annotation.annotation) if param.annotation is not None else ""
+    return bool(_WRAPPED.search(attr) or _WRAPPED.search(param.name.value) or re.search(r"Dataset|DataPipe", annotation))
+
+
+def _call_source(ctx, call: cst.Call) -> str:
+    """"data" for calls known to make plain data, UNKNOWN_SOURCE for anything that may shard itself."""
+    name = ctx.call_name(call)
+    if name is None:
+        return "data"  # a method of a local object: f.readlines(), text.split()
+    top = name.split(".", 1)[0]
+    if top in SHARDING_LIBRARIES:
+        return UNKNOWN_SOURCE
+    if ctx.view.function_facts(name) is not None:
+        return "data"  # a project function: what it reaches was checked for worker info
+    if top in _PLAIN_DATA_MODULES:
+        return "data"
+    return UNKNOWN_SOURCE  # a library function or a class we cannot see into
+
+
+def _attr_origin(ctx, cls: cst.ClassDef, attr: str) -> str:
+    """"data" or UNKNOWN_SOURCE for what ``__init__`` stores in ``self.attr``."""
+    init = find_method(ctx, cls, "__init__")
+    values = InitValues(ctx, init).attrs.get(attr, []) if init is not None else []
+    if not values or any(v is None for v in values):
+        return UNKNOWN_SOURCE if _WRAPPED.search(attr) else "data"
+    params = {p.name.value: p for p in (*init.params.posonly_params, *init.params.params, *init.params.kwonly_params)}
+    params.pop(self_name(init) or "", None)
+    # `self.reader = make_reader(...) if ... else reader`: unknown when any of them is
+    origins = {_value_origin(ctx, init, params, attr, value) for value in values}
+    return UNKNOWN_SOURCE if UNKNOWN_SOURCE in origins else "data"
+
+
+def _value_origin(ctx, init, params, attr: str, value: cst.CSTNode, depth: int = 0) -> str:
+    if ctx.dataset_kind(value) is not None:
+        return UNKNOWN_SOURCE  # another dataset: it shards (or not) itself
+    if isinstance(value, cst.Name):
+        if value.value in params:
+            return UNKNOWN_SOURCE if _param_looks_wrapped(ctx, attr, params[value.value]) else "data"
+        local = ctx.single_assignment(value) if ctx.enclosing_function(value) is init else None
+        if local is None or depth > 3:
+            return UNKNOWN_SOURCE  # rebound along the way: cannot tell what it ends up being
+        return _value_origin(ctx, init, params, attr, local, depth + 1)
+    if isinstance(value, cst.Call):
+        if any(
+            isinstance(n, cst.Name) and n.value in params and _param_looks_wrapped(ctx, attr, params[n.value])
+            for n in iter_subtree(value, into_scopes=False)
+        ):
+            return UNKNOWN_SOURCE
+        return _call_source(ctx, value)
+    return "data"
+
+
+def _source_kind(ctx, cls, func: cst.FunctionDef, expr: cst.CSTNode, depth: int = 0) -> Optional[str]:
+    """What iterating ``expr`` replays: "data", "range", None (a literal or a generator
+    method judged on its own) or UNKNOWN_SOURCE (something that may shard itself)."""
+    selfp = self_name(func)
+    while True:
+        if isinstance(expr, cst.Call) and ctx.call_name(expr) in _UNWRAP and expr.args:
+            expr = expr.args[0].value
+        elif (
+            isinstance(expr, cst.Call)
+            and not expr.args
+            and isinstance(expr.func, cst.Attribute)
+            and expr.func.attr.value == "__iter__"
+        ):
+            expr = expr.func.value
+        else:
+            break
+    if isinstance(expr, cst.Call) and ctx.call_name(expr) in _RANGE_LIKE:
+        return "range"
+    if isinstance(expr, _DISPLAYS):
+        return None
+    if isinstance(expr, cst.Call) and ctx.call_name(expr) in _ITERATOR_WRAPPERS:
+        # map(f, xs), filter(f, xs), zip(xs, ys): judged by what they iterate
+        kinds = {
+            _source_kind(ctx, cls, func, arg.value, depth + 1)
+            for arg in expr.args
+            if arg.keyword is None and not (ctx.call_name(expr) != "builtins.zip" and arg is expr.args[0])
+        }
+        for kind in (UNKNOWN_SOURCE, "data", "range"):
+            if kind in kinds:
+                return kind
+        return None
+    if isinstance(expr, cst.Call) and called_method(ctx, cls, expr, selfp) is not None:
+        return None  # a method of the class: its own loops are judged
+    node = expr
+    while isinstance(node, (cst.Call, cst.Attribute, cst.Subscript)):
+        attr = self_attr(node, selfp)
+        if attr:
+            return _attr_origin(ctx, cls, attr)
+        node = node.func if isinstance(node, cst.Call) else node.value
+    if isinstance(expr, cst.Call):
+        return _call_source(ctx, expr)
+    if isinstance(expr, cst.Name) and depth < 3 and ctx.enclosing_function(expr) is func:
+        value = ctx.single_assignment(expr)
+        if value is not None:
+            return _source_kind(ctx, cls, func, value, depth + 1)
+    return "data"
+
+
+def _stream_source(ctx, cls, iter_func, funcs) -> Optional[str]:
+    """What the stream replays in every worker: "data", "range" (a counted loop or
+    ``__next__``), or None when there is nothing to judge or the source may shard itself."""
+    kinds: Set[Optional[str]] = set()
+    for func in funcs:
+        for loop in ctx.regions.get(func).loops:
+            if isinstance(loop, cst.For):
+                kinds.add(_source_kind(ctx, cls, func, loop.iter))
+        for node in iter_subtree(func.body, into_scopes=False):
+            if isinstance(node, cst.Yield) and isinstance(node.value, cst.From):
+                kind = _source_kind(ctx, cls, func, node.value.item)
+                # `yield from range(n)` streams bare counters: a toy, like a literal
+                kinds.add(None if kind == "range" else kind)
+    if not ctx.regions.get(iter_func).is_generator:
+        selfp = self_name(iter_func)
+        for ret in iter_subtree(iter_func.body, into_scopes=False):
+            if not isinstance(ret, cst.Return) or ret.value is None:
+                continue
+            if isinstance(ret.value, cst.Name) and ret.value.value == selfp:
+                kinds.add("range")  # __next__ produces the samples: judged like a counted loop
+            else:
+                kind = _source_kind(ctx, cls, iter_func, ret.value)
+                # `return iter(range(n))` streams bare counters, like `yield from range(n)`
+                kinds.add(None if kind == "range" else kind)
+    if UNKNOWN_SOURCE in kinds:
+        return None
+    if "data" in kinds:
+        return "data"
+    if "range" in kinds:
+        return "range"
+    return None
+
+
+def _references_sharding_function(ctx, cls: cst.ClassDef) -> bool:
+    """A method of the class names a project function that consults worker info
+    (e.g. ``wds.DataPipeline(..., split_by_worker)`` built in ``__init__``)."""
+    seen: Set[str] = set()
+    for method in all_methods(ctx, cls):
+        for node in iter_subtree(method.body, into_scopes=True):
+            if not isinstance(node, (cst.Name, cst.Attribute)):
+                continue
+            parent = ctx.parent(node)
+            if isinstance(parent, cst.Attribute) and parent.value is node:
+                continue  # only whole dotted names
+            name = ctx.qualname(node)
+            if not name or name in seen or name.split(".", 1)[0] in _PLAIN_DATA_MODULES:
+                continue
+            seen.add(name)
+            if len(seen) > 64:
+                return False
+            if shards_transitively(ctx, name):
+                return True
+    return False
+
+
+def _shards_across_files(ctx, cls, qual: str, iter_func: cst.FunctionDef) -> bool:
+    """Whatever ``__iter__`` (and ``__next__`` behind ``return self``) reach consults
+    worker info or calls a library that shards for you."""
+    entry_points = ["__iter__"] + (["__next__"] if returns_self(iter_func) else [])
+    for entry in entry_points:
+        for position, facts in enumerate(ctx.view.reachable_facts(qual, entry)):
+            if facts is None:
+                continue
+            # the entry method itself is this file's, judged by worker_info_shards
+            if facts.get("worker_info") and not (position == 0 and find_method(ctx, cls, entry) is not None):
+                return True
+            for kind, target, _ in facts.get("calls", ()):
+                if kind == "func" and target.split(".", 1)[0] in SHARDING_LIBRARIES:
+                    return True
+    return False
+
+
+def _reads_unknown_behaviour(ctx, cls, qual: str, funcs: List[cst.FunctionDef]) -> bool:
+    """The iteration calls ``super().m()``, a sharding library, a base's method that
+    consults worker info, or a ``self.m()`` that nothing in the project defines."""
+    attrs_read: Dict[str, bool] = {}
+    for func in funcs:
+        selfp = self_name(func)
+        for node in iter_subtree(func.body, into_scopes=False):
+            if isinstance(node, cst.Call):
+                # super().m(): behaviour from a base we do not follow
+                if isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Call):
+                    inner = node.func.value.func
+                    if isinstance(inner, cst.Name) and inner.value == "super":
+                        return True
+                name = ctx.call_name(node)
+                if name and name.split(".", 1)[0] in SHARDING_LIBRARIES:
+                    return True
+            attr = self_attr(node, selfp)
+            if attr and find_method(ctx, cls, attr) is None:
+                parent = ctx.parent(node)
+                called = isinstance(parent, cst.Call) and parent.func is node
+                attrs_read[attr] = attrs_read.get(attr, False) or called
+    for attr, called in sorted(attrs_read.items()):
+        if ctx.view.has_method(qual, attr):
+            # a method or property of a base in another file
+            if any(f and f.get("worker_info") for f in ctx.view.reachable_facts(qual, attr)):
+                return True
+        elif called and attr not in mutated_attrs(all_methods(ctx, cls)) and not has_class_attribute(ctx, cls, attr):
+            return True  # an abstract or library-provided method: unknown
+    return False
+
+
+def _local_loader_hides_worker_init(ctx, cls: cst.ClassDef) -> bool:
+    """A DataLoader of this file over the class passes a ``worker_init_fn`` that is a bound
+    method (``self.init_worker``, ``ds.shard``), a lambda or a call result: it may shard."""
+    for bound in ctx.dataloader_calls():
+        ref = class_ref(ctx.tree, ctx.names, bound.expr("dataset"))
+        if ref is None or ref[0] != "local" or ref[1] is not cls:
+            continue
+        target = bound.expr("worker_init_fn")
+        if target is None or (isinstance(target, cst.Name) and target.value == "None"):
+            continue
+        if isinstance(target, cst.Call) and ctx.call_name(target) == "functools.partial" and target.args:
+            target = target.args[0].value
+        if not isinstance(target, (cst.Name, cst.Attribute)) or ctx.qualname(target) is None:
+            return True
+    return False
+
+
+def shards_or_unknown(ctx, cls, qual: str, iter_func: cst.FunctionDef, loaders: List[dict]) -> bool:
+    """The stream ``__iter__`` makes is sharded by worker (in the class, across files, or by
+    a ``worker_init_fn`` of ``loaders``), or cannot be judged: DSL303 stays silent."""
+    next_func = find_method(ctx, cls, "__next__")
+    funcs = reached_methods(ctx, cls, iter_func)
+    if next_func is not None and returns_self(iter_func):
+        funcs += [f for f in reached_methods(ctx, cls, next_func) if not any(f is g for g in funcs)]
+    # sharding in this file: the methods reached, nested functions, any method of the class
+    # (worker info read only to seed a random generator does not split the data)
+    if any(worker_info_shards(ctx, f) for f in all_methods(ctx, cls)):
+        return True
+    if _shards_across_files(ctx, cls, qual, iter_func) or _reads_unknown_behaviour(ctx, cls, qual, funcs):
+        return True
+    # a worker_init_fn on a loader over this class
+    for facts in loaders:
+        ref = facts.get("worker_init_fn")
+        if ref is None or ref.startswith("builtins."):
+            continue
+        shards = shards_transitively(ctx, ref)
+        if shards is None or shards:
+            return True
+    if _local_loader_hides_worker_init(ctx, cls):
+        return True
+    source = _stream_source(ctx, cls, iter_func, funcs)
+    if source is None:
+        return True  # no data loop we can see (a queue, a socket, a self-sharding source)
+    if source == "range" and _uses_rng(ctx, funcs):
+        return True  # random samples: each worker draws its own
+    return _references_sharding_function(ctx, cls)
