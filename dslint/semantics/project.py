@@ -1,17 +1,15 @@
 """The project index: facts that cross files, computed from file summaries.
 
 * which classes are datasets (map-style or iterable), through any chain of project
-  classes and however the torch base was imported;
+  classes and however the torch base was imported (namespace packages included);
 * which functions run per sample: reached from ``__getitem__``/``__getitems__``/
   ``__iter__``/``__next__`` through ``self.method()``, ``super().method()`` and plain
-  calls, with methods looked up along the dataset class's own MRO (so a base class
-  in one file and the method it calls in a subclass in another are connected);
+  calls, with methods looked up along the dataset class's own MRO;
 * which functions exist where (for ``worker_init_fn`` and helpers).
 
 Rules never see the index directly: each file gets a ``View`` that records every
-question and answer. The cache replays those questions against a new index to
-know whether a file's cached findings still hold (a base class edited in another
-file changes the answer, so the file is checked again).
+question and answer, which the cache replays against a new index to know whether a
+file's cached findings still hold.
 """
 
 from __future__ import annotations
@@ -29,15 +27,10 @@ LOOP = "loop"
 MAP = "map"
 ITERABLE = "iterable"
 
-ITERABLE_ROOTS = frozenset(
-    {
-        "torch.utils.data.IterableDataset",
-        "torch.utils.data.ChainDataset",
-        "torch.utils.data.IterDataPipe",
-        "torch.utils.data.datapipes.datapipe.IterDataPipe",
-        "torch.utils.data.datapipes.iter.IterDataPipe",
-    }
-)
+ITERABLE_ROOTS = frozenset({
+    "torch.utils.data.IterableDataset", "torch.utils.data.ChainDataset", "torch.utils.data.IterDataPipe",
+    "torch.utils.data.datapipes.datapipe.IterDataPipe", "torch.utils.data.datapipes.iter.IterDataPipe",
+})
 MAP_ROOTS = frozenset(
     {
         "torch.utils.data.Dataset",

@@ -30,75 +30,18 @@ guesses: a value that cannot be followed makes the answer incomplete.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 import libcst as cst
 
 from dslint.semantics.bindings import scope_assignments
 from dslint.semantics.calls import UNKNOWN, literal_value
+from dslint.semantics.options import option_values
+from dslint.semantics.possible import NOTHING, Possible, Value, exactly, holds
 
 MAX_DEPTH = 8
 PARSE_ARGS = frozenset({"parse_args", "parse_known_args", "parse_intermixed_args", "parse_known_intermixed_args"})
 CONVERSIONS = frozenset({"builtins.int", "builtins.bool", "builtins.str", "builtins.float"})
-
-
-@dataclass(frozen=True)
-class Value:
-    value: object
-    #: where it comes from, for messages: "the default of `--workers`"
-    origin: str
-
-
-@dataclass(frozen=True)
-class Possible:
-    values: Tuple[Value, ...] = ()
-    #: every value the expression can take is listed
-    complete: bool = False
-
-    @property
-    def known(self):
-        """The one value, when it is the only possibility; else UNKNOWN."""
-        distinct = {_key(v.value) for v in self.values}
-        if self.complete and len(distinct) == 1:
-            return self.values[0].value
-        return UNKNOWN
-
-    def can_be(self, predicate) -> Optional[Value]:
-        """The first possible value for which ``predicate`` holds, if any."""
-        for value in self.values:
-            try:
-                if predicate(value.value):
-                    return value
-            except TypeError:
-                continue
-        return None
-
-    def must_be(self, predicate) -> bool:
-        return self.complete and bool(self.values) and all(_holds(predicate, v.value) for v in self.values)
-
-    def __or__(self, other: "Possible") -> "Possible":
-        seen = {(_key(v.value), v.origin) for v in self.values}
-        extra = tuple(v for v in other.values if (_key(v.value), v.origin) not in seen)
-        return Possible(self.values + extra, self.complete and other.complete)
-
-
-NOTHING = Possible((), False)
-
-
-def _key(value):
-    return (type(value).__name__, repr(value))
-
-
-def _holds(predicate, value) -> bool:
-    try:
-        return bool(predicate(value))
-    except TypeError:
-        return False
-
-
-def exactly(value, origin: str) -> Possible:
-    return Possible((Value(value, origin),), True)
 
 
 # ----------------------------------------------------------------------- entry points
@@ -194,8 +137,8 @@ class _Resolver:
         left = self.of(expr.left, depth + 1)
         right = self.of(expr.right, depth + 1)
         is_or = isinstance(expr.operator, cst.Or)
-        kept = tuple(v for v in left.values if _holds(bool, v.value) == is_or)
-        passes_on = any(_holds(bool, v.value) != is_or for v in left.values) or not left.complete
+        kept = tuple(v for v in left.values if holds(bool, v.value) == is_or)
+        passes_on = any(holds(bool, v.value) != is_or for v in left.values) or not left.complete
         values = Possible(kept, left.complete)
         return (values | right) if passes_on else values
 
@@ -419,88 +362,6 @@ class _Resolver:
                     entries.update(inner[0])
                     closed = closed and inner[1]
         return entries, closed
-
-
-# ----------------------------------------------------------------------- argparse
-
-
-def option_values(ctx, dest: str) -> Possible:
-    """What ``args.<dest>`` can be, from this file's ``add_argument`` calls: the default
-    (``None`` when none is given, ``False`` for ``store_true``), ``set_defaults``, and the
-    ``choices``. Never complete unless ``choices`` limit it."""
-    return ctx.memo(("values.option", dest), lambda: _option_values(ctx, dest))
-
-
-def _option_values(ctx, dest: str) -> Possible:
-    out: List[Value] = []
-    complete = True
-    found = False
-    for call in ctx.nodes(cst.Call):
-        func = call.func
-        if not isinstance(func, cst.Attribute):
-            continue
-        method = func.attr.value
-        if method == "set_defaults":
-            for arg in call.args:
-                if arg.keyword is not None and arg.keyword.value == dest:
-                    value = literal_value(arg.value, ctx.module_constant)
-                    if value is not UNKNOWN:
-                        out.append(Value(value, f"`set_defaults({dest}=...)`"))
-            continue
-        if method != "add_argument" or _option_dest(call) != dest:
-            continue
-        found = True
-        flag = _option_flag(call)
-        keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
-        action = literal_value(keywords["action"]) if "action" in keywords else None
-        if "default" in keywords:
-            default = literal_value(keywords["default"], ctx.module_constant)
-            if default is UNKNOWN:
-                complete = False
-            else:
-                out.append(Value(default, f"the default of `{flag}`"))
-        elif action == "store_true":
-            out.append(Value(False, f"the default of `{flag}`"))
-        elif action == "store_false":
-            out.append(Value(True, f"the default of `{flag}`"))
-        elif flag.startswith("-") and not _required(keywords):
-            out.append(Value(None, f"the default of `{flag}` (none given)"))
-        if action in ("store_true", "store_false"):
-            out.append(Value(action == "store_true", f"`{flag}` given"))
-            continue
-        choices = literal_value(keywords["choices"], ctx.module_constant) if "choices" in keywords else UNKNOWN
-        if isinstance(choices, (list, tuple)):
-            out.extend(Value(c, f"a choice of `{flag}`") for c in choices)
-        else:
-            complete = False  # the user passes any value
-    if not found:
-        return NOTHING
-    return Possible(tuple(out), complete)
-
-
-def _option_dest(call: cst.Call) -> Optional[str]:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == "dest":
-            value = literal_value(arg.value)
-            return value if isinstance(value, str) else None
-    names = [literal_value(a.value) for a in call.args if a.keyword is None and not a.star]
-    names = [n for n in names if isinstance(n, str)]
-    if not names:
-        return None
-    longs = [n for n in names if n.startswith("--")]
-    chosen = longs[0] if longs else names[0]
-    return chosen.lstrip("-").replace("-", "_") or None
-
-
-def _option_flag(call: cst.Call) -> str:
-    names = [literal_value(a.value) for a in call.args if a.keyword is None and not a.star]
-    names = [n for n in names if isinstance(n, str)]
-    longs = [n for n in names if n.startswith("--")]
-    return (longs or names or ["?"])[0]
-
-
-def _required(keywords: Dict[str, cst.CSTNode]) -> bool:
-    return "required" in keywords and literal_value(keywords["required"]) is True
 
 
 # ----------------------------------------------------------------------- helpers
