@@ -238,3 +238,34 @@ def test_configuration_examples_are_valid_configuration(tmp_path):
                 assert f"{key} = {str(value).lower()}" in run.stdout
             elif isinstance(value, str):
                 assert f'{key} = "{value}"' in run.stdout
+
+
+# ------------------------------------------------------------------- evidence
+
+
+def cited_pitfalls() -> set:
+    """Every pitfall id a rule cites, as ``PITFALLS.md` IT-2, W4`` or ``evidence.md#it-2``."""
+    ids = set()
+    for path in (REPO / "dslint" / "rules").rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        for listed in re.findall(r"PITFALLS\.md`\s+([A-Z0-9, -]+?)(?:\s*\(|\s*$)", text, re.M):
+            ids.update(part.strip() for part in listed.split(",") if part.strip())
+        ids.update(anchor.upper() for anchor in re.findall(r"evidence\.md#([a-z0-9-]+)", text))
+    return ids
+
+
+def test_evidence_page_has_a_stable_section_for_every_cited_pitfall():
+    page = (REPO / "docs" / "evidence.md").read_text(encoding="utf-8")
+    # the ids the rules cite today, and any a rule cites later (by either spelling)
+    for pitfall in sorted(cited_pitfalls() | {"IT-1", "IT-2", "W4", "A26", "PERF-1", "MP-1"}):
+        assert f'<a id="{pitfall.lower()}"></a>' in page, pitfall
+        assert re.search(rf"^## {re.escape(pitfall)}$", page, re.M), pitfall
+    # every relative link on the page leads to a file of this repository
+    for target in re.findall(r"\]\((?!https?:|#)([^)#]+)", page):
+        assert (REPO / "docs" / target).resolve().exists(), target
+
+
+def test_contributing_and_docs_link_nothing_outside_the_repository():
+    for path in [REPO / "CONTRIBUTING.md", *(REPO / "docs").glob("*.md")]:
+        text = path.read_text(encoding="utf-8")
+        assert "../shared/" not in text and "PITFALLS.md" not in text, path
