@@ -135,7 +135,7 @@ def fix(paths: Sequence[str], settings: Settings, options: Optional[CheckOptions
     for _ in range(MAX_FIX_PASSES):
         applicable: dict = {}
         for d in result.diagnostics:
-            if d.fix is not None and (d.fix.applicability == "safe" or unsafe):
+            if d.fix is not None and (d.fix.applicability == "safe" or unsafe) and settings.fix_allowed(d.code):
                 applicable.setdefault(d.path, []).append(d.fix)
         changed = False
         for path, fixes in applicable.items():

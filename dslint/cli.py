@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Tuple
@@ -16,6 +15,7 @@ from typing import List, Optional, Tuple
 import click
 
 from dslint import __version__
+from dslint.formats import FORMATS
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -48,16 +48,21 @@ def main() -> None:
 @click.option("--ignore", multiple=True, metavar="CODES", help="Rules to disable.")
 @click.option("--per-file-ignores", "per_file_ignores", multiple=True, metavar="PATTERN:CODES", help="Ignore codes in files matching a pattern, e.g. 'tests/**:DSL1'.")
 @click.option("--preview/--no-preview", default=None, help="Enable preview rules.")
-@click.option("--output-format", type=click.Choice(["full", "concise", "json", "json-lines", "github", "sarif"]), default=None, envvar="DSLINT_OUTPUT_FORMAT", help="How to print findings [default: full].")
+@click.option("--fixable", multiple=True, metavar="CODES", help="Rules whose fixes --fix may apply [default: ALL]; replaces the configured `fixable`.")
+@click.option("--unfixable", multiple=True, metavar="CODES", help="Rules whose fixes --fix must not apply.")
+@click.option("--extend-fixable", multiple=True, metavar="CODES", help="Rules whose fixes --fix may apply, on top of `fixable`.")
+@click.option("--output-format", type=click.Choice(list(FORMATS)), default=None, envvar="DSLINT_OUTPUT_FORMAT", help="How to print findings [default: full]. json, json-lines, github, gitlab and sarif print the report alone on stdout (summaries go to stderr).")
 @click.option("-o", "--output-file", type=click.Path(dir_okay=False, writable=True), help="Write findings to this file instead of stdout.")
-@click.option("--statistics", is_flag=True, help="Print a count per rule instead of the findings.")
+@click.option("--statistics", is_flag=True, help="Print a count per rule instead of the findings (with --output-format full, concise or json).")
+@click.option("--show-settings", is_flag=True, help="Print the resolved settings and exit 0; check nothing.")
+@click.option("--show-files", is_flag=True, help="Print the files that would be checked and exit 0; check nothing.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (2 still means an error).")
 @click.option("--exclude", multiple=True, metavar="PATTERN", help="Replace the default excludes with these patterns.")
 @click.option("--extend-exclude", multiple=True, metavar="PATTERN", help="Exclude these patterns too.")
 @click.option("--force-exclude/--no-force-exclude", default=None, help="Apply excludes to paths passed explicitly too (for pre-commit).")
 @click.option("--respect-gitignore/--no-respect-gitignore", default=None, help="Skip files ignored by .gitignore [default: respect].")
 @click.option("--stdin-filename", metavar="PATH", help="The name to report for source read from stdin (`-`).")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Use this pyproject.toml instead of searching for one.")
+@click.option("--config", "config", multiple=True, metavar="FILE | KEY=VALUE", help="A configuration file to use instead of searching for one (a dslint.toml, or a TOML file with [tool.dslint]), or a `KEY = VALUE` override of one [tool.dslint] key, e.g. --config \"ignore = ['DSL507']\" (repeatable).")
 @click.option("--isolated", is_flag=True, help="Ignore all configuration files.")
 @click.option("--no-cache", is_flag=True, envvar="DSLINT_NO_CACHE", help="Neither read nor write the cache.")
 @click.option("--cache-dir", metavar="DIR", help="Where the cache lives [env: DSLINT_CACHE_DIR; default: .dslint_cache].")
@@ -78,11 +83,23 @@ def check(**options) -> None:
     """Check PATHS (default: .) for Dataset/DataLoader bugs. Never imports or runs them."""
     from dslint import api
 
+    from dslint import show
+
     flags = CheckFlags(**options)
+    conflict = show.conflict(flags)
+    if conflict:
+        _fail(conflict)
     paths = list(flags.paths) or (["-"] if flags.stdin_filename else ["."])
     settings = _settings(flags, paths)
     for warning in dict.fromkeys(settings.warnings):
         click.echo(f"dslint: warning: {warning}", err=True)
+    if flags.show_settings or flags.show_files:
+        sys.exit(show.run(flags, settings, paths))
+    if flags.statistics and not (flags.fix_only or flags.diff):
+        from dslint.formats.statistics import SUPPORTED
+
+        if settings.output_format not in SUPPORTED:
+            _fail(f"--statistics prints with --output-format {', '.join(SUPPORTED[:-1])} or {SUPPORTED[-1]}, not {settings.output_format}")
 
     run_options = api.CheckOptions(stdin_filename=flags.stdin_filename, use_cache=not flags.no_cache,
                                    use_prefilter=not flags.no_prefilter, jobs=flags.jobs)
@@ -90,6 +107,7 @@ def check(**options) -> None:
         _run_fix(paths, settings, run_options, flags)
         return
     outcome = api.check(paths, settings, run_options)
+    outcome.diagnostics = settings.without_unfixable(outcome.diagnostics)
     result = outcome.result
     if flags.verbose:
         _verbose(result)
@@ -127,16 +145,21 @@ class CheckFlags:
     ignore: Tuple[str, ...]
     per_file_ignores: Tuple[str, ...]
     preview: Optional[bool]
+    fixable: Tuple[str, ...]
+    unfixable: Tuple[str, ...]
+    extend_fixable: Tuple[str, ...]
     output_format: Optional[str]
     output_file: Optional[str]
     statistics: bool
+    show_settings: bool
+    show_files: bool
     exit_zero: bool
     exclude: Tuple[str, ...]
     extend_exclude: Tuple[str, ...]
     force_exclude: Optional[bool]
     respect_gitignore: Optional[bool]
     stdin_filename: Optional[str]
-    config_file: Optional[str]
+    config: Tuple[str, ...]
     isolated: bool
     no_cache: bool
     cache_dir: Optional[str]
@@ -156,16 +179,22 @@ class CheckFlags:
 
 
 def _settings(flags: CheckFlags, paths: List[str]):
-    """The configuration file (unless ``--isolated``/``--config``) overridden by the flags;
-    exits 2 with the message on a configuration error."""
-    from dslint.config import ConfigError, build_settings, normalize_selector, validate_table
+    """The configuration file (unless ``--isolated``), then the ``--config KEY = VALUE``
+    overrides, then the flags; exits 2 with the message on a configuration error."""
+    from dslint.config import ConfigError, build_settings, normalize_selector, split_config_args, validate_table
 
     try:
+        config_file, config_overrides = split_config_args(flags.config)
+        if config_file is not None and flags.isolated:
+            raise ConfigError(f"--config {config_file} cannot be used with --isolated (which ignores every configuration file)")
         overrides = {}
         raw = {
             "select": _codes(flags.select),
             "extend-select": _codes(flags.extend_select),
             "ignore": _codes(flags.ignore),
+            "fixable": _codes(flags.fixable),
+            "unfixable": _codes(flags.unfixable),
+            "extend-fixable": _codes(flags.extend_fixable),
             "exclude": list(flags.exclude) or None,
             "extend-exclude": list(flags.extend_exclude) or None,
             "force-exclude": flags.force_exclude,
@@ -178,7 +207,7 @@ def _settings(flags: CheckFlags, paths: List[str]):
         for key, value in raw.items():
             if value is None:
                 continue
-            if key in ("select", "extend-select", "ignore"):
+            if key in ("select", "extend-select", "ignore", "fixable", "unfixable", "extend-fixable"):
                 value = [normalize_selector(v, f"--{key}") for v in value]
             overrides[key] = value
         if flags.per_file_ignores:
@@ -189,7 +218,8 @@ def _settings(flags: CheckFlags, paths: List[str]):
                     raise ConfigError(f"--per-file-ignores: expected PATTERN:CODES, got {item!r}")
                 table[pattern] = [c for c in codes.split(",") if c]
             overrides["per-file-ignores"] = validate_table({"per-file-ignores": table}, "--per-file-ignores")["per-file-ignores"]
-        settings = build_settings(paths, config=flags.config_file, isolated=flags.isolated, overrides=overrides)
+        settings = build_settings(paths, config=config_file, isolated=flags.isolated, overrides=overrides,
+                                  config_overrides=config_overrides)
         settings.enabled_rules()  # an unknown selector in the configuration is an error now, not later
     except ConfigError as exc:
         _fail(str(exc))
@@ -274,8 +304,14 @@ def _report(diagnostics, settings, flags: CheckFlags, unsafe_fixes: bool):
         color=bool(use_color and fmt == "full"),
         rules={r.code: r for r in all_rules().values()},
         unsafe_fixes=unsafe_fixes,
+        docs_url=settings.docs_url,
     )
-    text = _statistics(diagnostics, fmt, env) if flags.statistics else formats.render(fmt, diagnostics, env)
+    if flags.statistics:
+        from dslint.formats import statistics
+
+        text = statistics.render(diagnostics, env, fmt)
+    else:
+        text = formats.render(fmt, diagnostics, env)
     if output_file:
         Path(output_file).write_text(text, encoding="utf-8")
     elif text:
@@ -289,7 +325,7 @@ def _run_fix(paths, settings, options, flags: CheckFlags) -> None:
     unsafe, diff, fix_only, quiet = flags.unsafe_fixes, flags.diff, flags.fix_only, flags.quiet
 
     state = api.fix(paths, settings, options, unsafe=unsafe)
-    remaining = state.outcome.diagnostics
+    remaining = settings.without_unfixable(state.outcome.diagnostics)
     result = state.outcome.result
     errors = [*result.internal_errors, *state.errors]
     n_fixed = state.total_fixed
@@ -339,25 +375,6 @@ def _hidden_unsafe(remaining, unsafe: bool) -> None:
         click.echo(
             f"({hidden} more fix{'es' if hidden != 1 else ''} available with `--unsafe-fixes`.)", err=True
         )
-
-
-def _statistics(diagnostics, fmt: str, env) -> str:
-    from dslint.formats import fixable
-
-    counts = Counter(d.code for d in diagnostics)
-    fixes = Counter(d.code for d in diagnostics if fixable(d, env))
-    names = {d.code: d.name for d in diagnostics}
-    if fmt in ("json", "json-lines"):
-        rows = [
-            {"code": code, "name": names[code], "count": count, "fixable": fixes[code] > 0}
-            for code, count in counts.most_common()
-        ]
-        return json.dumps(rows, indent=2) + "\n"
-    width = max((len(str(c)) for c in counts.values()), default=1)
-    return "".join(
-        f"{str(count).rjust(width)}\t{code}\t{'[*] ' if fixes[code] else ''}{names[code]}\n"
-        for code, count in counts.most_common()
-    )
 
 
 def _summary(outcome, env) -> None:

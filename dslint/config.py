@@ -1,8 +1,12 @@
-"""Settings: ``[tool.dslint]`` in the nearest pyproject.toml, merged with flags.
+"""Settings: the nearest configuration file, then ``--config KEY = VALUE``, then flags.
 
-Precedence follows ruff: ``--select`` replaces the configured ``select``;
-``extend-select`` and ``ignore`` from the file and the command line add up; for
-each rule the most specific selector wins, and at equal specificity ``ignore``
+A configuration file is a ``.dslint.toml`` or ``dslint.toml`` (the keys at its top
+level) or a ``pyproject.toml`` with a ``[tool.dslint]`` table, searched upward from
+the checked paths as ruff searches for its own. Precedence follows ruff: the file,
+then every ``--config "key = value"`` override, then the dedicated flags;
+``--select`` replaces the configured ``select``; ``extend-select`` and ``ignore``
+(and ``extend-fixable``/``unfixable``) from every layer add up; for each rule the
+most specific selector wins, and at equal specificity ``ignore`` (``unfixable``)
 wins. Every problem is a ``ConfigError`` (one line, exit 2), never a traceback.
 """
 
@@ -19,9 +23,13 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from dslint.docs import DEFAULT_DOCS_URL, docs_url_problem
+from dslint.formats import FORMATS
 from dslint.rules.base import Rule, all_rules
 
-OUTPUT_FORMATS = ("full", "concise", "json", "json-lines", "github", "sarif")
+OUTPUT_FORMATS = tuple(FORMATS)
+#: configuration files whose keys sit at the top level, in the order they win
+STANDALONE_CONFIGS = (".dslint.toml", "dslint.toml")
 
 DEFAULT_EXCLUDE = (
     ".bzr",
@@ -75,6 +83,12 @@ class Settings:
     preview: bool = False
     cache_dir: Optional[str] = None
     baseline: Optional[str] = None
+    #: which codes ``--fix`` may fix (ruff's ``fixable``/``unfixable``/``extend-fixable``)
+    fixable: Optional[List[str]] = None
+    unfixable: List[str] = field(default_factory=list)
+    extend_fixable: List[str] = field(default_factory=list)
+    #: the documentation page of a rule: ``{code}`` and ``{name}`` are filled in
+    docs_url: str = DEFAULT_DOCS_URL
     rule_options: Dict[str, dict] = field(default_factory=dict)
     warnings: List[str] = field(default_factory=list)
 
@@ -94,6 +108,28 @@ class Settings:
                 continue
             chosen.append(rule)
         return chosen
+
+    def fix_allowed(self, code: str) -> bool:
+        """Whether ``--fix`` may apply this code's fixes (as ruff: the most specific of
+        ``fixable`` + ``extend-fixable`` against ``unfixable``)."""
+        fixable = self.fixable if self.fixable is not None else ["ALL"]
+        return _is_enabled(code, fixable + self.extend_fixable, self.unfixable)
+
+    def without_unfixable(self, diagnostics: list) -> list:
+        """The findings, those of codes ``--fix`` may not fix stripped of their fix (as
+        ruff does: no ``[*]``, not counted as fixable, never applied)."""
+        import dataclasses
+
+        allowed: Dict[str, bool] = {}
+        out = []
+        for d in diagnostics:
+            if d.fix is not None:
+                if d.code not in allowed:
+                    allowed[d.code] = self.fix_allowed(d.code)
+                if not allowed[d.code]:
+                    d = dataclasses.replace(d, fix=None)
+            out.append(d)
+        return out
 
     def ignored_codes_for(self, relpath: str) -> set:
         codes: set = set()
@@ -175,12 +211,17 @@ _KEYS = {
     "preview": "bool",
     "cache-dir": "string",
     "baseline": "string",
+    "fixable": "codes",
+    "unfixable": "codes",
+    "extend-fixable": "codes",
+    "docs-url": "url",
     "rules": "rules",
 }
 
 
 def find_config(start_dirs: Sequence[Path]) -> Optional[Path]:
-    """The nearest pyproject.toml with a [tool.dslint] table, above any of ``start_dirs``."""
+    """The nearest ``.dslint.toml``, ``dslint.toml`` or pyproject.toml with a
+    [tool.dslint] table (in that order within one directory), above any of ``start_dirs``."""
     seen = set()
     for start in start_dirs:
         directory = start if start.is_dir() else start.parent
@@ -188,6 +229,9 @@ def find_config(start_dirs: Sequence[Path]) -> Optional[Path]:
             if candidate_dir in seen:
                 break
             seen.add(candidate_dir)
+            for name in STANDALONE_CONFIGS:
+                if (candidate_dir / name).is_file():
+                    return candidate_dir / name
             candidate = candidate_dir / "pyproject.toml"
             if candidate.is_file() and _has_dslint_table(candidate):
                 return candidate
@@ -223,14 +267,49 @@ def _load_toml(path: Path) -> dict:
 
 
 def read_config(path: Path) -> dict:
+    """The validated settings of a configuration file: the whole of a ``dslint.toml``,
+    the ``[tool.dslint]`` table of any other TOML file (an error when it has none)."""
     data = _load_toml(path)
+    if path.name in STANDALONE_CONFIGS:
+        return validate_table(data, str(path))
     tool = data.get("tool", {})
     if not isinstance(tool, dict):
         raise ConfigError(f"{path}: `tool` must be a table, got {_type_name(tool)}")
-    table = tool.get("dslint", {})
+    if "dslint" not in tool:
+        raise ConfigError(
+            f"{path}: no [tool.dslint] table, so this file configures nothing "
+            f"(a pyproject.toml-style file needs [tool.dslint]; a dslint.toml holds the keys at its top level)"
+        )
+    table = tool["dslint"]
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.dslint] must be a table, got {_type_name(table)}")
     return validate_table(table, str(path))
+
+
+def split_config_args(values: Sequence[str]) -> tuple:
+    """``--config`` values as ruff reads them: (the one configuration file or None,
+    the validated table of every ``KEY = VALUE`` override, later ones winning)."""
+    config_file: Optional[str] = None
+    overrides: dict = {}
+    for value in values:
+        if os.path.isfile(value):
+            if config_file is not None:
+                raise ConfigError(f"--config: only one configuration file may be given ({config_file}, {value})")
+            config_file = value
+            continue
+        try:
+            table = tomllib.loads(value)
+        except tomllib.TOMLDecodeError as exc:
+            if "=" not in value:
+                raise ConfigError(f"--config {value}: config file not found")
+            raise ConfigError(f"--config {value!r}: not a TOML `key = value` pair ({exc})")
+        for key, item in validate_table(table, f"--config {value!r}").items():
+            if key == "rules" and "rules" in overrides:
+                for code, options in item.items():
+                    overrides["rules"].setdefault(code, {}).update(options)
+            else:
+                overrides[key] = item
+    return config_file, overrides
 
 
 def validate_table(table: dict, where: str) -> dict:
@@ -255,6 +334,12 @@ def validate_table(table: dict, where: str) -> dict:
         elif kind == "string":
             if not isinstance(value, str):
                 raise ConfigError(f"{label} must be a string, got {_type_name(value)}")
+            out[key] = value
+        elif kind == "url":
+            problem = docs_url_problem(value) if isinstance(value, str) else f"got {_type_name(value)}"
+            if problem:
+                raise ConfigError(f"{label} must be an absolute URL template with {{code}}, e.g. "
+                                  f"\"https://example.org/rules/{{code}}.md\": {problem}")
             out[key] = value
         elif kind == "format":
             if value not in OUTPUT_FORMATS:
@@ -311,8 +396,10 @@ def build_settings(
     isolated: bool = False,
     overrides: Optional[dict] = None,
     cwd: Optional[Path] = None,
+    config_overrides: Optional[dict] = None,
 ) -> Settings:
-    """Settings from the config file (unless ``isolated``), then command-line ``overrides``."""
+    """Settings from the config file (unless ``isolated``), then ``config_overrides``
+    (``--config KEY = VALUE``, validated), then the dedicated flags' ``overrides``."""
     cwd = cwd or Path.cwd()
     config_file: Optional[Path] = None
     table: dict = {}
@@ -329,6 +416,7 @@ def build_settings(
     root = config_file.resolve().parent if config_file else cwd.resolve()
     settings = Settings(root=root, config_file=config_file)
     _apply(settings, table)
+    _apply(settings, config_overrides or {})
     _apply(settings, overrides or {}, from_cli=True)
     return settings
 
@@ -366,6 +454,14 @@ def _apply(settings: Settings, table: dict, from_cli: bool = False) -> None:
             settings.cache_dir = value
         elif key == "baseline":
             settings.baseline = value
+        elif key == "fixable":
+            settings.fixable = list(value)
+        elif key == "unfixable":
+            settings.unfixable += list(value)
+        elif key == "extend-fixable":
+            settings.extend_fixable += list(value)
+        elif key == "docs-url":
+            settings.docs_url = value
         elif key == "rules":
             for code, options in value.items():
                 settings.rule_options.setdefault(code, {}).update(options)

@@ -16,6 +16,35 @@ FIX_TEXT = {
 
 EVIDENCE_FILE = Path(__file__).parent / "evidence.json"
 
+#: The public home of this repository. The README's pre-commit snippet names it, and the
+#: default documentation URL points at the rule pages (``rules/CODE.md``) on its main branch.
+REPOSITORY_URL = "https://github.com/torch-dslint/dslint"
+#: Where a rule's page is (the JSON ``url``, SARIF ``helpUri``): ``[tool.dslint] docs-url``
+#: replaces it, e.g. with a mirror or a local copy (``file:///srv/dslint/rules/{code}.md``).
+DEFAULT_DOCS_URL = REPOSITORY_URL + "/blob/main/rules/{code}.md"
+
+
+def docs_url_problem(template: str) -> Optional[str]:
+    """Why ``template`` is not a usable ``docs-url`` (None when it is): an absolute URL
+    with ``{code}`` (and optionally ``{name}``) and no other placeholder."""
+    from urllib.parse import urlsplit
+
+    if "{code}" not in template:
+        return f"{template!r} has no {{code}}"
+    try:
+        example = template.format(code="DSL501", name="sampler-with-shuffle")
+    except (KeyError, IndexError, ValueError) as exc:
+        return f"{template!r} has a placeholder other than {{code}} and {{name}} ({type(exc).__name__}: {exc})"
+    parts = urlsplit(example)
+    if not parts.scheme or not (parts.netloc or parts.scheme == "file"):
+        return f"{template!r} is not absolute (it needs a scheme and a host, such as https://host/...)"
+    return None
+
+
+def rule_url(rule: type[Rule], template: str = DEFAULT_DOCS_URL) -> str:
+    """The absolute URL of ``rule``'s documentation page."""
+    return template.format(code=rule.code, name=rule.name)
+
 
 def load_evidence() -> Dict[str, dict]:
     try:
@@ -69,7 +98,7 @@ def rule_json(rule: type[Rule]) -> dict:
         "preview": rule.preview,
         "explanation": rule.docs(),
         "help": rule.help,
-        "url": rule.url(),
+        "url": rule_url(rule),
     }
 
 

@@ -479,7 +479,8 @@ def test_rule_and_rules_commands():
     assert run.stdout.startswith("# sampler-with-shuffle (DSL501)")
     for section in ("## What it does", "## Why is this bad?", "## Example", "## Use instead"):
         assert section in run.stdout
-    assert json.loads(run_cli("rule", "sampler-with-shuffle", "--output-format", "json").stdout)["code"] == "DSL501"
+    page = json.loads(run_cli("rule", "sampler-with-shuffle", "--output-format", "json").stdout)
+    assert page["code"] == "DSL501" and page["url"].startswith("https://") and page["url"].endswith("/rules/DSL501.md")
     assert run_cli("rule", "DSL999").returncode == 2
     listing = run_cli("rules")
     assert listing.returncode == 0 and re.search(r"^DSL501\s+sampler-with-shuffle\s+error", listing.stdout, re.M)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import os
 
+from dslint.formats import rule_url
+
 
 def location(row_col) -> dict:
     return {"row": row_col[0], "column": row_col[1]}
 
 
 def as_object(diagnostic, env) -> dict:
-    rule = env.rules.get(diagnostic.code)
     fix = None
     if diagnostic.fix is not None:
         fix = {
@@ -33,7 +34,7 @@ def as_object(diagnostic, env) -> dict:
         "end_location": location(diagnostic.end),
         "fix": fix,
         "noqa_row": diagnostic.noqa_row,
-        "url": rule.url() if rule else None,
+        "url": rule_url(diagnostic.code, env),
         "help": diagnostic.help,
     }
 

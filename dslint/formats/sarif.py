@@ -7,6 +7,7 @@ import os
 from pathlib import PurePosixPath
 
 from dslint import __version__
+from dslint.formats import rule_url
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
@@ -31,6 +32,7 @@ def render(diagnostics, env) -> str:
             "name": rule.name,
             "shortDescription": {"text": rule.summary},
             "fullDescription": {"text": rule.docs()},
+            "helpUri": rule_url(rule.code, env),
             "help": {"text": rule.help or rule.summary, "markdown": rule.docs()},
             "defaultConfiguration": {"level": rule.level},
             "properties": {"preview": rule.preview, "fixable": rule.fix_availability},
