@@ -79,7 +79,7 @@ class IteratorStateInInit(Rule):
 
     ## References
     - PyTorch docs: `torch.utils.data.IterableDataset`
-    - `../shared/PITFALLS.md` IT-1
+    - [evidence: IT-1](../docs/evidence.md#it-1)
     """
 
     code = "DSL302"

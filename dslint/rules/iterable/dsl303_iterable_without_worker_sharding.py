@@ -87,7 +87,7 @@ class IterableWithoutWorkerSharding(Rule):
     - PyTorch docs: `torch.utils.data.IterableDataset` (the `worker_init_fn` and
       in-`__iter__` sharding examples), `torch.utils.data.get_worker_info`
     - pytorch/pytorch#30599, huggingface/datasets#3423
-    - `../shared/PITFALLS.md` IT-2, W4
+    - [evidence: IT-2](../docs/evidence.md#it-2), [W4](../docs/evidence.md#w4)
     """
 
     code = "DSL303"

@@ -67,7 +67,7 @@ class LenOfIterableDataset(Rule):
     ## References
     - PyTorch docs: `torch.utils.data.IterableDataset` (`__len__` is optional),
       "NOTE [ IterableDataset and __len__ ]" in `torch/utils/data/dataloader.py`
-    - `../shared/PITFALLS.md` A26
+    - [evidence: A26](../docs/evidence.md#a26)
     """
 
     code = "DSL304"
