@@ -108,6 +108,7 @@ class ValueFlow(ModuleCalls):
             if not found:
                 yield unknown
                 return
+            found = self.reaching(expr, scope, found) or found
             for binding in found:
                 yield from self._binding_values(scope, binding, stack, path, origin, wrappers, depth)
             return
@@ -162,6 +163,76 @@ class ValueFlow(ModuleCalls):
             yield Value(expr, path, origin)
             return
         yield unknown
+
+    def reaching(self, name: cst.Name, scope, found: List[Binding]) -> Optional[List[Binding]]:
+        """The bindings of ``name`` that can reach this read of it, when straight-line code
+        tells: the last plain assignment among the statements before the read (in its block,
+        then the enclosing blocks), or the parameter when nothing before the read binds it.
+        None (every binding may reach) when a statement before the read binds the name inside
+        a branch, loop or ``try``, when a loop around the read binds it (the next iteration
+        sees it), or when the read is in a nested function or lambda."""
+        key = ("reaching", id(name))
+        if key in self._values_memo:
+            return self._values_memo[key]  # type: ignore[return-value]
+        result = self._reaching(name, scope, found)
+        self._values_memo[key] = result  # type: ignore[assignment]
+        return result
+
+    def _reaching(self, name, scope, found):
+        if any(b.kind == "global" for b in found):
+            return None
+        holders = []
+        for binding in found:
+            chain = {id(binding.node)}
+            chain.update(id(a) for a in self.ctx.ancestors(binding.node))
+            holders.append((binding, chain))
+
+        def bound_in(node) -> List[Binding]:
+            return [b for b, chain in holders if id(node) in chain]
+
+        def last_before(smalls, inside) -> Optional[List[Binding]]:
+            for small in reversed(smalls):
+                direct = [b for b in inside if b.node is small]
+                if direct:
+                    return [direct[-1]] if direct[-1].kind == "value" else []
+                if any(id(small) in chain for b, chain in holders if b in inside):
+                    return []  # a walrus or the like inside the statement
+            return None
+
+        child = name
+        for ancestor in self.ctx.ancestors(name):
+            if isinstance(ancestor, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+                smalls = list(ancestor.body)
+                index = next((i for i, s in enumerate(smalls) if s is child), None)
+                inside = [b for small in smalls[:index or 0] for b in bound_in(small)]
+                if inside:
+                    return last_before(smalls[:index], inside) or None
+            if ancestor is scope and not isinstance(ancestor, cst.Module):
+                params = [b for b in found if b.kind == "param"]
+                return params or None
+            if isinstance(ancestor, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
+                return None  # read in a nested scope: when it runs is not told here
+            if isinstance(ancestor, (cst.For, cst.While)) and child is not getattr(ancestor, "iter", None):
+                if bound_in(ancestor):
+                    return None  # the loop binds it: a later iteration sees that binding
+            if isinstance(ancestor, cst.Try) and child is not ancestor.body and bound_in(ancestor.body):
+                return None  # a handler or ``else`` may run after any part of the body
+            if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
+                statements = list(ancestor.body)
+                index = next((i for i, s in enumerate(statements) if s is child), None)
+                if index is None:
+                    return None
+                for statement in reversed(statements[:index]):
+                    inside = bound_in(statement)
+                    if not inside:
+                        continue
+                    if not isinstance(statement, cst.SimpleStatementLine):
+                        return None  # bound in a branch, loop, ``with`` or ``try``: maybe
+                    return last_before(list(statement.body), inside) or None
+                if isinstance(ancestor, cst.Module):
+                    return None  # nothing before the read binds it at module level
+            child = ancestor
+        return None
 
     def _binding_values(self, scope, binding: Binding, stack, path, origin, wrappers, depth) -> Iterator[Value]:
         unknown = Value(None, path, origin)

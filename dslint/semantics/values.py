@@ -636,3 +636,45 @@ def _dict_changes(ctx, scope, name: str):
             call = ctx.parent(parent)
             if isinstance(call, cst.Call) and parent.star != "**":
                 yield None  # handed to a function that may change it
+
+
+# ----------------------------------------------------------------------- forwarded options
+
+
+def forwarded_option(ctx, call: cst.Call, key: str) -> Tuple[Optional[Possible], bool]:
+    """What ``key`` is in the ``**`` dicts of ``call`` when one of them is the enclosing
+    function's own ``**kwargs`` parameter: (its values, or None when absent or removed; whether
+    the caller may still supply it). ``kwargs["key"] = v`` and ``kwargs.update(key=v)`` set it
+    (the caller's value no longer gets through), ``kwargs.pop("key")`` and ``del kwargs["key"]``
+    remove it; any other ``**`` dict is read with ``expand_kwargs``."""
+    func = ctx.enclosing_function(call)
+    star = func.params.star_kwarg if func is not None else None
+    star_name = star.name.value if isinstance(star, cst.Param) else None
+    others = [a for a in call.args if a.star == "**" and not (isinstance(a.value, cst.Name) and a.value.value == star_name)]
+    entries, closed = expand_kwargs(ctx, call.with_changes(args=others)) if others else ({}, True)
+    if key in entries:
+        return entries[key], False
+    forwarded = any(a.star == "**" and isinstance(a.value, cst.Name) and a.value.value == star_name for a in call.args)
+    if not forwarded:
+        return None, not closed
+    found: Optional[Possible] = None
+    open_ = True
+    for node in ctx.tree.scope_nodes(func, cst.Name):
+        if node.value != star_name:
+            continue
+        parent = ctx.parent(node)
+        if isinstance(parent, cst.Subscript) and parent.value is node and _subscript_key(parent) == key:
+            holder = ctx.parent(parent)
+            if isinstance(holder, cst.AssignTarget):
+                found, open_ = possible(ctx, ctx.parent(holder).value), False
+            elif isinstance(holder, cst.Del):
+                found, open_ = None, False
+        elif isinstance(parent, cst.Attribute) and parent.value is node and isinstance(ctx.parent(parent), cst.Call):
+            method, args = parent.attr.value, ctx.parent(parent).args
+            if method == "pop" and args and literal_value(args[0].value) == key:
+                found, open_ = None, False
+            elif method == "update":
+                for arg in args:
+                    if arg.keyword is not None and arg.keyword.value == key:
+                        found, open_ = possible(ctx, arg.value), False
+    return found, open_ or not closed
