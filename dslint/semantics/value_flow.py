@@ -20,6 +20,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 import libcst as cst
 
 from dslint.semantics.module_calls import MAX_CALLERS, ModuleCalls, positional_args
+from dslint.semantics.names import dotted_parts
 from dslint.semantics.regions import self_name
 from dslint.semantics.scopes import Binding
 
@@ -336,3 +337,96 @@ class ValueFlow(ModuleCalls):
                 out.append(value.node)
         return out
 
+
+    # ------------------------------------------------------------ tests on a value
+    def value_keys(self, expr, _depth: int = 0) -> List[Tuple[str, object]]:
+        """Where the value of ``expr`` is read under another spelling: (dotted text, scope) for
+        the expression itself and for what it was assigned from (a ``self.x`` assigned from a
+        parameter of ``__init__``: that parameter in ``__init__``). The scope is the function
+        (None: module level) or, for ``self.x``, the class."""
+        parts = dotted_parts(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
+        if not parts or _depth > 3:
+            return []
+        func = self.ctx.enclosing_function(expr, through_lambdas=False)
+        out: List[Tuple[str, object]] = []
+        if len(parts) == 2 and func is not None and self_name(func) == parts[0] and self.ctx.method_class(func) is not None:
+            cls = self.ctx.method_class(func)
+            out.append((f"self.{parts[1]}", cls))
+            for _, binding in self.self_attr_bindings(cls, parts[1]) or ():
+                if binding.value is not None:
+                    out.extend(self.value_keys(binding.value, _depth + 1))
+            return out
+        out.append((".".join(parts), func))
+        if len(parts) == 1:
+            _, found = self.name_bindings(parts[0], expr)
+            for binding in found or ():
+                if binding.kind == "value" and binding.index is None and binding.value is not None:
+                    out.extend(self.value_keys(binding.value, _depth + 1))
+        return out
+
+    def reads_key(self, node, key: Tuple[str, object]) -> bool:
+        """``node`` reads the value ``key`` (see ``value_keys``) names."""
+        text, scope = key
+        parts = dotted_parts(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+        if not parts:
+            return False
+        func = self.ctx.enclosing_function(node, through_lambdas=False)
+        if isinstance(scope, cst.ClassDef):
+            if len(parts) != 2 or func is None or self_name(func) != parts[0] or f"self.{parts[1]}" != text:
+                return False
+            owner = self.ctx.method_class(func)
+            return owner is not None and owner in self.class_family(scope)
+        return ".".join(parts) == text and func is scope
+
+    def zero_tests(self, expr) -> List[cst.CSTNode]:
+        """The tests the code makes on the value of ``expr`` that tell 0 from a positive count
+        (``n > 0``, ``n == 0``, ``n >= 1``, ``if n:``, ``not n``), wherever the value is read
+        under its spellings (``value_keys``): the code itself expects it can be 0."""
+        keys = self.value_keys(expr)
+        if not keys:
+            return []
+        return [test for test, operand in self._zero_tests() if any(self.reads_key(operand, k) for k in keys)]
+
+    def _zero_tests(self) -> List[Tuple[cst.CSTNode, cst.CSTNode]]:
+        cached = self._values_memo.get(("zero_tests",))
+        if cached is not None:
+            return cached  # type: ignore[return-value]
+        found: List[Tuple[cst.CSTNode, cst.CSTNode]] = []
+        for node in self.ctx.nodes(cst.Comparison):
+            if len(node.comparisons) != 1:
+                continue
+            target = node.comparisons[0]
+            operand = _zero_operand(node.left, target.operator, target.comparator)
+            if operand is not None:
+                found.append((node, operand))
+        for kind in (cst.If, cst.While, cst.IfExp):
+            for node in self.ctx.nodes(kind):
+                for operand in _truth_operands(node.test):
+                    found.append((node.test, operand))
+        self._values_memo[("zero_tests",)] = found  # type: ignore[assignment]
+        return found
+
+
+_ZERO_OPS = {(cst.GreaterThan, 0), (cst.NotEqual, 0), (cst.Equal, 0), (cst.LessThanEqual, 0), (cst.GreaterThanEqual, 1), (cst.LessThan, 1)}
+_MIRROR = {cst.GreaterThan: cst.LessThan, cst.LessThan: cst.GreaterThan, cst.GreaterThanEqual: cst.LessThanEqual,
+           cst.LessThanEqual: cst.GreaterThanEqual, cst.Equal: cst.Equal, cst.NotEqual: cst.NotEqual}
+
+
+def _zero_operand(left, operator, right):
+    """``X`` of ``X > 0``, ``0 < X``, ``X == 0``, ``X >= 1``... (a test that tells 0 from more)."""
+    for operand, literal, op in ((left, right, type(operator)), (right, left, _MIRROR.get(type(operator)))):
+        if isinstance(literal, cst.Integer) and op is not None and (op, literal.evaluated_value) in _ZERO_OPS:
+            if isinstance(operand, (cst.Name, cst.Attribute)):
+                return operand
+    return None
+
+
+def _truth_operands(test) -> List[cst.CSTNode]:
+    """The names whose truth a test reads: ``if n:``, ``if not n``, ``if n and m``."""
+    if isinstance(test, (cst.Name, cst.Attribute)):
+        return [test]
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _truth_operands(test.expression)
+    if isinstance(test, cst.BooleanOperation):
+        return _truth_operands(test.left) + _truth_operands(test.right)
+    return []

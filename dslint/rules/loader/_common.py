@@ -7,9 +7,10 @@ from typing import Optional
 
 import libcst as cst
 
-from dslint.semantics.calls import UNKNOWN
+from dslint.semantics.calls import UNKNOWN, dataloader_constructions
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.project import ITERABLE
+from dslint.semantics.values import Possible, possible_arg
 from dslint.semantics.walk import iter_subtree
 
 
@@ -70,6 +71,94 @@ def expects_error(ctx, node) -> bool:
     return False
 
 
+
+
 def loader_calls(ctx):
-    """The module's DataLoader calls, less those the code expects to fail (a test of the error)."""
-    return [bound for bound in ctx.dataloader_calls() if not expects_error(ctx, bound.call)]
+    """Every DataLoader construction (``DataLoader(...)`` and a DataLoader subclass's
+    ``super().__init__(...)``), less those the code expects to fail."""
+    return [bound for bound in dataloader_constructions(ctx) if not expects_error(ctx, bound.call)]
+
+
+def branches_on(ctx, index, call, expr) -> bool:
+    """Before ``call`` in its function the code branches on the value of ``expr``
+    (``if workers == 0:``, ``while``, ``assert``), or the call sits in a branch of such a
+    test (``DataLoader(...) if workers else None``): the author handles its values there."""
+    keys = index.value_keys(expr) if expr is not None else []
+    if not keys:
+        return False
+
+    def reads(test) -> bool:
+        return any(index.reads_key(n, k) for n in iter_subtree(test) if isinstance(n, (cst.Name, cst.Attribute)) for k in keys)
+
+    func = ctx.enclosing_function(call)
+    child = call
+    for ancestor in ctx.ancestors(call):
+        if isinstance(ancestor, (cst.If, cst.While, cst.IfExp)) and child is not ancestor.test and reads(ancestor.test):
+            return True
+        if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
+            for statement in ancestor.body:
+                if statement is child:
+                    break
+                for node in iter_subtree(statement):
+                    if isinstance(node, (cst.If, cst.While)) and reads(node.test):
+                        return True
+                    if isinstance(node, cst.Assert) and reads(node.test):
+                        return True
+        if ancestor is func:
+            break
+        child = ancestor
+    return False
+
+
+def line_of(ctx, node) -> int:
+    from dslint.positions import node_ranges
+
+    return node_ranges(ctx.module, [node])[id(node)][0][0]
+
+
+def where(ctx, expr, value) -> str:
+    """Where a possible value comes from, for a message: "when `--workers` keeps its default",
+    "after `workers = 0` (line 12)", "when a caller keeps the default of parameter `workers`"."""
+    origin = value.origin
+    if origin.startswith("the default of `-"):
+        return f"when `{origin.split('`')[1]}` keeps its default"
+    if origin.startswith("the default of parameter"):
+        return f"when a caller keeps {origin}"
+    if origin.startswith("a call passes"):
+        return f"when called as this file calls it ({origin})"
+    if origin == "the literal" and isinstance(expr, cst.Name):
+        for node in ctx.nodes(cst.Assign):
+            if any(isinstance(t.target, cst.Name) and t.target.value == expr.value for t in node.targets):
+                if ctx.literal(node.value) == value.value and ctx.enclosing_function(node) is ctx.enclosing_function(expr):
+                    return f"after `{expr.value} = {value.value!r}` (line {line_of(ctx, node)})"
+    return f"({origin})"
+
+
+def zero_workers(ctx, index, bound) -> Optional[str]:
+    """How ``num_workers`` can be 0 on some path, for a message; None when it cannot (or is
+    unknown). Literal 0 or absent: "is 0". Otherwise a possible value (values.py: argparse
+    defaults, parameter defaults and this file's callers, config defaults, ``**kwargs`` dicts,
+    branches), or a test of the value against 0 outside the loader's function (the code
+    expects 0 there); never when the loader's own function branches on the value first."""
+    if literal_zero(ctx.value(bound, "num_workers")):
+        return "is 0"
+    found = possible_arg(ctx, bound, "num_workers")
+    if literal_zero(found.known):
+        return "is 0"
+    expr = bound.expr("num_workers")
+    if expr is not None and branches_on(ctx, index, bound.call, expr):
+        return None
+    zero = found.can_be(lambda v: is_int(v) and v == 0)
+    if zero is not None:
+        return f"can be 0 {where(ctx, expr, zero)}"
+    func = ctx.enclosing_function(bound.call)
+    for test in index.zero_tests(expr) if expr is not None else ():
+        if ctx.enclosing_function(test) is not func:
+            return f"can be 0 (the code tests `{ctx.code(test).strip()}` on line {line_of(ctx, test)})"
+    return None
+
+
+def must_be(ctx, bound, name, predicate) -> Optional[Possible]:
+    """The values of argument ``name`` when every value seen satisfies ``predicate`` (at least one seen)."""
+    found = possible_arg(ctx, bound, name)
+    return found if found.values and all(predicate(v.value) for v in found.values) else None
