@@ -686,3 +686,26 @@ def forwarded_option(ctx, call: cst.Call, key: str) -> Tuple[Optional[Possible],
                     if arg.keyword is not None and arg.keyword.value == key:
                         found, open_ = possible(ctx, arg.value), False
     return found, open_ or not closed
+
+
+def switch(ctx, expr: Optional[cst.CSTNode]) -> Possible:
+    """A ``bool`` parameter forwarded unchanged (``def f(..., drop_last: bool = False)`` then
+    ``drop_last=drop_last``): both values are possible, the caller chooses. NOTHING for
+    anything else (a method's ``self``, a parameter without a bool annotation or default)."""
+    if not isinstance(expr, cst.Name):
+        return NOTHING
+    scope = ctx.tree.scope_node(expr)
+    param = _parameter(scope, expr.value)
+    if param is None or not isinstance(scope, cst.FunctionDef) or _is_self_param(scope, param):
+        return NOTHING
+    annotated = param.annotation is not None and isinstance(param.annotation.annotation, cst.Name) and param.annotation.annotation.value == "bool"
+    defaulted = param.default is not None and literal_value(param.default) in (True, False) and isinstance(param.default, cst.Name)
+    if not (annotated or defaulted):
+        return NOTHING
+    assigned = scope_assignments(ctx.tree, scope, expr.value)
+    if assigned is None or assigned:
+        return NOTHING  # rebound in the function: not the caller's value as passed
+    name = expr.value
+    return Possible(
+        (Value(True, f"a caller passing `{name}=True`"), Value(False, f"a caller passing `{name}=False`")), False
+    )

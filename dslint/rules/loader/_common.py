@@ -10,6 +10,7 @@ import libcst as cst
 from dslint.semantics.calls import UNKNOWN, dataloader_constructions
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.project import ITERABLE
+from dslint.semantics.scopes import is_none
 from dslint.semantics.values import Possible, possible_arg
 from dslint.semantics.walk import iter_subtree
 
@@ -162,3 +163,11 @@ def must_be(ctx, bound, name, predicate) -> Optional[Possible]:
     """The values of argument ``name`` when every value seen satisfies ``predicate`` (at least one seen)."""
     found = possible_arg(ctx, bound, name)
     return found if found.values and all(predicate(v.value) for v in found.values) else None
+
+
+def always_set(index, bound, name) -> bool:
+    """Argument ``name`` is passed and is something other than ``None`` on every path the
+    value flow sees (a call, a lambda, a name bound to those; no unknown, no ``None``)."""
+    expr = bound.expr(name)
+    nodes = index.value_nodes(expr) if expr is not None else None
+    return bool(nodes) and not any(is_none(n) for n in nodes)
