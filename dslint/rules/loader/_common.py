@@ -9,6 +9,8 @@ import libcst as cst
 
 from dslint.semantics.calls import UNKNOWN, dataloader_constructions
 from dslint.semantics.names import dotted_parts
+from dslint.semantics.library_datasets import library_iterable
+from dslint.semantics.loops import loader_loops
 from dslint.semantics.project import ITERABLE
 from dslint.semantics.scopes import is_none
 from dslint.semantics.values import Possible, possible_arg
@@ -38,8 +40,35 @@ def truthy(value) -> bool:
 
 
 def over_iterable(ctx, bound) -> bool:
-    """The loader's dataset is an ``IterableDataset``."""
-    return ctx.dataset_kind(bound.expr("dataset")) == ITERABLE
+    """The loader's dataset is an ``IterableDataset`` (see ``iterable_dataset``)."""
+    return iterable_dataset(ctx, bound) is not None
+
+
+def iterable_dataset(ctx, bound) -> Optional[str]:
+    """What makes the loader's dataset an ``IterableDataset`` on every path, for a message
+    (``"an IterableDataset"``, ``"a `datasets.IterableDataset`"``); None when it is not known to
+    be one. The dataset is followed to the values that reach the call (value flow), each a
+    project or torch class deriving from ``IterableDataset`` or a library's iterable dataset
+    (``library_datasets``)."""
+    expr = bound.expr("dataset")
+    if expr is None:
+        return None
+    if ctx.dataset_kind(expr) == ITERABLE:
+        return "an IterableDataset"
+    index = loader_loops(ctx)
+    nodes = index.value_nodes(expr)
+    if not nodes:
+        return None
+    found = []
+    for node in nodes:
+        if ctx.dataset_kind(node) == ITERABLE:
+            found.append("an IterableDataset")
+            continue
+        library = library_iterable(ctx, node, index.value_nodes)
+        if library is None:
+            return None
+        found.append(f"a `{library}`")
+    return found[0]
 
 
 _RAISES_CONTEXTS = frozenset({"assertRaises", "assertRaisesRegex", "assertRaisesRegexp", "raises"})
@@ -127,12 +156,38 @@ def where(ctx, expr, value) -> str:
         return f"when a caller keeps {origin}"
     if origin.startswith("a call passes"):
         return f"when called as this file calls it ({origin})"
+    if origin == "the literal" and isinstance(expr, cst.IfExp):
+        found = _branch(ctx, expr, value.value)
+        if found:
+            return found
     if origin == "the literal" and isinstance(expr, cst.Name):
         for node in ctx.nodes(cst.Assign):
-            if any(isinstance(t.target, cst.Name) and t.target.value == expr.value for t in node.targets):
-                if ctx.literal(node.value) == value.value and ctx.enclosing_function(node) is ctx.enclosing_function(expr):
-                    return f"after `{expr.value} = {value.value!r}` (line {line_of(ctx, node)})"
+            if not any(isinstance(t.target, cst.Name) and t.target.value == expr.value for t in node.targets):
+                continue
+            if ctx.enclosing_function(node) is not ctx.enclosing_function(expr):
+                continue
+            if _same(ctx.literal(node.value), value.value):
+                return f"after `{expr.value} = {value.value!r}` (line {line_of(ctx, node)})"
+            if isinstance(node.value, cst.IfExp):
+                found = _branch(ctx, node.value, value.value)
+                if found:
+                    return f"{found} (line {line_of(ctx, node)})"
     return f"({origin})"
+
+
+def _same(a, b) -> bool:
+    return type(a) is type(b) and a == b
+
+
+def _branch(ctx, expr: cst.IfExp, value) -> Optional[str]:
+    """"when `test`" / "unless `test`" for the arm of a conditional expression giving ``value``."""
+    test = " ".join(ctx.code(expr.test).split())
+    test = test if len(test) <= 60 else test[:57] + "..."
+    if _same(ctx.literal(expr.body), value):
+        return f"when `{test}`"
+    if _same(ctx.literal(expr.orelse), value):
+        return f"unless `{test}`"
+    return None
 
 
 def zero_workers(ctx, index, bound) -> Optional[str]:
