@@ -32,7 +32,7 @@ class BatchViews:
         self.ctx = ctx
         self.index = index
         self.tainted = tainted
-        self.found: Optional[str] = None
+        self.found: Optional[object] = None
 
     # what holds the batch
     def derived(self, expr, tainted=None) -> bool:

@@ -48,9 +48,6 @@ def samplers_never_given_the_epoch(ctx, index, reported: Set[int]) -> Iterator[T
     for loader in index.loaders:
         if loader.framework_driven:
             continue
-        shuffle = ctx.value(loader.bound, "shuffle")
-        if shuffle is not UNKNOWN and shuffle:
-            continue  # DSL501 reports sampler + shuffle=True (a working loader has a false shuffle)
         values = index.sampler_values(loader)
         if not values or any(v.node is None for v in values):
             continue

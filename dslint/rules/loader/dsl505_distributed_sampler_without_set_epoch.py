@@ -251,6 +251,16 @@ class DistributedSamplerWithoutSetEpoch(Rule):
                 for batch in loader:
                     step += 1
         """,
+        """
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        def main(ds, distributed):
+            sampler = DistributedSampler(ds) if distributed else None  # expect: DSL505
+            loader = DataLoader(ds, shuffle=True, sampler=sampler)  # DSL501 reports the shuffle
+            for epoch in range(3):
+                for batch in loader:
+                    step(batch)
+        """,
         Invalid(
             """
             from torch.utils.data import DataLoader, DistributedSampler
