@@ -494,6 +494,14 @@ class View:
         """Facts of the DataLoaders (in any file) that use this file's function ``qual`` as ``worker_init_fn``."""
         return self._record("worker_init_loaders", [qual], self._index.worker_init_loaders((self.path, qual)))
 
+    def method_facts(self, qualified: str, name: str) -> Optional[dict]:
+        """Summary facts of method ``name`` as the project class ``qualified`` (any file) resolves it
+        along its project bases; None when the class or the method is not in the project."""
+        located = self._index.locate(canonical(qualified), self.path)
+        method = self._index.find_method(self._index.mro(located), name) if located is not None else None
+        facts = self._index.function_facts(method) if method is not None else None
+        return self._record("method_facts", [qualified, name], facts)
+
 
 def replay(index: ProjectIndex, path: str, log: List[list]) -> bool:
     """True when every recorded question still gets the recorded answer."""

@@ -7,8 +7,8 @@ from typing import Optional
 import libcst as cst
 
 from dslint.rules.base import WARNING, Rule, Symptom
-from dslint.rules.loader._common import literal_zero, short
-from dslint.semantics.batches import training_step
+from dslint.rules.loader._common import fresh_iterator_advances, literal_zero, short
+from dslint.semantics.batches import evaluation_only, evaluation_split, training_step
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.epochs import distributed_shuffles
 from dslint.semantics.loops import DISTRIBUTED_SAMPLER, EVALUATION_HOOKS, RANDOM_SAMPLERS, loader_loops
@@ -32,10 +32,15 @@ class SingleProcessLoading(Rule):
     Not flagged: evaluation and inference loaders (a `DistributedSampler`
     with `shuffle=False` shards evaluation; a loader built in or returned by
     `val_dataloader`, `test_dataloader` or `predict_dataloader` is one even
-    when it shuffles), a non-literal `num_workers` or
+    when it shuffles, so is a loader over a test split: a dataset built
+    with `train=False` or `split="test"`/`"val"`, and a loader that this
+    file only evaluates, under `torch.no_grad()`/`inference_mode()` or
+    after `model.eval()`, or only looks at with `next(iter(loader))`
+    outside any loop, and hands to no other module), a non-literal `num_workers` or
     `**kwargs`; a dataset that cannot be told statically; data already in
     memory (a `TensorDataset`, a tensor, a `range` or list, a `Subset` of
-    those, a dataset class of the file whose `__getitem__` only indexes),
+    those, a dataset class of the project, in this file or another, whose
+    `__getitem__` only indexes: it makes no call at all),
     where indexing is cheaper than sending batches between processes;
     `IterableDataset`s (adding workers needs sharding first, see DSL303); loaders built inside dataset code (they run in the outer
     loader's workers); test code (a `tests/` directory, `test_*.py`, a
@@ -148,6 +153,44 @@ class SingleProcessLoading(Rule):
             for epoch in range(3):
                 run_epoch(model, train_loader, optimizer, True)
                 run_epoch(model, val_loader, optimizer, False)
+        """,
+        {
+            "memory.py": """
+            import torch
+            from torch.utils.data import Dataset
+
+            class Pairs(Dataset):
+                def __init__(self, n):
+                    self.rows = [(torch.rand(20), torch.rand(1)) for _ in range(n)]
+
+                def __len__(self):
+                    return len(self.rows)
+
+                def __getitem__(self, i):
+                    return self.rows[i]
+            """,
+            "train.py": """
+            from torch.utils.data import DataLoader
+            from memory import Pairs
+
+            loader = DataLoader(Pairs(2048), batch_size=32, shuffle=True)  # in memory, in another file
+            """,
+        },
+        """
+        import torch
+        from torch.utils.data import DataLoader
+        from torchvision.datasets import MNIST
+
+        def accuracy(model, loader):
+            model.eval()
+            with torch.no_grad():
+                return sum((model(x).argmax(1) == y).sum() for x, y in loader)
+
+        def main(model):
+            test_loader = DataLoader(MNIST("data", train=False), batch_size=64, shuffle=True)  # a test split
+            held_out = DataLoader(MNIST("data"), batch_size=64, shuffle=True)
+            sample = next(iter(held_out))  # a look at one batch
+            return accuracy(model, held_out)  # only evaluated
         """,
         {
             "tests/test_training.py": """
@@ -271,6 +314,11 @@ class SingleProcessLoading(Rule):
         in_eval_hook = loader.function is not None and loader.function.name.value in EVALUATION_HOOKS
         if loader not in hooks and (in_eval_hook or loader in evaluation):
             return None  # a validation, test or predict loader, even when it shuffles
+        if loader not in hooks and (
+            evaluation_split(ctx, index, loader.bound.expr("dataset"))
+            or evaluation_only(ctx, index, loader, list(fresh_iterator_advances(ctx)))
+        ):
+            return None  # a test split, or only evaluated and looked at: shuffling does not make it training
         shuffle = ctx.value(loader.bound, "shuffle")
         if shuffle is not UNKNOWN and shuffle:
             return "`shuffle=True`"
