@@ -12,7 +12,8 @@ import libcst as cst
 from dslint.check_file import file_contexts
 from dslint.semantics.calls import SubclassInit, dataloader_constructions
 from dslint.semantics.loops import loader_loops
-from dslint.semantics.values import forwarded_option, possible, switch
+from dslint.semantics.forwarding import forwarded_option, switch
+from dslint.semantics.values import possible
 from tests.conftest import run_cli, write_files
 
 

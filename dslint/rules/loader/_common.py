@@ -7,11 +7,14 @@ from typing import Optional
 
 import libcst as cst
 
+from dslint.report import FixSpec, NodeEdit
 from dslint.semantics.calls import UNKNOWN, dataloader_constructions
+from dslint.semantics.epochs import set_epoch_insertion
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.library_datasets import library_iterable
 from dslint.semantics.loops import loader_loops
-from dslint.semantics.project import ITERABLE
+from dslint.semantics.module_calls import positional_args
+from dslint.semantics.project import ITERABLE, MAP
 from dslint.semantics.scopes import is_none
 from dslint.semantics.values import Possible, possible_arg
 from dslint.semantics.walk import iter_subtree
@@ -141,9 +144,7 @@ def branches_on(ctx, index, call, expr) -> bool:
 
 
 def line_of(ctx, node) -> int:
-    from dslint.positions import node_ranges
-
-    return node_ranges(ctx.module, [node])[id(node)][0][0]
+    return ctx.line(node)
 
 
 def where(ctx, expr, value) -> str:
@@ -248,3 +249,84 @@ def fresh_iterator_advances(ctx):
             target = inner.func.value
         if isinstance(target, (cst.Name, cst.Attribute)):
             yield call, target
+
+
+_SET_START_METHOD = frozenset({"multiprocessing.set_start_method", "torch.multiprocessing.set_start_method"})
+
+
+def fork_everywhere(ctx) -> bool:
+    """The module sets the ``fork`` start method for every process it starts."""
+    for call in ctx.calls_to(*_SET_START_METHOD):
+        args = positional_args(call)
+        if args and ctx.literal(args[0]) == "fork":
+            return True
+    return False
+
+
+def fork_context(ctx, index, bound) -> bool:
+    """The loader's ``multiprocessing_context`` is ``"fork"`` (or ``get_context("fork")``)."""
+    expr = bound.expr("multiprocessing_context")
+    if expr is None:
+        return False
+    if ctx.literal(expr) == "fork":
+        return True
+    for value in index.values(expr):
+        node = value.node
+        if isinstance(node, cst.Call) and short(ctx.call_name(node)) == "get_context":
+            args = positional_args(node)
+            if args and ctx.literal(args[0]) == "fork":
+                return True
+    return False
+
+
+def rejected_at_construction(ctx, bound) -> bool:
+    """torch refuses the loader at construction (DSL501/DSL502 report it): no batch is ever loaded."""
+    shuffle = ctx.value(bound, "shuffle")
+    sampler = ctx.value(bound, "sampler")
+    batch_sampler = ctx.value(bound, "batch_sampler")
+    shuffled = shuffle is not UNKNOWN and bool(shuffle)
+    return shuffled and (sampler is UNKNOWN or sampler is not None or batch_sampler is UNKNOWN or batch_sampler is not None)
+
+
+def worker_options_set(ctx, bound) -> bool:
+    for name in ("prefetch_factor", "multiprocessing_context", "persistent_workers", "timeout"):
+        value = ctx.value(bound, name)
+        if value is UNKNOWN or value:
+            return True
+    return False
+
+
+def loads_samples(ctx, index, bound) -> bool:
+    """The dataset is always an instance of a known map-style dataset class whose data is not
+    already in memory (unknown datasets, iterable datasets and in-memory data are left alone)."""
+    expr = bound.expr("dataset")
+    if expr is None or index.in_memory(expr):
+        return False
+    nodes = index.value_nodes(expr)
+    return bool(nodes) and all(isinstance(n, cst.Call) and ctx.dataset_kind(n) == MAP for n in nodes)
+
+
+def set_epoch_fix(ctx, index, loader, sampler, loops) -> Optional[FixSpec]:
+    """Insert ``<sampler>.set_epoch(<epoch>)`` as the first statement of the epoch loop (unsafe:
+    the loop variable may not count epochs from where the user expects, e.g. when resuming)."""
+    insertion = set_epoch_insertion(ctx, index, loader, sampler, loops)
+    if insertion is None:
+        return None
+    first, statement, indent = insertion
+    edit = NodeEdit(start=first, end=first, end_at_start=True, content=statement + "\n" + indent)
+    return FixSpec("unsafe", f"Insert `{statement}` at the start of the epoch loop", [edit])
+
+
+def local_callers_pass_no_workers(ctx, cls) -> bool:
+    """A class defined inside a function is constructed only there: none of those calls passes
+    ``num_workers`` (other than 0) or ``**kwargs``."""
+    scope = ctx.enclosing_function(cls)
+    if scope is None:
+        return False
+    for call in ctx.tree.scope_nodes(scope, cst.Call):
+        if not (isinstance(call.func, cst.Name) and call.func.value == cls.name.value):
+            continue
+        for arg in call.args:
+            if arg.star or (arg.keyword is not None and arg.keyword.value == "num_workers" and ctx.literal(arg.value) != 0):
+                return False
+    return True

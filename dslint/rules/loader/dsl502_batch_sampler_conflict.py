@@ -6,7 +6,8 @@ from dslint.rules.base import Rule, Symptom
 from dslint.rules.loader._common import always_set, branches_on, is_int, loader_calls, not_none, over_iterable, truthy, where
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.loops import loader_loops
-from dslint.semantics.values import possible_arg, switch
+from dslint.semantics.forwarding import switch
+from dslint.semantics.values import possible, possible_arg
 
 
 class BatchSamplerConflict(Rule):
@@ -71,6 +72,10 @@ class BatchSamplerConflict(Rule):
             return DataLoader(  # the batch sampler can be None: then the options are the loader's
                 ds, batch_sampler=batches, batch_size=batch_size if batches is None else 1, drop_last=drop_last
             )
+
+        class Loader(DataLoader):  # forwards both: passing both is the caller's choice
+            def __init__(self, dataset, sampler=None, batch_sampler=None):
+                super().__init__(dataset, sampler=sampler, batch_sampler=batch_sampler)
         """,
     )
     invalid = (
@@ -135,8 +140,8 @@ class BatchSamplerConflict(Rule):
         shuffle = ctx.value(bound, "shuffle")
         if truthy(shuffle):
             yield f"`shuffle={shuffle!r}`"
-        if not_none(ctx, bound, "sampler"):
-            yield "`sampler`"
+        if not_none(ctx, bound, "sampler") and possible(ctx, bound.expr("sampler")).can_be(lambda v: v is None) is None:
+            yield "`sampler`"  # a sampler that can be None (a parameter defaulting to None) is the caller's choice
         drop_last = ctx.value(bound, "drop_last")
         if truthy(drop_last):
             yield f"`drop_last={drop_last!r}`"

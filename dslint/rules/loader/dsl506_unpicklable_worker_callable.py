@@ -5,14 +5,13 @@ from __future__ import annotations
 import libcst as cst
 
 from dslint.rules.base import ERROR, Rule, Symptom
-from dslint.rules.loader._common import literal_zero, short
+from dslint.rules.loader._common import fork_context, fork_everywhere, literal_zero, local_callers_pass_no_workers
 from dslint.semantics.calls import UNKNOWN, SubclassInit, dataloader_constructions
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.module_calls import positional_args
-from dslint.semantics.values import forwarded_option
+from dslint.semantics.forwarding import forwarded_option
 
 _PARTIAL = frozenset({"functools.partial"})
-_SET_START_METHOD = frozenset({"multiprocessing.set_start_method", "torch.multiprocessing.set_start_method"})
 
 
 def _is_local(ctx, node: cst.CSTNode) -> bool:
@@ -140,6 +139,12 @@ class UnpicklableWorkerCallable(Rule):
                 def pad(batch):
                     return batch
                 super().__init__(dataset, batch_size, collate_fn=pad)  # no workers: nothing is pickled
+
+        def check_batches(ds):
+            class Listed(DataLoader):  # built only below, never with workers
+                def __init__(self, dataset, **kwargs):
+                    super().__init__(dataset, collate_fn=lambda items: items, **kwargs)
+            return Listed(ds, batch_size=2)
         """,
     )
     invalid = (
@@ -189,13 +194,13 @@ class UnpicklableWorkerCallable(Rule):
     )
 
     def check(self, ctx):
-        if self._fork_everywhere(ctx):
+        if fork_everywhere(ctx):
             return
         index = loader_loops(ctx)
         for bound in dataloader_constructions(ctx):
             if not self._may_have_workers(ctx, bound):
                 continue
-            if self._fork_context(ctx, index, bound):
+            if fork_context(ctx, index, bound):
                 continue
             problems = []
             for param in ("collate_fn", "worker_init_fn"):
@@ -231,30 +236,7 @@ class UnpicklableWorkerCallable(Rule):
         workers, open_ = forwarded_option(ctx, bound.call, "num_workers")
         if workers is not None and (workers.can_be(lambda v: not (v == 0 or v is None)) or not workers.complete):
             return True
-        return open_
-
-    @staticmethod
-    def _fork_everywhere(ctx) -> bool:
-        for call in ctx.calls_to(*_SET_START_METHOD):
-            args = positional_args(call)
-            if args and ctx.literal(args[0]) == "fork":
-                return True
-        return False
-
-    @staticmethod
-    def _fork_context(ctx, index, bound) -> bool:
-        expr = bound.expr("multiprocessing_context")
-        if expr is None:
-            return False
-        if ctx.literal(expr) == "fork":
-            return True
-        for value in index.values(expr):
-            node = value.node
-            if isinstance(node, cst.Call) and short(ctx.call_name(node)) == "get_context":
-                args = positional_args(node)
-                if args and ctx.literal(args[0]) == "fork":
-                    return True
-        return False
+        return open_ and not local_callers_pass_no_workers(ctx, bound.owner)
 
     def _unpicklable(self, ctx, index, expr, _depth: int = 0):
         """(description, error) when every value of ``expr`` is an unpicklable callable."""

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from typing import Optional
 
-import libcst as cst
-
 from dslint.rules.base import WARNING, Rule, Symptom
-from dslint.rules.loader._common import fresh_iterator_advances, literal_zero, short
+from dslint.rules.loader._common import (
+    fresh_iterator_advances, literal_zero, loads_samples, rejected_at_construction, short, worker_options_set,
+)
 from dslint.semantics.batches import evaluation_only, evaluation_split, training_step
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.epochs import distributed_shuffles
 from dslint.semantics.loops import DISTRIBUTED_SAMPLER, EVALUATION_HOOKS, RANDOM_SAMPLERS, loader_loops
-from dslint.semantics.project import MAP
 
 
 class SingleProcessLoading(Rule):
@@ -32,22 +31,20 @@ class SingleProcessLoading(Rule):
     Not flagged: evaluation and inference loaders (a `DistributedSampler`
     with `shuffle=False` shards evaluation; a loader built in or returned by
     `val_dataloader`, `test_dataloader` or `predict_dataloader` is one even
-    when it shuffles, so is a loader over a test split: a dataset built
-    with `train=False` or `split="test"`/`"val"`, and a loader that this
-    file only evaluates, under `torch.no_grad()`/`inference_mode()` or
-    after `model.eval()`, or only looks at with `next(iter(loader))`
-    outside any loop, and hands to no other module), a non-literal `num_workers` or
-    `**kwargs`; a dataset that cannot be told statically; data already in
-    memory (a `TensorDataset`, a tensor, a `range` or list, a `Subset` of
-    those, a dataset class of the project, in this file or another, whose
-    `__getitem__` only indexes: it makes no call at all),
-    where indexing is cheaper than sending batches between processes;
-    `IterableDataset`s (adding workers needs sharding first, see DSL303); loaders built inside dataset code (they run in the outer
-    loader's workers); test code (a `tests/` directory, `test_*.py`, a
-    `test_*` function), whose loaders are not training runs; and loaders that
-    already set a worker-only option (DSL503 reports those). A `.backward()`
-    under an `if` (a helper shared by training and validation) does not make
-    a loader a training loader.
+    when it shuffles, so is a loader over a test split, built with
+    `train=False` or `split="test"`/`"val"`, and one this file only evaluates
+    (under `torch.no_grad()`/`inference_mode()` or after `model.eval()`) or
+    peeks at (`next(iter(loader))` outside any loop) and hands to no other
+    module); a non-literal `num_workers` or `**kwargs`; a dataset that cannot
+    be told statically; data already in memory (a `TensorDataset`, a tensor,
+    a `range` or list, a `Subset` of those, a project dataset class, in any
+    file, whose `__getitem__` makes no call at all), where indexing is cheaper
+    than sending batches between processes; `IterableDataset`s (adding workers
+    needs sharding first, see DSL303); loaders built inside dataset code (they
+    run in the outer loader's workers); test code (a `tests/` directory,
+    `test_*.py`, a `test_*` function), whose loaders are not training runs;
+    and loaders that already set a worker-only option (DSL503 reports those).
+    A `.backward()` under an `if` (a helper shared by training and validation) does not count.
 
     ## Why is this bad?
     With no workers the main process reads, decodes, augments and collates
@@ -156,15 +153,11 @@ class SingleProcessLoading(Rule):
         """,
         {
             "memory.py": """
-            import torch
             from torch.utils.data import Dataset
 
             class Pairs(Dataset):
-                def __init__(self, n):
-                    self.rows = [(torch.rand(20), torch.rand(1)) for _ in range(n)]
-
-                def __len__(self):
-                    return len(self.rows)
+                def __init__(self, rows):
+                    self.rows = rows
 
                 def __getitem__(self, i):
                     return self.rows[i]
@@ -173,7 +166,7 @@ class SingleProcessLoading(Rule):
             from torch.utils.data import DataLoader
             from memory import Pairs
 
-            loader = DataLoader(Pairs(2048), batch_size=32, shuffle=True)  # in memory, in another file
+            loader = DataLoader(Pairs(rows), batch_size=32, shuffle=True)  # in memory, in another file
             """,
         },
         """
@@ -266,9 +259,9 @@ class SingleProcessLoading(Rule):
             bound = loader.bound
             if not literal_zero(ctx.value(bound, "num_workers")):
                 continue
-            if self._worker_options(ctx, bound) or self._rejected(ctx, bound):
+            if worker_options_set(ctx, bound) or rejected_at_construction(ctx, bound):
                 continue
-            if not self._loads_samples(ctx, index, bound):
+            if not loads_samples(ctx, index, bound):
                 continue
             if index.is_test_code(bound.call) or ctx.in_dataset_code(bound.call):
                 continue  # a test's throughput is not a training run; a loader inside a dataset runs in its workers
@@ -283,42 +276,14 @@ class SingleProcessLoading(Rule):
             )
 
     @staticmethod
-    def _rejected(ctx, bound) -> bool:
-        """torch refuses the loader at construction (DSL501/DSL502 report it): no batch is ever loaded."""
-        shuffle = ctx.value(bound, "shuffle")
-        sampler = ctx.value(bound, "sampler")
-        batch_sampler = ctx.value(bound, "batch_sampler")
-        shuffled = shuffle is not UNKNOWN and bool(shuffle)
-        return shuffled and (sampler is UNKNOWN or sampler is not None or batch_sampler is UNKNOWN or batch_sampler is not None)
-
-    @staticmethod
-    def _worker_options(ctx, bound) -> bool:
-        for name in ("prefetch_factor", "multiprocessing_context", "persistent_workers", "timeout"):
-            value = ctx.value(bound, name)
-            if value is UNKNOWN or value:
-                return True
-        return False
-
-    @staticmethod
-    def _loads_samples(ctx, index, bound) -> bool:
-        """The dataset is always an instance of a known map-style dataset class whose data is not
-        already in memory (unknown datasets, iterable datasets and in-memory data are left alone)."""
-        expr = bound.expr("dataset")
-        if expr is None or index.in_memory(expr):
-            return False
-        nodes = index.value_nodes(expr)
-        return bool(nodes) and all(isinstance(n, cst.Call) and ctx.dataset_kind(n) == MAP for n in nodes)
-
-    @staticmethod
     def _training(ctx, index, loader, hooks, evaluation) -> Optional[str]:
         in_eval_hook = loader.function is not None and loader.function.name.value in EVALUATION_HOOKS
-        if loader not in hooks and (in_eval_hook or loader in evaluation):
-            return None  # a validation, test or predict loader, even when it shuffles
         if loader not in hooks and (
-            evaluation_split(ctx, index, loader.bound.expr("dataset"))
-            or evaluation_only(ctx, index, loader, list(fresh_iterator_advances(ctx)))
+            in_eval_hook or loader in evaluation  # a validation, test or predict loader, even when it shuffles
+            or evaluation_split(ctx, index, loader.bound.expr("dataset"))  # a test split
+            or evaluation_only(ctx, index, loader, list(fresh_iterator_advances(ctx)))  # only evaluated or peeked at
         ):
-            return None  # a test split, or only evaluated and looked at: shuffling does not make it training
+            return None
         shuffle = ctx.value(loader.bound, "shuffle")
         if shuffle is not UNKNOWN and shuffle:
             return "`shuffle=True`"
