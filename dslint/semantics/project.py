@@ -495,12 +495,10 @@ class View:
         return self._record("worker_init_loaders", [qual], self._index.worker_init_loaders((self.path, qual)))
 
     def method_facts(self, qualified: str, name: str) -> Optional[dict]:
-        """Summary facts of method ``name`` as the project class ``qualified`` (any file) resolves it
-        along its project bases; None when the class or the method is not in the project."""
-        located = self._index.locate(canonical(qualified), self.path)
-        method = self._index.find_method(self._index.mro(located), name) if located is not None else None
-        facts = self._index.function_facts(method) if method is not None else None
-        return self._record("method_facts", [qualified, name], facts)
+        """Facts of method ``name`` of the project class ``qualified`` (any file, along its project bases)."""
+        index, located = self._index, self._index.locate(canonical(qualified), self.path)
+        method = index.find_method(index.mro(located), name) if located is not None else None
+        return self._record("method_facts", [qualified, name], index.function_facts(method) if method else None)
 
 
 def replay(index: ProjectIndex, path: str, log: List[list]) -> bool:

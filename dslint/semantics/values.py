@@ -526,15 +526,9 @@ def _is_unresolved_parameter(ctx, name: cst.Name) -> bool:
     param = _parameter(scope, name.value)
     if param is None or not isinstance(scope, cst.FunctionDef):
         return False
-    if ctx.method_class(scope) is not None and _is_self_param(scope, param):
+    if ctx.method_class(scope) is not None and (*scope.params.posonly_params, *scope.params.params)[:1] == (param,):
         return False  # a method's ``self``/``cls`` is the instance, not a namespace of options
     return not any(arg is not None for _, arg in _call_sites(ctx, scope, param))
-
-
-def _is_self_param(func: cst.FunctionDef, param: cst.Param) -> bool:
-    positional = (*func.params.posonly_params, *func.params.params)
-    static = any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in func.decorators)
-    return bool(positional) and positional[0] is param and not static
 
 
 def _subscript_key(expr: cst.Subscript) -> Optional[str]:
