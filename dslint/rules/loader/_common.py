@@ -16,7 +16,7 @@ from dslint.semantics.loops import loader_loops
 from dslint.semantics.module_calls import positional_args
 from dslint.semantics.project import ITERABLE, MAP
 from dslint.semantics.scopes import is_none
-from dslint.semantics.values import Possible, possible_arg
+from dslint.semantics.values import Possible, expand_kwargs, possible_arg
 from dslint.semantics.walk import iter_subtree
 
 
@@ -330,3 +330,29 @@ def local_callers_pass_no_workers(ctx, cls) -> bool:
             if arg.star or (arg.keyword is not None and arg.keyword.value == "num_workers" and ctx.literal(arg.value) != 0):
                 return False
     return True
+
+
+def kwargs_entry(ctx, bound, name) -> Optional[Possible]:
+    """What ``name`` is when the call does not pass it but a ``**`` dict this file builds holds it."""
+    if bound.passed(name) or not bound.has_star_kwargs:
+        return None
+    return expand_kwargs(ctx, bound.call)[0].get(name)
+
+
+def given(ctx, bound, name) -> bool:
+    """Passed and not the literal ``None``, directly or as an entry of a ``**`` dict the file
+    builds (an entry that can be ``None`` does not count)."""
+    if not_none(ctx, bound, name):
+        return True
+    entry = kwargs_entry(ctx, bound, name)
+    return entry is not None and entry.can_be(lambda v: v is None) is None
+
+
+def literal_option(ctx, bound, name):
+    """The literal value of an argument, or of the ``**`` dict entry that holds it when every
+    value seen is the same; UNKNOWN otherwise."""
+    value = ctx.value(bound, name)
+    entry = kwargs_entry(ctx, bound, name) if value is UNKNOWN else None
+    if entry is not None and entry.values and len({repr(v.value) for v in entry.values}) == 1 and entry.complete:
+        return entry.values[0].value
+    return value

@@ -7,7 +7,7 @@ import libcst as cst
 from dslint.edits import remove_args, replace
 from dslint.report import FixSpec
 from dslint.rules.base import Invalid, Rule, Symptom
-from dslint.rules.loader._common import always_set, loader_calls, not_none, over_iterable, truthy, where
+from dslint.rules.loader._common import always_set, given, literal_option, loader_calls, over_iterable, truthy, where
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.values import possible
 
@@ -82,6 +82,11 @@ class SamplerWithShuffle(Rule):
         """,
     )
     invalid = (
+        """
+        from torch.utils.data import DataLoader, RandomSampler
+        options = {"batch_size": 8, "shuffle": True}
+        loader = DataLoader(ds, sampler=RandomSampler(ds), **options)  # expect: DSL501
+        """,
         Invalid(
             """
             from torch.utils.data import DataLoader
@@ -135,12 +140,15 @@ class SamplerWithShuffle(Rule):
     def check(self, ctx):
         index = loader_loops(ctx)
         for bound in loader_calls(ctx):
-            if not not_none(ctx, bound, "sampler") or not truthy(ctx.value(bound, "shuffle")):
+            if not given(ctx, bound, "sampler") or not truthy(literal_option(ctx, bound, "shuffle")):
                 continue
             if over_iterable(ctx, bound):
                 continue  # DSL504 reports the iterable-dataset form
             shuffle = bound.arg("shuffle")
             error = "`ValueError: sampler option is mutually exclusive with shuffle`"
+            if shuffle is None:  # both come from a ``**`` dict: no edit to offer here
+                yield self.report(bound.call, f"`sampler` and `shuffle=True` (from `**` options) are mutually exclusive: the DataLoader raises {error}")
+                continue
             if always_set(index, bound, "sampler"):
                 fix = FixSpec("safe", "Remove `shuffle`", remove_args(bound.call, [shuffle]))
                 if shuffle.keyword is None:  # positional: keep the later arguments where they are

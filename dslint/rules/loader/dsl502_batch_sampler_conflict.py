@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dslint.rules.base import Rule, Symptom
-from dslint.rules.loader._common import always_set, branches_on, is_int, loader_calls, not_none, over_iterable, truthy, where
+from dslint.rules.loader._common import (
+    always_set, branches_on, given, is_int, kwargs_entry, literal_option, loader_calls, over_iterable, truthy, where,
+)
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.forwarding import switch
@@ -92,6 +94,11 @@ class BatchSamplerConflict(Rule):
         loader = DataLoader(ds, batch_sampler=bs, drop_last=True)  # expect: DSL502
         """,
         """
+        from torch.utils.data import DataLoader
+        options = dict(batch_size=32, drop_last=True, batch_sampler=buckets)
+        loader = DataLoader(ds, **options)  # expect: DSL502
+        """,
+        """
         import argparse
         from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
 
@@ -117,7 +124,7 @@ class BatchSamplerConflict(Rule):
     def check(self, ctx):
         index = loader_loops(ctx)
         for bound in loader_calls(ctx):
-            if not not_none(ctx, bound, "batch_sampler") or over_iterable(ctx, bound):
+            if not given(ctx, bound, "batch_sampler") or over_iterable(ctx, bound):
                 continue
             conflicts = list(self._literal_conflicts(ctx, bound))
             if not conflicts and always_set(index, bound, "batch_sampler"):
@@ -133,16 +140,16 @@ class BatchSamplerConflict(Rule):
 
     @staticmethod
     def _literal_conflicts(ctx, bound):
-        if bound.passed("batch_size"):
-            size = ctx.value(bound, "batch_size")
+        if bound.passed("batch_size") or kwargs_entry(ctx, bound, "batch_size") is not None:
+            size = literal_option(ctx, bound, "batch_size")
             if size is not UNKNOWN and not (is_int(size) and size == 1):
                 yield f"`batch_size={size!r}`"
-        shuffle = ctx.value(bound, "shuffle")
+        shuffle = literal_option(ctx, bound, "shuffle")
         if truthy(shuffle):
             yield f"`shuffle={shuffle!r}`"
-        if not_none(ctx, bound, "sampler") and possible(ctx, bound.expr("sampler")).can_be(lambda v: v is None) is None:
+        if given(ctx, bound, "sampler") and possible(ctx, bound.expr("sampler")).can_be(lambda v: v is None) is None:
             yield "`sampler`"  # a sampler that can be None (a parameter defaulting to None) is the caller's choice
-        drop_last = ctx.value(bound, "drop_last")
+        drop_last = literal_option(ctx, bound, "drop_last")
         if truthy(drop_last):
             yield f"`drop_last={drop_last!r}`"
 
