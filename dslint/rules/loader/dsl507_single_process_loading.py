@@ -278,19 +278,19 @@ class SingleProcessLoading(Rule):
     @staticmethod
     def _training(ctx, index, loader, hooks, evaluation) -> Optional[str]:
         in_eval_hook = loader.function is not None and loader.function.name.value in EVALUATION_HOOKS
-        if loader not in hooks and (
-            in_eval_hook or loader in evaluation  # a validation, test or predict loader, even when it shuffles
-            or evaluation_split(ctx, index, loader.bound.expr("dataset"))  # a test split
-            or evaluation_only(ctx, index, loader, list(fresh_iterator_advances(ctx)))  # only evaluated or peeked at
-        ):
-            return None
+        if loader not in hooks and (in_eval_hook or loader in evaluation):
+            return None  # a validation, test or predict loader, even when it shuffles
         shuffle = ctx.value(loader.bound, "shuffle")
-        if shuffle is not UNKNOWN and shuffle:
-            return "`shuffle=True`"
+        shuffled = "`shuffle=True`" if shuffle is not UNKNOWN and shuffle else None
         for call in index.sampler_calls(loader, RANDOM_SAMPLERS):
-            if ctx.call_name(call) == DISTRIBUTED_SAMPLER and not distributed_shuffles(ctx, call):
+            if shuffled or (ctx.call_name(call) == DISTRIBUTED_SAMPLER and not distributed_shuffles(ctx, call)):
                 continue  # an evaluation shard
-            return f"sampled by `{short(ctx.call_name(call))}`"
+            shuffled = f"sampled by `{short(ctx.call_name(call))}`"
+        if shuffled and (loader in hooks or not (
+            evaluation_split(ctx, index, loader.bound.expr("dataset"))  # a test split
+            or evaluation_only(ctx, index, loader, list(fresh_iterator_advances(ctx)))  # only evaluated or peeked at
+        )):
+            return shuffled
         if loader in hooks or (loader.function is not None and loader.function.name.value == "train_dataloader"):
             return "returned by `train_dataloader`"
         for loop in index.loops_of(loader):
