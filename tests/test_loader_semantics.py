@@ -172,3 +172,25 @@ def test_sampler_shuffle_and_set_epoch_are_both_reported(tmp_path):
     codes = sorted(line.split()[1] for line in run.stdout.splitlines() if "DSL5" in line)
     assert codes == ["DSL501", "DSL505"]
     assert "whenever `sampler` is not None" in run.stdout and "without a sampler the loader shuffles" in run.stdout
+
+
+def test_a_process_target_is_called_with_its_args(tmp_path):
+    ctx = _ctx(
+        tmp_path,
+        """
+        import torch.multiprocessing as mp
+        from torch.utils.data import DataLoader
+
+        def run(rank, loader):
+            for batch in loader:
+                pass
+
+        if __name__ == "__main__":
+            loader = DataLoader(ds)
+            p = mp.Process(target=run, args=(0, loader))
+            p.start()
+        """,
+    )
+    index = loader_loops(ctx)
+    [loop] = index.loops
+    assert loop.loader is index.loaders[0]

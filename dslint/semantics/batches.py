@@ -242,8 +242,8 @@ def _evaluation_loop(ctx, index, loop) -> bool:
 
 def _escapes(ctx, index, loader) -> bool:
     for call in ctx.nodes(cst.Call):
-        if index.wrapper_kind(call) or index.call_target(call) is not None:
-            continue
+        if index.wrapper_kind(call) or index.call_target(call) is not None or index.process_target(call) is not None:
+            continue  # iterated where the value flow follows it
         if (ctx.call_name(call) or "").startswith("builtins."):
             continue
         for arg in call.args:
