@@ -32,7 +32,7 @@ class BatchViews:
         self.ctx = ctx
         self.index = index
         self.tainted = tainted
-        self.found: Optional[str] = None
+        self.found: Optional[object] = None
 
     # what holds the batch
     def derived(self, expr, tainted=None) -> bool:
@@ -161,3 +161,101 @@ def is_optimizer(ctx, index, expr) -> bool:
         and "lr_scheduler" not in (ctx.call_name(n) or "")
         for n in nodes
     )
+
+
+_EVAL_SPLITS = frozenset({"test", "val", "valid", "validation", "dev", "eval", "evaluation"})
+
+
+def evaluation_split(ctx, index, dataset) -> Optional[str]:
+    """The dataset is an evaluation split on every path: built with ``train=False`` or
+    ``split="test"``/``"val"``/... (torchvision, Hugging Face and most dataset classes spell it
+    so); the keyword as written, for a message. None otherwise."""
+    nodes = index.value_nodes(dataset) if dataset is not None else None
+    if not nodes:
+        return None
+    found = None
+    for node in nodes:
+        if not isinstance(node, cst.Call):
+            return None
+        shown = None
+        for arg in node.args:
+            if arg.keyword is None:
+                continue
+            value = ctx.literal(arg.value)
+            if arg.keyword.value == "train" and value is False:
+                shown = "train=False"
+            elif arg.keyword.value == "split" and isinstance(value, str) and value.lower() in _EVAL_SPLITS:
+                shown = f"split={value!r}"
+        if shown is None:
+            return None
+        found = found or shown
+    return found
+
+
+def evaluation_only(ctx, index, loader, advances) -> bool:
+    """Every use of the loader this file shows is evaluation or a look at a batch, and it goes
+    nowhere else: it is iterated (at least once) only in loops with gradients off
+    (``torch.no_grad``/``inference_mode``, or after ``model.eval()`` in the same function with no
+    training step), or advanced by ``next(iter(loader))`` outside any loop (``advances``: the
+    (call, iterated expression) pairs of the file), and never handed to a function of another
+    module nor returned from a function that nothing here calls."""
+    loops = index.loops_of(loader)
+    peeks = [call for call, target in advances if any(r.loader is loader for r in index.resolve_loader(target))]
+    if not loops and not peeks:
+        return False
+    if any(index.step_loop(call) is not None for call in peeks):
+        return False
+    if not all(_evaluation_loop(ctx, index, loop) for loop in loops):
+        return False
+    peeked = {id(call.args[0].value) if call.args else id(call.func.value) for call in peeks}
+    for call in ctx.nodes(cst.Call):  # an iterator kept (``it = iter(loader)``) is advanced out of sight
+        if ctx.call_name(call) == "builtins.iter" and id(call) not in peeked and call.args:
+            if any(r.loader is loader for r in index.resolve_loader(call.args[0].value)):
+                return False
+    for comp in ctx.nodes(cst.CompFor):  # ``sum(... for x, y in loader)``: evaluation only under no_grad
+        if any(r.loader is loader for r in index.resolve_loader(comp.iter)) and not _no_grad_around(ctx, index, comp):
+            return False
+    return not _escapes(ctx, index, loader)
+
+
+def _no_grad_around(ctx, index, node) -> bool:
+    for ancestor in ctx.ancestors(node):
+        if isinstance(ancestor, cst.With) and any(index.is_no_grad(item.item) for item in ancestor.items):
+            return True
+        if isinstance(ancestor, cst.FunctionDef):
+            return any(index.is_no_grad(d.decorator) for d in ancestor.decorators)
+    return False
+
+
+def _evaluation_loop(ctx, index, loop) -> bool:
+    if training_step(ctx, index, loop.loop):
+        return False
+    if index.is_eval(loop):
+        return True
+    func = ctx.enclosing_function(loop.loop)
+    if func is None:
+        return False
+    modes = [n.func.attr.value for n in index.body_nodes(func.body) if isinstance(n, cst.Call)
+             and isinstance(n.func, cst.Attribute) and n.func.attr.value in ("eval", "train") and not n.args]
+    return "eval" in modes and "train" not in modes
+
+
+def _escapes(ctx, index, loader) -> bool:
+    for call in ctx.nodes(cst.Call):
+        if index.wrapper_kind(call) or index.call_target(call) is not None or index.process_target(call) is not None:
+            continue  # iterated where the value flow follows it
+        if (ctx.call_name(call) or "").startswith("builtins."):
+            continue
+        for arg in call.args:
+            if isinstance(arg.value, (cst.Name, cst.Attribute, cst.Tuple, cst.List)):
+                exprs = [e.value for e in arg.value.elements] if isinstance(arg.value, (cst.Tuple, cst.List)) else [arg.value]
+                if any(r.loader is loader for e in exprs for r in index.resolve_loader(e)):
+                    return True
+    for func in ctx.nodes(cst.FunctionDef):
+        if index.callers(func):
+            continue
+        for ret in index.returns(func) or ():
+            exprs = [e.value for e in ret.elements] if isinstance(ret, (cst.Tuple, cst.List)) else [ret]
+            if any(r.loader is loader for e in exprs for r in index.resolve_loader(e)):
+                return True
+    return False

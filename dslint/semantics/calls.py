@@ -173,3 +173,64 @@ def describe(expr: cst.CSTNode, module: cst.Module) -> str:
     text = module.code_for_node(expr).strip()
     text = " ".join(text.split())
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+DATALOADER_QUALNAME = "torch.utils.data.DataLoader"
+
+
+class SubclassInit(BoundCall):
+    """``super().__init__(...)`` (or ``DataLoader.__init__(self, ...)``) in the ``__init__`` of a
+    DataLoader subclass: a DataLoader construction whose arguments the subclass chooses.
+    ``owner`` is the subclass; ``call`` is the ``__init__`` call as written."""
+
+    def __init__(self, call: cst.Call, owner: cst.ClassDef, skip_self: bool) -> None:
+        # ``Base.__init__(self, ...)`` binds ``self`` first: bind the rest (the same Arg nodes)
+        super().__init__(call.with_changes(args=call.args[1:]) if skip_self else call, DATALOADER)
+        self.call = call
+        self.owner = owner
+
+
+def dataloader_constructions(ctx) -> list:
+    """Every DataLoader construction of the file: ``DataLoader(...)`` calls (``ctx.dataloader_calls``)
+    and the base-class initialisation inside the ``__init__`` of a class deriving from
+    DataLoader (in this file or across the project): ``super().__init__(...)``,
+    ``super(Cls, self).__init__(...)`` and ``DataLoader.__init__(self, ...)``. Each is a
+    ``BoundCall`` whose ``call`` is the node to report; a subclass init is a
+    ``SubclassInit`` (its ``owner`` is the class)."""
+    return ctx.memo(("calls.constructions",), lambda: list(ctx.dataloader_calls()) + _subclass_inits(ctx))
+
+
+def _subclass_inits(ctx) -> list:
+    out = []
+    for cls in ctx.nodes(cst.ClassDef):
+        if not _derives_directly(ctx, cls):
+            continue
+        body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+        init = next((s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None)
+        if init is None:
+            continue
+        for call in ctx.tree.scope_nodes(init, cst.Call):
+            func = call.func
+            if not isinstance(func, cst.Attribute) or func.attr.value != "__init__":
+                continue
+            base = func.value
+            if isinstance(base, cst.Call) and isinstance(base.func, cst.Name) and base.func.value == "super":
+                out.append(SubclassInit(call, cls, skip_self=False))
+            elif ctx.qualname(base) == DATALOADER_QUALNAME and call.args and call.args[0].keyword is None:
+                out.append(SubclassInit(call, cls, skip_self=True))
+    return out
+
+
+def _derives_directly(ctx, cls: cst.ClassDef) -> bool:
+    """The first base of ``cls`` is torch's DataLoader (so ``super().__init__`` is DataLoader's)."""
+    bases = [b.value for b in cls.bases if b.keyword is None]
+    if not bases:
+        return False
+    first = bases[0]
+    if ctx.qualname(first) == DATALOADER_QUALNAME:
+        return True
+    if isinstance(first, cst.Name) and first.value == cls.name.value:  # ``class DataLoader(DataLoader)``
+        return ctx.view.is_subclass(ctx.qualname_of_def(cls), [DATALOADER_QUALNAME]) and not any(
+            ctx.qualname(b) != DATALOADER_QUALNAME for b in bases[1:2]
+        )
+    return False

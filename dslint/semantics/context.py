@@ -218,5 +218,13 @@ class FileContext:
             return UNKNOWN
         return bound.signature.defaults.get(name, UNKNOWN)
 
+    # ------------------------------------------------------------------ positions
+    def line(self, node: cst.CSTNode) -> int:
+        """The 1-based row where ``node`` starts (for messages that point at another line)."""
+        from dslint.positions import node_ranges
+
+        return node_ranges(self.module, [node])[id(node)][0][0]
+
 
 __all__ = ["FileContext", "DATALOADER_NAME", "DATALOADER_ROOTS", "UNKNOWN", "dotted_parts"]
+

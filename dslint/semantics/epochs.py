@@ -26,8 +26,11 @@ from typing import Iterator, List, Optional, Set, Tuple
 import libcst as cst
 
 from dslint.semantics.calls import UNKNOWN, BoundCall
+from dslint.semantics.classes import find_method, reached_methods
 from dslint.semantics.loops import DISTRIBUTED_SAMPLER, DISTRIBUTED_SAMPLER_SIGNATURE, is_none, positional_args
 from dslint.semantics.names import dotted_parts
+from dslint.semantics.regions import is_lazy_guard, self_attr, self_name
+from dslint.semantics.walk import iter_subtree
 
 
 def epoch_blocks(index, loop) -> List[Tuple[cst.CSTNode, Tuple[cst.Call, ...]]]:
@@ -48,9 +51,6 @@ def samplers_never_given_the_epoch(ctx, index, reported: Set[int]) -> Iterator[T
     for loader in index.loaders:
         if loader.framework_driven:
             continue
-        shuffle = ctx.value(loader.bound, "shuffle")
-        if shuffle is not UNKNOWN and shuffle:
-            continue  # DSL501 reports sampler + shuffle=True (a working loader has a false shuffle)
         values = index.sampler_values(loader)
         if not values or any(v.node is None for v in values):
             continue
@@ -184,3 +184,33 @@ def _indentation(ctx, block: cst.IndentedBlock) -> str:
         if isinstance(node, cst.IndentedBlock):
             parts.append(node.indent if node.indent is not None else ctx.module.default_indent)
     return "".join(reversed(parts))
+
+
+SAMPLE_METHODS = ("__getitem__", "__getitems__", "__iter__", "__next__")
+
+
+def per_sample_state_set_by(ctx, cls: cst.ClassDef, method_name: str) -> List[str]:
+    """The attributes the method ``method_name`` of this file's dataset class ``cls`` assigns on
+    ``self`` (directly or through ``self.m()``, outside a lazy ``if self.x is None:``) that the
+    per-sample methods (``__getitem__``/``__iter__``... and what they call) read: the state a
+    call of it changes for the next samples."""
+    start = find_method(ctx, cls, method_name)
+    if start is None or method_name in SAMPLE_METHODS:
+        return []
+    assigned = set()
+    for func in reached_methods(ctx, cls, start):
+        selfp = self_name(func)
+        for node in iter_subtree(func.body, into_scopes=False):
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else (
+                [node.target] if isinstance(node, (cst.AnnAssign, cst.AugAssign)) else [])
+            for target in targets:
+                name = self_attr(target, selfp)
+                if name and not any(isinstance(a, cst.If) and is_lazy_guard(a, selfp) for a in ctx.ancestors(node)):
+                    assigned.add(name)
+    read = set()
+    for entry in SAMPLE_METHODS:
+        method = find_method(ctx, cls, entry)
+        for func in reached_methods(ctx, cls, method) if method is not None else ():
+            selfp = self_name(func)
+            read.update(n for n in (self_attr(x, selfp) for x in iter_subtree(func.body, into_scopes=False)) if n)
+    return sorted(assigned & read)

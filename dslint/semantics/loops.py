@@ -432,15 +432,15 @@ class LoopIndex(ValueFlow):
             for ancestor in self.ctx.ancestors(node):
                 if isinstance(ancestor, cst.With):
                     for item in ancestor.items:
-                        if self._no_grad(item.item):
+                        if self.is_no_grad(item.item):
                             return True
                 if isinstance(ancestor, cst.FunctionDef):
-                    if any(self._no_grad(d.decorator) for d in ancestor.decorators):
+                    if any(self.is_no_grad(d.decorator) for d in ancestor.decorators):
                         return True
                     break
         return False
 
-    def _no_grad(self, expr: cst.BaseExpression) -> bool:
+    def is_no_grad(self, expr: cst.BaseExpression) -> bool:
         if isinstance(expr, cst.Call):
             expr = expr.func
         return self.ctx.qualname(expr) in _NO_GRAD if isinstance(expr, (cst.Name, cst.Attribute)) else False

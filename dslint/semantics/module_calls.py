@@ -2,7 +2,8 @@
 
 ``ModuleCalls`` (on top of ``ScopeBindings``) answers, inside one file: which
 function a call runs (``f(...)``, ``self.m(...)``, ``Class(...)`` for its
-``__init__``), the call sites of a function, the expression a call passes for a
+``__init__``), the call sites of a function (``Process(target=f, args=(...))`` is one for
+``f``), the expression a call passes for a
 parameter, the expressions a function returns, and every ``self.attr = ...`` of a
 class family. A call of anything defined elsewhere runs nothing known here.
 """
@@ -20,6 +21,10 @@ from dslint.semantics.scopes import Binding, ScopeBindings, is_none, names_in_ta
 from dslint.semantics.walk import iter_subtree
 
 MAX_CALLERS = 16  #: call sites followed for one parameter
+#: calls that run ``target=f`` with ``args=(...)`` in a new process or thread
+PROCESS_STARTERS = (
+    "multiprocessing.Process", "multiprocessing.context.Process", "torch.multiprocessing.Process", "threading.Thread",
+)
 
 
 def positional_args(call: cst.Call) -> List[cst.BaseExpression]:
@@ -94,10 +99,44 @@ class ModuleCalls(ScopeBindings):
                 target = self.call_target(call)
                 if target is not None:
                     self._callers.setdefault(id(target[0]), []).append(call)
+            for call in self.ctx.calls_to(*PROCESS_STARTERS):
+                started = self.process_target(call)
+                if started is not None:
+                    self._callers.setdefault(id(started), []).append(call)
         return self._callers.get(id(func), [])
+
+    def process_target(self, call: cst.Call) -> Optional[cst.FunctionDef]:
+        """The same-module function a ``Process(target=f, args=(...))``/``Thread(...)`` call runs."""
+        if self.ctx.call_name(call) not in PROCESS_STARTERS:
+            return None
+        target = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "target"), None)
+        if not isinstance(target, cst.Name):
+            return None
+        _, found = self.name_bindings(target.value, call)
+        if not found or len(found) != 1 or found[0].kind != "def" or not isinstance(found[0].node, cst.FunctionDef):
+            return None
+        return found[0].node
+
+    def _process_argument(self, call: cst.Call, func: cst.FunctionDef, param: cst.Param) -> Optional[cst.BaseExpression]:
+        """What a ``Process(target=func, args=(...), kwargs={...})`` call passes for ``param``."""
+        keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+        params = [p.name.value for p in (*func.params.posonly_params, *func.params.params)]
+        args = keywords.get("args")
+        if isinstance(args, (cst.Tuple, cst.List)) and all(isinstance(e, cst.Element) for e in args.elements):
+            if param.name.value in params and params.index(param.name.value) < len(args.elements):
+                return args.elements[params.index(param.name.value)].value
+        kwargs = keywords.get("kwargs")
+        if isinstance(kwargs, cst.Dict):
+            for element in kwargs.elements:
+                if isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString):
+                    if element.key.evaluated_value == param.name.value:
+                        return element.value
+        return None
 
     def argument(self, call: cst.Call, func: cst.FunctionDef, param: cst.Param) -> Optional[cst.BaseExpression]:
         """The expression ``call`` passes for ``param`` of ``func`` (a literal None default counts)."""
+        if self.process_target(call) is func:
+            return self._process_argument(call, func, param)
         target = self.call_target(call)
         drop = target[1] if target is not None else False
         params = func.params

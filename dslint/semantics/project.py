@@ -487,6 +487,12 @@ class View:
         """Facts of the DataLoaders (in any file) that use this file's function ``qual`` as ``worker_init_fn``."""
         return self._record("worker_init_loaders", [qual], self._index.worker_init_loaders((self.path, qual)))
 
+    def method_facts(self, qualified: str, name: str) -> Optional[dict]:
+        """Facts of method ``name`` of the project class ``qualified`` (any file, along its project bases)."""
+        index, located = self._index, self._index.locate(canonical(qualified), self.path)
+        method = index.find_method(index.mro(located), name) if located is not None else None
+        return self._record("method_facts", [qualified, name], index.function_facts(method) if method else None)
+
 
 def replay(index: ProjectIndex, path: str, log: List[list]) -> bool:
     """True when every recorded question still gets the recorded answer."""

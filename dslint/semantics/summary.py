@@ -130,6 +130,8 @@ class Summarizer:
             "cached": is_cached(func),
             "worker_info": uses_worker_info,
             "assigns": sorted(assigned),
+            # any call at all in the body (builtins included): a method without one only indexes
+            "calls_any": bool(buckets.get(cst.Call)),
         }
 
     def loader_facts(self, call: cst.Call) -> dict:

@@ -20,6 +20,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 import libcst as cst
 
 from dslint.semantics.module_calls import MAX_CALLERS, ModuleCalls, positional_args
+from dslint.semantics.names import dotted_parts
 from dslint.semantics.regions import self_name
 from dslint.semantics.scopes import Binding
 
@@ -108,6 +109,7 @@ class ValueFlow(ModuleCalls):
             if not found:
                 yield unknown
                 return
+            found = self.reaching(expr, scope, found) or found
             for binding in found:
                 yield from self._binding_values(scope, binding, stack, path, origin, wrappers, depth)
             return
@@ -162,6 +164,76 @@ class ValueFlow(ModuleCalls):
             yield Value(expr, path, origin)
             return
         yield unknown
+
+    def reaching(self, name: cst.Name, scope, found: List[Binding]) -> Optional[List[Binding]]:
+        """The bindings of ``name`` that can reach this read of it, when straight-line code
+        tells: the last plain assignment among the statements before the read (in its block,
+        then the enclosing blocks), or the parameter when nothing before the read binds it.
+        None (every binding may reach) when a statement before the read binds the name inside
+        a branch, loop or ``try``, when a loop around the read binds it (the next iteration
+        sees it), or when the read is in a nested function or lambda."""
+        key = ("reaching", id(name))
+        if key in self._values_memo:
+            return self._values_memo[key]  # type: ignore[return-value]
+        result = self._reaching(name, scope, found)
+        self._values_memo[key] = result  # type: ignore[assignment]
+        return result
+
+    def _reaching(self, name, scope, found):
+        if any(b.kind == "global" for b in found):
+            return None
+        holders = []
+        for binding in found:
+            chain = {id(binding.node)}
+            chain.update(id(a) for a in self.ctx.ancestors(binding.node))
+            holders.append((binding, chain))
+
+        def bound_in(node) -> List[Binding]:
+            return [b for b, chain in holders if id(node) in chain]
+
+        def last_before(smalls, inside) -> Optional[List[Binding]]:
+            for small in reversed(smalls):
+                direct = [b for b in inside if b.node is small]
+                if direct:
+                    return [direct[-1]] if direct[-1].kind == "value" else []
+                if any(id(small) in chain for b, chain in holders if b in inside):
+                    return []  # a walrus or the like inside the statement
+            return None
+
+        child = name
+        for ancestor in self.ctx.ancestors(name):
+            if isinstance(ancestor, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+                smalls = list(ancestor.body)
+                index = next((i for i, s in enumerate(smalls) if s is child), None)
+                inside = [b for small in smalls[:index or 0] for b in bound_in(small)]
+                if inside:
+                    return last_before(smalls[:index], inside) or None
+            if ancestor is scope and not isinstance(ancestor, cst.Module):
+                params = [b for b in found if b.kind == "param"]
+                return params or None
+            if isinstance(ancestor, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
+                return None  # read in a nested scope: when it runs is not told here
+            if isinstance(ancestor, (cst.For, cst.While)) and child is not getattr(ancestor, "iter", None):
+                if bound_in(ancestor):
+                    return None  # the loop binds it: a later iteration sees that binding
+            if isinstance(ancestor, cst.Try) and child is not ancestor.body and bound_in(ancestor.body):
+                return None  # a handler or ``else`` may run after any part of the body
+            if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
+                statements = list(ancestor.body)
+                index = next((i for i, s in enumerate(statements) if s is child), None)
+                if index is None:
+                    return None
+                for statement in reversed(statements[:index]):
+                    inside = bound_in(statement)
+                    if not inside:
+                        continue
+                    if not isinstance(statement, cst.SimpleStatementLine):
+                        return None  # bound in a branch, loop, ``with`` or ``try``: maybe
+                    return last_before(list(statement.body), inside) or None
+                if isinstance(ancestor, cst.Module):
+                    return None  # nothing before the read binds it at module level
+            child = ancestor
+        return None
 
     def _binding_values(self, scope, binding: Binding, stack, path, origin, wrappers, depth) -> Iterator[Value]:
         unknown = Value(None, path, origin)
@@ -265,3 +337,96 @@ class ValueFlow(ModuleCalls):
                 out.append(value.node)
         return out
 
+
+    # ------------------------------------------------------------ tests on a value
+    def value_keys(self, expr, _depth: int = 0) -> List[Tuple[str, object]]:
+        """Where the value of ``expr`` is read under another spelling: (dotted text, scope) for
+        the expression itself and for what it was assigned from (a ``self.x`` assigned from a
+        parameter of ``__init__``: that parameter in ``__init__``). The scope is the function
+        (None: module level) or, for ``self.x``, the class."""
+        parts = dotted_parts(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
+        if not parts or _depth > 3:
+            return []
+        func = self.ctx.enclosing_function(expr, through_lambdas=False)
+        out: List[Tuple[str, object]] = []
+        if len(parts) == 2 and func is not None and self_name(func) == parts[0] and self.ctx.method_class(func) is not None:
+            cls = self.ctx.method_class(func)
+            out.append((f"self.{parts[1]}", cls))
+            for _, binding in self.self_attr_bindings(cls, parts[1]) or ():
+                if binding.value is not None:
+                    out.extend(self.value_keys(binding.value, _depth + 1))
+            return out
+        out.append((".".join(parts), func))
+        if len(parts) == 1:
+            _, found = self.name_bindings(parts[0], expr)
+            for binding in found or ():
+                if binding.kind == "value" and binding.index is None and binding.value is not None:
+                    out.extend(self.value_keys(binding.value, _depth + 1))
+        return out
+
+    def reads_key(self, node, key: Tuple[str, object]) -> bool:
+        """``node`` reads the value ``key`` (see ``value_keys``) names."""
+        text, scope = key
+        parts = dotted_parts(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+        if not parts:
+            return False
+        func = self.ctx.enclosing_function(node, through_lambdas=False)
+        if isinstance(scope, cst.ClassDef):
+            if len(parts) != 2 or func is None or self_name(func) != parts[0] or f"self.{parts[1]}" != text:
+                return False
+            owner = self.ctx.method_class(func)
+            return owner is not None and owner in self.class_family(scope)
+        return ".".join(parts) == text and func is scope
+
+    def zero_tests(self, expr) -> List[cst.CSTNode]:
+        """The tests the code makes on the value of ``expr`` that tell 0 from a positive count
+        (``n > 0``, ``n == 0``, ``n >= 1``, ``if n:``, ``not n``), wherever the value is read
+        under its spellings (``value_keys``): the code itself expects it can be 0."""
+        keys = self.value_keys(expr)
+        if not keys:
+            return []
+        return [test for test, operand in self._zero_tests() if any(self.reads_key(operand, k) for k in keys)]
+
+    def _zero_tests(self) -> List[Tuple[cst.CSTNode, cst.CSTNode]]:
+        cached = self._values_memo.get(("zero_tests",))
+        if cached is not None:
+            return cached  # type: ignore[return-value]
+        found: List[Tuple[cst.CSTNode, cst.CSTNode]] = []
+        for node in self.ctx.nodes(cst.Comparison):
+            if len(node.comparisons) != 1:
+                continue
+            target = node.comparisons[0]
+            operand = _zero_operand(node.left, target.operator, target.comparator)
+            if operand is not None:
+                found.append((node, operand))
+        for kind in (cst.If, cst.While, cst.IfExp):
+            for node in self.ctx.nodes(kind):
+                for operand in _truth_operands(node.test):
+                    found.append((node.test, operand))
+        self._values_memo[("zero_tests",)] = found  # type: ignore[assignment]
+        return found
+
+
+_ZERO_OPS = {(cst.GreaterThan, 0), (cst.NotEqual, 0), (cst.Equal, 0), (cst.LessThanEqual, 0), (cst.GreaterThanEqual, 1), (cst.LessThan, 1)}
+_MIRROR = {cst.GreaterThan: cst.LessThan, cst.LessThan: cst.GreaterThan, cst.GreaterThanEqual: cst.LessThanEqual,
+           cst.LessThanEqual: cst.GreaterThanEqual, cst.Equal: cst.Equal, cst.NotEqual: cst.NotEqual}
+
+
+def _zero_operand(left, operator, right):
+    """``X`` of ``X > 0``, ``0 < X``, ``X == 0``, ``X >= 1``... (a test that tells 0 from more)."""
+    for operand, literal, op in ((left, right, type(operator)), (right, left, _MIRROR.get(type(operator)))):
+        if isinstance(literal, cst.Integer) and op is not None and (op, literal.evaluated_value) in _ZERO_OPS:
+            if isinstance(operand, (cst.Name, cst.Attribute)):
+                return operand
+    return None
+
+
+def _truth_operands(test) -> List[cst.CSTNode]:
+    """The names whose truth a test reads: ``if n:``, ``if not n``, ``if n and m``."""
+    if isinstance(test, (cst.Name, cst.Attribute)):
+        return [test]
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _truth_operands(test.expression)
+    if isinstance(test, cst.BooleanOperation):
+        return _truth_operands(test.left) + _truth_operands(test.right)
+    return []

@@ -387,6 +387,8 @@ def _is_unresolved_parameter(ctx, name: cst.Name) -> bool:
     param = _parameter(scope, name.value)
     if param is None or not isinstance(scope, cst.FunctionDef):
         return False
+    if ctx.method_class(scope) is not None and (*scope.params.posonly_params, *scope.params.params)[:1] == (param,):
+        return False  # a method's ``self``/``cls`` is the instance, not a namespace of options
     return not any(arg is not None for _, arg in _call_sites(ctx, scope, param))
 
 

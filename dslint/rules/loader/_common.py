@@ -7,9 +7,16 @@ from typing import Optional
 
 import libcst as cst
 
-from dslint.semantics.calls import UNKNOWN
+from dslint.report import FixSpec, NodeEdit
+from dslint.semantics.calls import UNKNOWN, dataloader_constructions
+from dslint.semantics.epochs import set_epoch_insertion
 from dslint.semantics.names import dotted_parts
-from dslint.semantics.project import ITERABLE
+from dslint.semantics.library_datasets import library_iterable
+from dslint.semantics.loops import loader_loops
+from dslint.semantics.module_calls import positional_args
+from dslint.semantics.project import ITERABLE, MAP
+from dslint.semantics.scopes import is_none
+from dslint.semantics.values import Possible, expand_kwargs, possible_arg
 from dslint.semantics.walk import iter_subtree
 
 
@@ -36,8 +43,35 @@ def truthy(value) -> bool:
 
 
 def over_iterable(ctx, bound) -> bool:
-    """The loader's dataset is an ``IterableDataset``."""
-    return ctx.dataset_kind(bound.expr("dataset")) == ITERABLE
+    """The loader's dataset is an ``IterableDataset`` (see ``iterable_dataset``)."""
+    return iterable_dataset(ctx, bound) is not None
+
+
+def iterable_dataset(ctx, bound) -> Optional[str]:
+    """What makes the loader's dataset an ``IterableDataset`` on every path, for a message
+    (``"an IterableDataset"``, ``"a `datasets.IterableDataset`"``); None when it is not known to
+    be one. The dataset is followed to the values that reach the call (value flow), each a
+    project or torch class deriving from ``IterableDataset`` or a library's iterable dataset
+    (``library_datasets``)."""
+    expr = bound.expr("dataset")
+    if expr is None:
+        return None
+    if ctx.dataset_kind(expr) == ITERABLE:
+        return "an IterableDataset"
+    index = loader_loops(ctx)
+    nodes = index.value_nodes(expr)
+    if not nodes:
+        return None
+    found = []
+    for node in nodes:
+        if ctx.dataset_kind(node) == ITERABLE:
+            found.append("an IterableDataset")
+            continue
+        library = library_iterable(ctx, node, index.value_nodes)
+        if library is None:
+            return None
+        found.append(f"a `{library}`")
+    return found[0]
 
 
 _RAISES_CONTEXTS = frozenset({"assertRaises", "assertRaisesRegex", "assertRaisesRegexp", "raises"})
@@ -70,6 +104,255 @@ def expects_error(ctx, node) -> bool:
     return False
 
 
+
+
 def loader_calls(ctx):
-    """The module's DataLoader calls, less those the code expects to fail (a test of the error)."""
-    return [bound for bound in ctx.dataloader_calls() if not expects_error(ctx, bound.call)]
+    """Every DataLoader construction (``DataLoader(...)`` and a DataLoader subclass's
+    ``super().__init__(...)``), less those the code expects to fail."""
+    return [bound for bound in dataloader_constructions(ctx) if not expects_error(ctx, bound.call)]
+
+
+def branches_on(ctx, index, call, expr) -> bool:
+    """Before ``call`` in its function the code branches on the value of ``expr``
+    (``if workers == 0:``, ``while``, ``assert``), or the call sits in a branch of such a
+    test (``DataLoader(...) if workers else None``): the author handles its values there."""
+    keys = index.value_keys(expr) if expr is not None else []
+    if not keys:
+        return False
+
+    def reads(test) -> bool:
+        return any(index.reads_key(n, k) for n in iter_subtree(test) if isinstance(n, (cst.Name, cst.Attribute)) for k in keys)
+
+    func = ctx.enclosing_function(call)
+    child = call
+    for ancestor in ctx.ancestors(call):
+        if isinstance(ancestor, (cst.If, cst.While, cst.IfExp)) and child is not ancestor.test and reads(ancestor.test):
+            return True
+        if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
+            for statement in ancestor.body:
+                if statement is child:
+                    break
+                for node in iter_subtree(statement):
+                    if isinstance(node, (cst.If, cst.While)) and reads(node.test):
+                        return True
+                    if isinstance(node, cst.Assert) and reads(node.test):
+                        return True
+        if ancestor is func:
+            break
+        child = ancestor
+    return False
+
+
+def line_of(ctx, node) -> int:
+    return ctx.line(node)
+
+
+def where(ctx, expr, value) -> str:
+    """Where a possible value comes from, for a message: "when `--workers` keeps its default",
+    "after `workers = 0` (line 12)", "when a caller keeps the default of parameter `workers`"."""
+    origin = value.origin
+    if origin.startswith("the default of `-"):
+        return f"when `{origin.split('`')[1]}` keeps its default"
+    if origin.startswith("the default of parameter"):
+        return f"when a caller keeps {origin}"
+    if origin.startswith("a call passes"):
+        return f"when called as this file calls it ({origin})"
+    if origin == "the literal" and isinstance(expr, cst.IfExp):
+        found = _branch(ctx, expr, value.value)
+        if found:
+            return found
+    if origin == "the literal" and isinstance(expr, cst.Name):
+        for node in ctx.nodes(cst.Assign):
+            if not any(isinstance(t.target, cst.Name) and t.target.value == expr.value for t in node.targets):
+                continue
+            if ctx.enclosing_function(node) is not ctx.enclosing_function(expr):
+                continue
+            if _same(ctx.literal(node.value), value.value):
+                return f"after `{expr.value} = {value.value!r}` (line {line_of(ctx, node)})"
+            if isinstance(node.value, cst.IfExp):
+                found = _branch(ctx, node.value, value.value)
+                if found:
+                    return f"{found} (line {line_of(ctx, node)})"
+    return f"({origin})"
+
+
+def _same(a, b) -> bool:
+    return type(a) is type(b) and a == b
+
+
+def _branch(ctx, expr: cst.IfExp, value) -> Optional[str]:
+    """"when `test`" / "unless `test`" for the arm of a conditional expression giving ``value``."""
+    test = " ".join(ctx.code(expr.test).split())
+    test = test if len(test) <= 60 else test[:57] + "..."
+    if _same(ctx.literal(expr.body), value):
+        return f"when `{test}`"
+    if _same(ctx.literal(expr.orelse), value):
+        return f"unless `{test}`"
+    return None
+
+
+def zero_workers(ctx, index, bound) -> Optional[str]:
+    """How ``num_workers`` can be 0 on some path, for a message; None when it cannot (or is
+    unknown). Literal 0 or absent: "is 0". Otherwise a possible value (values.py: argparse
+    defaults, parameter defaults and this file's callers, config defaults, ``**kwargs`` dicts,
+    branches), or a test of the value against 0 outside the loader's function (the code
+    expects 0 there); never when the loader's own function branches on the value first."""
+    if literal_zero(ctx.value(bound, "num_workers")):
+        return "is 0"
+    found = possible_arg(ctx, bound, "num_workers")
+    if literal_zero(found.known):
+        return "is 0"
+    expr = bound.expr("num_workers")
+    if expr is not None and branches_on(ctx, index, bound.call, expr):
+        return None
+    zero = found.can_be(lambda v: is_int(v) and v == 0)
+    if zero is not None:
+        return f"can be 0 {where(ctx, expr, zero)}"
+    func = ctx.enclosing_function(bound.call)
+    for test in index.zero_tests(expr) if expr is not None else ():
+        if ctx.enclosing_function(test) is not func:
+            return f"can be 0 (the code tests `{ctx.code(test).strip()}` on line {line_of(ctx, test)})"
+    return None
+
+
+def must_be(ctx, bound, name, predicate) -> Optional[Possible]:
+    """The values of argument ``name`` when every value seen satisfies ``predicate`` (at least one seen)."""
+    found = possible_arg(ctx, bound, name)
+    return found if found.values and all(predicate(v.value) for v in found.values) else None
+
+
+def always_set(index, bound, name) -> bool:
+    """Argument ``name`` is passed and is something other than ``None`` on every path the
+    value flow sees (a call, a lambda, a name bound to those; no unknown, no ``None``)."""
+    expr = bound.expr(name)
+    nodes = index.value_nodes(expr) if expr is not None else None
+    return bool(nodes) and not any(is_none(n) for n in nodes)
+
+
+def fresh_iterator_advances(ctx):
+    """(the call that takes one item, the iterated expression) for each expression that makes a
+    new iterator and takes its first item: ``next(iter(x))``, ``iter(x).next()`` (the old
+    iterator API), ``iter(x).__next__()`` and ``next(x.__iter__())``; ``x`` is a name or attribute."""
+    for call in ctx.nodes(cst.Call):
+        inner = None
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("next", "__next__") and not call.args:
+            inner = func.value
+        elif ctx.call_name(call) == "builtins.next" and len(call.args) == 1 and call.args[0].keyword is None:
+            inner = call.args[0].value
+        if not isinstance(inner, cst.Call):
+            continue
+        target = None
+        if ctx.call_name(inner) == "builtins.iter" and len(inner.args) == 1 and not inner.args[0].star and inner.args[0].keyword is None:
+            target = inner.args[0].value
+        elif isinstance(inner.func, cst.Attribute) and inner.func.attr.value == "__iter__" and not inner.args:
+            target = inner.func.value
+        if isinstance(target, (cst.Name, cst.Attribute)):
+            yield call, target
+
+
+_SET_START_METHOD = frozenset({"multiprocessing.set_start_method", "torch.multiprocessing.set_start_method"})
+
+
+def fork_everywhere(ctx) -> bool:
+    """The module sets the ``fork`` start method for every process it starts."""
+    for call in ctx.calls_to(*_SET_START_METHOD):
+        args = positional_args(call)
+        if args and ctx.literal(args[0]) == "fork":
+            return True
+    return False
+
+
+def fork_context(ctx, index, bound) -> bool:
+    """The loader's ``multiprocessing_context`` is ``"fork"`` (or ``get_context("fork")``)."""
+    expr = bound.expr("multiprocessing_context")
+    if expr is None:
+        return False
+    if ctx.literal(expr) == "fork":
+        return True
+    for value in index.values(expr):
+        node = value.node
+        if isinstance(node, cst.Call) and short(ctx.call_name(node)) == "get_context":
+            args = positional_args(node)
+            if args and ctx.literal(args[0]) == "fork":
+                return True
+    return False
+
+
+def rejected_at_construction(ctx, bound) -> bool:
+    """torch refuses the loader at construction (DSL501/DSL502 report it): no batch is ever loaded."""
+    shuffle = ctx.value(bound, "shuffle")
+    sampler = ctx.value(bound, "sampler")
+    batch_sampler = ctx.value(bound, "batch_sampler")
+    shuffled = shuffle is not UNKNOWN and bool(shuffle)
+    return shuffled and (sampler is UNKNOWN or sampler is not None or batch_sampler is UNKNOWN or batch_sampler is not None)
+
+
+def worker_options_set(ctx, bound) -> bool:
+    for name in ("prefetch_factor", "multiprocessing_context", "persistent_workers", "timeout"):
+        value = ctx.value(bound, name)
+        if value is UNKNOWN or value:
+            return True
+    return False
+
+
+def loads_samples(ctx, index, bound) -> bool:
+    """The dataset is always an instance of a known map-style dataset class whose data is not
+    already in memory (unknown datasets, iterable datasets and in-memory data are left alone)."""
+    expr = bound.expr("dataset")
+    if expr is None or index.in_memory(expr):
+        return False
+    nodes = index.value_nodes(expr)
+    return bool(nodes) and all(isinstance(n, cst.Call) and ctx.dataset_kind(n) == MAP for n in nodes)
+
+
+def set_epoch_fix(ctx, index, loader, sampler, loops) -> Optional[FixSpec]:
+    """Insert ``<sampler>.set_epoch(<epoch>)`` as the first statement of the epoch loop (unsafe:
+    the loop variable may not count epochs from where the user expects, e.g. when resuming)."""
+    insertion = set_epoch_insertion(ctx, index, loader, sampler, loops)
+    if insertion is None:
+        return None
+    first, statement, indent = insertion
+    edit = NodeEdit(start=first, end=first, end_at_start=True, content=statement + "\n" + indent)
+    return FixSpec("unsafe", f"Insert `{statement}` at the start of the epoch loop", [edit])
+
+
+def local_callers_pass_no_workers(ctx, cls) -> bool:
+    """A class defined inside a function is constructed only there: none of those calls passes
+    ``num_workers`` (other than 0) or ``**kwargs``."""
+    scope = ctx.enclosing_function(cls)
+    if scope is None:
+        return False
+    for call in ctx.tree.scope_nodes(scope, cst.Call):
+        if not (isinstance(call.func, cst.Name) and call.func.value == cls.name.value):
+            continue
+        for arg in call.args:
+            if arg.star or (arg.keyword is not None and arg.keyword.value == "num_workers" and ctx.literal(arg.value) != 0):
+                return False
+    return True
+
+
+def kwargs_entry(ctx, bound, name) -> Optional[Possible]:
+    """What ``name`` is when the call does not pass it but a ``**`` dict this file builds holds it."""
+    if bound.passed(name) or not bound.has_star_kwargs:
+        return None
+    return expand_kwargs(ctx, bound.call)[0].get(name)
+
+
+def given(ctx, bound, name) -> bool:
+    """Passed and not the literal ``None``, directly or as an entry of a ``**`` dict the file
+    builds (an entry that can be ``None`` does not count)."""
+    if not_none(ctx, bound, name):
+        return True
+    entry = kwargs_entry(ctx, bound, name)
+    return entry is not None and entry.can_be(lambda v: v is None) is None
+
+
+def literal_option(ctx, bound, name):
+    """The literal value of an argument, or of the ``**`` dict entry that holds it when every
+    value seen is the same; UNKNOWN otherwise."""
+    value = ctx.value(bound, name)
+    entry = kwargs_entry(ctx, bound, name) if value is UNKNOWN else None
+    if entry is not None and entry.values and len({repr(v.value) for v in entry.values}) == 1 and entry.complete:
+        return entry.values[0].value
+    return value

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from dslint.edits import remove_args
+import libcst as cst
+
+from dslint.edits import remove_args, replace
 from dslint.report import FixSpec
 from dslint.rules.base import Invalid, Rule, Symptom
-from dslint.rules.loader._common import loader_calls, not_none, over_iterable, truthy
+from dslint.rules.loader._common import always_set, given, literal_option, loader_calls, over_iterable, truthy, where
+from dslint.semantics.loops import loader_loops
+from dslint.semantics.values import possible
 
 
 class SamplerWithShuffle(Rule):
@@ -29,9 +33,25 @@ class SamplerWithShuffle(Rule):
     loader = DataLoader(ds, sampler=DistributedSampler(ds, shuffle=True))
     ```
 
+    When the sampler can be `None` on some path (a conditional expression, a
+    branch that assigns `None`, a parameter or an attribute that nothing
+    shows), torch raises only when the sampler is set; without it the loader
+    shuffles, and the message says so. A sampler that is literally `None`
+    is not flagged.
+
     ## Fix safety
-    The fix removes the `shuffle` argument. It is safe: the sampler alone decides
-    the order whatever `shuffle` says, and the current code cannot run at all.
+    When the sampler is set on every path (each value the code can give it is
+    a constructed object), the fix removes the `shuffle` keyword argument, or
+    passes a positional `shuffle` as `False` (removing it would shift the
+    later positional arguments). It is safe: the sampler alone decides the
+    order whatever `shuffle` says, and the current code cannot run at all.
+
+    When the sampler can be `None`, removing `shuffle` would stop the runs
+    without a sampler from shuffling. The fix passes `shuffle=(sampler is
+    None)` instead, which keeps every path that runs today as it is and
+    turns the failing one into the sampler's order. It is safe when the
+    sampler is a plain name, unsafe for an attribute (read twice), and there
+    is no fix for any other expression or a non-literal `shuffle`.
     """
 
     code = "DSL501"
@@ -62,6 +82,11 @@ class SamplerWithShuffle(Rule):
         """,
     )
     invalid = (
+        """
+        from torch.utils.data import DataLoader, RandomSampler
+        options = {"batch_size": 8, "shuffle": True}
+        loader = DataLoader(ds, sampler=RandomSampler(ds), **options)  # expect: DSL501
+        """,
         Invalid(
             """
             from torch.utils.data import DataLoader
@@ -81,21 +106,67 @@ class SamplerWithShuffle(Rule):
             """,
             expected_replacement="""
             from torch.utils.data.dataloader import DataLoader as DL
-            loader = DL(ds, 8, sampler)  # expect: DSL501
+            loader = DL(ds, 8, sampler is None, sampler)  # expect: DSL501
+            """,
+        ),
+        Invalid(
+            """
+            from torch.utils.data import DataLoader, DistributedSampler
+
+            def make(ds, distributed):
+                sampler = DistributedSampler(ds) if distributed else None
+                return DataLoader(ds, batch_size=8, shuffle=True, sampler=sampler)  # expect: DSL501
+            """,
+            expected_replacement="""
+            from torch.utils.data import DataLoader, DistributedSampler
+
+            def make(ds, distributed):
+                sampler = DistributedSampler(ds) if distributed else None
+                return DataLoader(ds, batch_size=8, shuffle=(sampler is None), sampler=sampler)  # expect: DSL501
+            """,
+        ),
+        Invalid(
+            """
+            from torch.utils.data import DataLoader, RandomSampler
+            loader = DataLoader(ds, 8, True, RandomSampler(ds))  # expect: DSL501
+            """,
+            expected_replacement="""
+            from torch.utils.data import DataLoader, RandomSampler
+            loader = DataLoader(ds, 8, False, RandomSampler(ds))  # expect: DSL501
             """,
         ),
     )
 
     def check(self, ctx):
+        index = loader_loops(ctx)
         for bound in loader_calls(ctx):
-            if not not_none(ctx, bound, "sampler") or not truthy(ctx.value(bound, "shuffle")):
+            if not given(ctx, bound, "sampler") or not truthy(literal_option(ctx, bound, "shuffle")):
                 continue
             if over_iterable(ctx, bound):
                 continue  # DSL504 reports the iterable-dataset form
-            fix = FixSpec("safe", "Remove `shuffle`", remove_args(bound.call, [bound.arg("shuffle")]))
+            shuffle = bound.arg("shuffle")
+            error = "`ValueError: sampler option is mutually exclusive with shuffle`"
+            if shuffle is None:  # both come from a ``**`` dict: no edit to offer here
+                yield self.report(bound.call, f"`sampler` and `shuffle=True` (from `**` options) are mutually exclusive: the DataLoader raises {error}")
+                continue
+            if always_set(index, bound, "sampler"):
+                fix = FixSpec("safe", "Remove `shuffle`", remove_args(bound.call, [shuffle]))
+                if shuffle.keyword is None:  # positional: keep the later arguments where they are
+                    fix = FixSpec("safe", "Pass `shuffle` as `False`", [replace(shuffle.value, "False")])
+                yield self.report(bound.call, f"`sampler` and `shuffle=True` are mutually exclusive: the DataLoader raises {error}", fix=fix)
+                continue
+            sampler = bound.expr("sampler")
+            none = possible(ctx, sampler).can_be(lambda v: v is None)
+            when = f" (it is None {where(ctx, sampler, none)})" if none is not None else ""
+            fix = None
+            if ctx.literal(shuffle.value) is True and isinstance(sampler, (cst.Name, cst.Attribute)):
+                text = f"{ctx.code(sampler).strip()} is None"
+                edit = [replace(shuffle.value, f"({text})" if shuffle.keyword is not None else text)]
+                safety = "safe" if isinstance(sampler, cst.Name) else "unsafe"
+                fix = FixSpec(safety, f"Shuffle only without a sampler: `shuffle={text}`", edit)
             yield self.report(
                 bound.call,
-                "`sampler` and `shuffle=True` are mutually exclusive: the DataLoader raises "
-                "`ValueError: sampler option is mutually exclusive with shuffle`",
+                f"`sampler` and `shuffle=True` are mutually exclusive: the DataLoader raises {error} whenever "
+                f"`sampler` is not None{when}; without a sampler the loader shuffles",
                 fix=fix,
             )

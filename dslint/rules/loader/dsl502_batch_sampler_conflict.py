@@ -2,19 +2,32 @@
 
 from __future__ import annotations
 
-from typing import List
-
 from dslint.rules.base import Rule, Symptom
-from dslint.rules.loader._common import is_int, loader_calls, not_none, over_iterable, truthy
+from dslint.rules.loader._common import (
+    always_set, branches_on, given, is_int, kwargs_entry, literal_option, loader_calls, over_iterable, truthy, where,
+)
 from dslint.semantics.calls import UNKNOWN
+from dslint.semantics.loops import loader_loops
+from dslint.semantics.forwarding import switch
+from dslint.semantics.values import possible, possible_arg
 
 
 class BatchSamplerConflict(Rule):
     """
     ## What it does
-    Flags a `DataLoader` given a `batch_sampler` together with `batch_size` other
-    than 1 (`None` included), a truthy `shuffle`, a `sampler`, or a truthy
-    `drop_last`.
+    Flags a `DataLoader` (or a DataLoader subclass's `super().__init__`) given a
+    `batch_sampler` together with `batch_size` other than 1 (`None` included), a
+    truthy `shuffle`, a `sampler`, or a truthy `drop_last`.
+
+    Literal values count as written. When the batch sampler is set on every
+    path (each value the code can give it is a constructed object, never
+    `None` or unknown), an option counts when it *can* conflict: an argparse
+    option whose default is 64 counts as 64, a parameter's default or a value
+    this file's calls pass counts, and a `bool` parameter forwarded unchanged
+    (`drop_last=drop_last` with `drop_last: bool = False`) counts as possibly
+    `True`, since the caller chooses. An option whose values nothing in the
+    file shows stays silent, and so does one the code branches on before the
+    call or inside it (`batch_size if batches is None else 1`).
 
     ## Why is this bad?
     A batch sampler already decides the batches, their size, order and whether
@@ -53,6 +66,19 @@ class BatchSamplerConflict(Rule):
         from torch.utils.data import DataLoader
         loader = DataLoader(ds, batch_sampler=bs, **cfg)
         """,
+        """
+        from torch.utils.data import BatchSampler, DataLoader, RandomSampler
+
+        def make(ds, batch_size=32, drop_last=False, bucketed=False):
+            batches = BatchSampler(RandomSampler(ds), batch_size, drop_last) if bucketed else None
+            return DataLoader(  # the batch sampler can be None: then the options are the loader's
+                ds, batch_sampler=batches, batch_size=batch_size if batches is None else 1, drop_last=drop_last
+            )
+
+        class Loader(DataLoader):  # forwards both: passing both is the caller's choice
+            def __init__(self, dataset, sampler=None, batch_sampler=None):
+                super().__init__(dataset, sampler=sampler, batch_sampler=batch_sampler)
+        """,
     )
     invalid = (
         """
@@ -67,29 +93,79 @@ class BatchSamplerConflict(Rule):
         from torch.utils.data import DataLoader
         loader = DataLoader(ds, batch_sampler=bs, drop_last=True)  # expect: DSL502
         """,
+        """
+        from torch.utils.data import DataLoader
+        options = dict(batch_size=32, drop_last=True, batch_sampler=buckets)
+        loader = DataLoader(ds, **options)  # expect: DSL502
+        """,
+        """
+        import argparse
+        from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--batch-size", type=int, default=64)
+        args = parser.parse_args()
+        batches = BatchSampler(SequentialSampler(ds), args.batch_size, drop_last=False)
+        loader = DataLoader(ds, batch_sampler=batches, batch_size=args.batch_size)  # expect: DSL502
+        """,
+        """
+        import torch.utils.data as tud
+
+        class PoissonLoader(tud.DataLoader):
+            def __init__(self, dataset, rate: float, drop_last: bool = False, distributed: bool = False):
+                if distributed:
+                    batches = ShardedPoisson(len(dataset), rate)
+                else:
+                    batches = Poisson(len(dataset), rate)
+                super().__init__(dataset, batch_sampler=batches, drop_last=drop_last)  # expect: DSL502
+        """,
     )
 
     def check(self, ctx):
+        index = loader_loops(ctx)
         for bound in loader_calls(ctx):
-            if not not_none(ctx, bound, "batch_sampler") or over_iterable(ctx, bound):
+            if not given(ctx, bound, "batch_sampler") or over_iterable(ctx, bound):
                 continue
-            conflicts: List[str] = []
-            if bound.passed("batch_size"):
-                size = ctx.value(bound, "batch_size")
-                if size is not UNKNOWN and not (is_int(size) and size == 1):
-                    conflicts.append(f"batch_size={size!r}")
-            shuffle = ctx.value(bound, "shuffle")
-            if truthy(shuffle):
-                conflicts.append(f"shuffle={shuffle!r}")
-            if not_none(ctx, bound, "sampler"):
-                conflicts.append("sampler")
-            drop_last = ctx.value(bound, "drop_last")
-            if truthy(drop_last):
-                conflicts.append(f"drop_last={drop_last!r}")
+            conflicts = list(self._literal_conflicts(ctx, bound))
+            if not conflicts and always_set(index, bound, "batch_sampler"):
+                conflicts = list(self._possible_conflicts(ctx, index, bound))
             if conflicts:
                 yield self.report(
                     bound.call,
-                    f"`batch_sampler` cannot be combined with {', '.join(f'`{c}`' for c in conflicts)}: the "
-                    "DataLoader raises `ValueError: batch_sampler option is mutually exclusive with "
-                    "batch_size, shuffle, sampler, and drop_last`",
+                    f"`batch_sampler` cannot be combined with {', '.join(conflicts)}: the "
+                    f"DataLoader {'raises' if all('can be' not in c for c in conflicts) else 'then raises'} "
+                    "`ValueError: batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, "
+                    "and drop_last`",
                 )
+
+    @staticmethod
+    def _literal_conflicts(ctx, bound):
+        if bound.passed("batch_size") or kwargs_entry(ctx, bound, "batch_size") is not None:
+            size = literal_option(ctx, bound, "batch_size")
+            if size is not UNKNOWN and not (is_int(size) and size == 1):
+                yield f"`batch_size={size!r}`"
+        shuffle = literal_option(ctx, bound, "shuffle")
+        if truthy(shuffle):
+            yield f"`shuffle={shuffle!r}`"
+        if given(ctx, bound, "sampler") and possible(ctx, bound.expr("sampler")).can_be(lambda v: v is None) is None:
+            yield "`sampler`"  # a sampler that can be None (a parameter defaulting to None) is the caller's choice
+        drop_last = literal_option(ctx, bound, "drop_last")
+        if truthy(drop_last):
+            yield f"`drop_last={drop_last!r}`"
+
+    @staticmethod
+    def _possible_conflicts(ctx, index, bound):
+        """With the batch sampler set on every path: options that can conflict on some path
+        (values.py, and a ``bool`` parameter forwarded unchanged), unless the code branches on them first."""
+        checks = (
+            ("batch_size", lambda v: v is None or not (is_int(v) and v == 1)),
+            ("shuffle", lambda v: v is not None and bool(v)),
+            ("drop_last", lambda v: bool(v)),
+        )
+        for name, conflicts in checks:
+            expr = bound.expr(name)
+            found = possible_arg(ctx, bound, name) | switch(ctx, expr)
+            value = found.can_be(conflicts)
+            if value is None or (expr is not None and branches_on(ctx, index, bound.call, expr)):
+                continue
+            yield f"`{name}`, which can be `{value.value!r}` {where(ctx, expr, value)}"

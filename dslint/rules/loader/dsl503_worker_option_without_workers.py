@@ -2,21 +2,35 @@
 
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import Iterator, Optional, Tuple
 
 from dslint.edits import remove_args
 from dslint.report import FixSpec
 from dslint.rules.base import Invalid, Rule, Symptom
-from dslint.rules.loader._common import loader_calls, not_none, truthy
+from dslint.rules.loader._common import loader_calls, must_be, truthy, zero_workers
 from dslint.semantics.calls import UNKNOWN
+from dslint.semantics.loops import loader_loops
 
 
 class WorkerOptionWithoutWorkers(Rule):
     """
     ## What it does
     Flags `prefetch_factor`, `persistent_workers=True`, `timeout > 0` or
-    `multiprocessing_context` on a `DataLoader` whose `num_workers` is absent or
-    a literal `0`.
+    `multiprocessing_context` on a `DataLoader` (or a DataLoader subclass's
+    `super().__init__`) whose `num_workers` is absent, a literal `0`, or can
+    be 0 while the option is set on every path.
+
+    "Can be 0" follows the value where the code passes it (argparse, a
+    parameter's default and this file's calls, a config class default, a
+    `**kwargs` dict the file builds, the branches that assign it): an
+    argparse option whose default is 0 counts as 0, and so does a value the
+    code itself tests against 0 in another function (`if num_workers > 0:`
+    in `__init__`: the author expects 0). The option must then be set on
+    every path seen (`persistent_workers=True` hard-coded, not
+    `persistent_workers=workers > 0` or a value that can be `None`). A
+    `num_workers` that nothing in the file shows (a config read, an unknown
+    parameter) stays silent, and so does a loader whose own function branches
+    on the worker count before building it (`if workers > 0:`).
 
     ## Why is this bad?
     These options only mean something for worker processes, and torch rejects
@@ -46,9 +60,11 @@ class WorkerOptionWithoutWorkers(Rule):
     ```
 
     ## Fix safety
-    The fix removes the worker-only options, which makes the loader run, in the
-    main process. It is unsafe: the author may have meant to add workers instead
-    (`num_workers=4`), which the fix cannot know.
+    When `num_workers` is certainly 0, the fix removes the worker-only options,
+    which makes the loader run, in the main process. It is unsafe: the author
+    may have meant to add workers instead (`num_workers=4`), which the fix
+    cannot know. When 0 is only one of the possible values there is no fix:
+    removing the option would change the runs that have workers.
     """
 
     code = "DSL503"
@@ -73,6 +89,18 @@ class WorkerOptionWithoutWorkers(Rule):
         """
         from torch.utils.data import DataLoader
         loader = DataLoader(ds, persistent_workers=True, **loader_kwargs)
+        """,
+        """
+        import argparse
+        from torch.utils.data import DataLoader
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--workers", type=int, default=0)
+        args = parser.parse_args()
+        if args.workers > 0:  # the loader's code handles 0 itself
+            loader = DataLoader(ds, num_workers=args.workers, persistent_workers=True)
+        fast = DataLoader(ds, num_workers=args.workers, persistent_workers=args.workers > 0)
+        prefetched = DataLoader(ds, num_workers=args.workers, prefetch_factor=4 if args.workers else None)
         """,
     )
     invalid = (
@@ -108,34 +136,86 @@ class WorkerOptionWithoutWorkers(Rule):
             loader = DataLoader(ds)  # expect: DSL503
             """,
         ),
+        """
+        import argparse
+        from torch.utils.data import DataLoader
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--workers", type=int, default=0)
+        args = parser.parse_args()
+        loader = DataLoader(ds, num_workers=args.workers, persistent_workers=True)  # expect: DSL503
+        """,
+        """
+        import sys
+        from torch.utils.data import DataLoader
+
+        def build(ds):
+            if sys.platform == "linux":
+                workers = 8
+            else:
+                workers = 0
+            return DataLoader(ds, num_workers=workers, prefetch_factor=4)  # expect: DSL503
+        """,
+        """
+        from torch.utils.data import DataLoader
+
+        class Data:
+            def __init__(self, workers: int = 8):
+                self.workers = workers
+                self.context = "spawn" if workers > 0 else None
+
+            def train_loader(self):
+                options = dict(batch_size=32, persistent_workers=True)
+                return DataLoader(self.train_set, num_workers=self.workers, **options)  # expect: DSL503
+        """,
     )
 
     def check(self, ctx):
+        index = loader_loops(ctx)
         for bound in loader_calls(ctx):
-            workers = ctx.value(bound, "num_workers")
-            if workers is UNKNOWN or workers is None or workers != 0:
+            zero = zero_workers(ctx, index, bound)
+            if zero is None:
                 continue
-            problems: List[Tuple[str, str, str]] = []
-            if not_none(ctx, bound, "prefetch_factor"):
-                problems.append(("prefetch_factor", "prefetch_factor", "`ValueError: prefetch_factor option could only be specified in multiprocessing`"))
-            if truthy(ctx.value(bound, "persistent_workers")):
-                problems.append(("persistent_workers=True", "persistent_workers", "`ValueError: persistent_workers option needs num_workers > 0`"))
-            if not_none(ctx, bound, "multiprocessing_context"):
-                problems.append(("multiprocessing_context", "multiprocessing_context", "`ValueError: multiprocessing_context can only be used with multi-process loading`"))
-            timeout = ctx.value(bound, "timeout")
-            if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0:
-                problems.append((f"timeout={timeout!r}", "timeout", "`AssertionError: _SingleProcessDataLoaderIter requires timeout == 0` at the first `iter()`"))
-            if problems:
-                doomed = [bound.arg(p[1]) for p in problems]
+            certain = zero == "is 0"
+            problems = [p for p in self._options(ctx, bound, certain) if p is not None]
+            if not problems:
+                continue
+            fix = None
+            if certain and all(bound.arg(p[1]) is not None for p in problems):
                 fix = FixSpec(
                     "unsafe",
                     f"Remove {', '.join(f'`{p[1]}`' for p in problems)}",
-                    remove_args(bound.call, doomed),
+                    remove_args(bound.call, [bound.arg(p[1]) for p in problems]),
                 )
-                names = " and ".join(f"`{p[0]}`" for p in problems)
-                yield self.report(
-                    bound.call,
-                    f"{names} need{'s' if len(problems) == 1 else ''} worker processes but `num_workers` is 0: "
-                    f"the DataLoader raises {problems[0][2]}",
-                    fix=fix,
-                )
+            names = " and ".join(f"`{p[0]}`" for p in problems)
+            verb = "raises" if certain else "then raises"
+            yield self.report(
+                bound.call,
+                f"{names} need{'s' if len(problems) == 1 else ''} worker processes but `num_workers` {zero}: "
+                f"the DataLoader {verb} {problems[0][2]}",
+                fix=fix,
+            )
+
+    @staticmethod
+    def _options(ctx, bound, certain: bool) -> Iterator[Optional[Tuple[str, str, str]]]:
+        """(shown, argument, error) for each worker-only option that is set. With ``num_workers``
+        certainly 0, an option passed with a value that is not known to be unset counts (as
+        before); when 0 is only possible, every value seen must set it."""
+
+        def given(name, is_set):
+            if certain and bound.passed(name):
+                value = ctx.value(bound, name)
+                return value is UNKNOWN or is_set(value)
+            return must_be(ctx, bound, name, is_set) is not None
+
+        if given("prefetch_factor", lambda v: v is not None):
+            yield "prefetch_factor", "prefetch_factor", "`ValueError: prefetch_factor option could only be specified in multiprocessing`"
+        persistent = must_be(ctx, bound, "persistent_workers", lambda v: v is True) if not certain else None
+        if truthy(ctx.value(bound, "persistent_workers")) or persistent is not None:
+            yield "persistent_workers=True", "persistent_workers", "`ValueError: persistent_workers option needs num_workers > 0`"
+        if given("multiprocessing_context", lambda v: v is not None):
+            yield "multiprocessing_context", "multiprocessing_context", "`ValueError: multiprocessing_context can only be used with multi-process loading`"
+        timeout = must_be(ctx, bound, "timeout", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0)
+        if timeout is not None:
+            shown = f"timeout={timeout.values[0].value!r}" if len({v.value for v in timeout.values}) == 1 else "timeout"
+            yield shown, "timeout", "`AssertionError: _SingleProcessDataLoaderIter requires timeout == 0` at the first `iter()`"

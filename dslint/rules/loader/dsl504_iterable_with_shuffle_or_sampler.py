@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 from dslint.rules.base import Rule, Symptom
-from dslint.rules.loader._common import loader_calls, not_none, over_iterable
+from dslint.rules.loader._common import iterable_dataset, loader_calls, not_none, where
 from dslint.semantics.calls import UNKNOWN
+from dslint.semantics.values import possible
 
 
 class IterableWithShuffleOrSampler(Rule):
     """
     ## What it does
     Flags a `DataLoader` over an `IterableDataset` (a project class deriving from
-    it, however imported) given `shuffle` (anything but `False`/`None`), a
+    it, however imported, or a library's iterable dataset: a Hugging Face
+    `datasets.IterableDataset` from `load_dataset(..., streaming=True)` or
+    `.to_iterable_dataset()`, a webdataset `WebDataset` pipeline, a torchdata
+    `IterDataPipe`) given `shuffle` (anything but `False`/`None`), a
     `sampler` or a `batch_sampler`.
+
+    The dataset is the value that reaches the call (an assignment in another
+    branch does not count), and it must be iterable on every path. A
+    `shuffle` that *can* be true counts: a conditional expression or an
+    assignment that gives `True` on some path (the message names the
+    condition); an unknown `shuffle` stays silent.
 
     ## Why is this bad?
     An iterable dataset decides its own order; there are no indices to sample.
@@ -61,6 +71,24 @@ class IterableWithShuffleOrSampler(Rule):
             loader = DataLoader(NotIterable(), shuffle=True)
             """,
         },
+        """
+        from datasets import load_dataset
+        from torch.utils.data import DataLoader, IterableDataset
+
+        class Stream(IterableDataset):
+            def __iter__(self):
+                yield from range(3)
+
+        def make(streaming, table):
+            if streaming:
+                data = Stream()
+                loader = DataLoader(data, shuffle=False)
+            else:
+                data = table  # the map-style table reaches this loader, the stream does not
+                loader = DataLoader(data, shuffle=True)
+            pages = DataLoader(load_dataset("text", split="train"), shuffle=True)  # not streaming: map-style
+            return loader, pages
+        """,
     )
     invalid = (
         """
@@ -94,23 +122,66 @@ class IterableWithShuffleOrSampler(Rule):
             loader = DataLoader(Shards(), sampler=sampler)  # expect: DSL504
             """,
         },
+        """
+        from torch.utils.data import DataLoader, IterableDataset
+
+        class Pairs(IterableDataset):
+            def __iter__(self):
+                yield from range(3)
+
+        def make(strategy, table):
+            if strategy == "fixed":
+                data = table
+                loader = DataLoader(data, batch_size=8)
+            else:
+                data = Pairs()
+                shuffle = True if strategy == "unique" else False
+                loader = DataLoader(data, batch_size=8, shuffle=shuffle)  # expect: DSL504
+            return loader
+        """,
+        """
+        import webdataset as wds
+        from datasets import load_dataset
+        from torch.utils.data import DataLoader
+
+        shards = wds.WebDataset(urls).shuffle(1000).decode("pil")
+        a = DataLoader(shards, batch_size=16, shuffle=True)  # expect: DSL504
+        stream = load_dataset("c4", "en", split="train", streaming=True)
+        b = DataLoader(stream.map(tokenize), sampler=sampler)  # expect: DSL504
+        """,
     )
 
     def check(self, ctx):
         for bound in loader_calls(ctx):
-            if not over_iterable(ctx, bound):
+            dataset = iterable_dataset(ctx, bound)
+            if dataset is None:
                 continue
-            shuffle = ctx.value(bound, "shuffle")
-            if bound.passed("shuffle") and shuffle is not UNKNOWN and shuffle not in (False, None):
-                option = f"shuffle option, but got shuffle={shuffle}"
-            elif not_none(ctx, bound, "sampler"):
-                option = "sampler option"
-            elif not_none(ctx, bound, "batch_sampler"):
-                option = "batch_sampler option"
-            else:
+            option = self._option(ctx, bound)
+            if option is None:
                 continue
+            text, when = option
+            what = "an IterableDataset" if dataset == "an IterableDataset" else f"the dataset, {dataset} (an IterableDataset),"
             yield self.report(
                 bound.call,
-                f"an IterableDataset has no indices to shuffle or sample: the DataLoader raises "
-                f"`ValueError: DataLoader with IterableDataset: expected unspecified {option}`",
+                f"{what} has no indices to shuffle or sample: the DataLoader raises "
+                f"`ValueError: DataLoader with IterableDataset: expected unspecified {text}`"
+                + (f" {when}" if when else ""),
             )
+
+    @staticmethod
+    def _option(ctx, bound):
+        """(what torch names, when) for the first option set: a literal, or a value that can be
+        set on some path (values.py); ``when`` is empty for a literal."""
+        shuffle = ctx.value(bound, "shuffle")
+        if bound.passed("shuffle") and shuffle is not UNKNOWN and shuffle not in (False, None):
+            return f"shuffle option, but got shuffle={shuffle}", ""
+        if bound.passed("shuffle") and shuffle is UNKNOWN:
+            expr = bound.expr("shuffle")
+            value = possible(ctx, expr).can_be(lambda v: v not in (False, None))
+            if value is not None:
+                return f"shuffle option, but got shuffle={value.value}", where(ctx, expr, value)
+        if not_none(ctx, bound, "sampler"):
+            return "sampler option", ""
+        if not_none(ctx, bound, "batch_sampler"):
+            return "batch_sampler option", ""
+        return None

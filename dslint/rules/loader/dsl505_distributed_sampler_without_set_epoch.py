@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from dslint.report import FixSpec, NodeEdit
 from dslint.rules.base import ERROR, Invalid, Rule, Symptom
-from dslint.semantics.epochs import samplers_never_given_the_epoch, set_epoch_insertion
+from dslint.rules.loader._common import set_epoch_fix
+from dslint.semantics.epochs import samplers_never_given_the_epoch
 from dslint.semantics.loops import loader_loops
+
+_MESSAGE = (
+    "this `DistributedSampler` is never given the epoch (no `set_epoch` call): it shuffles with "
+    "`seed + epoch` and the epoch stays 0, so every epoch visits the samples in the identical order"
+)
 
 
 class DistributedSamplerWithoutSetEpoch(Rule):
@@ -16,8 +21,8 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     the helper that holds the batch loop), when nothing in the module calls
     `set_epoch` on the sampler or on `loader.sampler`.
 
-    Not flagged: `DistributedSampler(..., shuffle=False)`, a sampler or loader
-    made anew on every iteration of the outer loop (each is iterated once), evaluation loops
+    Not flagged: `DistributedSampler(..., shuffle=False)`, a sampler or loader made anew
+    on every iteration of the outer loop (each is iterated once), evaluation loops
     (under `torch.no_grad()`/`torch.inference_mode()`), loaders built in a
     Lightning `*_dataloader` hook or wrapped by a framework (Lightning and
     Accelerate call `set_epoch` themselves), and loaders or samplers handed to a
@@ -26,9 +31,8 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     ## Why is this bad?
     `DistributedSampler` shuffles with the seed `seed + epoch`, and its epoch
     only changes when `set_epoch` is called. Without it the epoch stays 0, so
-    every epoch visits the samples in the identical order on every rank
-    (measured: `[12, 9, 11, 13, 2, 15, 4, 7]` in all three epochs). Nothing fails;
-    the model just sees a fixed order.
+    every epoch visits the samples in the identical order on every rank (measured:
+    `[12, 9, 11, 13, 2, 15, 4, 7]` in all three epochs). Nothing fails; the model sees a fixed order.
 
     ## Example
     ```python
@@ -53,10 +57,9 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     When the epoch loop is `for <name> in range(...)` and the sampler (or the
     loader) has one unambiguous name there, the fix inserts
     `<sampler>.set_epoch(<name>)` as the first statement of the epoch loop. It
-    is unsafe: it changes the order in which samples are visited (which is the
-    point), and the loop variable may not count epochs from the value the user
-    expects (for example when resuming, where the epoch should come from the
-    checkpoint).
+    is unsafe: it changes the order in which samples are visited (the point),
+    and the loop variable may not count epochs from the value the user expects
+    (when resuming, the epoch should come from the checkpoint).
 
     ## References
     - [`DistributedSampler`](https://pytorch.org/docs/stable/data.html#torch.utils.data.distributed.DistributedSampler):
@@ -251,6 +254,15 @@ class DistributedSamplerWithoutSetEpoch(Rule):
                 for batch in loader:
                     step += 1
         """,
+        """
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        sampler = DistributedSampler(ds) if distributed else None  # expect: DSL505
+        loader = DataLoader(ds, shuffle=True, sampler=sampler)  # DSL501 reports the shuffle
+        for epoch in range(3):
+            for batch in loader:
+                step(batch)
+        """,
         Invalid(
             """
             from torch.utils.data import DataLoader, DistributedSampler
@@ -285,14 +297,4 @@ class DistributedSamplerWithoutSetEpoch(Rule):
         reported = set()
         for loader, sampler, loops in samplers_never_given_the_epoch(ctx, index, reported):
             reported.add(id(sampler))
-            insertion, fix = set_epoch_insertion(ctx, index, loader, sampler, loops), None
-            if insertion is not None:
-                first, statement, indent = insertion
-                edit = NodeEdit(start=first, end=first, end_at_start=True, content=statement + "\n" + indent)
-                fix = FixSpec("unsafe", f"Insert `{statement}` at the start of the epoch loop", [edit])
-            yield self.report(
-                sampler,
-                "this `DistributedSampler` is never given the epoch (no `set_epoch` call): it shuffles with "
-                "`seed + epoch` and the epoch stays 0, so every epoch visits the samples in the identical order",
-                fix=fix,
-            )
+            yield self.report(sampler, _MESSAGE, fix=set_epoch_fix(ctx, index, loader, sampler, loops))

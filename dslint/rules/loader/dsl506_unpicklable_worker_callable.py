@@ -5,13 +5,13 @@ from __future__ import annotations
 import libcst as cst
 
 from dslint.rules.base import ERROR, Rule, Symptom
-from dslint.rules.loader._common import literal_zero, short
-from dslint.semantics.calls import UNKNOWN
+from dslint.rules.loader._common import fork_context, fork_everywhere, literal_zero, local_callers_pass_no_workers
+from dslint.semantics.calls import UNKNOWN, SubclassInit, dataloader_constructions
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.module_calls import positional_args
+from dslint.semantics.forwarding import forwarded_option
 
 _PARTIAL = frozenset({"functools.partial"})
-_SET_START_METHOD = frozenset({"multiprocessing.set_start_method", "torch.multiprocessing.set_start_method"})
 
 
 def _is_local(ctx, node: cst.CSTNode) -> bool:
@@ -28,9 +28,17 @@ class UnpicklableWorkerCallable(Rule):
     function (also through `functools.partial`), or whose `dataset` is an
     instance of a class defined inside a function.
 
+    A `DataLoader` subclass counts too: the `super().__init__(...)` call in its
+    `__init__` is a DataLoader construction. When the subclass forwards
+    `**kwargs` to it, `num_workers` is its callers' choice, and a subclass
+    is used like a DataLoader, so the workers count as possible: the
+    subclass is flagged unless it pins `num_workers` to 0 (or builds the
+    forwarded dict itself without `num_workers`).
+
     Not flagged: module-level functions and classes, `functools.partial` of a
-    module-level function, bound methods, `num_workers` absent or `0`, and an
-    explicit `multiprocessing_context="fork"`.
+    module-level function, bound methods, `num_workers` absent or `0`, a plain
+    `DataLoader(...)` call whose workers come only from an unknown `**kwargs`,
+    and an explicit `multiprocessing_context="fork"`.
 
     ## Why is this bad?
     With the `spawn` or `forkserver` start method, each worker receives the
@@ -118,11 +126,40 @@ class UnpicklableWorkerCallable(Rule):
         def make(ds, collate, **kw):
             return DataLoader(ds, collate_fn=lambda b: collate(b), **kw)  # workers unknown
         """,
+        """
+        from torch.utils.data import DataLoader
+
+        class ListLoader(DataLoader):
+            def __init__(self, dataset, **kwargs):
+                kwargs["num_workers"] = 0  # pinned: the lambda never reaches a worker
+                super().__init__(dataset, collate_fn=lambda items: items, **kwargs)
+
+        class Padded(DataLoader):
+            def __init__(self, dataset, batch_size=1):
+                def pad(batch):
+                    return batch
+                super().__init__(dataset, batch_size, collate_fn=pad)  # no workers: nothing is pickled
+
+        def check_batches(ds):
+            class Listed(DataLoader):  # built only below, never with workers
+                def __init__(self, dataset, **kwargs):
+                    super().__init__(dataset, collate_fn=lambda items: items, **kwargs)
+            return Listed(ds, batch_size=2)
+        """,
     )
     invalid = (
         """
         from torch.utils.data import DataLoader
         loader = DataLoader(ds, batch_size=8, num_workers=2, collate_fn=lambda batch: batch)  # expect: DSL506
+        """,
+        """
+        import torch.utils.data
+
+        class ListLoader(torch.utils.data.DataLoader):
+            def __init__(self, dataset, batch_size=1, **kwargs):
+                super(ListLoader, self).__init__(  # expect: DSL506
+                    dataset, batch_size, collate_fn=lambda items: items, **kwargs
+                )
         """,
         """
         import functools
@@ -157,17 +194,13 @@ class UnpicklableWorkerCallable(Rule):
     )
 
     def check(self, ctx):
-        if self._fork_everywhere(ctx):
+        if fork_everywhere(ctx):
             return
         index = loader_loops(ctx)
-        for loader in index.loaders:
-            bound = loader.bound
-            if not bound.passed("num_workers"):
+        for bound in dataloader_constructions(ctx):
+            if not self._may_have_workers(ctx, bound):
                 continue
-            workers = ctx.value(bound, "num_workers")
-            if workers is not UNKNOWN and (literal_zero(workers) or workers is None or workers is False):
-                continue
-            if self._fork_context(ctx, index, bound):
+            if fork_context(ctx, index, bound):
                 continue
             problems = []
             for param in ("collate_fn", "worker_init_fn"):
@@ -181,34 +214,29 @@ class UnpicklableWorkerCallable(Rule):
                 continue
             what = "; ".join(f"{param} is {problem[0]}" for param, problem in problems)
             error = problems[0][1][1]
+            via = ""
+            if isinstance(bound, SubclassInit) and not bound.passed("num_workers"):
+                via = f" (`{bound.owner.name.value}` passes its callers' `num_workers` on through `**kwargs`)"
             yield self.report(
                 bound.call,
-                f"{what}, which cannot be pickled: with the spawn or forkserver start method (the default on "
+                f"{what}, which cannot be pickled{via}: with the spawn or forkserver start method (the default on "
                 f"macOS and Windows, and on Linux from Python 3.14) starting the workers fails with `{error}`",
             )
 
     @staticmethod
-    def _fork_everywhere(ctx) -> bool:
-        for call in ctx.calls_to(*_SET_START_METHOD):
-            args = positional_args(call)
-            if args and ctx.literal(args[0]) == "fork":
-                return True
-        return False
-
-    @staticmethod
-    def _fork_context(ctx, index, bound) -> bool:
-        expr = bound.expr("multiprocessing_context")
-        if expr is None:
+    def _may_have_workers(ctx, bound) -> bool:
+        """``num_workers`` is passed and not known to be 0; or, in a DataLoader subclass, it may
+        come from the subclass's callers through ``**kwargs`` (a dict this file builds without
+        ``num_workers`` does not count)."""
+        if bound.passed("num_workers"):
+            workers = ctx.value(bound, "num_workers")
+            return workers is UNKNOWN or not (literal_zero(workers) or workers is None or workers is False)
+        if not isinstance(bound, SubclassInit) or not bound.has_star_kwargs:
             return False
-        if ctx.literal(expr) == "fork":
+        workers, open_ = forwarded_option(ctx, bound.call, "num_workers")
+        if workers is not None and (workers.can_be(lambda v: not (v == 0 or v is None)) or not workers.complete):
             return True
-        for value in index.values(expr):
-            node = value.node
-            if isinstance(node, cst.Call) and short(ctx.call_name(node)) == "get_context":
-                args = positional_args(node)
-                if args and ctx.literal(args[0]) == "fork":
-                    return True
-        return False
+        return open_ and not local_callers_pass_no_workers(ctx, bound.owner)
 
     def _unpicklable(self, ctx, index, expr, _depth: int = 0):
         """(description, error) when every value of ``expr`` is an unpicklable callable."""

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from typing import Optional
 
-import libcst as cst
-
 from dslint.rules.base import WARNING, Rule, Symptom
-from dslint.rules.loader._common import literal_zero, short
-from dslint.semantics.batches import training_step
+from dslint.rules.loader._common import (
+    fresh_iterator_advances, literal_zero, loads_samples, rejected_at_construction, short, worker_options_set,
+)
+from dslint.semantics.batches import evaluation_only, evaluation_split, training_step
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.epochs import distributed_shuffles
 from dslint.semantics.loops import DISTRIBUTED_SAMPLER, EVALUATION_HOOKS, RANDOM_SAMPLERS, loader_loops
-from dslint.semantics.project import MAP
 
 
 class SingleProcessLoading(Rule):
@@ -32,17 +31,20 @@ class SingleProcessLoading(Rule):
     Not flagged: evaluation and inference loaders (a `DistributedSampler`
     with `shuffle=False` shards evaluation; a loader built in or returned by
     `val_dataloader`, `test_dataloader` or `predict_dataloader` is one even
-    when it shuffles), a non-literal `num_workers` or
-    `**kwargs`; a dataset that cannot be told statically; data already in
-    memory (a `TensorDataset`, a tensor, a `range` or list, a `Subset` of
-    those, a dataset class of the file whose `__getitem__` only indexes),
-    where indexing is cheaper than sending batches between processes;
-    `IterableDataset`s (adding workers needs sharding first, see DSL303); loaders built inside dataset code (they run in the outer
-    loader's workers); test code (a `tests/` directory, `test_*.py`, a
-    `test_*` function), whose loaders are not training runs; and loaders that
-    already set a worker-only option (DSL503 reports those). A `.backward()`
-    under an `if` (a helper shared by training and validation) does not make
-    a loader a training loader.
+    when it shuffles, so is a loader over a test split, built with
+    `train=False` or `split="test"`/`"val"`, and one this file only evaluates
+    (under `torch.no_grad()`/`inference_mode()` or after `model.eval()`) or
+    peeks at (`next(iter(loader))` outside any loop) and hands to no other
+    module); a non-literal `num_workers` or `**kwargs`; a dataset that cannot
+    be told statically; data already in memory (a `TensorDataset`, a tensor,
+    a `range` or list, a `Subset` of those, a project dataset class, in any
+    file, whose `__getitem__` makes no call at all), where indexing is cheaper
+    than sending batches between processes; `IterableDataset`s (adding workers
+    needs sharding first, see DSL303); loaders built inside dataset code (they
+    run in the outer loader's workers); test code (a `tests/` directory,
+    `test_*.py`, a `test_*` function), whose loaders are not training runs;
+    and loaders that already set a worker-only option (DSL503 reports those).
+    A `.backward()` under an `if` (a helper shared by training and validation) does not count.
 
     ## Why is this bad?
     With no workers the main process reads, decodes, augments and collates
@@ -150,6 +152,40 @@ class SingleProcessLoading(Rule):
                 run_epoch(model, val_loader, optimizer, False)
         """,
         {
+            "memory.py": """
+            from torch.utils.data import Dataset
+
+            class Pairs(Dataset):
+                def __init__(self, rows):
+                    self.rows = rows
+
+                def __getitem__(self, i):
+                    return self.rows[i]
+            """,
+            "train.py": """
+            from torch.utils.data import DataLoader
+            from memory import Pairs
+
+            loader = DataLoader(Pairs(rows), batch_size=32, shuffle=True)  # in memory, in another file
+            """,
+        },
+        """
+        import torch
+        from torch.utils.data import DataLoader
+        from torchvision.datasets import MNIST
+
+        def accuracy(model, loader):
+            model.eval()
+            with torch.no_grad():
+                return sum((model(x).argmax(1) == y).sum() for x, y in loader)
+
+        def main(model):
+            test_loader = DataLoader(MNIST("data", train=False), batch_size=64, shuffle=True)  # a test split
+            held_out = DataLoader(MNIST("data"), batch_size=64, shuffle=True)
+            sample = next(iter(held_out))  # a look at one batch
+            return accuracy(model, held_out)  # only evaluated
+        """,
+        {
             "tests/test_training.py": """
             from torch.utils.data import DataLoader
             from torchvision.datasets import MNIST
@@ -223,9 +259,9 @@ class SingleProcessLoading(Rule):
             bound = loader.bound
             if not literal_zero(ctx.value(bound, "num_workers")):
                 continue
-            if self._worker_options(ctx, bound) or self._rejected(ctx, bound):
+            if worker_options_set(ctx, bound) or rejected_at_construction(ctx, bound):
                 continue
-            if not self._loads_samples(ctx, index, bound):
+            if not loads_samples(ctx, index, bound):
                 continue
             if index.is_test_code(bound.call) or ctx.in_dataset_code(bound.call):
                 continue  # a test's throughput is not a training run; a loader inside a dataset runs in its workers
@@ -240,44 +276,21 @@ class SingleProcessLoading(Rule):
             )
 
     @staticmethod
-    def _rejected(ctx, bound) -> bool:
-        """torch refuses the loader at construction (DSL501/DSL502 report it): no batch is ever loaded."""
-        shuffle = ctx.value(bound, "shuffle")
-        sampler = ctx.value(bound, "sampler")
-        batch_sampler = ctx.value(bound, "batch_sampler")
-        shuffled = shuffle is not UNKNOWN and bool(shuffle)
-        return shuffled and (sampler is UNKNOWN or sampler is not None or batch_sampler is UNKNOWN or batch_sampler is not None)
-
-    @staticmethod
-    def _worker_options(ctx, bound) -> bool:
-        for name in ("prefetch_factor", "multiprocessing_context", "persistent_workers", "timeout"):
-            value = ctx.value(bound, name)
-            if value is UNKNOWN or value:
-                return True
-        return False
-
-    @staticmethod
-    def _loads_samples(ctx, index, bound) -> bool:
-        """The dataset is always an instance of a known map-style dataset class whose data is not
-        already in memory (unknown datasets, iterable datasets and in-memory data are left alone)."""
-        expr = bound.expr("dataset")
-        if expr is None or index.in_memory(expr):
-            return False
-        nodes = index.value_nodes(expr)
-        return bool(nodes) and all(isinstance(n, cst.Call) and ctx.dataset_kind(n) == MAP for n in nodes)
-
-    @staticmethod
     def _training(ctx, index, loader, hooks, evaluation) -> Optional[str]:
         in_eval_hook = loader.function is not None and loader.function.name.value in EVALUATION_HOOKS
         if loader not in hooks and (in_eval_hook or loader in evaluation):
             return None  # a validation, test or predict loader, even when it shuffles
         shuffle = ctx.value(loader.bound, "shuffle")
-        if shuffle is not UNKNOWN and shuffle:
-            return "`shuffle=True`"
+        shuffled = "`shuffle=True`" if shuffle is not UNKNOWN and shuffle else None
         for call in index.sampler_calls(loader, RANDOM_SAMPLERS):
-            if ctx.call_name(call) == DISTRIBUTED_SAMPLER and not distributed_shuffles(ctx, call):
+            if shuffled or (ctx.call_name(call) == DISTRIBUTED_SAMPLER and not distributed_shuffles(ctx, call)):
                 continue  # an evaluation shard
-            return f"sampled by `{short(ctx.call_name(call))}`"
+            shuffled = f"sampled by `{short(ctx.call_name(call))}`"
+        if shuffled and (loader in hooks or not (
+            evaluation_split(ctx, index, loader.bound.expr("dataset"))  # a test split
+            or evaluation_only(ctx, index, loader, list(fresh_iterator_advances(ctx)))  # only evaluated or peeked at
+        )):
+            return shuffled
         if loader in hooks or (loader.function is not None and loader.function.name.value == "train_dataloader"):
             return "returned by `train_dataloader`"
         for loop in index.loops_of(loader):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Tuple
 
 import libcst as cst
 
@@ -128,14 +128,20 @@ class UnpinnedCudaTransfer(Rule):
             if transfer is None:
                 continue
             reported.add(id(loader.call))
+            text, asynchronous = transfer
+            consequence = (
+                "so `non_blocking=True` does nothing: the copy cannot overlap with compute, and it is slower "
+                "than from pinned memory"
+                if asynchronous
+                else "so the copy is synchronous and slower than from pinned memory"
+            )
             yield self.report(
                 loader.call,
-                f"batches of this DataLoader are copied to the GPU (`{transfer}`) but `pin_memory` is off: the "
-                "copy comes from pageable host memory, so it cannot be asynchronous (`non_blocking=True` does "
-                "nothing) and is slower than from pinned memory",
+                f"batches of this DataLoader are copied to the GPU (`{text}`) but `pin_memory` is off: the "
+                f"copy comes from pageable host memory, {consequence}",
             )
 
-    def _transfer(self, ctx, index, loop) -> Optional[str]:
+    def _transfer(self, ctx, index, loop) -> Optional[Tuple[str, bool]]:
         """The first `.cuda()`/`.to(cuda)` of (a view of) the loader's batch in the loop body.
 
         The body is followed in execution order. A name holds the batch after
@@ -194,4 +200,18 @@ class _BatchTransfers(BatchViews):
             return
         if func.attr.value == "cuda" or self.rule._to_cuda(self.ctx, self.index, call):
             found = self.ctx.code(call).strip()
-            self.found = found if len(found) <= 60 else f".{func.attr.value}(...)"
+            self.found = (found if len(found) <= 60 else f".{func.attr.value}(...)", _non_blocking(self.ctx, call))
+
+
+def _non_blocking(ctx, call) -> bool:
+    """The copy asks to be asynchronous: ``non_blocking=True`` (``.cuda(non_blocking=True)``,
+    ``.to(device, non_blocking=True)``; also ``.cuda(device, True)``)."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value in ("non_blocking", "async"):
+            value = ctx.literal(arg.value)
+            return value is UNKNOWN or bool(value)
+    args = positional_args(call)
+    if isinstance(call.func, cst.Attribute) and call.func.attr.value == "cuda" and len(args) >= 2:
+        value = ctx.literal(args[1])
+        return value is UNKNOWN or bool(value)
+    return False

@@ -69,7 +69,6 @@ class InvalidLoaderLiteral(Rule):
     name = "invalid-loader-literal"
     symptom = Symptom("exception", "the exact ValueError/TypeError/AssertionError, some at first iter()")
     summary = "A literal DataLoader or sampler argument that torch rejects"
-    fix_availability = "sometimes"  # by hand: every invalid case gets a fix, so the derived value would be "always"
     help = "Use a value torch accepts (see the table in `dslint rule DSL509`)"
 
     valid = (
@@ -142,6 +141,11 @@ class InvalidLoaderLiteral(Rule):
             c = tud.ConcatDataset([])  # expect: DSL509
             """,
         ),
+        """
+        from torch.utils.data import ConcatDataset, DataLoader
+        parts = ConcatDataset([])  # expect: DSL509
+        loader = DataLoader(parts, batch_size=-4)  # expect: DSL509
+        """,
     )
 
     def check(self, ctx):

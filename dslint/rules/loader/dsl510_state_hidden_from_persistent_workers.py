@@ -7,7 +7,8 @@ import libcst as cst
 from dslint.rules.base import ERROR, Rule, Symptom
 from dslint.rules.loader._common import literal_zero
 from dslint.semantics.calls import UNKNOWN
-from dslint.semantics.epochs import epoch_blocks
+from dslint.semantics.bindings import local_class_path
+from dslint.semantics.epochs import epoch_blocks, per_sample_state_set_by
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.scopes import is_none
 
@@ -15,11 +16,16 @@ from dslint.semantics.scopes import is_none
 class StateHiddenFromPersistentWorkers(Rule):
     """
     ## What it does
-    Flags `dataset.set_epoch(...)` and `dataset.<attr> = ...` inside the epoch
-    loop (or a helper it calls) when the dataset belongs to a `DataLoader`
-    created once, before that loop, with a literal `persistent_workers=True`.
-    The dataset is the object passed as `dataset` (followed through names,
-    `self` attributes and helper parameters) or `loader.dataset`.
+    Flags `dataset.set_epoch(...)`, `dataset.<attr> = ...` and
+    `dataset.<method>(...)` inside the epoch loop (or a helper it calls) when
+    the dataset belongs to a `DataLoader` created once, before that loop, with
+    a literal `persistent_workers=True`. The dataset is the object passed as
+    `dataset` (followed through names, `self` attributes and helper
+    parameters) or `loader.dataset`. A method counts when its class is
+    defined in this file and the method (or a method it calls on `self`)
+    assigns a `self` attribute that `__getitem__`/`__iter__` (or what they
+    call) reads, outside a lazy `if self.x is None:`; a method of a class
+    defined elsewhere is not followed.
 
     Not flagged: loaders without `persistent_workers=True` (each epoch starts
     new workers from the current dataset), loaders created inside the epoch
@@ -101,6 +107,29 @@ class StateHiddenFromPersistentWorkers(Rule):
                 step(batch)
         """,
         """
+        from torch.utils.data import DataLoader, Dataset
+
+        class Table(Dataset):
+            def __init__(self, rows):
+                self.rows, self._index = rows, None
+
+            def summary(self):
+                if self._index is None:  # a cache of the main process, not per-sample state
+                    self._index = build(self.rows)
+                self.queried = True
+                return self._index
+
+            def __getitem__(self, i):
+                return self.rows[i]
+
+        data = Table(rows)
+        loader = DataLoader(data, num_workers=2, persistent_workers=True)
+        for epoch in range(3):
+            print(data.summary())
+            for batch in loader:
+                step(batch)
+        """,
+        """
         from torch.utils.data import DataLoader
 
         def run_epoch(loader, dataset, epoch):
@@ -123,6 +152,27 @@ class StateHiddenFromPersistentWorkers(Rule):
             ds.set_epoch(epoch)  # expect: DSL510
             for batch in loader:
                 step(batch)
+        """,
+        """
+        from torch.utils.data import DataLoader, Dataset
+
+        class Curriculum(Dataset):
+            def __init__(self, items):
+                self.items, self.level = items, 0
+
+            def harder(self):
+                self.level += 1
+
+            def __getitem__(self, i):
+                return self.items[i][: self.level + 1]
+
+        def main(items):
+            data = Curriculum(items)
+            loader = DataLoader(data, num_workers=2, persistent_workers=True)
+            for epoch in range(5):
+                for batch in loader:
+                    step(batch)
+                data.harder()  # expect: DSL510
         """,
         """
         import torch.utils.data as tud
@@ -165,6 +215,11 @@ class StateHiddenFromPersistentWorkers(Rule):
                     report_node, receiver, what = found
                     if not self._is_dataset(index, loader, dataset, receiver, stack):
                         continue
+                    if what.endswith("()`"):
+                        changed = self._method_changes(ctx, dataset, report_node.func.attr.value)
+                        if not changed:
+                            continue
+                        what = f"{what} (it sets {', '.join(f'`self.{a}`' for a in changed)}, read per sample)"
                     reported.add(id(report_node))
                     yield self.report(
                         report_node,
@@ -174,10 +229,22 @@ class StateHiddenFromPersistentWorkers(Rule):
                     )
 
     @staticmethod
+    def _method_changes(ctx, dataset, method):
+        """The per-sample state a method of the dataset's class (a class of this file) sets."""
+        node = dataset[0] if dataset else None
+        if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Name):
+            return []
+        cls = local_class_path(ctx.tree, node.func.value)
+        return per_sample_state_set_by(ctx, cls, method) if cls is not None else []
+
+    @staticmethod
     def _change(node):
-        """(node to report, receiver, description) for ``X.set_epoch(...)`` or ``X.attr = ...``."""
+        """(node to report, receiver, description) for ``X.set_epoch(...)``, ``X.attr = ...`` or
+        ``X.method(...)`` (a method whose changes are checked by the caller)."""
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "set_epoch":
             return node, node.func.value, "`set_epoch`"
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and not node.func.attr.value.startswith("__"):
+            return node, node.func.value, f"`{node.func.attr.value}()`"
         targets = []
         if isinstance(node, cst.Assign):
             targets = [t.target for t in node.targets]

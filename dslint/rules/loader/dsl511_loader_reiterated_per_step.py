@@ -7,9 +7,11 @@ from typing import Optional
 import libcst as cst
 
 from dslint.rules.base import ERROR, Rule, Symptom
-from dslint.rules.loader._common import is_int
+from dslint.rules.loader._common import fresh_iterator_advances, is_int
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.module_calls import positional_args
+from dslint.semantics.names import dotted_parts
+from dslint.semantics.walk import iter_subtree
 from dslint.semantics.project import ITERABLE
 
 
@@ -22,9 +24,22 @@ class LoaderReiteratedPerStep(Rule):
     workers (a literal `num_workers > 0`) or a fixed order (no shuffle, no
     sampler).
 
-    Not flagged: a single-process, shuffled loader (each call draws a random
-    batch, and there are no workers to restart), a loader built anew in the
-    same loop, calls under a condition (`if step % 100 == 0:`).
+    Also flagged, whatever the loader (even one that nothing in the file
+    shows, such as a parameter): a loop whose trip count comes from the
+    loader's length (`for _ in range(len(loader))`, `range(n)` with `n`
+    assigned from `len(loader) * ratio`, `while i < len(loader.dataset)`).
+    The code means to walk the loader once, and a new iterator per step
+    never does.
+
+    The shapes that take the first item of a new iterator are
+    `next(iter(loader))`, `iter(loader).next()` (the old iterator API),
+    `iter(loader).__next__()` and `next(loader.__iter__())`; `for` and
+    `while` loops both count.
+
+    Not flagged: a single-process, shuffled loader in a loop not sized by
+    the loader (each call draws a random batch, and there are no workers to
+    restart), a loader built anew in the same loop, calls under a condition
+    (`if step % 100 == 0:`).
 
     ## Why is this bad?
     `iter(loader)` creates a new iterator each time: with workers it starts
@@ -106,6 +121,18 @@ class LoaderReiteratedPerStep(Rule):
             except StopIteration:  # once per epoch, not per step
                 batch = next(iter(loader))
         """,
+        """
+        from torch.utils.data import DataLoader
+
+        def probe(loader: DataLoader, steps):
+            for _ in range(steps):  # an unknown loader, a loop not sized by it: nothing to tell
+                show(next(iter(loader)))
+
+        def shards(loader, files):
+            for i in range(len(loader)):
+                loader = reload(files[i])  # a new loader every step
+                first = next(iter(loader))
+        """,
     )
     invalid = (
         """
@@ -128,36 +155,98 @@ class LoaderReiteratedPerStep(Rule):
                 while True:
                     real = self.sample()
         """,
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        def embed(model, ds, size=64):
+            loader = DataLoader(ds, batch_size=size)
+            done = 0
+            while done + size <= len(loader.dataset):
+                batch = iter(loader).next()  # expect: DSL511
+                done += size
+        """,
+        """
+        import math
+        from torch.utils.data import DataLoader
+
+        def cache(loader: DataLoader, ratio: float):
+            count = math.ceil(len(loader) * ratio)
+            batches = []
+            for _ in range(count):
+                batches.append(next(iter(loader)))  # expect: DSL511
+            return batches
+        """,
+        """
+        from torch.utils.data import DataLoader, SubsetRandomSampler
+
+        queue = DataLoader(ds, batch_size=64, sampler=SubsetRandomSampler(indices))
+        for step in range(len(queue)):
+            x, y = next(iter(queue))  # expect: DSL511
+        """,
     )
 
     def check(self, ctx):
         index = loader_loops(ctx)
-        if not index.loaders:
-            return
-        for call in ctx.calls_to("builtins.next"):
-            args = positional_args(call)
-            if not args or not isinstance(args[0], cst.Call) or ctx.call_name(args[0]) != "builtins.iter":
-                continue
-            inner = positional_args(args[0])
-            if len(inner) != 1 or len(args[0].args) != 1:
-                continue
-            refs = index.resolve_loader(inner[0])
-            if not refs or any(r.loader is not refs[0].loader for r in refs):
-                continue
-            ref = refs[0]
+        for call, target in fresh_iterator_advances(ctx):
             found = index.step_loop(call)
             if found is None:
                 continue
             loop, calls = found
-            if index.inside(ref.origin, loop.body):
+            walks = None if calls else self._walks(ctx, index, loop, target)
+            refs = index.resolve_loader(target)
+            message = None
+            if refs and all(r.loader is refs[0].loader for r in refs):
+                ref = refs[0]
+                if index.inside(ref.origin, loop.body):
+                    continue
+                origin_func = ctx.enclosing_function(ref.origin)
+                helpers = [ctx.enclosing_function(n) for n in (call, *calls[:-1])] if calls else []
+                if origin_func is not None and origin_func in helpers:
+                    continue  # a new loader per call
+                message = self._message(ctx, ref.loader)
+            elif not walks or self._rebound_in(index, target, loop):
                 continue
-            origin_func = ctx.enclosing_function(ref.origin)
-            helpers = [ctx.enclosing_function(n) for n in (call, *calls[:-1])] if calls else []
-            if origin_func is not None and origin_func in helpers:
-                continue  # a new loader per call
-            message = self._message(ctx, ref.loader)
+            if message is None and walks:
+                message = (
+                    f"`next(iter(...))` in a loop that runs {walks} starts a new iterator on every step, so the "
+                    "loop never walks the loader: a loader in a fixed order returns its first batch every time, "
+                    "and a shuffled one draws each batch afresh (some samples come twice, others never)"
+                )
             if message:
                 yield self.report(call, message)
+
+    @staticmethod
+    def _walks(ctx, index, loop, target) -> Optional[str]:
+        """How the loop's trip count depends on the loader's length (``range(len(loader))``,
+        ``while i < len(loader.dataset)``, a name assigned from such an expression): the code means
+        to walk the loader once. None when it does not."""
+        text = ctx.code(target).strip()
+        lengths = (f"len({text})", f"len({text}.dataset)")
+        if isinstance(loop, cst.For):
+            head = loop.iter
+            while isinstance(head, cst.Call) and index.wrapper_kind(head) == "single" and positional_args(head):
+                head = positional_args(head)[0]
+            if not (isinstance(head, cst.Call) and ctx.call_name(head) == "builtins.range"):
+                return None
+            exprs = list(positional_args(head))
+        else:
+            exprs = [loop.test]
+        for expr in exprs:
+            for node in [expr, *(n for n in index.value_nodes(expr) or () if isinstance(expr, cst.Name))]:
+                for sub in iter_subtree(node):
+                    if isinstance(sub, cst.Call) and ctx.call_name(sub) == "builtins.len" and " ".join(ctx.code(sub).split()) in lengths:
+                        return f"`{' '.join(ctx.code(sub).split())}` times" if isinstance(loop, cst.For) else f"while `{' '.join(ctx.code(loop.test).split())}`"
+        return None
+
+    @staticmethod
+    def _rebound_in(index, target, loop) -> bool:
+        """The name the loader is read from is bound inside the loop (a new loader each step)."""
+        parts = dotted_parts(target)
+        if not parts:
+            return True
+        _, found = index.name_bindings(parts[0], target)
+        return found is None or any(index.inside(b.node, loop) for b in found)
 
     @staticmethod
     def _message(ctx, loader) -> Optional[str]:

@@ -1,0 +1,196 @@
+"""The semantics the loader rules (DSL501-511) ask: DataLoader constructions in subclasses,
+the binding that reaches a read, tests of a value against 0, values.py additions (a
+method's ``self`` is no options namespace, ``switch``, ``forwarded_option``), and two
+findings on one loader."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+
+from dslint.check_file import file_contexts
+from dslint.semantics.calls import SubclassInit, dataloader_constructions
+from dslint.semantics.loops import loader_loops
+from dslint.semantics.forwarding import forwarded_option, switch
+from dslint.semantics.values import possible
+from tests.conftest import run_cli, write_files
+
+
+def _ctx(tmp_path, source: str, name: str = "train.py"):
+    path = tmp_path / name
+    text = textwrap.dedent(source).lstrip("\n")
+    path.write_text(text)
+    return file_contexts({str(path): text})[str(path)]
+
+
+def _name(ctx, value: str, nth: int = -1) -> cst.Name:
+    return [n for n in ctx.nodes(cst.Name) if n.value == value][nth]
+
+
+def test_subclass_inits_are_constructions(tmp_path):
+    ctx = _ctx(
+        tmp_path,
+        """
+        import torch.utils.data as tud
+
+        class A(tud.DataLoader):
+            def __init__(self, ds, **kw):
+                super(A, self).__init__(ds, 4, True, **kw)
+
+        class B(tud.DataLoader):
+            def __init__(self, ds):
+                tud.DataLoader.__init__(self, ds, 8)
+
+        class C(A):  # A's __init__ is not DataLoader's
+            def __init__(self, ds):
+                super().__init__(ds)
+
+        loader = tud.DataLoader(ds)
+        """,
+    )
+    found = dataloader_constructions(ctx)
+    inits = [b for b in found if isinstance(b, SubclassInit)]
+    assert [b.owner.name.value for b in inits] == ["A", "B"]
+    assert ctx.code(inits[0].expr("shuffle")) == "True" and inits[0].has_star_kwargs
+    assert ctx.code(inits[1].expr("batch_size")) == "8" and ctx.code(inits[1].expr("dataset")) == "ds"
+    assert len(found) == 3
+
+
+def test_the_binding_that_reaches_a_read(tmp_path):
+    ctx = _ctx(
+        tmp_path,
+        """
+        def make(flag, other):
+            if flag:
+                data = First()
+                a = data
+            else:
+                data = Second()
+                b = data
+            c = data
+            x = other
+            for i in range(3):
+                d = x
+                x = Third()
+            return a, b, c, d
+        """,
+    )
+    index = loader_loops(ctx)
+
+    def codes(name: str, nth: int):
+        return sorted(ctx.code(n) for n in index.value_nodes(_name(ctx, name, nth)) or [])
+
+    assert codes("data", 1) == ["First()"]  # the read in the `if` branch
+    assert codes("data", 3) == ["Second()"]  # the read in the `else` branch
+    assert codes("data", 4) == ["First()", "Second()"]  # after the `if`: both
+    assert index.value_nodes(_name(ctx, "x", 1)) is None  # the loop rebinds it: unknown (the parameter) or Third()
+
+
+def test_zero_tests_follow_self_attributes_to_init_parameters(tmp_path):
+    ctx = _ctx(
+        tmp_path,
+        """
+        class Data:
+            def __init__(self, workers=8):
+                self.workers = workers
+                self.context = "spawn" if workers > 0 else None
+                if workers < 0:  # a check for negative counts does not tell 0 apart
+                    raise ValueError(workers)
+
+            def loader(self):
+                return self.workers
+        """,
+    )
+    index = loader_loops(ctx)
+    read = [n for n in ctx.nodes(cst.Attribute) if ctx.code(n) == "self.workers"][-1]
+    assert [ctx.code(t) for t in index.zero_tests(read)] == ["workers > 0"]
+
+
+def test_values_self_is_not_an_options_namespace(tmp_path):
+    ctx = _ctx(
+        tmp_path,
+        """
+        import argparse
+
+        p = argparse.ArgumentParser()
+        p.add_argument("--workers", type=int, default=0)
+
+        class Data:
+            def loader(self):
+                return self.workers
+
+        def main(args):
+            return args.workers
+        """,
+    )
+    attrs = [n for n in ctx.nodes(cst.Attribute) if n.attr.value == "workers"]
+    assert possible(ctx, attrs[0]).values == ()  # self.workers: the instance, not the options
+    assert [v.value for v in possible(ctx, attrs[1]).values] == [0]  # args.workers: the options
+
+
+def test_switch_and_forwarded_option(tmp_path):
+    ctx = _ctx(
+        tmp_path,
+        """
+        from torch.utils.data import DataLoader
+
+        def make(ds, drop_last: bool = False, count=3, shuffle=True, **kwargs):
+            kwargs["num_workers"] = 0
+            kwargs.pop("timeout", None)
+            return DataLoader(ds, drop_last=drop_last, batch_size=count, shuffle=shuffle, **kwargs)
+        """,
+    )
+    call = next(n for n in ctx.nodes(cst.Call) if ctx.code(n.func) == "DataLoader")
+    args = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+    assert sorted(v.value for v in switch(ctx, args["drop_last"]).values) == [False, True]
+    assert sorted(v.value for v in switch(ctx, args["shuffle"]).values) == [False, True]
+    assert switch(ctx, args["batch_size"]).values == ()  # not a bool parameter
+    workers, open_ = forwarded_option(ctx, call, "num_workers")
+    assert [v.value for v in workers.values] == [0] and not open_
+    assert forwarded_option(ctx, call, "timeout") == (None, False)
+    assert forwarded_option(ctx, call, "pin_memory") == (None, True)  # the caller may pass it
+
+
+def test_sampler_shuffle_and_set_epoch_are_both_reported(tmp_path):
+    write_files(
+        tmp_path,
+        {
+            "train.py": """
+            from torch.utils.data import DataLoader, DistributedSampler
+
+            def main(ds, distributed):
+                sampler = DistributedSampler(ds) if distributed else None
+                loader = DataLoader(ds, shuffle=True, sampler=sampler)
+                for epoch in range(3):
+                    for batch in loader:
+                        step(batch)
+            """,
+        },
+    )
+    run = run_cli("check", "--no-cache", "--preview", "--select", "DSL501,DSL505", "--output-format", "concise", ".", cwd=tmp_path)
+    codes = sorted(line.split()[1] for line in run.stdout.splitlines() if "DSL5" in line)
+    assert codes == ["DSL501", "DSL505"]
+    assert "whenever `sampler` is not None" in run.stdout and "without a sampler the loader shuffles" in run.stdout
+
+
+def test_a_process_target_is_called_with_its_args(tmp_path):
+    ctx = _ctx(
+        tmp_path,
+        """
+        import torch.multiprocessing as mp
+        from torch.utils.data import DataLoader
+
+        def run(rank, loader):
+            for batch in loader:
+                pass
+
+        if __name__ == "__main__":
+            loader = DataLoader(ds)
+            p = mp.Process(target=run, args=(0, loader))
+            p.start()
+        """,
+    )
+    index = loader_loops(ctx)
+    [loop] = index.loops
+    assert loop.loader is index.loaders[0]
