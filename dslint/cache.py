@@ -25,7 +25,8 @@ from typing import Dict, Optional
 from dslint import __version__
 from dslint.prefilter import FACTS_VERSION
 from dslint.semantics.modules import module_name_for
-from dslint.semantics.project import ProjectIndex, replay
+from dslint.semantics.project import ProjectIndex
+from dslint.semantics.view import replay
 
 # Bumped when what an entry holds changes shape (part of the cache file's name).
 FORMAT = f"3.{FACTS_VERSION}"

@@ -22,7 +22,8 @@ from dslint.positions import node_ranges
 from dslint.rules.base import Rule, all_rules
 from dslint.semantics.context import FileContext
 from dslint.semantics.names import ModuleNames
-from dslint.semantics.project import ProjectIndex, View
+from dslint.semantics.project import ProjectIndex
+from dslint.semantics.view import View
 from dslint.semantics.regions import RegionCache
 from dslint.semantics.summary import summarize
 from dslint.semantics.walk import TreeIndex, parse_module

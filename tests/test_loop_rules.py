@@ -21,7 +21,8 @@ def _context(tmp_path, source: str, name: str = "train.py"):
     from dslint import check_file
     from dslint.semantics.context import FileContext
     from dslint.semantics.names import module_name_for
-    from dslint.semantics.project import ProjectIndex, View
+    from dslint.semantics.project import ProjectIndex
+    from dslint.semantics.view import View
 
     (path,) = write_files(tmp_path, {name: source})
     modname, is_package = module_name_for(str(path))

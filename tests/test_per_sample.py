@@ -15,7 +15,8 @@ def _contexts(tmp_path, files):
     from dslint import check_file
     from dslint.semantics.context import FileContext
     from dslint.semantics.names import module_name_for
-    from dslint.semantics.project import ProjectIndex, View
+    from dslint.semantics.project import ProjectIndex
+    from dslint.semantics.view import View
 
     paths = write_files(tmp_path, files)
     summaries = {}
@@ -259,7 +260,7 @@ def test_one_finding_per_construction_and_statement(tmp_path):
 
 def test_cross_file_answers_are_recorded_as_json(tmp_path):
     """The new View questions are logged for the cache and replay to the same answers."""
-    from dslint.semantics.project import replay
+    from dslint.semantics.view import replay
 
     ctxs = _contexts(
         tmp_path,

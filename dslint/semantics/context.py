@@ -7,14 +7,15 @@ are datasets, which code runs per sample, DataLoader arguments and literal value
 
 from __future__ import annotations
 
-from typing import Dict, Iterator, List, Optional
+from typing import Iterator, List, Optional
 
 import libcst as cst
 
 from dslint.semantics.bindings import class_ref, local_class_path, single_assignment
 from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall, Signature, literal_value
 from dslint.semantics.names import ModuleNames, dotted_parts
-from dslint.semantics.project import DATALOADER_ROOTS, View
+from dslint.semantics.project import DATALOADER_ROOTS
+from dslint.semantics.view import View
 from dslint.semantics.regions import LOOP, WHOLE, RegionCache
 from dslint.semantics.summary import local_qualname
 from dslint.semantics.walk import TreeIndex

@@ -8,9 +8,8 @@ the checked file:
 - both arms of a conditional expression, and ``a or b`` / ``a and b``;
 - function parameters: their default and the arguments of the calls to the
   function that this file makes (``train(num_workers=0)``), ``self.m(...)`` too;
-- argparse options read back through ``args.x`` (``add_argument(..., default=,
-  choices=, action="store_true")``, ``set_defaults``), where ``args`` is bound to
-  ``parser.parse_args()`` here or is a parameter of a function of this file;
+- argparse options read back through ``args.x`` (``semantics/options.py``), where
+  ``args`` is bound to ``parse_args()`` here or is a parameter of a function here;
 - dataclass and plain class defaults (``cfg = Config()`` then ``cfg.workers``),
   keyword arguments of that construction overriding them;
 - dicts: ``d["k"]``, ``d.get("k", default)`` over a dict literal or ``dict(...)``

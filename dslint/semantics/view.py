@@ -1,0 +1,87 @@
+"""The project index as one file sees it: every question and answer is recorded.
+
+Rules reach cross-file facts only through a ``View`` (``ctx.view``); the cache keeps
+each file's log and ``replay`` asks the same questions of a new index to know whether
+the file's cached findings still hold.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from dslint.semantics.modules import canonical
+from dslint.semantics.project import ProjectIndex
+
+
+class View:
+    """The index as seen from one file; every answer is recorded for the cache."""
+
+    def __init__(self, index: ProjectIndex, path: str) -> None:
+        self._index = index
+        self.path = path
+        self.log: List[list] = []
+
+    def _record(self, name: str, args: list, answer):
+        self.log.append([name, args, answer])
+        return answer
+
+    def class_kind(self, qual: str) -> Optional[str]:
+        return self._record("class_kind", [qual], self._index.class_kind((self.path, qual)))
+
+    def kind_of(self, qualified: Optional[str]) -> Optional[str]:
+        return self._record("kind_of", [qualified], self._index.kind_of(qualified, self.path))
+
+    def per_sample(self, qual: str):
+        answer = self._index.per_sample_mode(self.path, qual)
+        return self._record("per_sample", [qual], list(answer) if answer else None)
+
+    def is_subclass(self, qual: str, roots: List[str]) -> bool:
+        key = (self.path, qual)
+        answer = self._index.is_subclass_of(key, frozenset(roots)) if qual in self._index.summaries.get(self.path, {}).get("classes", {}) else False
+        return self._record("is_subclass", [qual, roots], answer)
+
+    def function_facts(self, qualified: str) -> Optional[dict]:
+        """Summary facts of a project function (by qualified name), if it is in the project."""
+        return self._record("function_facts", [qualified], self._index.function_by_name(qualified, self.path))
+
+    def has_method(self, qual: str, name: str) -> bool:
+        return self._record("has_method", [qual, name], self._index.has_method((self.path, qual), name))
+
+    def loaders_over(self, qual: str) -> List[dict]:
+        return self._record("loaders_over", [qual], self._index.loaders_over((self.path, qual)))
+
+    def reachable_facts(self, qual: str, method: str) -> List[dict]:
+        """Facts of the functions reached from ``method`` of this file's class ``qual``."""
+        keys = self._index.reachable((self.path, qual), method)
+        return self._record("reachable_facts", [qual, method], [self._index.function_facts(k) for k in keys])
+
+    def class_method(self, qualified: str, name: str) -> Optional[dict]:
+        """Kind of a class named by qualified name (any file) and whether it has ``name``."""
+        return self._record("class_method", [qualified, name], self._index.class_method(qualified, self.path, name))
+
+    def external_bases(self, qualified: str) -> Optional[List[str]]:
+        """Bases outside the project of the project class ``qualified`` (None: not a project class)."""
+        return self._record("external_bases", [qualified], self._index.external_bases(qualified, self.path))
+
+    def collate_loaders(self, qual: str) -> List[dict]:
+        """Facts of the DataLoaders (in any file) that use this file's function ``qual`` as ``collate_fn``."""
+        return self._record("collate_loaders", [qual], self._index.collate_loaders((self.path, qual)))
+
+    def worker_init_loaders(self, qual: str) -> List[dict]:
+        """Facts of the DataLoaders (in any file) that use this file's function ``qual`` as ``worker_init_fn``."""
+        return self._record("worker_init_loaders", [qual], self._index.worker_init_loaders((self.path, qual)))
+
+    def method_facts(self, qualified: str, name: str) -> Optional[dict]:
+        """Facts of method ``name`` of the project class ``qualified`` (any file, along its project bases)."""
+        index, located = self._index, self._index.locate(canonical(qualified), self.path)
+        method = index.find_method(index.mro(located), name) if located is not None else None
+        return self._record("method_facts", [qualified, name], index.function_facts(method) if method else None)
+
+
+def replay(index: ProjectIndex, path: str, log: List[list]) -> bool:
+    """True when every recorded question still gets the recorded answer."""
+    view = View(index, path)
+    for name, args, answer in log:
+        if getattr(view, name)(*args) != answer:
+            return False
+    return True
