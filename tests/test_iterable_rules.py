@@ -427,6 +427,52 @@ def test_iterable_protocol_rules_leave_test_fixtures_alone(tmp_path):
 # Cases of this family's rules that do not fit in the rule modules (300 lines each);
 # they run exactly like the embedded ones (tests/test_rule_cases.py).
 MORE_CASES = [
+    # a generator `__iter__` that draws from `next(self)`: the samples come from `__next__`
+    ('DSL303', 'invalid', """
+        from torch.utils.data import IterableDataset
+
+        class Counter(IterableDataset):
+            def __init__(self, n):
+                self.n = n
+                self.i = 0
+
+            def __iter__(self):  # expect: DSL303
+                self.i = 0
+                while True:
+                    try:
+                        yield next(self)
+                    except StopIteration:
+                        return
+
+            def __next__(self):
+                if self.i >= self.n:
+                    raise StopIteration
+                self.i += 1
+                return self.i
+        """),
+    ('DSL303', 'valid', """
+        from torch.utils.data import IterableDataset, get_worker_info
+
+        class Counter(IterableDataset):
+            def __init__(self, n):
+                self.n = n
+
+            def __iter__(self):
+                info = get_worker_info()
+                self.i = info.id if info else 0
+                self.step = info.num_workers if info else 1
+                while True:
+                    try:
+                        yield next(self)
+                    except StopIteration:
+                        return
+
+            def __next__(self):
+                if self.i >= self.n:
+                    raise StopIteration
+                self.i += self.step
+                return self.i
+        """),
     ('DSL303', 'valid', """
         import torch.utils.data as tud
 

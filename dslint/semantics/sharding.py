@@ -20,7 +20,7 @@ from dslint.semantics.bindings import class_ref
 from dslint.semantics.classes import all_methods, called_method, find_method, has_class_attribute, reached_methods
 from dslint.semantics.libraries import SHARDING_LIBRARIES
 from dslint.semantics.regions import self_attr, self_name
-from dslint.semantics.streams import InitValues, mutated_attrs, returns_self
+from dslint.semantics.streams import InitValues, draws_from_self, mutated_attrs, returns_self
 from dslint.semantics.walk import iter_subtree
 from dslint.semantics.worker_info import shards_transitively, worker_info_shards
 
@@ -178,6 +178,8 @@ def _stream_source(ctx, cls, iter_func, funcs) -> Optional[str]:
                 kind = _source_kind(ctx, cls, func, node.value.item)
                 # `yield from range(n)` streams bare counters: a toy, like a literal
                 kinds.add(None if kind == "range" else kind)
+    if draws_from_self(iter_func):
+        kinds.add("range")  # samples come from __next__: judged like a counted loop
     if not ctx.regions.get(iter_func).is_generator:
         selfp = self_name(iter_func)
         for ret in iter_subtree(iter_func.body, into_scopes=False):
@@ -223,7 +225,7 @@ def _references_sharding_function(ctx, cls: cst.ClassDef) -> bool:
 def _shards_across_files(ctx, cls, qual: str, iter_func: cst.FunctionDef) -> bool:
     """Whatever ``__iter__`` (and ``__next__`` behind ``return self``) reach consults
     worker info or calls a library that shards for you."""
-    entry_points = ["__iter__"] + (["__next__"] if returns_self(iter_func) else [])
+    entry_points = ["__iter__"] + (["__next__"] if returns_self(iter_func) or draws_from_self(iter_func) else [])
     for entry in entry_points:
         for position, facts in enumerate(ctx.view.reachable_facts(qual, entry)):
             if facts is None:
@@ -290,7 +292,7 @@ def shards_or_unknown(ctx, cls, qual: str, iter_func: cst.FunctionDef, loaders: 
     a ``worker_init_fn`` of ``loaders``), or cannot be judged: DSL303 stays silent."""
     next_func = find_method(ctx, cls, "__next__")
     funcs = reached_methods(ctx, cls, iter_func)
-    if next_func is not None and returns_self(iter_func):
+    if next_func is not None and (returns_self(iter_func) or draws_from_self(iter_func)):
         funcs += [f for f in reached_methods(ctx, cls, next_func) if not any(f is g for g in funcs)]
     # sharding in this file: the methods reached, nested functions, any method of the class
     # (worker info read only to seed a random generator does not split the data)

@@ -377,6 +377,23 @@ def returns_self(func: cst.FunctionDef) -> List[cst.Return]:
     ]
 
 
+def draws_from_self(func: cst.FunctionDef) -> bool:
+    """The method advances its own instance as an iterator (``next(self)``,
+    ``self.__next__()``): the samples come from ``__next__``, as with ``return self``."""
+    selfp = self_name(func)
+    for node in iter_subtree(func.body, into_scopes=False):
+        if not isinstance(node, cst.Call):
+            continue
+        target = node.func
+        if (isinstance(target, cst.Name) and target.value == "next" and node.args
+                and isinstance(node.args[0].value, cst.Name) and node.args[0].value.value == selfp):
+            return True
+        if (isinstance(target, cst.Attribute) and target.attr.value == "__next__"
+                and isinstance(target.value, cst.Name) and target.value.value == selfp):
+            return True
+    return False
+
+
 _ADVANCING_METHODS = ("__next__", "pop", "popleft", "readline", "read", "fetchone")
 
 
