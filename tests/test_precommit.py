@@ -97,7 +97,7 @@ def test_hook_manifest_matches_the_convention():
     hook = next(h for h in hooks if h["id"] == "dslint")
     assert hook["entry"] == "dslint check --force-exclude"
     assert hook["language"] == "python"
-    assert hook["types_or"] == ["python", "pyi"]
+    assert hook["types_or"] == ["python", "pyi", "jupyter"]
     assert hook["require_serial"] is True
 
 
