@@ -178,7 +178,7 @@ def fix(paths: Sequence[str], settings: Settings, options: Optional[CheckOptions
             if not count or new_text == text:
                 continue
             try:
-                cst.parse_module(new_text)
+                cst.parse_module(str(new_text))  # (a NotebookText encodes to its notebook)
             except Exception as exc:  # a fix must never break the file
                 state.errors.append(f"internal error: fixes for {path} would not parse ({type(exc).__name__}); not applied")
                 continue

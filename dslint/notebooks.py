@@ -217,6 +217,8 @@ class Notebook:
             doc = json.loads(raw)
         except ValueError as exc:
             raise NotebookError(f"not valid JSON ({exc})")
+        except RecursionError:
+            raise NotebookError("not a Jupyter notebook (JSON nested too deeply)")
         if not isinstance(doc, dict) or "nbformat" not in doc:
             raise NotebookError("not a Jupyter notebook (no `nbformat` key)")
         if doc.get("nbformat") != 4:
@@ -239,7 +241,7 @@ class Notebook:
         if self.cells:
             try:
                 self.spans = notebook_json.source_spans(raw)
-            except notebook_json.JSONShapeError as exc:  # cannot happen for what json.loads took
+            except (notebook_json.JSONShapeError, RecursionError) as exc:  # not for what json.loads took
                 raise NotebookError(f"cannot locate the cells' sources ({exc})")
         row = 1
         for cell in self.cells:
