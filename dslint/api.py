@@ -8,13 +8,15 @@ import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from dslint.cache import Cache, default_cache_dir
 from dslint.config import Settings
 from dslint.report import Finding
 from dslint.discovery import Discovery
 from dslint.engine import CheckResult, Engine, FileInput
+from dslint.notebook_findings import NotebookText, attach, cell_diff
+from dslint.notebooks import Notebook, NotebookError, is_notebook
 
 
 @dataclass
@@ -35,19 +37,36 @@ class Outcome:
     excluded: List[Tuple[str, str]] = field(default_factory=list)
 
 
+def _input(path: str, abspath: str, data: bytes, explicit: bool, notebooks: Dict[str, Notebook]) -> FileInput:
+    """A file read: a notebook (``*.ipynb``) becomes the UTF-8 bytes of its joined code
+    cells (recorded in ``notebooks``); one that cannot be read as a notebook, a DSL002."""
+    if not is_notebook(path):
+        return FileInput(path, abspath, data=data, explicit=explicit)
+    try:
+        notebook = Notebook.from_bytes(data)
+    except NotebookError as exc:
+        return FileInput(path, abspath, error=f"cannot read {path} as a Jupyter notebook: {exc}")
+    notebooks[path] = notebook
+    return FileInput(path, abspath, data=notebook.code_bytes(), explicit=explicit)
+
+
 def read_inputs(paths: Sequence[str], settings: Settings, options: CheckOptions,
-                excluded: Optional[List[Tuple[str, str]]] = None) -> List[FileInput]:
+                excluded: Optional[List[Tuple[str, str]]] = None,
+                notebooks: Optional[Dict[str, Notebook]] = None) -> List[FileInput]:
     """The files to check, read. Paths named explicitly that ``--force-exclude`` leaves
-    out are appended to ``excluded`` with the pattern that excluded them."""
+    out are appended to ``excluded`` with the pattern that excluded them. Notebooks are
+    read as their joined code cells, and recorded (display path -> ``Notebook``) in
+    ``notebooks``."""
     discovery = Discovery(settings)
     inputs: List[FileInput] = []
+    notebooks = {} if notebooks is None else notebooks
     file_paths = [p for p in paths if p != "-"]
     if "-" in paths:
         name = options.stdin_filename or "-"
         abspath = os.path.abspath(name) if name != "-" else os.path.abspath("<stdin>.py")
         reason = discovery.force_excluded(abspath, False) if name != "-" else None
         if reason is None:
-            inputs.append(FileInput(name, abspath, data=sys.stdin.buffer.read(), explicit=True))
+            inputs.append(_input(name, abspath, sys.stdin.buffer.read(), True, notebooks))
         elif excluded is not None:
             excluded.append((name, reason))
     candidates = discovery.collect(file_paths)
@@ -76,19 +95,21 @@ def read_inputs(paths: Sequence[str], settings: Settings, options: CheckOptions,
                 reason = "symlink loop"
             inputs.append(FileInput(candidate.path, candidate.abspath, error=f"cannot read {candidate.path}: {reason}"))
             continue
-        inputs.append(FileInput(candidate.path, candidate.abspath, data=data, explicit=candidate.explicit))
+        inputs.append(_input(candidate.path, candidate.abspath, data, candidate.explicit, notebooks))
     return inputs
 
 
 def check(paths: Sequence[str], settings: Settings, options: Optional[CheckOptions] = None) -> Outcome:
     options = options or CheckOptions()
     excluded: List[Tuple[str, str]] = []
-    inputs = read_inputs(paths, settings, options, excluded)
+    notebooks: Dict[str, Notebook] = {}
+    inputs = read_inputs(paths, settings, options, excluded, notebooks)
     cache = None
     if options.use_cache and inputs and "-" not in paths:
         cache = Cache(default_cache_dir(Path(settings.root), settings.cache_dir), settings.analysis_key())
     engine = Engine(settings, use_prefilter=options.use_prefilter, jobs=options.jobs, cache=cache)
     result = engine.check(inputs)
+    attach(result, notebooks)
     return Outcome(result=result, diagnostics=list(result.diagnostics), no_files=not inputs, excluded=excluded)
 
 
@@ -103,6 +124,8 @@ class FixOutcome:
     results: dict = field(default_factory=dict)  # path -> fixed text
     errors: List[str] = field(default_factory=list)
     stdin_path: Optional[str] = None  # fixed stdin is printed, not written
+    #: path -> (the notebook before, after) for every notebook fixed
+    notebooks: dict = field(default_factory=dict)
 
     @property
     def total_fixed(self) -> int:
@@ -114,7 +137,9 @@ def fix(paths: Sequence[str], settings: Settings, options: Optional[CheckOptions
 
     Nothing is written here; the caller writes ``results`` (``--fix``) or prints
     a diff (``--diff``). Every fixed text must parse, or its fixes are dropped
-    and reported as an internal error.
+    and reported as an internal error. A notebook's fixes apply to its cells
+    (``Notebook.fixed``); its result is a ``NotebookText`` (encoded: the notebook),
+    and a notebook read from stdin is printed back as the notebook's JSON.
     """
     import libcst as cst
 
@@ -122,7 +147,8 @@ def fix(paths: Sequence[str], settings: Settings, options: Optional[CheckOptions
     from dslint.source import encode
 
     options = options or CheckOptions()
-    inputs = read_inputs(paths, settings, options)
+    notebooks: Dict[str, Notebook] = {}
+    inputs = read_inputs(paths, settings, options, notebooks=notebooks)
     cache = None
     if options.use_cache and inputs and "-" not in paths:
         cache = Cache(default_cache_dir(Path(settings.root), settings.cache_dir), settings.analysis_key())
@@ -132,6 +158,7 @@ def fix(paths: Sequence[str], settings: Settings, options: Optional[CheckOptions
     if "-" in paths:
         state.stdin_path = options.stdin_filename or "-"
     result = engine.check(inputs)
+    attach(result, notebooks)
     for _ in range(MAX_FIX_PASSES):
         applicable: dict = {}
         for d in result.diagnostics:
@@ -142,11 +169,16 @@ def fix(paths: Sequence[str], settings: Settings, options: Optional[CheckOptions
             text = result.texts.get(path)
             if text is None:
                 continue
-            new_text, count = apply_fixes(text, fixes)
+            notebook = notebooks.get(path)
+            if notebook is not None:
+                fixed, count = notebook.fixed(fixes)
+                new_text = NotebookText(fixed.code, fixed)
+            else:
+                new_text, count = apply_fixes(text, fixes)
             if not count or new_text == text:
                 continue
             try:
-                cst.parse_module(new_text)
+                cst.parse_module(str(new_text))  # (a NotebookText encodes to its notebook)
             except Exception as exc:  # a fix must never break the file
                 state.errors.append(f"internal error: fixes for {path} would not parse ({type(exc).__name__}); not applied")
                 continue
@@ -155,11 +187,20 @@ def fix(paths: Sequence[str], settings: Settings, options: Optional[CheckOptions
             state.fixed[path] = state.fixed.get(path, 0) + count
             encoding, bom = result.encodings[path]
             item = by_path[path]
-            by_path[path] = FileInput(item.path, item.abspath, data=encode(new_text, encoding, bom), explicit=item.explicit)
+            if notebook is not None:
+                data = fixed.code_bytes()
+                notebooks[path] = fixed
+                state.notebooks[path] = (state.notebooks.get(path, (notebook,))[0], fixed)
+            else:
+                data = encode(new_text, encoding, bom)
+            by_path[path] = FileInput(item.path, item.abspath, data=data, explicit=item.explicit)
             changed = True
         if not changed:
             break
         result = engine.check(list(by_path.values()))
+        attach(result, notebooks)
+    if state.stdin_path in notebooks:  # printed back as the notebook it was read as
+        state.results[state.stdin_path] = notebooks[state.stdin_path].dump().decode("utf-8-sig", "surrogatepass")
     state.outcome = Outcome(result=result, diagnostics=list(result.diagnostics), no_files=not inputs)
     return state
 
@@ -182,6 +223,11 @@ def unified_diff(state: FixOutcome) -> str:
 
     chunks = []
     for path in sorted(state.results):  # Python's lines: a form feed or U+2028 does not end one
+        if path in state.notebooks:
+            chunks.extend(cell_diff(path, *state.notebooks[path]))
+            continue
+        if path not in state.originals:  # a notebook read from stdin, unchanged
+            continue
         before = split_lines(state.originals[path], keepends=True)
         after = split_lines(state.results[path], keepends=True)
         chunks.extend(difflib.unified_diff(before, after, fromfile=f"a/{path}", tofile=f"b/{path}"))

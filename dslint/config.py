@@ -31,6 +31,9 @@ OUTPUT_FORMATS = tuple(FORMATS)
 #: configuration files whose keys sit at the top level, in the order they win
 STANDALONE_CONFIGS = (".dslint.toml", "dslint.toml")
 
+#: the files a directory walk picks (ruff's ``include``): Jupyter notebooks too
+DEFAULT_INCLUDE = ("*.py", "*.pyi", "*.ipynb")
+
 DEFAULT_EXCLUDE = (
     ".bzr",
     ".direnv",
@@ -75,6 +78,8 @@ class Settings:
     extend_select: List[str] = field(default_factory=list)
     ignore: List[str] = field(default_factory=list)
     per_file_ignores: Dict[str, List[str]] = field(default_factory=dict)
+    include: List[str] = field(default_factory=lambda: list(DEFAULT_INCLUDE))
+    extend_include: List[str] = field(default_factory=list)
     exclude: List[str] = field(default_factory=lambda: list(DEFAULT_EXCLUDE))
     extend_exclude: List[str] = field(default_factory=list)
     respect_gitignore: bool = True
@@ -203,6 +208,8 @@ _KEYS = {
     "ignore": "codes",
     "per-file-ignores": "per-file",
     "extend-per-file-ignores": "per-file",
+    "include": "strings",
+    "extend-include": "strings",
     "exclude": "strings",
     "extend-exclude": "strings",
     "respect-gitignore": "bool",
@@ -438,6 +445,10 @@ def _apply(settings: Settings, table: dict, from_cli: bool = False) -> None:
                 settings.per_file_ignores = dict(value)
         elif key == "extend-per-file-ignores":
             settings.per_file_ignores.update(value)
+        elif key == "include":
+            settings.include = list(value)
+        elif key == "extend-include":
+            settings.extend_include += list(value)
         elif key == "exclude":
             settings.exclude = list(value)
         elif key == "extend-exclude":

@@ -1,6 +1,8 @@
 """Which files to check.
 
-Directories are walked for ``*.py`` and ``*.pyi``, pruning the default excludes
+Directories are walked for the files ``include``/``extend-include`` match (by default
+``*.py``, ``*.pyi`` and ``*.ipynb``, as ruff: gitignore-style patterns, so ``*.py``
+matches in every directory and ``scripts/*.py`` only there), pruning the default excludes
 (``.git``, ``.venv``, ``build``, ``site-packages``...), ``exclude``/``extend-exclude``
 patterns and, unless disabled, anything ``.gitignore``/``.git/info/exclude`` ignores.
 Files named explicitly are always checked, as ruff does; with ``--force-exclude``
@@ -20,9 +22,10 @@ from typing import Dict, List, Optional, Tuple
 
 import pathspec
 
-from dslint.config import Settings
+from dslint.config import DEFAULT_INCLUDE, Settings
 
-PY_SUFFIXES = (".py", ".pyi")
+#: what the default ``include`` matches: a suffix test, without matching patterns
+DEFAULT_SUFFIXES = (".py", ".pyi", ".ipynb")
 
 
 @dataclass
@@ -105,6 +108,8 @@ class Discovery:
         self.root = str(settings.root)
         self.patterns = [*(("exclude", p) for p in settings.exclude), *(("extend-exclude", p) for p in settings.extend_exclude)]
         self.exclude = pathspec.GitIgnoreSpec.from_lines([p for _, p in self.patterns])
+        includes = [*settings.include, *settings.extend_include]
+        self.include = None if sorted(set(includes)) == sorted(DEFAULT_INCLUDE) else pathspec.GitIgnoreSpec.from_lines(includes)
         self.gitignore = _GitIgnore() if settings.respect_gitignore else None
         #: (display path, reason) of every path named explicitly that --force-exclude left out
         self.excluded_explicit: List[Tuple[str, str]] = []
@@ -160,6 +165,12 @@ class Discovery:
                     out.append(Candidate(self.display(abspath), abspath, explicit=True))
         return out
 
+    def included(self, name: str, rel: str) -> bool:
+        """Whether a file found walking (``rel``: relative to the root) is one to check."""
+        if self.include is None:
+            return name.endswith(DEFAULT_SUFFIXES)
+        return self.include.match_file(rel if not rel.startswith("../") else name)
+
     def force_excluded(self, abspath: str, is_dir: bool) -> Optional[str]:
         """With ``--force-exclude``, why a path named explicitly is left out (the
         configured pattern that matches it or one of its directories), else None.
@@ -214,7 +225,7 @@ class Discovery:
                 if is_dir:
                     if not self.excluded(entry.path, True, rel):
                         subdirs.append(entry.path)
-                elif entry.name.endswith(PY_SUFFIXES):
+                elif self.included(entry.name, rel):
                     if is_link and os.path.isdir(entry.path):
                         continue
                     if not self.excluded(entry.path, False, rel):

@@ -113,6 +113,8 @@ def add_noqa(text: str, codes_by_row: dict) -> tuple:
 
     Returns (new text, rows changed, rows skipped). A row is skipped when a comment
     cannot end it: it ends inside a multi-line string, or continues with a backslash.
+    A notebook's code (``NotebookText``) comes back as the same notebook's code, so
+    that writing it writes the notebook.
     """
     import io
     import tokenize
@@ -161,4 +163,6 @@ def add_noqa(text: str, codes_by_row: dict) -> tuple:
             body = body.rstrip() + "  # noqa: " + ", ".join(sorted(codes))
         lines[row - 1] = body + ending
         changed += 1
-    return "".join(lines), changed, skipped
+    new_text = "".join(lines)
+    replaced = getattr(text, "replaced", None)  # a notebook's code stays its notebook's
+    return (replaced(new_text) if replaced is not None else new_text), changed, skipped

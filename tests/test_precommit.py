@@ -97,7 +97,7 @@ def test_hook_manifest_matches_the_convention():
     hook = next(h for h in hooks if h["id"] == "dslint")
     assert hook["entry"] == "dslint check --force-exclude"
     assert hook["language"] == "python"
-    assert hook["types_or"] == ["python", "pyi"]
+    assert hook["types_or"] == ["python", "pyi", "jupyter"]
     assert hook["require_serial"] is True
 
 
@@ -115,3 +115,22 @@ def test_a_tracked_file_that_gitignore_matches_is_still_checked(hook_repo, tmp_p
     run = try_repo(hook_repo, tmp_path, "generated/loader.py")
     assert run.returncode == 1, run.stdout + run.stderr
     assert "generated/loader.py:2:10: DSL501" in run.stdout
+
+
+def test_a_notebook_fails_the_hook_at_its_cell(hook_repo, user_repo):
+    """``types_or`` includes ``jupyter``: pre-commit passes notebooks, and the finding
+    points at the cell."""
+    nbformat = pytest.importorskip("nbformat")
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+    nb = new_notebook()
+    nb.cells = [
+        new_markdown_cell("# Loading"),
+        new_code_cell("%matplotlib inline\nfrom torch.utils.data import DataLoader, RandomSampler"),
+        new_code_cell("loader = DataLoader(ds, sampler=RandomSampler(ds), shuffle=True)"),
+    ]
+    nbformat.write(nb, str(user_repo / "train.ipynb"))
+    _git("add", "train.ipynb", cwd=user_repo)
+    run = try_repo(hook_repo, user_repo, "train.ipynb")
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "train.ipynb:cell 3:1:10: DSL501" in run.stdout

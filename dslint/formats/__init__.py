@@ -2,6 +2,10 @@
 
 The machine formats (``MACHINE``) print the report alone on stdout; every summary,
 warning and error goes to stderr, so the output can be piped or uploaded as is.
+
+A finding in a notebook is rendered within its cell (``render`` maps it first): its
+rows are the lines of that cell and ``cell`` holds the cell's number, which the text
+formats print as ruff does (``nb.ipynb:cell 7:3:5``).
 """
 
 from __future__ import annotations
@@ -41,8 +45,22 @@ class Env:
 
 
 def render(name: str, diagnostics: List[Finding], env: Env) -> str:
+    from dslint.notebook_findings import shown
+
     module = importlib.import_module(f"dslint.formats.{FORMATS[name]}")
-    return module.render(diagnostics, env)
+    return module.render([shown(d) for d in diagnostics], env)
+
+
+def cell_of(diagnostic: Finding) -> Optional[int]:
+    """The notebook cell (1-based) a finding's rows are in; None outside notebooks."""
+    return getattr(diagnostic, "cell", None)
+
+
+def place(diagnostic: Finding) -> str:
+    """``row:col``, or ``cell N:row:col`` in a notebook (as ruff prints it)."""
+    cell = cell_of(diagnostic)
+    where = f"{diagnostic.row}:{diagnostic.column}"
+    return where if cell is None else f"cell {cell}:{where}"
 
 
 def fixable(diagnostic: Finding, env: Optional[Env]) -> bool:

@@ -1,6 +1,12 @@
-"""GitHub Actions workflow commands: one annotation per finding."""
+"""GitHub Actions workflow commands: one annotation per finding.
+
+In a notebook, ``line``/``endLine`` are the lines within the cell and the message
+starts with ``path:cell N:row:col`` (GitHub has no field for a cell), as ruff does.
+"""
 
 from __future__ import annotations
+
+from dslint.formats import place
 
 
 def _data(text: str) -> str:
@@ -25,5 +31,5 @@ def render(diagnostics, env) -> str:
                 f"title={_prop(f'dslint ({d.code})')}",
             ]
         )
-        out.append(f"::{command} {props}::{_data(f'{d.path}:{d.row}:{d.column}: {d.code} {d.message}')}\n")
+        out.append(f"::{command} {props}::{_data(f'{d.path}:{place(d)}: {d.code} {d.message}')}\n")
     return "".join(out)

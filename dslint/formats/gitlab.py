@@ -7,6 +7,9 @@ Each issue has the fields GitLab documents: ``description``, ``check_name``,
 text of the reported line, not its number, so a finding keeps its fingerprint when
 lines above it move and GitLab does not report it as new; identical findings in one
 file are told apart by their order.
+
+In a notebook, ``location.lines`` are the lines within the cell, and the cell is in the
+description (``DSL101: message (cell 7)``): GitLab's format has no field for it.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import hashlib
 import json
 import os
 from typing import Dict, Tuple
+
+from dslint.formats import cell_of
 
 SEVERITY = {"error": "major", "warning": "minor"}
 
@@ -45,9 +50,10 @@ def render(diagnostics, env) -> str:
         key = (path, d.code, d.message, _line_text(d))
         occurrence = seen[key] = seen.get(key, -1) + 1
         digest = hashlib.sha256("\0".join([*key, str(occurrence)]).encode("utf-8", "surrogatepass")).hexdigest()
+        cell = cell_of(d)
         issues.append(
             {
-                "description": f"{d.code}: {d.message}",
+                "description": f"{d.code}: {d.message}" + (f" (cell {cell})" if cell is not None else ""),
                 "check_name": d.code,
                 "fingerprint": digest[:32],
                 "severity": SEVERITY.get(d.level, "major"),

@@ -1,10 +1,11 @@
-"""ruff's ``grouped`` text: each file's name, then its findings as ``row:col CODE message``."""
+"""ruff's ``grouped`` text: each file's name, then its findings as ``row:col CODE message``
+(``cell N:row:col`` in a notebook)."""
 
 from __future__ import annotations
 
 from typing import Dict, List
 
-from dslint.formats import fixable
+from dslint.formats import fixable, place
 
 
 def render(diagnostics, env) -> str:
@@ -13,11 +14,12 @@ def render(diagnostics, env) -> str:
         by_path.setdefault(d.path, []).append(d)
     chunks = []
     for path, items in by_path.items():
-        row_width = max(len(str(d.row)) for d in items)
+        heads = [place(d).rpartition(":")[0] for d in items]  # ``row`` or ``cell N:row``
+        head_width = max(len(h) for h in heads)
         col_width = max(len(str(d.column)) for d in items)
         lines = [f"{path}:"]
-        for d in items:
+        for d, head in zip(items, heads):
             mark = "[*] " if fixable(d, env) else ""
-            lines.append(f"  {str(d.row).rjust(row_width)}:{str(d.column).ljust(col_width)} {d.code} {mark}{d.message}")
+            lines.append(f"  {head.rjust(head_width)}:{str(d.column).ljust(col_width)} {d.code} {mark}{d.message}")
         chunks.append("\n".join(lines) + "\n\n")
     return "".join(chunks)

@@ -1,11 +1,16 @@
-"""A JSON array in ruff's shape (rows and columns 1-based)."""
+"""A JSON array in ruff's shape (rows and columns 1-based).
+
+``cell`` is null outside notebooks; in a notebook it is the cell's number (1-based,
+among all cells) and every location (the finding's, its fix edits', ``noqa_row``) is
+within that cell, as in ruff.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 
-from dslint.formats import rule_url
+from dslint.formats import cell_of, rule_url
 
 
 def location(row_col) -> dict:
@@ -24,7 +29,7 @@ def as_object(diagnostic, env) -> dict:
             ],
         }
     return {
-        "cell": None,
+        "cell": cell_of(diagnostic),
         "code": diagnostic.code,
         "name": diagnostic.name,
         "message": diagnostic.message,

@@ -1,4 +1,9 @@
-"""SARIF 2.1.0 for code scanning: every rule with its docs, results with locations."""
+"""SARIF 2.1.0 for code scanning: every rule with its docs, results with locations.
+
+In a notebook, a result's ``region`` holds the lines and columns within the cell, and
+the cell's number (1-based, among all cells) is the location's ``properties.cell``
+(SARIF has no notion of cells; a property bag is its place for tool-specific data).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ import os
 from pathlib import PurePosixPath
 
 from dslint import __version__
-from dslint.formats import rule_url
+from dslint.formats import cell_of, rule_url
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
@@ -41,23 +46,24 @@ def render(diagnostics, env) -> str:
     ]
     results = []
     for d in diagnostics:
+        location = {
+            "physicalLocation": {
+                "artifactLocation": {"uri": _uri(d.path, env.root), "uriBaseId": "%SRCROOT%"},
+                "region": {
+                    "startLine": d.start[0],
+                    "startColumn": d.start[1],
+                    "endLine": d.end[0],
+                    "endColumn": d.end[1],
+                },
+            }
+        }
+        if cell_of(d) is not None:
+            location["properties"] = {"cell": cell_of(d)}
         result = {
             "ruleId": d.code,
             "level": "warning" if d.level == "warning" else "error",
             "message": {"text": d.message},
-            "locations": [
-                {
-                    "physicalLocation": {
-                        "artifactLocation": {"uri": _uri(d.path, env.root), "uriBaseId": "%SRCROOT%"},
-                        "region": {
-                            "startLine": d.start[0],
-                            "startColumn": d.start[1],
-                            "endLine": d.end[0],
-                            "endColumn": d.end[1],
-                        },
-                    }
-                }
-            ],
+            "locations": [location],
         }
         if d.code in order:
             result["ruleIndex"] = order[d.code]
