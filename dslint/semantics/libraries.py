@@ -16,7 +16,11 @@ questions rules ask of an expression made with them:
 - lhotse, MosaicML ``streaming``, litdata, ray, ffcv, tensorflow_datasets: streams
   that shard for you.
 
-Every answer is "known" or None (unknown): a name not listed here is never guessed.
+``library_iterable`` answers the DataLoader-argument rules' question (is this value
+an instance of a library's iterable-style dataset, which refuses ``shuffle``,
+``sampler`` and ``batch_sampler``?); ``hf_iterable`` and the pipeline questions serve
+the IterableDataset rules. Every answer is "known" or None (unknown): a name not
+listed here is never guessed.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import List, Optional
 import libcst as cst
 
 from dslint.semantics.bindings import scope_assignments
+from dslint.semantics.calls import literal_value
 from dslint.semantics.values import possible
 
 # Libraries whose streams split themselves across DataLoader workers (or whose
@@ -213,3 +218,59 @@ def wraps_without_copy(ctx, call: cst.Call) -> Optional[bool]:
 def is_reiterating_wrapper(ctx, call: cst.Call) -> bool:
     return ctx.call_name(call) in REITERATING_WRAPPERS and bool(call.args) and call.args[0].keyword is None
 
+
+# ------------------------------------------------------------------ iterable-style library datasets
+
+#: classes (canonical qualified names) whose instances are iterable-style datasets
+ITERABLE_CLASSES = frozenset(
+    {
+        "datasets.IterableDataset",
+        "datasets.iterable_dataset.IterableDataset",
+        "webdataset.WebDataset",
+        "webdataset.DataPipeline",
+        "webdataset.compat.WebDataset",
+        "webdataset.pipeline.DataPipeline",
+        "torchdata.datapipes.iter.IterDataPipe",
+        "torchdata.datapipes.iter.IterableWrapper",
+    }
+)
+#: methods of those objects that return another iterable dataset of the same library
+_CHAINED = frozenset(
+    {
+        "map", "filter", "shuffle", "decode", "to_tuple", "batched", "unbatched", "rename", "select",
+        "select_columns", "remove_columns", "rename_column", "rename_columns", "take", "skip", "with_format",
+        "with_epoch", "with_length", "compose", "map_dict", "map_tuple", "shard", "cast", "cast_column",
+    }
+)
+_STREAMING_LOADERS = frozenset({"datasets.load_dataset"})
+
+
+def library_iterable(ctx, node: Optional[cst.CSTNode], resolve=None, _depth: int = 0) -> Optional[str]:
+    """The library class an expression's value is an instance of, when it is one of the
+    iterable datasets above (``None`` otherwise or when it cannot be told). ``resolve(expr)``
+    may give the expressions a name stands for (every one must be iterable)."""
+    if node is None or _depth > 8:
+        return None
+    if isinstance(node, (cst.Name, cst.Attribute)) and resolve is not None:
+        nodes = resolve(node)
+        found = [library_iterable(ctx, n, resolve, _depth + 1) for n in nodes or ()]
+        return found[0] if found and all(found) else None
+    if isinstance(node, cst.Subscript):  # load_dataset(..., streaming=True)["train"]
+        return library_iterable(ctx, node.value, resolve, _depth + 1)
+    if not isinstance(node, cst.Call) or not isinstance(node.func, (cst.Name, cst.Attribute)):
+        return None
+    name = ctx.call_name(node) or ""
+    if name in ITERABLE_CLASSES:
+        return name
+    if name in _STREAMING_LOADERS:
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value == "streaming" and literal_value(arg.value) is True:
+                return "datasets.IterableDataset"
+        return None
+    func = node.func
+    if isinstance(func, cst.Attribute):
+        if func.attr.value == "to_iterable_dataset":
+            return "datasets.IterableDataset"
+        if func.attr.value in _CHAINED:
+            return library_iterable(ctx, func.value, resolve, _depth + 1)
+    return None

@@ -11,7 +11,7 @@ from dslint.report import FixSpec, NodeEdit
 from dslint.semantics.calls import UNKNOWN, dataloader_constructions
 from dslint.semantics.epochs import set_epoch_insertion
 from dslint.semantics.names import dotted_parts
-from dslint.semantics.library_datasets import library_iterable
+from dslint.semantics.libraries import library_iterable
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.module_calls import positional_args
 from dslint.semantics.project import ITERABLE, MAP
@@ -52,7 +52,7 @@ def iterable_dataset(ctx, bound) -> Optional[str]:
     (``"an IterableDataset"``, ``"a `datasets.IterableDataset`"``); None when it is not known to
     be one. The dataset is followed to the values that reach the call (value flow), each a
     project or torch class deriving from ``IterableDataset`` or a library's iterable dataset
-    (``library_datasets``)."""
+    (``semantics/libraries.py``)."""
     expr = bound.expr("dataset")
     if expr is None:
         return None
