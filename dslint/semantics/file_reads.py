@@ -183,3 +183,124 @@ def consumed_whole(ctx, expr: cst.CSTNode, depth: int = 0) -> bool:
                 if consumed_whole(ctx, node, depth + 1):
                     return True
     return False
+
+
+# ---------------------------------------------------------------------------- directory scans
+
+_MAGIC = frozenset("*?[")
+_SEPARATORS = ("/", "\\")
+_PATH_JOINS = frozenset({"os.path.join", "posixpath.join", "ntpath.join"})
+_TRANSPARENT = frozenset({"builtins.str", "os.fspath", "pathlib.Path", "pathlib.PurePath", "os.path.expanduser"})
+
+
+def scans_fixed_directory(ctx, call: cst.Call, scan: str) -> bool:
+    """A glob whose pattern changes per sample but whose scanned directory does not.
+
+    ``scan`` is ``"glob.glob"``, ``"glob.iglob"``, ``"Path.glob"`` or ``"Path.rglob"``.
+    The pattern is read as pieces (literals, f-strings, ``+``, ``os.path.join``,
+    ``Path / x``, a local name bound to one such value): the directory glob lists is
+    everything before the first path component with a wildcard. When that prefix is
+    the same for every sample and the per-sample part of the pattern only sits in or
+    after that component (``self.root.glob(f"{name}_*.png")``,
+    ``glob(join(self.root, name + ".*"))``), every sample lists the same directory to
+    find its own file. ``Path.rglob`` walks the whole tree of its receiver whatever the
+    pattern. A per-sample value inside the wildcard component is taken as a file name
+    (no separator in it); a wildcard only a variable could hold is not seen (silent).
+    """
+    if has_star(call):
+        return False
+    if scan in ("Path.glob", "Path.rglob"):
+        if not isinstance(call.func, cst.Attribute):
+            return False
+        receiver = call.func.value
+        if df.depends_on_sample(ctx, receiver):
+            return False
+        if scan == "Path.rglob":
+            return True
+        source = positional_or_keyword(call, 0, "pattern")
+        if source is None:
+            return False
+        pieces = _pieces(ctx, source.value, 0)
+        prefix = [("dyn", receiver), ("lit", "/")]
+    else:
+        source = positional_or_keyword(call, 0, "pathname")
+        if source is None:
+            return False
+        pieces = _pieces(ctx, source.value, 0)
+        prefix = []
+    others = [arg for arg in call.args if arg is not source]
+    if pieces is None or any(df.depends_on_sample(ctx, arg.value) for arg in others):
+        return False
+    return _fixed_prefix(ctx, prefix + pieces)
+
+
+def _fixed_prefix(ctx, pieces) -> bool:
+    """The pieces before the first component with a literal wildcard are index-invariant
+    (and there is at least one: the directory), and some piece after them varies."""
+    components = [[]]
+    for kind, value in pieces:
+        if kind == "dyn":
+            components[-1].append((kind, value))
+            continue
+        text = value.replace("\\", "/")
+        for index, part in enumerate(text.split("/")):
+            if index:
+                components.append([])
+            if part:
+                components[-1].append(("lit", part))
+    first = next(
+        (i for i, comp in enumerate(components) if any(k == "lit" and _MAGIC & set(v) for k, v in comp)), None
+    )
+    if not first:  # no literal wildcard, or nothing before it to be the directory
+        return False
+    before = [p for comp in components[:first] for p in comp]
+    after = [p for comp in components[first:] for p in comp]
+    if not before:
+        return False
+    if any(kind == "dyn" and df.depends_on_sample(ctx, value) for kind, value in before):
+        return False
+    return any(kind == "dyn" and df.depends_on_sample(ctx, value) for kind, value in after)
+
+
+def _pieces(ctx, expr, depth: int):
+    """``expr`` as a list of ("lit", text) and ("dyn", node) pieces, or None when some
+    literal part is not a plain string."""
+    if depth > 4:
+        return [("dyn", expr)]
+    if isinstance(expr, cst.SimpleString):
+        value = expr.evaluated_value
+        return [("lit", value)] if isinstance(value, str) else None
+    if isinstance(expr, cst.ConcatenatedString):
+        left, right = _pieces(ctx, expr.left, depth + 1), _pieces(ctx, expr.right, depth + 1)
+        return None if left is None or right is None else left + right
+    if isinstance(expr, cst.FormattedString):
+        out = []
+        for part in expr.parts:
+            if isinstance(part, cst.FormattedStringText):
+                out.append(("lit", part.value))
+            else:
+                out.append(("dyn", part.expression))
+        return out
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Divide)):
+        left, right = _pieces(ctx, expr.left, depth + 1), _pieces(ctx, expr.right, depth + 1)
+        if left is None or right is None:
+            return None
+        joint = [("lit", "/")] if isinstance(expr.operator, cst.Divide) else []
+        return left + joint + right
+    if isinstance(expr, cst.Call) and not has_star(expr):
+        name = ctx.call_name(expr)
+        if name in _PATH_JOINS and expr.args:
+            out = []
+            for index, arg in enumerate(expr.args):
+                inner = _pieces(ctx, arg.value, depth + 1)
+                if inner is None:
+                    return None
+                out.extend(([("lit", "/")] if index else []) + inner)
+            return out
+        if name in _TRANSPARENT and len(expr.args) == 1:
+            return _pieces(ctx, expr.args[0].value, depth + 1)
+    if isinstance(expr, cst.Name):
+        values = df.plain_bindings(ctx, expr)
+        if values is not None and len(values) == 1:
+            return _pieces(ctx, values[0], depth + 1)
+    return [("dyn", expr)]
