@@ -10,7 +10,13 @@ from dslint.rules.base import WARNING, Rule
 from dslint.rules.per_sample._common import TIME_RATIO, call_text, outermost, where
 from dslint.semantics import dataflow as df
 from dslint.semantics.call_facts import has_star, last_name
-from dslint.semantics.constructions import construction_kind, maybe_model_builder, project_module_kind, vocab_comprehension
+from dslint.semantics.constructions import (
+    construction_kind,
+    maybe_model_builder,
+    project_module_kind,
+    stored_factory,
+    vocab_comprehension,
+)
 
 _SETUP_MESSAGES = {
     "module": (
@@ -33,6 +39,10 @@ _SETUP_MESSAGES = {
     "vocab": (
         "builds the same vocabulary from a fixed collection for every sample",
         "the cost grows with the collection, measured 5,600x slower per item than building it once in `__init__`",
+    ),
+    "factory": (
+        "calls a stored factory with the same arguments for every sample and uses what it returns once",
+        "the object it returns (a transform pipeline) is rebuilt per item; call the factory once in `__init__`",
     ),
 }
 
@@ -58,6 +68,12 @@ class PerSampleSetup(Rule):
     (`T.Compose(...)`), and tokenizer/vocabulary building (`spacy.load`,
     `torchtext` vocabularies, `Counter` over a fixed corpus,
     `{tok: i for i, tok in enumerate(tokens)}`).
+
+    A callable stored on the dataset (not a method of its class, e.g. a
+    `transform` argument) that is called with the same arguments for every
+    sample and whose result is applied to the sample at once,
+    `self.transform(self.cfg)(image)`, is a factory: the object it builds is
+    rebuilt per item.
 
     Constructions whose arguments depend on the sample
     (`T.RandomCrop(self.sizes[idx])`, `nn.Linear(x.shape[-1], 8)`) or on a
@@ -122,6 +138,18 @@ class PerSampleSetup(Rule):
                 pattern = re.compile(r"(\\d+)_(\\w+)")
                 return proj(T.ToTensor()(crop(scale(x)))), pattern
         """,
+        # a stored transform applied directly, a factory given the sample or nothing, a method
+        """
+        from torch.utils.data import Dataset
+
+        class Images(Dataset):
+            def pick(self, name):
+                return self.table[name]
+
+            def __getitem__(self, idx):
+                x = self.items[idx]
+                return self.transform(x), self.sized(self.sizes[idx])(x), self.pick("rgb")(x), self.make()(x)
+        """,
         # built once in __init__, lazily per worker, or in a cached helper
         """
         import functools
@@ -168,6 +196,15 @@ class PerSampleSetup(Rule):
         },
     )
     invalid = (
+        # a factory given at construction, called per item with the same configuration
+        """
+        from torch.utils.data import Dataset
+
+        class Images(Dataset):
+            def __getitem__(self, idx):
+                out = self.transform(self.cfg)(image=self.items[idx])  # expect: DSL203
+                return out["image"]
+        """,
         """
         import torch.nn as nn
         import torchvision.transforms as T
@@ -244,6 +281,12 @@ class PerSampleSetup(Rule):
                 found.append((comp, _setup_message("{token: index}", "vocab", where(ctx, comp))))
         aliases = ctx.names.call_tails(SETUP_TAILS)
         for call in ctx.nodes(cst.Call):
+            if isinstance(call.func, cst.Call):
+                factory = stored_factory(ctx, call) if df.per_item(ctx, call) else None
+                if factory is not None:
+                    text = call_text(ctx, factory)
+                    found.append((factory, _setup_message(text, "factory", where(ctx, factory))))
+                continue
             tail = last_name(call.func)
             if tail is None or not (tail in aliases or tail[:1].isupper() or maybe_model_builder(call)):
                 continue
