@@ -29,10 +29,16 @@ class CudaInDataset(Rule):
 
     Not reported: `torch.cuda.is_available()`, `device_count()`,
     `manual_seed*()` and the other queries that do not initialise CUDA; device
-    values that are not literals (`.to(self.device)`: unknown is not wrong);
+    values nothing in the file shows (`.to(self.device)` for a `device`
+    parameter without a default or a call: unknown is not wrong);
     datasets or collate functions whose every DataLoader has `num_workers=0`;
     and test code (a `tests/` directory, `test_*.py`), whose CUDA datasets are
     there to exercise CUDA in workers (under `spawn`).
+
+    A device that *can* be CUDA counts: `"cuda" if torch.cuda.is_available()
+    else "cpu"`, `self.device` when a method stores such a value (or a
+    parameter whose default, or an argument this file passes, is `"cuda"`), and
+    an argparse option whose default is `"cuda"`.
 
     ## Why is this bad?
     DataLoader workers are forked from the main process (the Linux default).
@@ -98,6 +104,21 @@ class CudaInDataset(Rule):
                 torch.cuda.manual_seed(idx)
                 x = torch.zeros(3, device="cpu")
                 return x.to(self.device), x.to(torch.float16)
+        """,
+        # a device parameter that is only ever given "cpu" here
+        """
+        import torch
+        from torch.utils.data import Dataset
+
+        class D(Dataset):
+            def __init__(self, data, device="cpu"):
+                self.data = data
+                self.device = device
+
+            def __getitem__(self, idx):
+                return self.data[idx].to(self.device)
+
+        train = D([1, 2], device="cpu")
         """,
         # the training loop moves batches; non-dataset code; loaders that never fork workers
         """
@@ -190,6 +211,21 @@ class CudaInDataset(Rule):
                 fast = tud.DataLoader(Stream(), collate_fn=lambda b: [x.cuda() for x in b], num_workers=2)  # expect: DSL204
             """,
         },
+        # a device that can be CUDA: a conditional, a parameter's default, through self
+        """
+        import torch
+        from torch.utils.data import Dataset
+
+        class D(Dataset):
+            def __init__(self, data, device="cuda"):
+                self.data = data
+                self.device = device
+                self.gpu = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+            def __getitem__(self, idx):
+                x = self.data[idx].to(self.device)  # expect: DSL204
+                return x, torch.ones(2, device=self.gpu)  # expect: DSL204
+        """,
         # __getitem__ in a base class file, the CUDA helper in the subclass file
         {
             "base.py": """
