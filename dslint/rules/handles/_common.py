@@ -8,6 +8,7 @@ import libcst as cst
 from dslint.edits import with_statement_fix
 from dslint.report import FixSpec
 from dslint.semantics import lifetimes as lt
+from dslint.semantics.call_facts import in_per_example_function
 from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.walk import iter_subtree
 
@@ -21,7 +22,7 @@ def opened_handles(ctx, kinds):
         if tail not in tails and not (isinstance(func, cst.Attribute) and tail in lt.OPENER_TAILS):
             continue
         kind = lt.opener_kind(ctx, call)
-        if kind not in kinds or not ctx.in_dataset_code(call):
+        if kind not in kinds or not (ctx.in_dataset_code(call) or in_per_example_function(ctx, call)):
             continue
         yield call, kind, lt.fate(ctx, call)
 
