@@ -377,6 +377,8 @@ def _record_key(ctx, call: cst.Call):
 def _subscript_chain_key(ctx, node):
     while True:
         parent = ctx.parent(node)
+        if isinstance(parent, cst.Attribute) and parent.value is node:
+            node, parent = parent, ctx.parent(parent)  # ``.iloc[row]``, ``.values[row]``
         if not (isinstance(parent, cst.Subscript) and parent.value is node):
             return None
         index = _index_of(parent)

@@ -235,6 +235,7 @@ class PerSampleIndexReload(Rule):
         # the sample is a (file, record) pair: each item loads every record of its file
         """
         import numpy as np
+        import pandas as pd
         import torch
         from torch.utils.data import Dataset
 
@@ -247,6 +248,11 @@ class PerSampleIndexReload(Rule):
 
             def features(self, path, row):
                 return np.load(path.replace("_x", "_y"))["data"][row]  # expect: DSL202
+
+        class Table(Dataset):
+            def __getitem__(self, idx):
+                rec = self.records[idx]
+                return pd.read_csv(rec.table).iloc[rec.row]  # expect: DSL202
         """,
         # a module-level helper reached from __getitem__
         """
