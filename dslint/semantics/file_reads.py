@@ -19,9 +19,9 @@ from typing import Dict, List, Optional
 import libcst as cst
 
 from dslint.semantics import dataflow as df
-from dslint.semantics.call_facts import PURE_METHODS, has_star, positional_or_keyword, unresolved_receiver
+from dslint.semantics.call_facts import has_star, positional_or_keyword, unresolved_receiver
 from dslint.semantics.calls import UNKNOWN as UNKNOWN_LITERAL
-from dslint.semantics.walk import iter_subtree
+from dslint.semantics.records import same_record
 
 OPENERS = frozenset({"builtins.open", "gzip.open", "bz2.open", "lzma.open", "codecs.open"})
 
@@ -333,10 +333,7 @@ def reads_shared_file_record(ctx, call: cst.Call, qualified: str) -> bool:
     key = _record_key(ctx, call)
     if key is None:
         return False
-    path_origin, key_origin = _origin(ctx, source.value, 0), _origin(ctx, key, 0)
-    if path_origin is None or key_origin is None:
-        return False
-    return path_origin[0] == key_origin[0] and path_origin[1] != key_origin[1]
+    return same_record(ctx, source.value, key)
 
 
 def _memory_mapped(ctx, call: cst.Call, qualified: str) -> bool:
@@ -389,106 +386,3 @@ def _subscript_chain_key(ctx, node):
         if ctx.literal(index) is UNKNOWN_LITERAL:
             return None
         node = parent
-
-
-
-def _origin(ctx, expr, depth: int):
-    """(id of the per-sample lookup ``expr`` comes from, the fields taken from it), or None.
-
-    A lookup is a subscript by a per-sample value of something that is not per sample
-    (``self.items[idx]``). Fields: constant subscripts, attributes and tuple positions
-    (``path, row = self.items[idx]``). Library calls and pure methods with one per-sample
-    input pass it on (``os.path.join(self.root, name)``, ``path.replace(a, b)``); a
-    helper's parameter is followed to the one call of the helper in this file."""
-    if depth > 6:
-        return None
-    if isinstance(expr, cst.Subscript):
-        index = _index_of(expr)
-        if index is None:
-            return None
-        if df.depends_on_sample(ctx, index):
-            return None if df.depends_on_sample(ctx, expr.value) else (id(expr), ())
-        inner = _origin(ctx, expr.value, depth + 1)
-        key = ctx.literal(index)
-        return None if inner is None or key is UNKNOWN_LITERAL else (inner[0], inner[1] + (repr(key),))
-    if isinstance(expr, cst.Attribute):
-        inner = _origin(ctx, expr.value, depth + 1)
-        return None if inner is None else (inner[0], inner[1] + (expr.attr.value,))
-    if isinstance(expr, cst.Call):
-        return _call_origin(ctx, expr, depth)
-    if isinstance(expr, cst.Name):
-        return _name_origin(ctx, expr, depth)
-    return None
-
-
-def _call_origin(ctx, call: cst.Call, depth: int):
-    inputs = [arg.value for arg in call.args]
-    func = call.func
-    qualified = ctx.call_name(call)
-    if qualified is None:
-        if not (isinstance(func, cst.Attribute) and func.attr.value in PURE_METHODS):
-            return None
-        inputs.append(func.value)
-    elif ctx.memo(("file_reads.project_function", qualified), lambda: ctx.view.function_facts(qualified) is not None):
-        return None
-    varying = [value for value in inputs if df.depends_on_sample(ctx, value)]
-    return _origin(ctx, varying[0], depth + 1) if len(varying) == 1 else None
-
-
-def _name_origin(ctx, name: cst.Name, depth: int):
-    func = ctx.enclosing_function(name)
-    values = df.bound_values(ctx, name)
-    if func is None or values is None or len(values) != 1:
-        return None
-    if values[0] is not None:
-        return _origin(ctx, values[0], depth + 1)
-    param = next((p for p in _parameters(func) if p.name.value == name.value), None)
-    if param is not None:
-        arg = _only_call_argument(ctx, func, param)
-        return None if arg is None else _origin(ctx, arg, depth + 1)
-    for node in iter_subtree(func.body, into_scopes=False):
-        if isinstance(node, cst.Assign) and len(node.targets) == 1:
-            target = node.targets[0].target
-            if isinstance(target, (cst.Tuple, cst.List)):
-                for position, element in enumerate(target.elements):
-                    if isinstance(element.value, cst.Name) and element.value.value == name.value:
-                        inner = _origin(ctx, node.value, depth + 1)
-                        return None if inner is None else (inner[0], inner[1] + (position,))
-    return None
-
-
-def _parameters(func: cst.FunctionDef):
-    params = func.params
-    return [*params.posonly_params, *params.params, *params.kwonly_params]
-
-
-def _only_call_argument(ctx, func: cst.FunctionDef, param: cst.Param):
-    """The argument given for ``param`` at the one call of ``func`` in this file
-    (``self.func(...)`` from the same class, or ``func(...)``), or None."""
-    method_of = ctx.method_class(func)
-    positional = [p.name.value for p in _parameters(func)]
-    if method_of is not None and positional:
-        positional = positional[1:]  # self
-    sites = []
-    for call in ctx.nodes(cst.Call):
-        callee = call.func
-        if method_of is not None:
-            if not (isinstance(callee, cst.Attribute) and callee.attr.value == func.name.value):
-                continue
-            if not (isinstance(callee.value, cst.Name) and callee.value.value == "self"):
-                continue
-            caller = ctx.enclosing_function(call)
-            if caller is None or ctx.method_class(caller) is not method_of:
-                continue
-        elif not (isinstance(callee, cst.Name) and callee.value == func.name.value):
-            continue
-        sites.append(call)
-    if len(sites) != 1 or has_star(sites[0]):
-        return None
-    for index, arg in enumerate(sites[0].args):
-        if arg.keyword is not None:
-            if arg.keyword.value == param.name.value:
-                return arg.value
-        elif index < len(positional) and positional[index] == param.name.value:
-            return arg.value
-    return None

@@ -4,23 +4,9 @@ and parsed again for every sample (the readers: ``dslint.semantics.file_reads``)
 from __future__ import annotations
 
 from dslint.rules.base import WARNING, Rule
-from dslint.rules.per_sample._common import TIME_RATIO, candidates, outermost, where
+from dslint.rules.per_sample._common import TIME_RATIO, candidates, outermost, reader_display, reload_cost, where
 from dslint.semantics import dataflow as df
 from dslint.semantics.file_reads import READER_TAILS, READERS, reads_fixed_file, reads_shared_file_record
-
-
-def _display(qualified: str) -> str:
-    module, _, name = qualified.rpartition(".")
-    short = {"pandas": "pd", "numpy": "np"}.get(module, module)
-    return f"{short}.{name}()"
-
-
-def _reload_cost(qualified: str) -> str:
-    if qualified.startswith(("pandas.", "csv.", "numpy.loadtxt", "numpy.genfromtxt")):
-        return "a whole-file CSV parse per item measured ~100,000x slower than loading it once in `__init__`"
-    if qualified.startswith(("json.", "yaml.", "pickle.")):
-        return "re-loading a 20k-record JSON per item measured ~48,000x slower than loading it once in `__init__`"
-    return "every item pays for reading and deserialising the whole file, which `__init__` would pay once"
 
 
 class PerSampleIndexReload(Rule):
@@ -302,6 +288,6 @@ class PerSampleIndexReload(Rule):
                 what = "loads a whole file that many samples share only to take this sample's record"
             else:
                 continue
-            found.append((call, f"`{_display(qualified)}` {what} ({where(ctx, call)}): {_reload_cost(qualified)}"))
+            found.append((call, f"`{reader_display(qualified)}` {what} ({where(ctx, call)}): {reload_cost(qualified)}"))
         for node, message in outermost(ctx, found):
             yield self.report(node, message)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import libcst as cst
 
 from dslint.rules.base import WARNING, Rule
-from dslint.rules.per_sample._common import TIME_RATIO, call_text, outermost, where
+from dslint.rules.per_sample._common import TIME_RATIO, call_text, outermost, setup_message, where
 from dslint.semantics import dataflow as df
 from dslint.semantics.call_facts import has_star, last_name
 from dslint.semantics.constructions import (
@@ -17,40 +17,6 @@ from dslint.semantics.constructions import (
     stored_factory,
     vocab_comprehension,
 )
-
-_SETUP_MESSAGES = {
-    "module": (
-        "constructs the same `nn.Module` for every sample",
-        "parameter allocation and initialisation per item, measured 55x slower per item for a small model "
-        "than building it once in `__init__`",
-    ),
-    "pretrained": (
-        "loads the same pretrained files for every sample",
-        "weights or vocabulary files are read and deserialised from disk per item; load them once in `__init__`",
-    ),
-    "transform": (
-        "builds the same transform pipeline for every sample",
-        "its construction is repeated per item; build it once in `__init__`",
-    ),
-    "tokenizer": (
-        "builds the same tokenizer/vocabulary for every sample",
-        "measured 5,600x slower per item than building it once in `__init__`",
-    ),
-    "vocab": (
-        "builds the same vocabulary from a fixed collection for every sample",
-        "the cost grows with the collection, measured 5,600x slower per item than building it once in `__init__`",
-    ),
-    "factory": (
-        "calls a stored factory with the same arguments for every sample and uses what it returns once",
-        "the object it returns (a transform pipeline) is rebuilt per item; call the factory once in `__init__`",
-    ),
-}
-
-
-def _setup_message(text: str, kind: str, where: str) -> str:
-    what, cost = _SETUP_MESSAGES[kind]
-    return f"`{text}` {what} ({where}): {cost}"
-
 
 SETUP_TAILS = frozenset(
     {"from_pretrained", "Counter", "pipeline", "from_file", "load", "blank", "get_tokenizer", "build_vocab_from_iterator"}
@@ -278,14 +244,14 @@ class PerSampleSetup(Rule):
         found = []
         for comp in ctx.nodes(cst.DictComp):
             if df.per_item(ctx, comp) and vocab_comprehension(ctx, comp):
-                found.append((comp, _setup_message("{token: index}", "vocab", where(ctx, comp))))
+                found.append((comp, setup_message("{token: index}", "vocab", where(ctx, comp))))
         aliases = ctx.names.call_tails(SETUP_TAILS)
         for call in ctx.nodes(cst.Call):
             if isinstance(call.func, cst.Call):
                 factory = stored_factory(ctx, call) if df.per_item(ctx, call) else None
                 if factory is not None:
                     text = call_text(ctx, factory)
-                    found.append((factory, _setup_message(text, "factory", where(ctx, factory))))
+                    found.append((factory, setup_message(text, "factory", where(ctx, factory))))
                 continue
             tail = last_name(call.func)
             if tail is None or not (tail in aliases or tail[:1].isupper() or maybe_model_builder(call)):
@@ -300,6 +266,6 @@ class PerSampleSetup(Rule):
             if kind is None or df.inputs_depend(ctx, call):
                 continue
             kind_name, qualified = kind
-            found.append((call, _setup_message(call_text(ctx, call, qualified), kind_name, where(ctx, call))))
+            found.append((call, setup_message(call_text(ctx, call, qualified), kind_name, where(ctx, call))))
         for node, message in outermost(ctx, found):
             yield self.report(node, message)
