@@ -14,6 +14,7 @@ how its source is given), ``READER_TAILS``.
 
 from __future__ import annotations
 
+import itertools
 from typing import Dict, List, Optional
 
 import libcst as cst
@@ -237,8 +238,9 @@ def scans_fixed_directory(ctx, call: cst.Call, scan: str) -> bool:
 
 
 def _fixed_prefix(ctx, pieces) -> bool:
-    """The pieces before the first component with a literal wildcard are index-invariant
-    (and there is at least one: the directory), and some piece after them varies."""
+    """The pieces before the first component with a literal wildcard are index-invariant,
+    something fixed comes before the first per-sample piece (the directory, or the start
+    of the path when the pattern is built by ``+``), and some piece after them varies."""
     components = [[]]
     for kind, value in pieces:
         if kind == "dyn":
@@ -253,15 +255,20 @@ def _fixed_prefix(ctx, pieces) -> bool:
     first = next(
         (i for i, comp in enumerate(components) if any(k == "lit" and _MAGIC & set(v) for k, v in comp)), None
     )
-    if not first:  # no literal wildcard, or nothing before it to be the directory
+    if first is None:  # no literal wildcard
         return False
     before = [p for comp in components[:first] for p in comp]
     after = [p for comp in components[first:] for p in comp]
-    if not before:
-        return False
     if any(kind == "dyn" and df.depends_on_sample(ctx, value) for kind, value in before):
         return False
-    return any(kind == "dyn" and df.depends_on_sample(ctx, value) for kind, value in after)
+    # the fixed part: the components before, or (``self.mask_dir + name + ".*"``)
+    # what the wildcard component starts with before its first per-sample piece
+    lead = before + list(itertools.takewhile(lambda p: not _varies(ctx, p), components[first]))
+    return bool(lead) and any(_varies(ctx, piece) for piece in after)
+
+
+def _varies(ctx, piece) -> bool:
+    return piece[0] == "dyn" and df.depends_on_sample(ctx, piece[1])
 
 
 def _pieces(ctx, expr, depth: int):

@@ -50,10 +50,12 @@ class PerSampleDirectoryScan(Rule):
 
     A glob whose pattern names the sample but whose directory is fixed
     (`self.mask_dir.glob(name + ".*")`, `glob.glob(os.path.join(self.root,
-    f"{name}_*.png"))`) is reported too: glob lists the whole directory to find
-    the one file. The directory is the part of the pattern before the first
-    component with a literal wildcard; a per-sample value inside that component
-    is taken as a file name. `Path.rglob` walks its whole tree whatever the
+    f"{name}_*.png"))`, `glob.glob(self.mask_dir + name + ".*")`) is reported
+    too: glob lists the whole directory to find the one file. The directory is
+    the part of the pattern before the first component with a literal
+    wildcard (or, for a pattern built by `+`, what comes before the first
+    per-sample piece); a per-sample value inside that component is taken as a
+    file name. `Path.rglob` walks its whole tree whatever the
     pattern.
 
     A scan of a per-sample folder (`os.listdir(self.dirs[idx])`,
@@ -247,7 +249,8 @@ class PerSampleDirectoryScan(Rule):
                 mask = list(self.mask_dir.glob(name + "_mask.*"))  # expect: DSL201
                 pattern = os.path.join(self.root, f"{name}.*")
                 image = glob.glob(pattern)  # expect: DSL201
-                return mask[0], image[0]
+                depth = glob.glob(self.depth_dir + name + "_depth.*")  # expect: DSL201
+                return mask[0], image[0], depth[0]
         """,
         # the yielding loop of __iter__ rescans the same directory for every item
         """
