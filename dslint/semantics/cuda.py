@@ -9,6 +9,7 @@ code and ``collate_fn`` functions, which run in DataLoader workers, and a datase
 ``num_workers=0`` runs in no worker.
 
 API: ``may_touch_cuda(call, cuda_imports)`` (cheap pre-check), ``cuda_use(ctx, call)``, ``may_be_cuda(ctx, expr)``,
+``cuda_model_call(ctx, call)``,
 ``collate_lambdas(ctx)``, ``loading_context(ctx, node, lambdas)``.
 """
 
@@ -109,6 +110,10 @@ def _self_stores(ctx, expr: cst.Attribute) -> Optional[List[cst.BaseExpression]]
     attr = self_attr(expr, ctx.regions.get(func).self_param)
     if attr is None:
         return None
+    return ctx.memo(("cuda.self_stores", id(owner), attr), lambda: _stores_of(ctx, owner, attr))
+
+
+def _stores_of(ctx, owner: cst.ClassDef, attr: str) -> List[cst.BaseExpression]:
     found = []
     for method in ctx.nodes(cst.FunctionDef):
         if ctx.method_class(method) is not owner:
@@ -156,6 +161,54 @@ def cuda_use(ctx, call: cst.Call) -> Optional[str]:
             and ctx.literal(arg.value) is True
         ):
             return "`pin_memory=True`"
+    return None
+
+
+def cuda_model_call(ctx, call: cst.Call) -> Optional[str]:
+    """``self.model(x)`` or ``self.model.encode(x)``, where a method of the class stores
+    in ``self.model`` a value it puts on a device that can be CUDA
+    (``build().cuda()``, ``.to(device)``, ``device=...``): the call runs CUDA kernels.
+    Returns how it is shown, or None."""
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return None
+    holder = func
+    if isinstance(func.value, cst.Attribute):
+        holder = func.value  # self.model.encode(x)
+    if func.attr.value in _NOT_RUNS or not isinstance(holder.value, cst.Name):
+        return None
+    stored = _self_stores(ctx, holder)
+    if not stored:
+        return None
+    for value in stored:
+        placed = _placed_on_cuda(ctx, value)
+        if placed is not None:
+            return f"`{ctx.code(func).strip()}(...)` (a model stored with {placed})"
+    return None
+
+
+# methods of a module that move it or ask about it, not run it
+_NOT_RUNS = frozenset({"cpu", "to", "cuda", "eval", "train", "parameters", "state_dict", "half", "float", "requires_grad_"})
+
+
+def _placed_on_cuda(ctx, value) -> Optional[str]:
+    """``X.cuda()``, ``X.to(device)`` for a device that can be CUDA, or a call given such a
+    ``device=``, at the end of ``value``'s chain of calls."""
+    if not isinstance(value, cst.Call):
+        return None
+    func = value.func
+    if isinstance(func, cst.Attribute) and unresolved_receiver(ctx, func):
+        if func.attr.value == "cuda":
+            return "`.cuda()`"
+        if func.attr.value == "to":
+            device = positional_or_keyword(value, 0, "device")
+            if device is not None and may_be_cuda(ctx, device.value) is not None:
+                return f"`.to({ctx.code(device.value).strip()})`"
+        if func.attr.value in ("eval", "requires_grad_", "half", "float"):
+            return _placed_on_cuda(ctx, func.value)
+    for arg in value.args:
+        if arg.keyword is not None and arg.keyword.value == "device" and may_be_cuda(ctx, arg.value) is not None:
+            return f"`device={ctx.code(arg.value).strip()}`"
     return None
 
 

@@ -8,7 +8,7 @@ from typing import Set
 import libcst as cst
 
 from dslint.rules.base import ERROR, WARNING, Rule, Symptom
-from dslint.semantics.cuda import collate_lambdas, cuda_use, loading_context, may_touch_cuda
+from dslint.semantics.cuda import collate_lambdas, cuda_model_call, cuda_use, loading_context, may_touch_cuda
 from dslint.semantics.loops import is_test_code
 
 FORK_ERROR = (
@@ -34,6 +34,10 @@ class CudaInDataset(Rule):
     datasets or collate functions whose every DataLoader has `num_workers=0`;
     and test code (a `tests/` directory, `test_*.py`), whose CUDA datasets are
     there to exercise CUDA in workers (under `spawn`).
+
+    A model that a method of the dataset stores on such a device
+    (`self.net = build().cuda()`) and that per-sample code runs
+    (`self.net(x)`, `self.net.encode(x)`) is reported where it runs.
 
     A device that *can* be CUDA counts: `"cuda" if torch.cuda.is_available()
     else "cpu"`, `self.device` when a method stores such a value (or a
@@ -90,35 +94,21 @@ class CudaInDataset(Rule):
     )
 
     valid = (
-        # queries that do not initialise CUDA; unknown devices; CPU code
+        # queries that do not initialise CUDA; unknown or CPU-only devices; CPU code
         """
         import torch
         from torch.utils.data import Dataset
 
         class D(Dataset):
-            def __init__(self, device):
+            def __init__(self, device, cpu="cpu"):
                 self.device = device
+                self.cpu = cpu
                 self.use_cuda = torch.cuda.is_available() and torch.cuda.device_count() > 0
 
             def __getitem__(self, idx):
                 torch.cuda.manual_seed(idx)
                 x = torch.zeros(3, device="cpu")
-                return x.to(self.device), x.to(torch.float16)
-        """,
-        # a device parameter that is only ever given "cpu" here
-        """
-        import torch
-        from torch.utils.data import Dataset
-
-        class D(Dataset):
-            def __init__(self, data, device="cpu"):
-                self.data = data
-                self.device = device
-
-            def __getitem__(self, idx):
-                return self.data[idx].to(self.device)
-
-        train = D([1, 2], device="cpu")
+                return x.to(self.device), x.to(torch.float16), x.to(self.cpu)
         """,
         # the training loop moves batches; non-dataset code; loaders that never fork workers
         """
@@ -225,6 +215,16 @@ class CudaInDataset(Rule):
             def __getitem__(self, idx):
                 x = self.data[idx].to(self.device)  # expect: DSL204
                 return x, torch.ones(2, device=self.gpu)  # expect: DSL204
+
+        class Features(Dataset):
+            def __init__(self, build, items):
+                self.items = items
+                self.net = build().eval().to(torch.device("cuda"))  # expect: DSL204
+                self.cpu_net = build()
+
+            def __getitem__(self, idx):
+                with torch.no_grad():
+                    return self.net.encode(self.items[idx]), self.cpu_net(self.items[idx])  # expect: DSL204
         """,
         # __getitem__ in a base class file, the CUDA helper in the subclass file
         {
@@ -254,13 +254,14 @@ class CudaInDataset(Rule):
         )
         seen_statements: Set[int] = set()
         for call in ctx.nodes(cst.Call):
-            if not may_touch_cuda(call, cuda_imports):
-                continue
-            what = cuda_use(ctx, call)
+            what = cuda_use(ctx, call) if may_touch_cuda(call, cuda_imports) else None
+            runs_model = what is None and isinstance(call.func, cst.Attribute) and ctx.is_per_sample(call)
+            if runs_model:
+                what = cuda_model_call(ctx, call)
             if what is None:
                 continue
             context = loading_context(ctx, call, lambdas)
-            if context is None or is_test_code(ctx, call):
+            if context is None or is_test_code(ctx, call) or (runs_model and context[0] != "sample"):
                 continue  # a test's dataset that uses CUDA is there to exercise it (under spawn)
             statement = _statement(ctx, call)
             if statement is not None:
