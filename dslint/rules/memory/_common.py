@@ -34,9 +34,10 @@ SMALL = 10_000
 class _Source:
     """Is an ``__init__`` expression a Python container of per-sample strings/tuples?"""
 
-    def __init__(self, ctx, init: cst.FunctionDef) -> None:
+    def __init__(self, ctx, init: cst.FunctionDef, attr: Optional[str] = None) -> None:
         self.ctx = ctx
         self.init = init
+        self.attr = attr  # the attribute being stored: ``self.x = helper(self.x)`` follows it
 
     def describe(self, expr: cst.CSTNode, depth: int = 0) -> Optional[str]:
         """A short description of the container ``expr`` builds, or None when unknown."""
@@ -102,8 +103,9 @@ class _Source:
         return None
 
     def _payload(self, expr: cst.CSTNode, depth: int) -> Optional[str]:
-        """What parsed file (or earlier index) ``expr`` holds: ``data["infos"]`` of
-        ``data = pickle.load(f)``, ``self.items`` stored before in ``__init__``."""
+        """What parsed file ``expr`` holds (``data["infos"]`` of ``data = pickle.load(f)``),
+        or the index being stored as it was built before (``self.items =
+        self.keep(self.items)``)."""
         if depth > 4:
             return None
         ctx = self.ctx
@@ -118,8 +120,8 @@ class _Source:
             value = single_assignment(ctx.tree, expr)
             return self._payload(value, depth + 1) if value is not None else None
         attr = self_attr(expr, self_name(self.init))
-        if attr is None:
-            return None
+        if attr is None or attr != self.attr:
+            return None  # only the index itself, filtered or rebuilt in place
         for node in iter_subtree(self.init.body, into_scopes=False):
             if isinstance(node, cst.Assign) and node.value is not expr and len(node.targets) == 1:
                 if self_attr(node.targets[0].target, self_name(self.init)) == attr:
@@ -338,7 +340,7 @@ def _empty_container(expr: cst.CSTNode) -> bool:
 
 def python_objects(ctx, init: cst.FunctionDef, self_param: str, attr: str, value: cst.CSTNode) -> Optional[str]:
     """A short description of the Python-object container ``self.<attr> = value`` builds, or None."""
-    what = _Source(ctx, init).describe(value)
+    what = _Source(ctx, init, attr).describe(value)
     if what is None and _empty_container(value):
         what = _fills(ctx, init, self_param, attr)
     return what
