@@ -3,7 +3,8 @@
 torch's own ``nn.Module`` classes (``torch.nn.Linear``) and project classes derived
 from ``nn.Module`` in any file (asked of the project index), model builders
 (``torchvision.models.resnet50``, ``timm.create_model``), any ``*.from_pretrained``,
-torchvision/albumentations transforms, tokenizer and vocabulary builders
+torchvision/albumentations transforms and any ``Compose(...)`` pipeline (a library's
+or the project's own), tokenizer and vocabulary builders
 (``spacy.load``, ``torchtext`` vocabularies, ``Counter`` over a collection) and
 ``{tok: i for i, tok in enumerate(tokens)}``.
 
@@ -93,6 +94,8 @@ def construction_kind(ctx, call: cst.Call) -> Optional[Tuple[str, Optional[str]]
     if not qualified or qualified.startswith("builtins."):
         return None
     transform = transform_class(qualified)
+    if transform is None and qualified.rsplit(".", 1)[-1] == "Compose" and call.args:
+        transform = "Compose"  # any library's or the project's own pipeline container
     if transform is not None:
         if not call.args and transform not in TRANSFORM_CONTAINERS:
             return None  # `ToTensor()`: nothing is set up

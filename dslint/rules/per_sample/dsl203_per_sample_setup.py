@@ -31,7 +31,8 @@ class PerSampleSetup(Rule):
     per-sample code: `nn.Module` construction (torch's own `torch.nn` classes
     and project classes derived from `nn.Module`, across files), any
     `*.from_pretrained(...)`, torchvision/albumentations transform pipelines
-    (`T.Compose(...)`), and tokenizer/vocabulary building (`spacy.load`,
+    (`T.Compose(...)`) and any other library's or the project's own
+    `Compose([...])` pipeline, and tokenizer/vocabulary building (`spacy.load`,
     `torchtext` vocabularies, `Counter` over a fixed corpus,
     `{tok: i for i, tok in enumerate(tokens)}`).
 
@@ -191,6 +192,25 @@ class PerSampleSetup(Rule):
                 backbone = resnet18(weights=None)  # expect: DSL203
                 return head(norm(tf(self.images[idx]))), tok(self.texts[idx]), backbone
         """,
+        # the project's own Compose, built by a method that __getitem__ calls and applies
+        {
+            "augment.py": """
+                class Compose:
+                    def __init__(self, steps):
+                        self.steps = steps
+            """,
+            "faces.py": """
+                from torch.utils.data import Dataset
+                from augment import Compose
+
+                class Faces(Dataset):
+                    def get_transform(self):
+                        return Compose([self.flip, self.crop])  # expect: DSL203
+
+                    def __getitem__(self, idx):
+                        return self.get_transform()(self.images[idx])
+            """,
+        },
         # vocab building in a module-level helper reached from __getitem__
         """
         from collections import Counter
