@@ -44,7 +44,7 @@ FILE_OPENERS = frozenset(
     | {"codecs.open", "gzip.GzipFile", "bz2.BZ2File", "lzma.LZMAFile", "io.FileIO", "os.fdopen"}
 )
 LIBRARY_OPENERS = frozenset(
-    {"io.open", "tarfile.TarFile", "netCDF4.Dataset", "netCDF4.MFDataset", "rasterio.open", "lmdb.open"}
+    {"tarfile.TarFile", "netCDF4.Dataset", "netCDF4.MFDataset", "rasterio.open", "lmdb.open"}
     | {"xarray.open_dataset", "xarray.open_dataarray", "xarray.open_mfdataset", "smart_open.open"}
     | {"smart_open.smart_open", "tifffile.TiffFile", "soundfile.SoundFile"}
 )
