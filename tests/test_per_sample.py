@@ -344,3 +344,89 @@ def test_cuda_in_a_test_suite_dataset_is_left_alone(tmp_path):
     """
     assert _codes(tmp_path, {"tests/test_loader.py": dataset}, ["DSL204"]) == []
     assert _codes(tmp_path, {"data.py": dataset}, ["DSL204"]) == [("data.py", 6, "DSL204")]
+
+
+RECORDS = """
+import glob
+import os
+import random
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+class D(Dataset):
+    def __getitem__(self, idx):
+        path, row = self.items[idx]
+        other, _ = self.items[idx]
+        rec = self.records[idx]
+        name = self.ids[idx]
+        use(path, row, other, rec.file, rec.pos, random.randrange(4), self.load(path, row))
+        use(glob.glob(os.path.join(self.root, name + "_*.png")), glob.glob(os.path.join(self.root, name, "*.png")))
+        use(self.root.glob(f"{name}.*"), glob.glob(name + "*"), glob.glob(self.root + name + "*"))
+        use(self.root.rglob(f"{name}/*.png"), glob.glob(f"{self.root}/{name}.png"))
+
+    def load(self, file, position):
+        return use(file, position)
+"""
+
+
+def test_fields_of_one_per_sample_entry(tmp_path):
+    from dslint.semantics.records import same_record
+
+    ctx = _contexts(tmp_path, RECORDS)["example.py"]
+    first = next(c for c in ctx.nodes(cst.Call) if ctx.code(c.func) == "use")
+    args = [a.value for a in first.args]
+    path, row, other, field, pos, drawn = args[:6]
+    assert same_record(ctx, path, row) and same_record(ctx, field, pos)
+    assert not same_record(ctx, path, other)  # the same field of two lookups
+    assert not same_record(ctx, path, field) and not same_record(ctx, path, drawn)
+    inner = next(c for c in ctx.nodes(cst.Call) if ctx.code(c.func) == "use" and ctx.code(c.args[0].value) == "file")
+    assert same_record(ctx, inner.args[0].value, inner.args[1].value)  # through the helper's one call
+
+
+def test_glob_pattern_directory(tmp_path):
+    from dslint.semantics.file_reads import scans_fixed_directory
+
+    ctx = _contexts(tmp_path, RECORDS)["example.py"]
+    scans = {}
+    for call in ctx.nodes(cst.Call):
+        tail = call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+        if tail in ("glob", "rglob"):
+            kind = "glob.glob" if ctx.call_name(call) == "glob.glob" else f"Path.{tail}"
+            scans[ctx.code(call)] = scans_fixed_directory(ctx, call, kind)
+    assert scans == {
+        'glob.glob(os.path.join(self.root, name + "_*.png"))': True,
+        'glob.glob(os.path.join(self.root, name, "*.png"))': False,  # a per-sample folder
+        'self.root.glob(f"{name}.*")': True,
+        'glob.glob(name + "*")': False,  # nothing fixed before the per-sample part
+        'glob.glob(self.root + name + "*")': True,
+        'self.root.rglob(f"{name}/*.png")': True,  # rglob walks the whole tree
+        'glob.glob(f"{self.root}/{name}.png")': False,  # no wildcard: no listing
+    }
+
+
+def test_devices_that_can_be_cuda(tmp_path):
+    from dslint.semantics.cuda import may_be_cuda
+
+    ctx = _contexts(
+        tmp_path,
+        """
+        import torch
+        from torch.utils.data import Dataset
+
+        class D(Dataset):
+            def __init__(self, a="cuda", b="cpu", c=None):
+                self.a, self.c = a, c
+                self.b = b
+                self.auto = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+            def __getitem__(self, idx):
+                use(self.b, self.auto, self.c, self.unknown)
+
+        def f(device="cuda:1"):
+            use(device)
+        """,
+    )["example.py"]
+    calls = [c for c in ctx.nodes(cst.Call) if ctx.code(c.func) == "use"]
+    answers = {ctx.code(a.value): may_be_cuda(ctx, a.value) is not None for c in calls for a in c.args}
+    assert answers == {"self.b": False, "self.auto": True, "self.c": False, "self.unknown": False, "device": True}

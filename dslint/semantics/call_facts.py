@@ -14,6 +14,8 @@ from typing import Optional
 
 import libcst as cst
 
+from dslint.semantics.bindings import scope_assignments
+
 # Calls whose result differs on every call (RNG, clocks, iterators).
 VARYING_PREFIXES = ("random.", "numpy.random.", "secrets.", "uuid.", "time.", "datetime.", "torch.distributions.")
 VARYING_EXACT = frozenset(
@@ -81,3 +83,84 @@ def unresolved_receiver(ctx, func: cst.Attribute) -> bool:
     if isinstance(receiver, (cst.Name, cst.Attribute)):
         return ctx.qualname(receiver) is None
     return True
+
+
+# ---------------------------------------------------------------------------- per-example functions
+
+#: methods of a dataset object that apply a function to each example when it is read
+EXAMPLE_HOOKS = frozenset({"set_transform", "with_transform"})
+#: libraries whose dataset objects' ``.map(f)`` calls ``f`` on every example
+DATASET_LIBRARIES = ("datasets.", "webdataset.", "torchdata.")
+
+
+def per_example_functions(ctx) -> frozenset:
+    """Ids of the functions (defs and lambdas of this file) that run once per example
+    outside a Dataset class: those given to ``ds.set_transform(f)``/``ds.with_transform(f)``,
+    to ``ds.map(f)`` on a dataset of the ``datasets``/``webdataset``/``torchdata``
+    libraries, and the functions of this file they call by name."""
+    return ctx.memo(("call_facts.per_example",), lambda: _per_example_functions(ctx))
+
+
+def _per_example_functions(ctx) -> frozenset:
+    defs = {}
+    for func in ctx.nodes(cst.FunctionDef):
+        defs.setdefault(func.name.value, []).append(func)
+    found, work = set(), []
+    for call in ctx.nodes(cst.Call):
+        func = call.func
+        if not isinstance(func, cst.Attribute) or func.attr.value not in EXAMPLE_HOOKS | {"map"}:
+            continue
+        if func.attr.value == "map" and not _from_dataset_library(ctx, func.value, 0):
+            continue
+        given = positional_or_keyword(call, 0, "transform", "function")
+        if given is None:
+            continue
+        if isinstance(given.value, cst.Lambda):
+            work.append(given.value)
+        elif isinstance(given.value, cst.Name) and len(defs.get(given.value.value, ())) == 1:
+            work.append(defs[given.value.value][0])
+    while work:
+        node = work.pop()
+        if id(node) in found:
+            continue
+        found.add(id(node))
+        body = node.body
+        for sub in _calls_in(body):
+            if isinstance(sub.func, cst.Name) and len(defs.get(sub.func.value, ())) == 1:
+                work.append(defs[sub.func.value][0])
+    return frozenset(found)
+
+
+def _calls_in(node):
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Call):
+            yield current
+        stack.extend(current.children)
+
+
+def _from_dataset_library(ctx, expr, depth: int) -> bool:
+    """``expr`` is a dataset object of a library whose ``.map`` runs per example
+    (``load_dataset(...)["train"].shuffle()``, a name bound to one)."""
+    if depth > 6:
+        return False
+    if isinstance(expr, cst.Call):
+        qualified = ctx.call_name(expr)
+        if qualified is not None:
+            return qualified.startswith(DATASET_LIBRARIES)
+        return isinstance(expr.func, cst.Attribute) and _from_dataset_library(ctx, expr.func.value, depth + 1)
+    if isinstance(expr, cst.Subscript):
+        return _from_dataset_library(ctx, expr.value, depth + 1)
+    if isinstance(expr, cst.Name):
+        values = scope_assignments(ctx.tree, ctx.tree.scope_node(expr), expr.value) or ()
+        return any(value is not expr and _from_dataset_library(ctx, value, depth + 1) for value in values)
+    return False
+
+
+def in_per_example_function(ctx, node) -> bool:
+    """Inside a function that ``per_example_functions`` finds."""
+    ids = per_example_functions(ctx)
+    if not ids:
+        return False
+    return any(id(ancestor) in ids for ancestor in ctx.ancestors(node))

@@ -3,7 +3,8 @@
 torch's own ``nn.Module`` classes (``torch.nn.Linear``) and project classes derived
 from ``nn.Module`` in any file (asked of the project index), model builders
 (``torchvision.models.resnet50``, ``timm.create_model``), any ``*.from_pretrained``,
-torchvision/albumentations transforms, tokenizer and vocabulary builders
+torchvision/albumentations transforms and any ``Compose(...)`` pipeline (a library's
+or the project's own), tokenizer and vocabulary builders
 (``spacy.load``, ``torchtext`` vocabularies, ``Counter`` over a collection) and
 ``{tok: i for i, tok in enumerate(tokens)}``.
 
@@ -93,6 +94,8 @@ def construction_kind(ctx, call: cst.Call) -> Optional[Tuple[str, Optional[str]]
     if not qualified or qualified.startswith("builtins."):
         return None
     transform = transform_class(qualified)
+    if transform is None and qualified.rsplit(".", 1)[-1] == "Compose" and call.args:
+        transform = "Compose"  # any library's or the project's own pipeline container
     if transform is not None:
         if not call.args and transform not in TRANSFORM_CONTAINERS:
             return None  # `ToTensor()`: nothing is set up
@@ -147,3 +150,35 @@ def vocab_comprehension(ctx, comp: cst.DictComp) -> bool:
     if not (isinstance(key, cst.Name) and isinstance(value, cst.Name) and {key.value, value.value} == set(names)):
         return False
     return not df.depends_on_sample(ctx, loop.iter)
+
+
+def stored_factory(ctx, call: cst.Call) -> Optional[cst.Call]:
+    """``self.make(cfg)(sample)``: a callable stored on the object (not a method of its
+    class: a value given at construction, like a ``transform`` argument) is called
+    with the same arguments for every sample, and what it returns is applied to the
+    sample at once. The stored value is then a factory, and the object it builds
+    (a transform pipeline) is built again per sample. Returns the factory call.
+
+    Not answered: factories called without arguments, with a per-sample or random
+    argument, or a name that is a method of the class (its body is checked where it
+    is defined), or whose class has a base outside the project that may define it."""
+    inner = call.func
+    if not isinstance(inner, cst.Call) or not inner.args or any(arg.star for arg in inner.args):
+        return None
+    func = ctx.enclosing_function(call)
+    owner = ctx.method_class(func) if func is not None else None
+    if owner is None or not isinstance(inner.func, cst.Attribute):
+        return None
+    receiver = inner.func.value
+    self_param = ctx.regions.get(func).self_param
+    if not (isinstance(receiver, cst.Name) and receiver.value == self_param):
+        return None
+    if any(df.depends_on_sample(ctx, arg.value) for arg in inner.args):
+        return None
+    if not any(df.depends_on_sample(ctx, arg.value) for arg in call.args):
+        return None
+    qualified = f"{ctx.names.modname}.{ctx.qualname_of_def(owner)}"
+    answer = ctx.view.class_method(qualified, inner.func.attr.value)
+    if not answer or answer.get("defined") is not False:
+        return None
+    return inner

@@ -8,7 +8,8 @@ code and ``collate_fn`` functions, which run in DataLoader workers, and a datase
 ``__init__``, which runs in the main process; code whose every DataLoader has
 ``num_workers=0`` runs in no worker.
 
-API: ``may_touch_cuda(call, cuda_imports)`` (cheap pre-check), ``cuda_use(ctx, call)``,
+API: ``may_touch_cuda(call, cuda_imports)`` (cheap pre-check), ``cuda_use(ctx, call)``, ``may_be_cuda(ctx, expr)``,
+``cuda_model_call(ctx, call)``,
 ``collate_lambdas(ctx)``, ``loading_context(ctx, node, lambdas)``.
 """
 
@@ -20,6 +21,9 @@ import libcst as cst
 
 from dslint.semantics import dataflow as df
 from dslint.semantics.call_facts import positional_or_keyword, unresolved_receiver
+from dslint.semantics.regions import self_attr
+from dslint.semantics.values import possible
+from dslint.semantics.walk import iter_subtree
 
 ENTRY_METHODS = ("__getitem__", "__getitems__", "__iter__", "__next__")
 # torch.cuda functions that do not initialise CUDA
@@ -55,6 +59,72 @@ def cuda_device(ctx, expr, depth: int = 0) -> bool:
     return False
 
 
+def _cuda_text(value) -> bool:
+    return isinstance(value, str) and (value == "cuda" or value.startswith("cuda:"))
+
+
+def may_be_cuda(ctx, expr, depth: int = 0) -> Optional[str]:
+    """Where a CUDA value of the device ``expr`` comes from, when it can be CUDA, or None.
+
+    Certain CUDA devices (``cuda_device``), both arms of a conditional
+    (``"cuda" if torch.cuda.is_available() else "cpu"``), ``torch.device(x)`` for such
+    an ``x``, ``self.<attr>`` through what the class's methods store in it, and what
+    ``dslint.semantics.values`` finds possible (a parameter's default or what this
+    file passes, an argparse default, a config class default). A device nothing in
+    the file shows stays unknown (None)."""
+    if expr is None or depth > 4:
+        return None
+    if cuda_device(ctx, expr):
+        return "a CUDA device"
+    if isinstance(expr, cst.IfExp):
+        return may_be_cuda(ctx, expr.body, depth + 1) or may_be_cuda(ctx, expr.orelse, depth + 1)
+    if isinstance(expr, cst.Call) and ctx.call_name(expr) == "torch.device" and expr.args:
+        return may_be_cuda(ctx, expr.args[0].value, depth + 1)
+    if isinstance(expr, cst.Attribute):
+        stored = _self_stores(ctx, expr)
+        if stored is not None:
+            for value in stored:
+                found = may_be_cuda(ctx, value, depth + 1)
+                if found is not None:
+                    return found
+            return None
+    if isinstance(expr, cst.Name):
+        values = df.plain_bindings(ctx, expr) if ctx.enclosing_function(expr) is not None else None
+        if values is not None:
+            for value in values:
+                found = may_be_cuda(ctx, value, depth + 1)
+                if found is not None:
+                    return found
+            return None
+    hit = possible(ctx, expr).can_be(_cuda_text)
+    return f"{hit.origin} is {hit.value!r}" if hit is not None else None
+
+
+def _self_stores(ctx, expr: cst.Attribute) -> Optional[List[cst.BaseExpression]]:
+    """What the methods of the enclosing class store in ``self.<attr>`` (None when
+    ``expr`` is not an attribute of ``self`` in a method)."""
+    func = ctx.enclosing_function(expr)
+    owner = ctx.method_class(func) if func is not None else None
+    if owner is None:
+        return None
+    attr = self_attr(expr, ctx.regions.get(func).self_param)
+    if attr is None:
+        return None
+    return ctx.memo(("cuda.self_stores", id(owner), attr), lambda: _stores_of(ctx, owner, attr))
+
+
+def _stores_of(ctx, owner: cst.ClassDef, attr: str) -> List[cst.BaseExpression]:
+    found = []
+    for method in ctx.nodes(cst.FunctionDef):
+        if ctx.method_class(method) is not owner:
+            continue
+        self_param = ctx.regions.get(method).self_param
+        for node in iter_subtree(method.body, into_scopes=False):
+            if isinstance(node, cst.Assign) and any(self_attr(t.target, self_param) == attr for t in node.targets):
+                found.append(node.value)
+    return found
+
+
 def cuda_use(ctx, call: cst.Call) -> Optional[str]:
     """What makes ``call`` touch CUDA, as it will be shown, or None."""
     func = call.func
@@ -72,13 +142,17 @@ def cuda_use(ctx, call: cst.Call) -> Optional[str]:
             return "`.pin_memory()`"
         if method == "to":
             device = positional_or_keyword(call, 0, "device")
-            if device is not None and cuda_device(ctx, device.value):
-                return f"`.to({ctx.code(device.value).strip()})`" if len(ctx.code(device.value)) < 30 else "`.to(cuda)`"
+            origin = may_be_cuda(ctx, device.value) if device is not None else None
+            if origin is not None:
+                text = ctx.code(device.value).strip()
+                return _shown(f"`.to({text})`" if len(text) < 30 else "`.to(cuda)`", origin)
     for arg in call.args:
         if arg.keyword is None:
             continue
-        if arg.keyword.value == "device" and cuda_device(ctx, arg.value):
-            return f"`device={ctx.code(arg.value).strip()}`" if len(ctx.code(arg.value)) < 30 else "`device=cuda`"
+        origin = may_be_cuda(ctx, arg.value) if arg.keyword.value == "device" else None
+        if origin is not None:
+            text = ctx.code(arg.value).strip()
+            return _shown(f"`device={text}`" if len(text) < 30 else "`device=cuda`", origin)
         if (
             arg.keyword.value == "pin_memory"
             and qualified is not None
@@ -88,6 +162,58 @@ def cuda_use(ctx, call: cst.Call) -> Optional[str]:
         ):
             return "`pin_memory=True`"
     return None
+
+
+def cuda_model_call(ctx, call: cst.Call) -> Optional[str]:
+    """``self.model(x)`` or ``self.model.encode(x)``, where a method of the class stores
+    in ``self.model`` a value it puts on a device that can be CUDA
+    (``build().cuda()``, ``.to(device)``, ``device=...``): the call runs CUDA kernels.
+    Returns how it is shown, or None."""
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return None
+    holder = func
+    if isinstance(func.value, cst.Attribute):
+        holder = func.value  # self.model.encode(x)
+    if func.attr.value in _NOT_RUNS or not isinstance(holder.value, cst.Name):
+        return None
+    stored = _self_stores(ctx, holder)
+    if not stored:
+        return None
+    for value in stored:
+        placed = _placed_on_cuda(ctx, value)
+        if placed is not None:
+            return f"`{ctx.code(func).strip()}(...)` (a model stored with {placed})"
+    return None
+
+
+# methods of a module that move it or ask about it, not run it
+_NOT_RUNS = frozenset({"cpu", "to", "cuda", "eval", "train", "parameters", "state_dict", "half", "float", "requires_grad_"})
+
+
+def _placed_on_cuda(ctx, value) -> Optional[str]:
+    """``X.cuda()``, ``X.to(device)`` for a device that can be CUDA, or a call given such a
+    ``device=``, at the end of ``value``'s chain of calls."""
+    if not isinstance(value, cst.Call):
+        return None
+    func = value.func
+    if isinstance(func, cst.Attribute) and unresolved_receiver(ctx, func):
+        if func.attr.value == "cuda":
+            return "`.cuda()`"
+        if func.attr.value == "to":
+            device = positional_or_keyword(value, 0, "device")
+            if device is not None and may_be_cuda(ctx, device.value) is not None:
+                return f"`.to({ctx.code(device.value).strip()})`"
+        if func.attr.value in ("eval", "requires_grad_", "half", "float"):
+            return _placed_on_cuda(ctx, func.value)
+    for arg in value.args:
+        if arg.keyword is not None and arg.keyword.value == "device" and may_be_cuda(ctx, arg.value) is not None:
+            return f"`device={ctx.code(arg.value).strip()}`"
+    return None
+
+
+def _shown(text: str, origin: str) -> str:
+    return text if origin == "a CUDA device" else f"{text} ({origin})"
 
 
 def may_touch_cuda(call: cst.Call, cuda_imports: bool) -> bool:

@@ -21,6 +21,7 @@ from typing import Optional
 
 import libcst as cst
 
+from dslint.semantics.bindings import names_in_target
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.regions import self_name
 from dslint.semantics.walk import iter_subtree
@@ -34,48 +35,31 @@ TEMPORARY = "temporary"
 UNCLOSED = "unclosed"
 
 IMAGE_OPEN = "PIL.Image.open"
+# The one knowledge table of calls that return an object holding an open file until
+# its ``close()``: file objects (FILE_OPENERS), and library handles (LIBRARY_OPENERS:
+# archives, HDF5/NetCDF/raster datasets, LMDB environments). ``fsspec.open`` is not
+# one: it returns a lazy ``OpenFile`` that opens nothing until it is entered.
 FILE_OPENERS = frozenset(
-    {
-        "builtins.open",
-        "gzip.open",
-        "bz2.open",
-        "lzma.open",
-        "tarfile.open",
-        "zipfile.ZipFile",
-        "h5py.File",
-        "codecs.open",
-        "gzip.GzipFile",
-        "bz2.BZ2File",
-        "lzma.LZMAFile",
-        "io.FileIO",
-        "os.fdopen",
-    }
+    {"builtins.open", "gzip.open", "bz2.open", "lzma.open", "tarfile.open", "zipfile.ZipFile", "h5py.File"}
+    | {"codecs.open", "gzip.GzipFile", "bz2.BZ2File", "lzma.LZMAFile", "io.FileIO", "os.fdopen"}
+)
+LIBRARY_OPENERS = frozenset(
+    {"tarfile.TarFile", "netCDF4.Dataset", "netCDF4.MFDataset", "rasterio.open", "lmdb.open"}
+    | {"xarray.open_dataset", "xarray.open_dataarray", "xarray.open_mfdataset", "smart_open.open"}
+    | {"smart_open.smart_open", "tifffile.TiffFile", "soundfile.SoundFile"}
 )
 MMAP_LOADERS = frozenset({"numpy.load", "numpy.memmap"})
+# ``np.load`` of an ``.npz`` path: an ``NpzFile`` holds its archive open until closed
+# (or collected: a temporary is closed at once, a kept one is not)
+NPZ = "npz"
+# the last names the openers are called by (aliases are added by the caller)
+OPENER_TAILS = frozenset(q.rsplit(".", 1)[1] for q in FILE_OPENERS | LIBRARY_OPENERS | MMAP_LOADERS | {IMAGE_OPEN})
+# calls that import the module their string argument names
+_IMPORTERS = frozenset({"importlib.import_module", "builtins.__import__"})
 # Methods that read the pixels (Image.load()): single-frame files close afterwards.
 IMAGE_LOADING_METHODS = frozenset(
-    {
-        "load",
-        "convert",
-        "copy",
-        "resize",
-        "crop",
-        "rotate",
-        "transpose",
-        "filter",
-        "point",
-        "split",
-        "getdata",
-        "tobytes",
-        "thumbnail",
-        "reduce",
-        "quantize",
-        "getpixel",
-        "histogram",
-        "getbbox",
-        "getextrema",
-        "save",
-    }
+    {"load", "convert", "copy", "resize", "crop", "rotate", "transpose", "filter", "point", "split", "getdata"}
+    | {"tobytes", "thumbnail", "reduce", "quantize", "getpixel", "histogram", "getbbox", "getextrema", "save"}
 )
 # Wrappers that do not change who owns the handle.
 _CLOSING = frozenset({"contextlib.closing"})
@@ -94,18 +78,50 @@ class Fate:
     name: Optional[str] = None
 
 
-def opener_kind(ctx, call: cst.Call) -> Optional[str]:
-    """"image", "file" or "mmap" for calls that open an OS-level handle."""
+def opener_name(ctx, call: cst.Call) -> Optional[str]:
+    """The qualified name of the call, also for a module imported by a call
+    (``xr = importlib.import_module("xarray")``, or a project helper that calls
+    ``importlib.import_module``: ``xr = lazy_import("xarray")``; ``xr.open_dataset``)."""
     qualified = ctx.call_name(call)
+    if qualified is not None or not isinstance(call.func, cst.Attribute):
+        return qualified
+    receiver = call.func.value
+    if not isinstance(receiver, cst.Name):
+        return None
+    value = ctx.single_assignment(receiver)
+    if not isinstance(value, cst.Call) or len(value.args) != 1 or value.args[0].keyword is not None:
+        return None
+    module = ctx.literal(value.args[0].value)
+    if not isinstance(module, str) or not module.replace(".", "").replace("_", "").isalnum():
+        return None
+    importer = ctx.call_name(value)
+    if importer is None or not (importer in _IMPORTERS or _calls_importer(ctx, importer)):
+        return None
+    return f"{module}.{call.func.attr.value}"
+
+
+def _calls_importer(ctx, qualified: str) -> bool:
+    def compute() -> bool:
+        facts = ctx.view.function_facts(qualified)
+        return bool(facts) and any(kind == "func" and target in _IMPORTERS for kind, target, _ in facts["calls"])
+
+    return ctx.memo(("lifetimes.importer", qualified), compute)
+
+
+def opener_kind(ctx, call: cst.Call) -> Optional[str]:
+    """"image", "file", "mmap" or "npz" for calls that open an OS-level handle."""
+    qualified = opener_name(ctx, call)
     if qualified == IMAGE_OPEN:
         return "image" if not _image_source_is_fileobj(ctx, call) else None
-    if qualified in FILE_OPENERS:
+    if qualified in FILE_OPENERS or qualified in LIBRARY_OPENERS:
         return "file"
     if qualified in MMAP_LOADERS:
         for arg in call.args:
             if arg.keyword is not None and arg.keyword.value == "mmap_mode":
                 value = ctx.literal(arg.value)
                 return "mmap" if isinstance(value, str) else None
+        if qualified == "numpy.load" and call.args and _names_suffix(ctx, call.args[0].value, ".npz"):
+            return NPZ
         return "mmap" if qualified == "numpy.memmap" else None
     if (
         isinstance(call.func, cst.Attribute)
@@ -115,6 +131,27 @@ def opener_kind(ctx, call: cst.Call) -> Optional[str]:
     ):
         return "file"
     return None
+
+
+def _names_suffix(ctx, expr, suffix: str, depth: int = 0) -> bool:
+    """A path expression whose text ends with ``suffix`` (``f"{split}.npz"``,
+    ``root + ".npz"``, ``os.path.join(root, "x.npz")``, a name bound once to one)."""
+    if depth > 3:
+        return False
+    value = ctx.literal(expr)
+    if isinstance(value, str):
+        return value.endswith(suffix)
+    if isinstance(expr, cst.FormattedString):
+        last = expr.parts[-1] if expr.parts else None
+        return isinstance(last, cst.FormattedStringText) and last.value.endswith(suffix)
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Divide)):
+        return _names_suffix(ctx, expr.right, suffix, depth + 1)
+    if isinstance(expr, cst.Call) and ctx.call_name(expr) == "os.path.join" and expr.args:
+        return _names_suffix(ctx, expr.args[-1].value, suffix, depth + 1)
+    if isinstance(expr, cst.Name):
+        bound = ctx.single_assignment(expr)
+        return bound is not None and _names_suffix(ctx, bound, suffix, depth + 1)
+    return False
 
 
 def _image_source_is_fileobj(ctx, call: cst.Call) -> bool:
@@ -288,14 +325,6 @@ def _is_store(ctx, name: cst.Name) -> bool:
     return isinstance(parent, cst.AsName)
 
 
-def _target_names(target: cst.CSTNode):
-    if isinstance(target, cst.Name):
-        yield target.value
-    elif isinstance(target, (cst.Tuple, cst.List)):
-        for element in target.elements:
-            yield from _target_names(element.value)
-
-
 def _rebinding_after(ctx, site: cst.CSTNode, name: str) -> Optional[cst.CSTNode]:
     """The first later statement of the site's own block that rebinds ``name`` unconditionally."""
     if not isinstance(site, (cst.Assign, cst.AnnAssign)):
@@ -318,7 +347,7 @@ def _rebinding_after(ctx, site: cst.CSTNode, name: str) -> Optional[cst.CSTNode]
                 targets = [small.target]
             else:
                 continue
-            if any(name in _target_names(t) for t in targets):
+            if any(name in names_in_target(t) for t in targets):
                 return stmt
     return None
 

@@ -8,27 +8,23 @@ import libcst as cst
 from dslint.edits import with_statement_fix
 from dslint.report import FixSpec
 from dslint.semantics import lifetimes as lt
+from dslint.semantics.call_facts import in_per_example_function
 from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.walk import iter_subtree
 
 
 def opened_handles(ctx, kinds):
     """(call, kind, fate) for every opener call in dataset code."""
-    tails = ctx.names.call_tails(_OPENER_TAILS)
+    tails = ctx.names.call_tails(lt.OPENER_TAILS)
     for call in ctx.nodes(cst.Call):
         func = call.func
         tail = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else None)
-        if tail not in tails:
+        if tail not in tails and not (isinstance(func, cst.Attribute) and tail in lt.OPENER_TAILS):
             continue
         kind = lt.opener_kind(ctx, call)
-        if kind not in kinds or not ctx.in_dataset_code(call):
+        if kind not in kinds or not (ctx.in_dataset_code(call) or in_per_example_function(ctx, call)):
             continue
         yield call, kind, lt.fate(ctx, call)
-
-
-_OPENER_TAILS = frozenset(
-    {"open", "ZipFile", "File", "GzipFile", "BZ2File", "LZMAFile", "FileIO", "fdopen", "load", "memmap"}
-)
 
 
 def in_init(ctx, node) -> bool:

@@ -11,7 +11,10 @@ class UnclosedImageOpen(Rule):
     """
     ## What it does
     Flags `PIL.Image.open(...)` in dataset code (methods of a `Dataset` subclass and
-    the functions they call per sample) whose image is not opened in a `with`
+    the functions they call per sample, and the per-example functions given to a
+    `datasets`/`webdataset`/`torchdata` dataset's `.set_transform(f)`,
+    `.with_transform(f)` or `.map(f)` with the functions of the file they call)
+    whose image is not opened in a `with`
     block or closed on all paths, including the common
     `Image.open(path).convert("RGB")` chain.
 
@@ -91,10 +94,36 @@ class UnclosedImageOpen(Rule):
                 return PILImage.open(io.BytesIO(data)).convert("RGB")
         """,
         """
+        from multiprocessing import Pool
         from PIL import Image
+        from torch.utils.data import DataLoader
 
         def not_dataset_code(p):
             return Image.open(p).convert("RGB")
+
+        def size(p):
+            return to_size(Image.open(p))
+
+        with Pool(4) as pool:
+            sizes = pool.map(size, PATHS)  # a pool, not a dataset
+        loader = DataLoader(sizes)
+        """,
+        # a per-example function of a datasets object that closes its image
+        """
+        from datasets import load_dataset
+        from PIL import Image
+        from torch.utils.data import DataLoader
+
+        def decode(batch):
+            out = []
+            for p in batch["path"]:
+                with Image.open(p) as im:
+                    out.append(im.convert("RGB"))
+            return {"image": out}
+
+        train = load_dataset("csv", data_files="x.csv")["train"]
+        train.set_transform(decode)
+        loader = DataLoader(train, batch_size=8)
         """,
         """
         from PIL import Image
@@ -118,6 +147,26 @@ class UnclosedImageOpen(Rule):
         """,
     )
     invalid = (
+        # functions that a `datasets` object runs per example (and the helpers they call)
+        """
+        from datasets import load_dataset
+        from PIL import Image
+        from torch.utils.data import DataLoader
+
+        def read(path):
+            image = Image.open(path)  # expect: DSL101
+            return to_array(image.convert("RGB"))
+
+        def decode(batch):
+            batch["image"] = [read(p) for p in batch["path"]]
+            return batch
+
+        ds = load_dataset("csv", data_files="x.csv")
+        train = ds["train"].shuffle(seed=0)
+        train.set_transform(decode)
+        sizes = train.map(lambda e: {"size": Image.open(e["path"]).size})  # expect: DSL101
+        loader = DataLoader(train, batch_size=8, num_workers=4)
+        """,
         Invalid(
             """
             from PIL import Image

@@ -4,15 +4,22 @@ from __future__ import annotations
 
 from dslint.rules.base import WARNING, Invalid, Rule, Symptom
 from dslint.rules.handles._common import opened_handles, opener_text, unclosed, with_fix
+from dslint.semantics import lifetimes as lt
 
 
 class UnclosedFileOpen(Rule):
     """
     ## What it does
     Flags `open()`, `io.open`, `gzip`/`bz2`/`lzma.open`, `tarfile.open`,
-    `zipfile.ZipFile`, `h5py.File` and `Path(...).open()` in dataset code whose
-    handle is not a `with` item and not closed on all paths, such as
-    `json.load(open(path))`.
+    `zipfile.ZipFile`, `h5py.File`, `netCDF4.Dataset`, `rasterio.open`,
+    `xarray.open_dataset`/`open_dataarray`/`open_mfdataset`, `smart_open.open`,
+    `lmdb.open`, `tifffile.TiffFile`, `soundfile.SoundFile` and
+    `Path(...).open()` in dataset code whose handle is not a `with` item and not
+    closed on all paths, such as `json.load(open(path))` or
+    `[rasterio.open(p).read() for p in paths]`. A module imported by a call
+    (`xr = importlib.import_module("xarray")`, or a project helper that calls
+    `importlib.import_module`) is followed. `fsspec.open` is not an opener: it
+    returns a lazy `OpenFile` that holds nothing until it is entered.
 
     A handle kept on `self` is not reported when the class manages it as its
     one handle: it closes it somewhere (`__del__`, `close()`) or opens it lazily
@@ -125,6 +132,25 @@ class UnclosedFileOpen(Rule):
                 open(self.markers[i], "a").close()  # closed at once
                 return i
         """,
+        # library openers closed by `with`, a lazy fsspec OpenFile, a temporary NpzFile (closed when dropped)
+        """
+        import fsspec
+        import numpy as np
+        import rasterio
+        import xarray as xr
+        from torch.utils.data import Dataset
+
+        class D(Dataset):
+            def __getitem__(self, i):
+                with rasterio.open(self.files[i]) as src:
+                    image = src.read()
+                with xr.open_dataset(self.cubes[i]) as cube:
+                    mask = cube.mask.values
+                lazy = fsspec.open(self.urls[i])
+                with lazy as f:
+                    raw = f.read()
+                return image, mask, raw, np.load(f"{self.names[i]}.npz")["x"]
+        """,
         """
         from torch.utils.data import Dataset
 
@@ -148,6 +174,27 @@ class UnclosedFileOpen(Rule):
         """,
     )
     invalid = (
+        # library openers: a raster per time step, a NetCDF patch through a lazy import, an npz archive
+        {
+            "lazy.py": """
+                import importlib
+
+                def lazy_import(name):
+                    return importlib.import_module(name)
+            """,
+            "geo.py": """
+                import rasterio
+                from torch.utils.data import Dataset
+                from lazy import lazy_import
+
+                class Patches(Dataset):
+                    def __getitem__(self, i):
+                        xr = lazy_import("xarray")
+                        nc = xr.open_dataset(self.files[i])  # expect: DSL102
+                        steps = [rasterio.open(p).read() for p in self.series[i]]  # expect: DSL102
+                        return nc.band.values, steps
+            """,
+        },
         Invalid(
             """
             import json
@@ -183,9 +230,12 @@ class UnclosedFileOpen(Rule):
             if not unclosed(ctx, call, fate):
                 continue
             where = "in every worker, for every sample" if ctx.is_per_sample(call) else "when it is collected"
+            if lt.opener_name(ctx, call) in lt.LIBRARY_OPENERS:
+                what = f"the file stays open until the handle is garbage-collected ({where.replace('when', 'until')})"
+            else:
+                what = f"the descriptor stays open until garbage collection (ResourceWarning {where})"
             yield self.report(
                 call,
-                f"`{opener_text(ctx, call)}` is never closed: the descriptor stays open until garbage "
-                f"collection (ResourceWarning {where})",
+                f"`{opener_text(ctx, call)}` is never closed: {what}",
                 fix=with_fix(ctx, call, fate, ("f", "fh", "handle")),
             )

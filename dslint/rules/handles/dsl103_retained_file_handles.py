@@ -10,8 +10,9 @@ from dslint.semantics import lifetimes as lt
 class RetainedFileHandles(Rule):
     """
     ## What it does
-    Flags handles from `Image.open`, `open` and the other openers of DSL102, and
-    `np.load(..., mmap_mode=...)`, that dataset code keeps without loading them:
+    Flags handles from `Image.open`, `open` and the other openers of DSL102,
+    `np.load(..., mmap_mode=...)` and `np.load` of an `.npz` path (an `NpzFile`
+    keeps its archive open), that dataset code keeps without loading them:
     a new handle stored in a list, dict or cache on every sample, or one handle
     per file opened in `__init__` and kept.
 
@@ -141,6 +142,19 @@ class RetainedFileHandles(Rule):
                 return self.maps[i][0]
         """,
         """
+        import os
+        import numpy as np
+        from torch.utils.data import Dataset
+
+        class Shards(Dataset):
+            def __init__(self, root, names):
+                self.archives = [np.load(os.path.join(root, f"{n}.npz")) for n in names]  # expect: DSL103
+                self.arrays = [np.load(os.path.join(root, f"{n}.npz"))["x"] for n in names]  # loaded: fine
+
+            def __getitem__(self, i):
+                return self.archives[i]["x"], self.arrays[i]
+        """,
+        """
         from torch.utils.data import Dataset
 
         class D(Dataset):
@@ -153,7 +167,7 @@ class RetainedFileHandles(Rule):
     )
 
     def check(self, ctx):
-        for call, kind, fate in opened_handles(ctx, ("image", "file", "mmap")):
+        for call, kind, fate in opened_handles(ctx, ("image", "file", "mmap", lt.NPZ)):
             if fate.kind != lt.STORED or in_lazy_block(ctx, call):
                 continue
             text = opener_text(ctx, call)

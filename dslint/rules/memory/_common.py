@@ -8,8 +8,9 @@ from typing import Optional
 
 import libcst as cst
 
-from dslint.semantics.bindings import single_assignment
-from dslint.semantics.regions import self_attr
+from dslint.semantics.bindings import class_ref, single_assignment
+from dslint.semantics.classes import find_method
+from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.walk import iter_subtree
 
 # Calls returning a list (or dict) of Python strings / objects.
@@ -24,25 +25,35 @@ _STRING_METHODS = frozenset(
     {"strip", "rstrip", "lstrip", "split", "format", "join", "replace", "lower", "upper", "rsplit", "decode"}
 )
 _FILL_METHODS = frozenset({"append", "extend", "insert"})
+# Readers whose payload is Python objects when a project helper turns it into records.
+_PAYLOAD_READERS = _PARSERS | {"pickle.load", "pickle.loads", "yaml.load", "mmengine.load", "mmcv.load", "joblib.load"}
+# An index of fewer entries than this, known statically, is too small to matter.
+SMALL = 10_000
 
 
 class _Source:
     """Is an ``__init__`` expression a Python container of per-sample strings/tuples?"""
 
-    def __init__(self, ctx, init: cst.FunctionDef) -> None:
+    def __init__(self, ctx, init: cst.FunctionDef, attr: Optional[str] = None) -> None:
         self.ctx = ctx
         self.init = init
+        self.attr = attr  # the attribute being stored: ``self.x = helper(self.x)`` follows it
 
     def describe(self, expr: cst.CSTNode, depth: int = 0) -> Optional[str]:
         """A short description of the container ``expr`` builds, or None when unknown."""
         if depth > 4:
             return None
         ctx = self.ctx
+        if isinstance(expr, (cst.ListComp, cst.SetComp, cst.DictComp)) and small_loop(ctx, expr.for_in):
+            return None
         if isinstance(expr, (cst.ListComp, cst.SetComp)):
             return "list" if self._stringish(expr.elt, expr.for_in, depth) else None
         if isinstance(expr, cst.DictComp):
             return "dict" if self._stringish(expr.value, expr.for_in, depth) else None
         if isinstance(expr, cst.Call):
+            helper = self._helper_over_payload(expr, depth)
+            if helper is not None:
+                return helper
             qualified = ctx.call_name(expr)
             if qualified in _PARSERS:
                 return f"`{qualified}` result"
@@ -61,6 +72,66 @@ class _Source:
                     return "`.tolist()` list"
                 if method in _LINE_METHODS and self._text_source(expr.func.value):
                     return "list of lines"
+        return None
+
+    # -- records a project helper builds from a file's payload
+    def _helper_over_payload(self, call: cst.Call, depth: int) -> Optional[str]:
+        """``helper(payload)``: a project function (or a method of the class) given the
+        content of a parsed file, or an index built earlier in ``__init__``, that builds
+        no numpy/torch/pandas object: the records it returns are Python objects."""
+        ctx = self.ctx
+        if any(arg.star for arg in call.args):
+            return None
+        func = call.func
+        self_param = self_name(self.init)
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == self_param:
+            owner = ctx.method_class(self.init)
+            method = find_method(ctx, owner, func.attr.value) if owner is not None else None
+            if method is None or _builds_arrays(ctx, method):
+                return None
+            name = f"self.{func.attr.value}"
+        else:
+            qualified = ctx.call_name(call)
+            facts = ctx.view.function_facts(qualified) if qualified and not qualified.startswith("builtins.") else None
+            if not facts or any(target.startswith(_ARRAY_PREFIXES) for _, target, _ in facts["calls"]):
+                return None
+            name = qualified.rsplit(".", 1)[-1]
+        for arg in call.args:
+            source = self._payload(arg.value, depth + 1)
+            if source is not None:
+                return f"records `{name}()` builds from {source}"
+        return None
+
+    def _payload(self, expr: cst.CSTNode, depth: int) -> Optional[str]:
+        """What parsed file ``expr`` holds (``data["infos"]`` of ``data = pickle.load(f)``),
+        or the index being stored as it was built before (``self.items =
+        self.keep(self.items)``)."""
+        if depth > 4:
+            return None
+        ctx = self.ctx
+        if isinstance(expr, cst.Call):
+            qualified = ctx.call_name(expr)
+            return f"the `{qualified}` payload" if qualified in _PAYLOAD_READERS else None
+        if isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
+            if isinstance(ctx.literal(expr.slice[0].slice.value), str):
+                return self._payload(expr.value, depth + 1)
+            return None
+        if isinstance(expr, cst.Name):
+            value = single_assignment(ctx.tree, expr)
+            return self._payload(value, depth + 1) if value is not None else None
+        attr = self_attr(expr, self_name(self.init))
+        if attr is None or attr != self.attr:
+            return None  # only the index itself, filtered or rebuilt in place
+        for node in iter_subtree(self.init.body, into_scopes=False):
+            if isinstance(node, cst.Assign) and node.value is not expr and len(node.targets) == 1:
+                if self_attr(node.targets[0].target, self_name(self.init)) == attr:
+                    if any(sub is expr for sub in iter_subtree(node.value)):
+                        continue
+                    what = self.describe(node.value, depth + 1)
+                    if what is not None and " builds from " in what:
+                        return what.split(" builds from ", 1)[1]
+                    if what is not None:
+                        return f"the index `self.{attr}` ({what})"
         return None
 
     # -- helpers
@@ -152,12 +223,71 @@ def _fills(ctx, init: cst.FunctionDef, self_param: str, attr: str) -> Optional[s
         owner = node.func.value
         if self_attr(owner, self_param) != attr:
             continue
-        if not any(isinstance(a, (cst.For, cst.While)) for a in _ancestors_until(ctx, node, init)):
+        loops = [a for a in _ancestors_until(ctx, node, init) if isinstance(a, (cst.For, cst.While))]
+        if not loops:
             continue
+        if all(isinstance(loop, cst.For) for loop in loops):
+            sizes = [known_size(ctx, loop.iter) for loop in loops]
+            if all(size is not None for size in sizes) and _product(sizes) < SMALL:
+                continue  # a loop over a small fixed collection
         item = node.args[-1].value
         if _fill_item_stringish(ctx, item, init):
             return "list filled in a loop"
     return None
+
+
+def _builds_arrays(ctx, func: cst.FunctionDef) -> bool:
+    for node in iter_subtree(func.body, into_scopes=False):
+        if isinstance(node, cst.Call) and (ctx.call_name(node) or "").startswith(_ARRAY_PREFIXES):
+            return True
+    return False
+
+
+def known_size(ctx, expr: cst.CSTNode, depth: int = 0) -> Optional[int]:
+    """How many items iterating ``expr`` gives, when the code states it: a display, a
+    ``range`` of literals, ``enumerate``/``sorted``/``list``/``zip`` of such, or a name
+    bound once to one."""
+    if depth > 4:
+        return None
+    if isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
+        return None if any(isinstance(e, cst.StarredElement) for e in expr.elements) else len(expr.elements)
+    if isinstance(expr, cst.Call) and not any(arg.star or arg.keyword for arg in expr.args):
+        name = ctx.call_name(expr)
+        if name == "builtins.range" and expr.args:
+            bounds = [ctx.literal(arg.value) for arg in expr.args]
+            if all(isinstance(b, int) and not isinstance(b, bool) for b in bounds):
+                return len(range(*bounds))
+            return None
+        if name in ("builtins.enumerate", "builtins.sorted", "builtins.list", "builtins.tuple", "builtins.reversed"):
+            return known_size(ctx, expr.args[0].value, depth + 1) if expr.args else None
+        if name == "builtins.zip" and expr.args:
+            sizes = [known_size(ctx, arg.value, depth + 1) for arg in expr.args]
+            return None if any(n is None for n in sizes) else min(sizes)
+        return None
+    if isinstance(expr, cst.Name):
+        value = single_assignment(ctx.tree, expr) or ctx.module_constant(expr)
+        return known_size(ctx, value, depth + 1) if value is not None else None
+    return None
+
+
+def small_loop(ctx, for_in: Optional[cst.CompFor]) -> bool:
+    """Every ``for`` of a comprehension runs over a source of known size, and together
+    they give fewer than ``SMALL`` items."""
+    total = 1
+    while for_in is not None:
+        size = known_size(ctx, for_in.iter)
+        if size is None:
+            return False
+        total *= size
+        for_in = for_in.inner_for_in
+    return total < SMALL
+
+
+def _product(sizes) -> int:
+    out = 1
+    for size in sizes:
+        out *= size
+    return out
 
 
 def _ancestors_until(ctx, node, stop):
@@ -210,7 +340,50 @@ def _empty_container(expr: cst.CSTNode) -> bool:
 
 def python_objects(ctx, init: cst.FunctionDef, self_param: str, attr: str, value: cst.CSTNode) -> Optional[str]:
     """A short description of the Python-object container ``self.<attr> = value`` builds, or None."""
-    what = _Source(ctx, init).describe(value)
+    what = _Source(ctx, init, attr).describe(value)
     if what is None and _empty_container(value):
         what = _fills(ctx, init, self_param, attr)
     return what
+
+
+_FORK_FREE_CONTEXTS = ("spawn", "forkserver")
+
+
+def loaders_fork_free(ctx, cls: cst.ClassDef, family) -> bool:
+    """Every DataLoader known over the class runs without forked workers.
+
+    ``num_workers=0``, or a ``spawn``/``forkserver`` context (in the DataLoader
+    call or through ``set_start_method`` in this file): the dataset is then not
+    shared copy-on-write, so there is no copy-on-read either.
+    """
+    for call in ctx.calls_to("multiprocessing.set_start_method", "torch.multiprocessing.set_start_method"):
+        if call.args and ctx.literal(call.args[0].value) in _FORK_FREE_CONTEXTS:
+            return True
+    family_ids = {id(c) for c in family}
+    local = []
+    for bound in ctx.dataloader_calls():
+        ref = class_ref(ctx.tree, ctx.names, bound.expr("dataset"))
+        if ref is not None and ref[0] == "local" and id(ref[1]) in family_ids:
+            local.append(bound)
+    if local and all(
+        ctx.value(b, "num_workers") == 0 or ctx.value(b, "multiprocessing_context") in _FORK_FREE_CONTEXTS
+        for b in local
+    ):
+        return True
+    loaders = ctx.view.loaders_over(ctx.qualname_of_def(cls))
+    if not loaders and not ctx.dataloader_calls() and _is_script(ctx):
+        return True  # a script's own dataset that no DataLoader uses: it is iterated in one process
+    return bool(loaders) and all(facts.get("num_workers") == 0 for facts in loaders) and not local
+
+
+def _is_script(ctx) -> bool:
+    """The module runs as a script: it has a top-level ``if __name__ == "__main__":`` block."""
+    for stmt in ctx.module.body:
+        if isinstance(stmt, cst.If) and isinstance(stmt.test, cst.Comparison):
+            test = stmt.test
+            sides = [test.left, *(c.comparator for c in test.comparisons)]
+            if any(isinstance(n, cst.Name) and n.value == "__name__" for n in sides) and any(
+                isinstance(n, cst.SimpleString) and n.evaluated_value == "__main__" for n in sides
+            ):
+                return True
+    return False

@@ -2,55 +2,10 @@
 
 from __future__ import annotations
 
-import libcst as cst
-
 from dslint.rules.base import WARNING, Rule, Symptom
-from dslint.rules.memory._common import python_objects
-from dslint.semantics.bindings import class_ref
+from dslint.rules.memory._common import loaders_fork_free, python_objects
 from dslint.semantics.classes import class_family, dataset_inits
 from dslint.semantics.instance_state import indexed_by_local, self_attr_uses, self_stores
-
-_FORK_FREE_CONTEXTS = ("spawn", "forkserver")
-
-
-def _loaders_fork_free(ctx, cls: cst.ClassDef, family) -> bool:
-    """Every DataLoader known over the class runs without forked workers.
-
-    ``num_workers=0``, or a ``spawn``/``forkserver`` context (in the DataLoader
-    call or through ``set_start_method`` in this file): the dataset is then not
-    shared copy-on-write, so there is no copy-on-read either.
-    """
-    for call in ctx.calls_to("multiprocessing.set_start_method", "torch.multiprocessing.set_start_method"):
-        if call.args and ctx.literal(call.args[0].value) in _FORK_FREE_CONTEXTS:
-            return True
-    family_ids = {id(c) for c in family}
-    local = []
-    for bound in ctx.dataloader_calls():
-        ref = class_ref(ctx.tree, ctx.names, bound.expr("dataset"))
-        if ref is not None and ref[0] == "local" and id(ref[1]) in family_ids:
-            local.append(bound)
-    if local and all(
-        ctx.value(b, "num_workers") == 0 or ctx.value(b, "multiprocessing_context") in _FORK_FREE_CONTEXTS
-        for b in local
-    ):
-        return True
-    loaders = ctx.view.loaders_over(ctx.qualname_of_def(cls))
-    if not loaders and not ctx.dataloader_calls() and _is_script(ctx):
-        return True  # a script's own dataset that no DataLoader uses: it is iterated in one process
-    return bool(loaders) and all(facts.get("num_workers") == 0 for facts in loaders) and not local
-
-
-def _is_script(ctx) -> bool:
-    """The module runs as a script: it has a top-level ``if __name__ == "__main__":`` block."""
-    for stmt in ctx.module.body:
-        if isinstance(stmt, cst.If) and isinstance(stmt.test, cst.Comparison):
-            test = stmt.test
-            sides = [test.left, *(c.comparator for c in test.comparisons)]
-            if any(isinstance(n, cst.Name) and n.value == "__name__" for n in sides) and any(
-                isinstance(n, cst.SimpleString) and n.evaluated_value == "__main__" for n in sides
-            ):
-                return True
-    return False
 
 
 class PythonObjectIndex(Rule):
@@ -60,7 +15,15 @@ class PythonObjectIndex(Rule):
     (file paths, `(path, label)` pairs, parsed annotations), that a dataset's
     `__init__` builds (`[... for ...]`, `list(...)`, `sorted(glob(...))`,
     `os.listdir(...)`, `json.load(...)`, `.tolist()`, or `[]` filled in a loop) and
-    that per-sample code indexes (`self.items[idx]`).
+    that per-sample code indexes (`self.items[idx]`). Records that a project
+    helper (in any file, or a method of the class) builds from a parsed file
+    (`json`/`yaml`/`pickle`/`mmengine.load` content) or from such an index count
+    too, unless the helper builds numpy, torch or pandas objects.
+
+    The index must scale with the data: a comprehension or a filling loop over
+    a collection whose size the code states (`range(6)`, a literal list) and
+    that gives fewer than 10,000 entries stays silent; a size nothing in the
+    code shows (a listing, a file) counts as large.
 
     This is a preview rule (enable it with `--preview`): the size of the index is
     not known statically, and a small one costs nothing.
@@ -166,6 +129,28 @@ class PythonObjectIndex(Rule):
             def __getitem__(self, i):
                 return self.arrays[i]
         """,
+        # a small fixed collection, and a helper that packs a parsed file into arrays
+        """
+        import pickle
+        import numpy as np
+        from torch.utils.data import Dataset
+
+        def pack(payload):
+            return np.array([r["file"] for r in payload["records"]], dtype=np.bytes_)
+
+        class Small(Dataset):
+            def __init__(self, path):
+                self.views = [f"cam_{i}.png" for i in range(6)]
+                self.splits = []
+                for name in ("train", "val"):
+                    self.splits.append(name + ".txt")
+                with open(path, "rb") as f:
+                    data = pickle.load(f)
+                self.files = pack(data)
+
+            def __getitem__(self, i):
+                return self.views[i % 6], self.splits[i % 2], self.files[i]
+        """,
         """
         import torch
         from torch.utils.data import Dataset
@@ -239,6 +224,27 @@ class PythonObjectIndex(Rule):
                         return self.lines[i]
                 """,
         },
+        # records project helpers build from a parsed annotation file
+        """
+        import pickle
+        from torch.utils.data import Dataset
+
+        def load_infos(payload):
+            return [normalize(s) for s in payload["data_list"]]
+
+        class Frames(Dataset):
+            def __init__(self, ann_file):
+                with open(ann_file, "rb") as f:
+                    data = pickle.load(f)
+                self.infos = load_infos(data)
+                self.infos = self.keep_complete(self.infos)  # expect: DSL601
+
+            def keep_complete(self, infos):
+                return [i for i in infos if i.get("images")]
+
+            def __getitem__(self, index):
+                return self.infos[index]["lidar_path"]
+        """,
         """
         import pandas as pd
         from torch.utils.data import Dataset
@@ -264,7 +270,7 @@ class PythonObjectIndex(Rule):
                 uses = self_attr_uses(ctx, family, attr)
                 if not any(not u.store and ctx.is_per_sample(u.node) and indexed_by_local(ctx, u) for u in uses):
                     continue
-                if _loaders_fork_free(ctx, cls, family):
+                if loaders_fork_free(ctx, cls, family):
                     continue
                 yield self.report(
                     stmt.value,

@@ -11,6 +11,7 @@ from dslint.rules.base import WARNING, Rule
 from dslint.rules.per_sample._common import TIME_RATIO, call_text, candidates, outermost, where
 from dslint.semantics import dataflow as df
 from dslint.semantics.call_facts import has_star, unresolved_receiver
+from dslint.semantics.file_reads import scans_fixed_directory
 
 SCAN_FUNCTIONS = {
     "os.listdir": "os.listdir",
@@ -47,8 +48,20 @@ class PerSampleDirectoryScan(Rule):
     `Path.glob`/`rglob`/`iterdir`, when the directory (and pattern) is the same
     for every sample.
 
-    A scan of a per-sample folder (`os.listdir(self.dirs[idx])`) is the
-    dataset's work and is not reported, nor is a scan in a lazy once-per-worker
+    A glob whose pattern names the sample but whose directory is fixed
+    (`self.mask_dir.glob(name + ".*")`, `glob.glob(os.path.join(self.root,
+    f"{name}_*.png"))`, `glob.glob(self.mask_dir + name + ".*")`) is reported
+    too: glob lists the whole directory to find the one file. The directory is
+    the part of the pattern before the first component with a literal
+    wildcard (or, for a pattern built by `+`, what comes before the first
+    per-sample piece); a per-sample value inside that component is taken as a
+    file name. `Path.rglob` walks its whole tree whatever the
+    pattern.
+
+    A scan of a per-sample folder (`os.listdir(self.dirs[idx])`,
+    `glob.glob(os.path.join(self.root, self.ids[idx], "*.png"))`), or of a
+    pattern whose directory part is only known per sample (`glob.glob(p + "*")`
+    for a per-sample `p`), is the dataset's work or unknown and is not reported, nor is a scan in a lazy once-per-worker
     block (`if self.files is None: self.files = os.listdir(...)`, or after an
     early `if self.loaded: return` in a function that sets `self.loaded`) or in
     an `lru_cache`d helper.
@@ -154,16 +167,21 @@ class PerSampleDirectoryScan(Rule):
             def __getitem__(self, idx):
                 return sorted(os.listdir(self.root))[idx]
         """,
-        # a glob module that is not pathlib (resolved receiver) and a per-sample pattern
+        # a glob module that is not pathlib; patterns whose directory is per sample
         """
+        import glob
+        import os
         import glob2
         from torch.utils.data import Dataset
 
         class D(Dataset):
             def __getitem__(self, idx):
                 a = glob2.glob("x/*")
-                b = self.root.glob(f"{self.ids[idx]}_*.png")
-                return a, b
+                b = glob.glob(os.path.join(self.root, self.ids[idx], "*.png"))
+                c = glob.glob(self.prefixes[idx] + "*")
+                d = self.dirs[idx].glob("*.png")
+                e = glob.glob(self.patterns[idx])
+                return a, b, c, d, e
         """,
     )
     invalid = (
@@ -219,6 +237,21 @@ class PerSampleDirectoryScan(Rule):
                         return files[idx]
             """,
         },
+        # the pattern names the sample, the directory it lists does not
+        """
+        import glob
+        import os
+        from torch.utils.data import Dataset
+
+        class Masks(Dataset):
+            def __getitem__(self, idx):
+                name = self.ids[idx]
+                mask = list(self.mask_dir.glob(name + "_mask.*"))  # expect: DSL201
+                pattern = os.path.join(self.root, f"{name}.*")
+                image = glob.glob(pattern)  # expect: DSL201
+                depth = glob.glob(self.depth_dir + name + "_depth.*")  # expect: DSL201
+                return mask[0], image[0], depth[0]
+        """,
         # the yielding loop of __iter__ rescans the same directory for every item
         """
         import glob
@@ -238,14 +271,16 @@ class PerSampleDirectoryScan(Rule):
             name = _scan_name(ctx, call)
             if name is None or has_star(call) or not df.per_item(ctx, call):
                 continue
+            what = "lists the same directory again for every sample"
             if df.inputs_depend(ctx, call):
-                continue
+                if not scans_fixed_directory(ctx, call, name):
+                    continue
+                what = "lists the same directory for every sample to find that sample's file"
             found.append(
                 (
                     call,
-                    f"`{call_text(ctx, call, name)}` lists the same directory again for every sample "
-                    f"({where(ctx, call)}): a directory scan per item measured ~10,000x slower than listing "
-                    "it once in `__init__`",
+                    f"`{call_text(ctx, call, name)}` {what} ({where(ctx, call)}): a directory scan per item "
+                    "measured ~10,000x slower than listing it once in `__init__`",
                 )
             )
         for node, message in outermost(ctx, found):

@@ -4,23 +4,9 @@ and parsed again for every sample (the readers: ``dslint.semantics.file_reads``)
 from __future__ import annotations
 
 from dslint.rules.base import WARNING, Rule
-from dslint.rules.per_sample._common import TIME_RATIO, candidates, outermost, where
+from dslint.rules.per_sample._common import TIME_RATIO, candidates, outermost, reader_display, reload_cost, where
 from dslint.semantics import dataflow as df
-from dslint.semantics.file_reads import READER_TAILS, READERS, reads_fixed_file
-
-
-def _display(qualified: str) -> str:
-    module, _, name = qualified.rpartition(".")
-    short = {"pandas": "pd", "numpy": "np"}.get(module, module)
-    return f"{short}.{name}()"
-
-
-def _reload_cost(qualified: str) -> str:
-    if qualified.startswith(("pandas.", "csv.", "numpy.loadtxt", "numpy.genfromtxt")):
-        return "a whole-file CSV parse per item measured ~100,000x slower than loading it once in `__init__`"
-    if qualified.startswith(("json.", "yaml.", "pickle.")):
-        return "re-loading a 20k-record JSON per item measured ~48,000x slower than loading it once in `__init__`"
-    return "every item pays for reading and deserialising the whole file, which `__init__` would pay once"
+from dslint.semantics.file_reads import READER_TAILS, READERS, reads_fixed_file, reads_shared_file_record
 
 
 class PerSampleIndexReload(Rule):
@@ -32,7 +18,14 @@ class PerSampleIndexReload(Rule):
     `np.genfromtxt` and `torch.load` of a fixed path, and `csv.reader`/`DictReader`
     iterated over a whole file.
 
-    Reads whose path depends on the sample (`torch.load(self.files[idx])`), a
+    A per-sample path is reported when the sample is addressed as a (file,
+    record) pair and the read takes only that record: `path, row =
+    self.items[idx]` then `np.load(path)["x"][row]` (also through the parameters
+    of a helper called once in the file). The pair exists because many samples
+    share the file, so each of them loads all the records.
+
+    Other reads whose path depends on the sample (`torch.load(self.files[idx])`,
+    a record position that is drawn at random or constant), a
     handle opened once and read incrementally, memory maps
     (`np.load(p, mmap_mode="r")`, `torch.load(p, mmap=True)`), lazy
     once-per-worker loads (`if self.df is None: self.df = pd.read_csv(...)`, or
@@ -153,6 +146,23 @@ class PerSampleIndexReload(Rule):
             with open(path) as f:
                 return json.load(f)
         """,
+        # per-sample files: a fixed field, a random record, a memory map, a helper called twice
+        """
+        import random
+        import numpy as np
+        from torch.utils.data import Dataset
+
+        class Clips(Dataset):
+            def __getitem__(self, idx):
+                path, row = self.items[idx]
+                a = np.load(self.files[idx])["x"][self.channel]
+                b = np.load(self.files[idx])[random.randrange(8)]
+                c = np.load(path, mmap_mode="r")[row]
+                return a, b, c, self.load(path, row), self.load(self.other[idx], 0)
+
+            def load(self, path, row):
+                return np.load(path)[row]
+        """,
         # a helper's parameter is unknown; a sample-dependent skiprows
         """
         import pandas as pd
@@ -208,6 +218,28 @@ class PerSampleIndexReload(Rule):
                 )
                 return cfg, index[index], rows[index], stats
         """,
+        # the sample is a (file, record) pair: each item loads every record of its file
+        """
+        import numpy as np
+        import pandas as pd
+        import torch
+        from torch.utils.data import Dataset
+
+        class Rows(Dataset):
+            def __getitem__(self, idx):
+                path, row = self.index[idx]
+                entry = self.entries[idx]
+                meta = torch.load(entry["file"])  # expect: DSL202
+                return self.features(path, row), meta[entry["pos"]]
+
+            def features(self, path, row):
+                return np.load(path.replace("_x", "_y"))["data"][row]  # expect: DSL202
+
+        class Table(Dataset):
+            def __getitem__(self, idx):
+                rec = self.records[idx]
+                return pd.read_csv(rec.table).iloc[rec.row]  # expect: DSL202
+        """,
         # a module-level helper reached from __getitem__
         """
         import json
@@ -250,14 +282,12 @@ class PerSampleIndexReload(Rule):
             qualified = ctx.call_name(call)
             if qualified not in READERS or not df.per_item(ctx, call):
                 continue
-            if not reads_fixed_file(ctx, call, qualified):
+            if reads_fixed_file(ctx, call, qualified):
+                what = "reads and parses the same file again for every sample"
+            elif reads_shared_file_record(ctx, call, qualified):
+                what = "loads a whole file that many samples share only to take this sample's record"
+            else:
                 continue
-            found.append(
-                (
-                    call,
-                    f"`{_display(qualified)}` reads and parses the same file again for every sample "
-                    f"({where(ctx, call)}): {_reload_cost(qualified)}",
-                )
-            )
+            found.append((call, f"`{reader_display(qualified)}` {what} ({where(ctx, call)}): {reload_cost(qualified)}"))
         for node, message in outermost(ctx, found):
             yield self.report(node, message)

@@ -7,40 +7,16 @@ from __future__ import annotations
 import libcst as cst
 
 from dslint.rules.base import WARNING, Rule
-from dslint.rules.per_sample._common import TIME_RATIO, call_text, outermost, where
+from dslint.rules.per_sample._common import TIME_RATIO, call_text, outermost, setup_message, where
 from dslint.semantics import dataflow as df
 from dslint.semantics.call_facts import has_star, last_name
-from dslint.semantics.constructions import construction_kind, maybe_model_builder, project_module_kind, vocab_comprehension
-
-_SETUP_MESSAGES = {
-    "module": (
-        "constructs the same `nn.Module` for every sample",
-        "parameter allocation and initialisation per item, measured 55x slower per item for a small model "
-        "than building it once in `__init__`",
-    ),
-    "pretrained": (
-        "loads the same pretrained files for every sample",
-        "weights or vocabulary files are read and deserialised from disk per item; load them once in `__init__`",
-    ),
-    "transform": (
-        "builds the same transform pipeline for every sample",
-        "its construction is repeated per item; build it once in `__init__`",
-    ),
-    "tokenizer": (
-        "builds the same tokenizer/vocabulary for every sample",
-        "measured 5,600x slower per item than building it once in `__init__`",
-    ),
-    "vocab": (
-        "builds the same vocabulary from a fixed collection for every sample",
-        "the cost grows with the collection, measured 5,600x slower per item than building it once in `__init__`",
-    ),
-}
-
-
-def _setup_message(text: str, kind: str, where: str) -> str:
-    what, cost = _SETUP_MESSAGES[kind]
-    return f"`{text}` {what} ({where}): {cost}"
-
+from dslint.semantics.constructions import (
+    construction_kind,
+    maybe_model_builder,
+    project_module_kind,
+    stored_factory,
+    vocab_comprehension,
+)
 
 SETUP_TAILS = frozenset(
     {"from_pretrained", "Counter", "pipeline", "from_file", "load", "blank", "get_tokenizer", "build_vocab_from_iterator"}
@@ -55,9 +31,16 @@ class PerSampleSetup(Rule):
     per-sample code: `nn.Module` construction (torch's own `torch.nn` classes
     and project classes derived from `nn.Module`, across files), any
     `*.from_pretrained(...)`, torchvision/albumentations transform pipelines
-    (`T.Compose(...)`), and tokenizer/vocabulary building (`spacy.load`,
+    (`T.Compose(...)`) and any other library's or the project's own
+    `Compose([...])` pipeline, and tokenizer/vocabulary building (`spacy.load`,
     `torchtext` vocabularies, `Counter` over a fixed corpus,
     `{tok: i for i, tok in enumerate(tokens)}`).
+
+    A callable stored on the dataset (not a method of its class, e.g. a
+    `transform` argument) that is called with the same arguments for every
+    sample and whose result is applied to the sample at once,
+    `self.transform(self.cfg)(image)`, is a factory: the object it builds is
+    rebuilt per item.
 
     Constructions whose arguments depend on the sample
     (`T.RandomCrop(self.sizes[idx])`, `nn.Linear(x.shape[-1], 8)`) or on a
@@ -122,6 +105,18 @@ class PerSampleSetup(Rule):
                 pattern = re.compile(r"(\\d+)_(\\w+)")
                 return proj(T.ToTensor()(crop(scale(x)))), pattern
         """,
+        # a stored transform applied directly, a factory given the sample or nothing, a method
+        """
+        from torch.utils.data import Dataset
+
+        class Images(Dataset):
+            def pick(self, name):
+                return self.table[name]
+
+            def __getitem__(self, idx):
+                x = self.items[idx]
+                return self.transform(x), self.sized(self.sizes[idx])(x), self.pick("rgb")(x), self.make()(x)
+        """,
         # built once in __init__, lazily per worker, or in a cached helper
         """
         import functools
@@ -168,6 +163,15 @@ class PerSampleSetup(Rule):
         },
     )
     invalid = (
+        # a factory given at construction, called per item with the same configuration
+        """
+        from torch.utils.data import Dataset
+
+        class Images(Dataset):
+            def __getitem__(self, idx):
+                out = self.transform(self.cfg)(image=self.items[idx])  # expect: DSL203
+                return out["image"]
+        """,
         """
         import torch.nn as nn
         import torchvision.transforms as T
@@ -188,6 +192,25 @@ class PerSampleSetup(Rule):
                 backbone = resnet18(weights=None)  # expect: DSL203
                 return head(norm(tf(self.images[idx]))), tok(self.texts[idx]), backbone
         """,
+        # the project's own Compose, built by a method that __getitem__ calls and applies
+        {
+            "augment.py": """
+                class Compose:
+                    def __init__(self, steps):
+                        self.steps = steps
+            """,
+            "faces.py": """
+                from torch.utils.data import Dataset
+                from augment import Compose
+
+                class Faces(Dataset):
+                    def get_transform(self):
+                        return Compose([self.flip, self.crop])  # expect: DSL203
+
+                    def __getitem__(self, idx):
+                        return self.get_transform()(self.images[idx])
+            """,
+        },
         # vocab building in a module-level helper reached from __getitem__
         """
         from collections import Counter
@@ -241,9 +264,15 @@ class PerSampleSetup(Rule):
         found = []
         for comp in ctx.nodes(cst.DictComp):
             if df.per_item(ctx, comp) and vocab_comprehension(ctx, comp):
-                found.append((comp, _setup_message("{token: index}", "vocab", where(ctx, comp))))
+                found.append((comp, setup_message("{token: index}", "vocab", where(ctx, comp))))
         aliases = ctx.names.call_tails(SETUP_TAILS)
         for call in ctx.nodes(cst.Call):
+            if isinstance(call.func, cst.Call):
+                factory = stored_factory(ctx, call) if df.per_item(ctx, call) else None
+                if factory is not None:
+                    text = call_text(ctx, factory)
+                    found.append((factory, setup_message(text, "factory", where(ctx, factory))))
+                continue
             tail = last_name(call.func)
             if tail is None or not (tail in aliases or tail[:1].isupper() or maybe_model_builder(call)):
                 continue
@@ -257,6 +286,6 @@ class PerSampleSetup(Rule):
             if kind is None or df.inputs_depend(ctx, call):
                 continue
             kind_name, qualified = kind
-            found.append((call, _setup_message(call_text(ctx, call, qualified), kind_name, where(ctx, call))))
+            found.append((call, setup_message(call_text(ctx, call, qualified), kind_name, where(ctx, call))))
         for node, message in outermost(ctx, found):
             yield self.report(node, message)

@@ -8,7 +8,7 @@ from typing import Set
 import libcst as cst
 
 from dslint.rules.base import ERROR, WARNING, Rule, Symptom
-from dslint.semantics.cuda import collate_lambdas, cuda_use, loading_context, may_touch_cuda
+from dslint.semantics.cuda import collate_lambdas, cuda_model_call, cuda_use, loading_context, may_touch_cuda
 from dslint.semantics.loops import is_test_code
 
 FORK_ERROR = (
@@ -29,10 +29,20 @@ class CudaInDataset(Rule):
 
     Not reported: `torch.cuda.is_available()`, `device_count()`,
     `manual_seed*()` and the other queries that do not initialise CUDA; device
-    values that are not literals (`.to(self.device)`: unknown is not wrong);
+    values nothing in the file shows (`.to(self.device)` for a `device`
+    parameter without a default or a call: unknown is not wrong);
     datasets or collate functions whose every DataLoader has `num_workers=0`;
     and test code (a `tests/` directory, `test_*.py`), whose CUDA datasets are
     there to exercise CUDA in workers (under `spawn`).
+
+    A model that a method of the dataset stores on such a device
+    (`self.net = build().cuda()`) and that per-sample code runs
+    (`self.net(x)`, `self.net.encode(x)`) is reported where it runs.
+
+    A device that *can* be CUDA counts: `"cuda" if torch.cuda.is_available()
+    else "cpu"`, `self.device` when a method stores such a value (or a
+    parameter whose default, or an argument this file passes, is `"cuda"`), and
+    an argparse option whose default is `"cuda"`.
 
     ## Why is this bad?
     DataLoader workers are forked from the main process (the Linux default).
@@ -84,20 +94,21 @@ class CudaInDataset(Rule):
     )
 
     valid = (
-        # queries that do not initialise CUDA; unknown devices; CPU code
+        # queries that do not initialise CUDA; unknown or CPU-only devices; CPU code
         """
         import torch
         from torch.utils.data import Dataset
 
         class D(Dataset):
-            def __init__(self, device):
+            def __init__(self, device, cpu="cpu"):
                 self.device = device
+                self.cpu = cpu
                 self.use_cuda = torch.cuda.is_available() and torch.cuda.device_count() > 0
 
             def __getitem__(self, idx):
                 torch.cuda.manual_seed(idx)
                 x = torch.zeros(3, device="cpu")
-                return x.to(self.device), x.to(torch.float16)
+                return x.to(self.device), x.to(torch.float16), x.to(self.cpu)
         """,
         # the training loop moves batches; non-dataset code; loaders that never fork workers
         """
@@ -190,6 +201,31 @@ class CudaInDataset(Rule):
                 fast = tud.DataLoader(Stream(), collate_fn=lambda b: [x.cuda() for x in b], num_workers=2)  # expect: DSL204
             """,
         },
+        # a device that can be CUDA: a conditional, a parameter's default, through self
+        """
+        import torch
+        from torch.utils.data import Dataset
+
+        class D(Dataset):
+            def __init__(self, data, device="cuda"):
+                self.data = data
+                self.device = device
+                self.gpu = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+            def __getitem__(self, idx):
+                x = self.data[idx].to(self.device)  # expect: DSL204
+                return x, torch.ones(2, device=self.gpu)  # expect: DSL204
+
+        class Features(Dataset):
+            def __init__(self, build, items):
+                self.items = items
+                self.net = build().eval().to(torch.device("cuda"))  # expect: DSL204
+                self.cpu_net = build()
+
+            def __getitem__(self, idx):
+                with torch.no_grad():
+                    return self.net.encode(self.items[idx]), self.cpu_net(self.items[idx])  # expect: DSL204
+        """,
         # __getitem__ in a base class file, the CUDA helper in the subclass file
         {
             "base.py": """
@@ -218,13 +254,14 @@ class CudaInDataset(Rule):
         )
         seen_statements: Set[int] = set()
         for call in ctx.nodes(cst.Call):
-            if not may_touch_cuda(call, cuda_imports):
-                continue
-            what = cuda_use(ctx, call)
+            what = cuda_use(ctx, call) if may_touch_cuda(call, cuda_imports) else None
+            runs_model = what is None and isinstance(call.func, cst.Attribute) and ctx.is_per_sample(call)
+            if runs_model:
+                what = cuda_model_call(ctx, call)
             if what is None:
                 continue
             context = loading_context(ctx, call, lambdas)
-            if context is None or is_test_code(ctx, call):
+            if context is None or is_test_code(ctx, call) or (runs_model and context[0] != "sample"):
                 continue  # a test's dataset that uses CUDA is there to exercise it (under spawn)
             statement = _statement(ctx, call)
             if statement is not None:
