@@ -436,7 +436,8 @@ def rules(output_format: str) -> None:
 
 
 @main.command()
-def server() -> None:
+@click.option("-v", "--verbose", is_flag=True, help="Log each check (phases, files parsed) to stderr.")
+def server(verbose: bool) -> None:
     """Run the language server (LSP over stdio) for editors: diagnostics as you type, fixes, rule pages on hover."""
     try:
         from dslint.server import serve  # pygls: imported only here, never by `check`
@@ -444,7 +445,7 @@ def server() -> None:
         if (exc.name or "").split(".")[0] in ("pygls", "lsprotocol", "cattrs"):
             _fail("`dslint server` needs pygls: pip install 'torch-dslint[server]'")
         raise
-    serve()
+    serve(verbose)
 
 
 def _register_runtime_commands() -> None:

@@ -110,6 +110,7 @@ class DslintServer(LanguageServer):
         seq = self.seq
         snapshot = {d.path: (d.uri, d.text, d.version) for d in self.docs.values()}
         buffers = {path: text for path, (_, text, _) in snapshot.items()}
+        started = asyncio.get_running_loop().time()
         try:
             checked: Checked = await self.run(self.projects.check_one, doc.path, buffers)
         except Exception as exc:  # never take the server down; say what happened
@@ -117,6 +118,11 @@ class DslintServer(LanguageServer):
             self._log(f"dslint: internal error while checking {doc.path}: {type(exc).__name__}: {exc}", lsp.MessageType.Error)
             return
         self._report_problems(doc.path, checked)
+        if log.isEnabledFor(logging.INFO) and checked.result is not None:
+            result = checked.result
+            phases = ", ".join(f"{name} {seconds * 1000:.0f}" for name, seconds in result.timings.items())
+            log.info("%s v%s: %.0f ms (%s; %d files, %d parsed, %d from cache)", doc.path, doc.version,
+                     (asyncio.get_running_loop().time() - started) * 1000, phases, result.files, result.parsed, result.cached)
         for path, findings in checked.findings.items():
             uri_of, text, version = snapshot[path]
             previous = self.published.get(uri_of)
@@ -412,11 +418,13 @@ def build_server() -> DslintServer:
     return server
 
 
-def serve() -> None:
-    """Serve on stdin/stdout; anything else printed goes to stderr."""
+def serve(verbose: bool = False) -> None:
+    """Serve on stdin/stdout; anything else printed goes to stderr (with ``verbose``,
+    one line per check: its phases, files parsed and replayed)."""
     from dslint.server_incremental import install
 
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="dslint server: %(message)s")
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr, format="dslint server: %(message)s")
+    logging.getLogger("pygls").setLevel(logging.WARNING)
     install()
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # a stray print must not corrupt the protocol stream

@@ -243,7 +243,7 @@ class IncrementalParser:
         layout = self.recent.get(id(module))
         nodes = list(nodes)
         if layout is None or layout.module is not module or not layout.usable():
-            return _original_node_ranges(module, nodes)
+            return original_node_ranges(module, nodes)
         targets = {id(node): node for node in nodes}
         wanted = set(targets)
         per_statement: Dict[int, List[cst.CSTNode]] = {}
@@ -255,7 +255,7 @@ class IncrementalParser:
                 per_statement[index] = [targets[i] for i in hit]
                 wanted -= hit
         if wanted:  # a node outside the statements (header, footer, the module itself)
-            return _original_node_ranges(module, nodes)
+            return original_node_ranges(module, nodes)
         rows = layout.rows()
         found = {}
         for index, hits in per_statement.items():
@@ -265,7 +265,7 @@ class IncrementalParser:
                 default_newline=module.default_newline,
             )
             shift = rows[index] - 1
-            for key, ((r1, c1), (r2, c2)) in _original_node_ranges(alone, hits).items():
+            for key, ((r1, c1), (r2, c2)) in original_node_ranges(alone, hits).items():
                 found[key] = ((r1 + shift, c1), (r2 + shift, c2))
         return found
 
@@ -307,7 +307,7 @@ def _detect(text: str) -> Tuple[str, str]:
     return newline, indent
 
 
-_original_node_ranges = positions.node_ranges
+original_node_ranges = positions.node_ranges
 _INSTALLED: Optional[IncrementalParser] = None
 
 

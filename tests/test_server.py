@@ -409,3 +409,124 @@ def test_check_never_imports_pygls(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.stdout.strip().splitlines()[-1] == "[]", proc.stdout + proc.stderr
+
+
+# ---------------------------------------------------------------------- same answers as `dslint check`
+
+
+def _cli_findings(root: Path, *paths: str) -> Dict[str, List[tuple]]:
+    import json
+
+    from tests.conftest import run_cli
+
+    run = run_cli("check", "--no-cache", "--output-format", "json", *paths, cwd=root)
+    out: Dict[str, List[tuple]] = {}
+    for item in json.loads(run.stdout):
+        name = os.path.relpath(item["filename"], root) if os.path.isabs(item["filename"]) else item["filename"]
+        out.setdefault(name, []).append((item["code"], item["location"]["row"] - 1, item["end_location"]["row"] - 1, item["message"]))
+    return out
+
+
+def _lsp_findings(diagnostics) -> List[tuple]:
+    return sorted((d.code, d.range.start.line, d.range.end.line, d.message) for d in diagnostics)
+
+
+@lsp_test
+async def test_the_server_reports_what_check_reports_on_every_fixture(tmp_path):
+    shutil.copytree(REPO / "fixtures", tmp_path / "fixtures", ignore=shutil.ignore_patterns("*.md"))
+    expected = _cli_findings(tmp_path, "fixtures")
+    names = sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "fixtures").rglob("*.py"))
+    async with Session(tmp_path) as s:
+        for name in names:
+            got = _lsp_findings(await s.open(name))
+            assert got == sorted(expected.get(name, [])), name
+
+
+@lsp_test
+async def test_random_edits_end_where_check_of_the_same_text_ends(tmp_path):
+    """Incremental edits (the incremental parse and positions underneath) give the
+    findings a cold `dslint check` gives for the final text, at every step."""
+    sources = sorted((REPO / "fixtures").glob("*/bad.py"))
+    text = "\n\n".join(p.read_text() for p in sources[:12])  # ~450 lines, many findings
+    write_files(tmp_path, {"train.py": text})
+    rng = random.Random(7)
+    snippets = ["\n", "# é 😀\n", "x = 1\n", "    # indented comment\n", "def helper():\n    return 1\n", "\n\n"]
+    async with Session(tmp_path, options={"debounce": 0}) as s:
+        await s.open("train.py")
+        for step in range(12):
+            lines = s.texts[s.uri("train.py")].split("\n")
+            row = rng.randrange(len(lines))
+            if step % 3 == 0 and lines[row].strip():  # delete a line
+                edit = lsp.TextEdit(range=lsp.Range(start=lsp.Position(line=row, character=0), end=lsp.Position(line=row + 1, character=0)), new_text="")
+            else:
+                at = lsp.Position(line=row, character=0)
+                edit = lsp.TextEdit(range=lsp.Range(start=at, end=at), new_text=rng.choice(snippets))
+            version = s.change("train.py", edits=[edit])
+            got = await s.diagnostics("train.py", version)
+            (tmp_path / "train.py").write_text(s.texts[s.uri("train.py")])
+            assert _lsp_findings(got) == sorted(_cli_findings(tmp_path, "train.py").get("train.py", [])), step
+
+
+def test_the_incremental_parse_equals_a_full_parse():
+    """Top-level statements reused across edits: the tree equals libcst's full parse
+    (or the text fails to parse in both), and positions equal a full regeneration."""
+    import libcst as cst
+
+    from dslint.semantics.walk import iter_subtree
+    from dslint.server_incremental import IncrementalParser, original_node_ranges
+
+    sources = [p.read_text() for p in sorted((REPO / "fixtures").glob("*/*.py"))]
+    texts = ["\n".join(sources[i : i + 4]) for i in range(0, len(sources), 4)]
+    rng = random.Random(11)
+    snippets = ["x = 1\n", "\n", "# c\n", "    # ind\n", "def g():\n    pass\n", "        z = 2\n", "    \n", "class A:\n  y = 1\n", "(\n", "\\\n"]
+    parser = IncrementalParser()
+    reused = 0
+    for text in texts:
+        parser.parse(text)
+        for _ in range(25):
+            lines = text.splitlines(True)
+            i = rng.randrange(len(lines))
+            op = rng.randrange(3)
+            if op == 0:
+                lines.insert(i, rng.choice(snippets))
+            elif op == 1:
+                del lines[i]
+            else:
+                j = rng.randrange(len(lines[i]))
+                lines[i] = lines[i][:j] + rng.choice(["x", "_1", "é", " ", ":"]) + lines[i][j:]
+            new = "".join(lines)
+            try:
+                expected = cst.parse_module(new)
+            except Exception:
+                expected = None
+            before = parser.stats["incremental"]
+            try:
+                got = parser.parse(new)
+            except Exception:
+                got = None
+            assert (got is None) == (expected is None), new
+            if got is None:
+                continue
+            reused += parser.stats["incremental"] - before
+            assert got.deep_equals(expected) and got.code == expected.code
+            nodes = list(iter_subtree(got))[1:]
+            picked = rng.sample(nodes, min(10, len(nodes)))
+            assert parser.node_ranges(got, picked) == original_node_ranges(got, picked)
+            text = new
+    assert reused > 50, parser.stats  # the incremental path did the work
+
+
+def test_the_server_runs_nothing_of_the_project(tmp_path):
+    """The trap project of test_never_executes, opened in the server (started from inside it)."""
+    from tests.test_never_executes import assert_no_markers, build_trap
+
+    project, markers = build_trap(tmp_path)
+
+    @lsp_test
+    async def session():
+        async with Session(project) as s:
+            assert "DSL501" in codes(await s.open("train.py"))
+            await s.open("victim_pkg/data.py")
+
+    session()
+    assert_no_markers(markers)
