@@ -14,7 +14,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -30,6 +29,11 @@ from pytest_lsp import LanguageClient, client_capabilities  # noqa: E402
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features  # noqa: E402
 
 from tests.conftest import REPO, write_files  # noqa: E402
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 TIMEOUT = 60
 
@@ -530,3 +534,110 @@ def test_the_server_runs_nothing_of_the_project(tmp_path):
 
     session()
     assert_no_markers(markers)
+
+
+# ---------------------------------------------------------------------- README: editor setups
+
+
+def _editor_section() -> str:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Editor integration\n", 1)[1]
+    return section.split("\n## ", 1)[0]
+
+
+def _block(heading: str, language: str) -> str:
+    part = _editor_section().split(f"### {heading}", 1)[1].split("\n### ", 1)[0]
+    return re.search(rf"```{language}\n(.*?)```", part, re.S).group(1)
+
+
+def _lua_cmd(lua: str) -> List[str]:
+    table = re.search(r"cmd\s*=\s*\{([^}]*)\}", lua).group(1)
+    return re.findall(r'"([^"]*)"', table)
+
+
+def test_readme_helix_neovim_and_vscode_snippets_start_dslint_server():
+    import json
+
+    helix = tomllib.loads(_block("Helix", "toml"))
+    server = helix["language-server"]["dslint"]
+    assert [server["command"], *server["args"]] == ["dslint", "server"]
+    [python] = [lang for lang in helix["language"] if lang["name"] == "python"]
+    assert "dslint" in python["language-servers"]
+
+    lua = _block("Neovim (0.11+)", "lua")
+    assert _lua_cmd(lua) == ["dslint", "server"]
+    assert re.search(r'vim\.lsp\.enable\("dslint"\)', lua) and 'filetypes = { "python" }' in lua
+
+    vscode = json.loads(_block("VS Code", "json"))
+    assert [vscode["glspc.server.command"], *vscode["glspc.server.commandArguments"]] == ["dslint", "server"]
+    assert vscode["glspc.server.languageId"] == ["python"]
+    assert "source.fixAll.dslint" in vscode["editor.codeActionsOnSave"]
+
+
+NVIM_CLIENT = """
+local cmd = vim.fn.json_decode(os.getenv("DSLINT_TEST_CMD"))
+local out = os.getenv("DSLINT_TEST_OUT")
+local done = false
+local function finish(result)
+  local handle = io.open(out, "w")
+  handle:write(vim.fn.json_encode(result))
+  handle:close()
+  done = true
+end
+local handlers = {
+  ["textDocument/publishDiagnostics"] = function(err, result, ctx, config)
+    if result and #result.diagnostics > 0 then finish(result) end
+  end,
+}
+if vim.lsp.config ~= nil and vim.lsp.enable ~= nil then
+  -- Neovim 0.11+: the README's snippet itself (its cmd on PATH is the test's `dslint`)
+  local snippet = assert(loadstring(os.getenv("DSLINT_TEST_SNIPPET")))
+  snippet()
+  vim.lsp.config("dslint", { handlers = handlers })
+  vim.cmd("edit " .. os.getenv("DSLINT_TEST_FILE"))
+  vim.cmd("filetype detect")
+else
+  -- older Neovim: the same command, started with the API it has
+  local id = vim.lsp.start_client({ cmd = cmd, root_dir = os.getenv("DSLINT_TEST_ROOT"), handlers = handlers })
+  vim.cmd("edit " .. os.getenv("DSLINT_TEST_FILE"))
+  vim.lsp.buf_attach_client(0, id)
+end
+vim.wait(90000, function() return done end, 100)
+vim.cmd("qa!")
+"""
+
+
+@pytest.mark.skipif(shutil.which("nvim") is None, reason="nvim is not installed")
+def test_neovim_headless_gets_the_diagnostics(tmp_path):
+    """A real Neovim, headless, starts the README's command and receives the finding."""
+    import json
+
+    project = tmp_path / "project"
+    write_files(project, {"train.py": BUG, "pyproject.toml": "[tool.dslint]\n"})
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    launcher = bin_dir / "dslint"  # `dslint` on PATH: this checkout's dslint
+    launcher.write_text(f"#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} -m dslint \"$@\"\n")
+    launcher.chmod(0o755)
+    script = tmp_path / "client.lua"
+    script.write_text(NVIM_CLIENT)
+    out = tmp_path / "published.json"
+    lua = _block("Neovim (0.11+)", "lua")
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "DSLINT_TEST_CMD": json.dumps(_lua_cmd(lua)),
+        "DSLINT_TEST_SNIPPET": lua,
+        "DSLINT_TEST_OUT": str(out),
+        "DSLINT_TEST_FILE": str(project / "train.py"),
+        "DSLINT_TEST_ROOT": str(project),
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+    }
+    proc = subprocess.run(["nvim", "--headless", "--clean", "-c", f"luafile {script}"], cwd=project, env=env,
+                          capture_output=True, text=True, timeout=150)
+    assert out.is_file(), (proc.returncode, proc.stdout, proc.stderr)
+    published = json.loads(out.read_text())
+    [diagnostic] = published["diagnostics"]
+    assert diagnostic["code"] == "DSL501" and diagnostic["source"] == "dslint"
+    assert diagnostic["range"]["start"] == {"line": 4, "character": 11}
