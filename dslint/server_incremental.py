@@ -41,7 +41,7 @@ from dslint.semantics.walk import iter_subtree
 from dslint.semantics.walk import parse_module as full_parse
 
 MIN_CHARS = 2000  # smaller texts parse fast enough whole
-KEEP = 16  # recently parsed texts kept as starting points
+KEEP = 8  # recently parsed texts kept as starting points (their trees stay in memory)
 MAX_WIDEN = 4  # times the chunk may grow by a statement at a doubtful boundary
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")

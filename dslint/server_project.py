@@ -73,8 +73,11 @@ class Checked:
 
 
 class Project:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, walk: bool = True) -> None:
         self.settings = settings
+        #: False for a file outside every workspace folder and every configured project:
+        #: only the open buffers are checked (its folder may be a home directory)
+        self.walk = walk
         self.root = str(settings.root)
         self.discovery = Discovery(settings, cwd=Path(self.root))
         self.exclusion = Discovery(dataclasses.replace(settings, force_exclude=True), cwd=Path(self.root))
@@ -87,7 +90,7 @@ class Project:
     def refresh(self) -> None:
         """Walk the root again (as ``dslint check ROOT`` would) and re-read changed files."""
         found = {}
-        for candidate in self.discovery.collect([self.root]):
+        for candidate in self.discovery.collect([self.root]) if self.walk else ():
             if candidate.error is None and not candidate.missing:
                 found[candidate.abspath] = self.files.get(candidate.abspath)
         self.files = {}
@@ -196,17 +199,18 @@ class Projects:
         self.by_path.clear()
         self.config_errors.clear()
 
-    def folder_of(self, path: str) -> str:
+    def folder_of(self, path: str) -> Optional[str]:
         for folder in self.folders:
             if path == folder or path.startswith(folder.rstrip(os.sep) + os.sep):
                 return folder
-        return os.path.dirname(path)
+        return None
 
     def project_for(self, path: str) -> Project:
         key = self.by_path.get(path)
         if key is not None and key in self.projects:
             return self.projects[key]
-        cwd = Path(self.folder_of(path))
+        folder = self.folder_of(path)
+        cwd = Path(folder or os.path.dirname(path))
         try:
             settings = build_settings([path], cwd=cwd)
             settings.enabled_rules()
@@ -214,10 +218,11 @@ class Projects:
         except ConfigError as exc:
             self.config_errors[path] = str(exc)
             settings = build_settings([path], isolated=True, cwd=cwd)
-        key = (str(settings.config_file), str(settings.root), repr(dataclasses.replace(settings, warnings=[])))
+        walk = folder is not None or settings.config_file is not None
+        key = (str(settings.config_file), str(settings.root), walk, repr(dataclasses.replace(settings, warnings=[])))
         project = self.projects.get(key)
         if project is None:
-            project = self.projects[key] = Project(settings)
+            project = self.projects[key] = Project(settings, walk)
         self.by_path[path] = key
         return project
 

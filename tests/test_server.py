@@ -104,7 +104,7 @@ class Session:
         await self.client.stop()
 
     def uri(self, name: str) -> str:
-        return from_fs_path(str(self.root / name))
+        return from_fs_path(os.path.normpath(str(self.root / name)))
 
     async def diagnostics(self, name: str, version: Optional[int] = None, after: int = 0) -> List[lsp.Diagnostic]:
         """The first diagnostics published for ``name`` (at ``version``) after the
@@ -381,6 +381,16 @@ async def test_tool_dslint_of_the_nearest_pyproject_is_honoured(tmp_path):
     async with Session(tmp_path) as s:
         assert await s.open("train.py") == []
         assert codes(await s.open("sub/train.py")) == ["DSL501"]
+
+
+@lsp_test
+async def test_a_file_outside_the_workspace_is_checked_alone(tmp_path):
+    write_files(tmp_path, {"workspace/empty.py": "", "elsewhere/train.py": BUG})
+    async with Session(tmp_path / "workspace") as s:
+        uri = from_fs_path(str(tmp_path / "elsewhere" / "train.py"))
+        s.client.text_document_did_open(lsp.DidOpenTextDocumentParams(
+            text_document=lsp.TextDocumentItem(uri=uri, language_id="python", version=1, text=BUG)))
+        assert codes(await s.diagnostics("../elsewhere/train.py", 1)) == ["DSL501"]
 
 
 @lsp_test
