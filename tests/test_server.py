@@ -327,6 +327,21 @@ async def test_fix_all_applies_safe_fixes_to_a_fixed_point(tmp_path):
         assert not action.edit.document_changes[0].edits
 
 
+@lsp_test
+async def test_unsafe_fixes_say_so_and_fix_all_leaves_them(tmp_path):
+    text = (REPO / "fixtures" / "DSL503-worker-option-without-workers" / "bad.py").read_text()
+    write_files(tmp_path, {"train.py": text})
+    async with Session(tmp_path) as s:
+        found = [d for d in await s.open("train.py") if d.code == "DSL503"]
+        assert found
+        actions = [a for d in found for a in await s.actions("train.py", d.range, only=["quickfix"])]
+        unsafe = [a for a in actions if "noqa" not in a.title]
+        assert unsafe and all("unsafe" in a.title and not a.is_preferred for a in unsafe), [a.title for a in actions]
+        top = lsp.Range(start=lsp.Position(line=0, character=0), end=lsp.Position(line=0, character=0))
+        [fix_all] = await s.actions("train.py", top, only=["source.fixAll.dslint"])
+        assert not fix_all.edit.document_changes[0].edits  # unsafe fixes are not applied
+
+
 # ---------------------------------------------------------------------- hover
 
 
