@@ -452,6 +452,19 @@ def rules(output_format: str) -> None:
         click.echo("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:5])) + "  " + row[5])
 
 
+@main.command()
+@click.option("-v", "--verbose", is_flag=True, help="Log each check (phases, files parsed) to stderr.")
+def server(verbose: bool) -> None:
+    """Run the language server (LSP over stdio) for editors: diagnostics as you type, fixes, rule pages on hover."""
+    try:
+        from dslint.server import serve  # pygls: imported only here, never by `check`
+    except ImportError as exc:
+        if (exc.name or "").split(".")[0] in ("pygls", "lsprotocol", "cattrs"):
+            _fail("`dslint server` needs pygls: pip install 'torch-dslint[server]'")
+        raise
+    serve(verbose)
+
+
 def _register_runtime_commands() -> None:
     """``verify``/``probe``/``bench`` live in dslint.runtime (torch is imported only when they run)."""
     from dslint.runtime.commands import COMMANDS
