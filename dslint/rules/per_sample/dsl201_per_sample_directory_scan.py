@@ -94,7 +94,7 @@ class PerSampleDirectoryScan(Rule):
     ```
 
     ## References
-    - `../shared/PITFALLS.md` PERF-1 (measured per-item and per-epoch ratios)
+    - [evidence: PERF-1](../docs/evidence.md#perf-1) (measured per-item and per-epoch ratios)
     - PyTorch tutorial "Writing Custom Datasets, DataLoaders and Transforms": index files in `__init__`
     """
 

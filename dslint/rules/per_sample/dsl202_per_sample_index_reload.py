@@ -59,7 +59,7 @@ class PerSampleIndexReload(Rule):
     ```
 
     ## References
-    - `../shared/PITFALLS.md` PERF-1 (measured per-item and per-epoch ratios)
+    - [evidence: PERF-1](../docs/evidence.md#perf-1) (measured per-item and per-epoch ratios)
     """
 
     code = "DSL202"

@@ -77,7 +77,7 @@ class PerSampleSetup(Rule):
     ```
 
     ## References
-    - `../shared/PITFALLS.md` PERF-1 (measured per-item and per-epoch ratios; `re.compile` is a myth)
+    - [evidence: PERF-1](../docs/evidence.md#perf-1) (measured per-item and per-epoch ratios; `re.compile` is a myth)
     """
 
     code = "DSL203"

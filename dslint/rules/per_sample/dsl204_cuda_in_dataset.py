@@ -78,7 +78,7 @@ class CudaInDataset(Rule):
     ```
 
     ## References
-    - `../shared/PITFALLS.md` MP-1
+    - [evidence: MP-1](../docs/evidence.md#mp-1)
     - pytorch/pytorch#40403, #2971, #77159
     - PyTorch docs, "Multiprocessing best practices": CUDA in subprocesses
     """
