@@ -75,6 +75,8 @@ class Settings:
     preview: bool = False
     cache_dir: Optional[str] = None
     baseline: Optional[str] = None
+    #: bytes; a larger file is one DSL000 finding, never parsed (parsing takes ~650x its size in memory)
+    max_file_size: int = 2 * 1024 * 1024
     rule_options: Dict[str, dict] = field(default_factory=dict)
     warnings: List[str] = field(default_factory=list)
 
@@ -175,6 +177,7 @@ _KEYS = {
     "preview": "bool",
     "cache-dir": "string",
     "baseline": "string",
+    "max-file-size": "size",
     "rules": "rules",
 }
 
@@ -255,6 +258,10 @@ def validate_table(table: dict, where: str) -> dict:
         elif kind == "string":
             if not isinstance(value, str):
                 raise ConfigError(f"{label} must be a string, got {_type_name(value)}")
+            out[key] = value
+        elif kind == "size":
+            if type(value) is not int or value < 1:
+                raise ConfigError(f"{label} must be a positive number of bytes, got {_type_name(value)} ({value!r})")
             out[key] = value
         elif kind == "format":
             if value not in OUTPUT_FORMATS:
@@ -366,6 +373,8 @@ def _apply(settings: Settings, table: dict, from_cli: bool = False) -> None:
             settings.cache_dir = value
         elif key == "baseline":
             settings.baseline = value
+        elif key == "max-file-size":
+            settings.max_file_size = value
         elif key == "rules":
             for code, options in value.items():
                 settings.rule_options.setdefault(code, {}).update(options)
