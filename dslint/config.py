@@ -94,6 +94,8 @@ class Settings:
     extend_fixable: List[str] = field(default_factory=list)
     #: the documentation page of a rule: ``{code}`` and ``{name}`` are filled in
     docs_url: str = DEFAULT_DOCS_URL
+    #: bytes; a larger file is one DSL000 finding, never parsed (parsing takes ~650x its size in memory)
+    max_file_size: int = 2 * 1024 * 1024
     rule_options: Dict[str, dict] = field(default_factory=dict)
     warnings: List[str] = field(default_factory=list)
 
@@ -222,6 +224,7 @@ _KEYS = {
     "unfixable": "codes",
     "extend-fixable": "codes",
     "docs-url": "url",
+    "max-file-size": "size",
     "rules": "rules",
 }
 
@@ -348,6 +351,10 @@ def validate_table(table: dict, where: str) -> dict:
                 raise ConfigError(f"{label} must be an absolute URL template with {{code}}, e.g. "
                                   f"\"https://example.org/rules/{{code}}.md\": {problem}")
             out[key] = value
+        elif kind == "size":
+            if type(value) is not int or value < 1:
+                raise ConfigError(f"{label} must be a positive number of bytes, got {_type_name(value)} ({value!r})")
+            out[key] = value
         elif kind == "format":
             if value not in OUTPUT_FORMATS:
                 raise ConfigError(f"{label} must be one of {', '.join(OUTPUT_FORMATS)}, got {value!r}")
@@ -473,6 +480,8 @@ def _apply(settings: Settings, table: dict, from_cli: bool = False) -> None:
             settings.extend_fixable += list(value)
         elif key == "docs-url":
             settings.docs_url = value
+        elif key == "max-file-size":
+            settings.max_file_size = value
         elif key == "rules":
             for code, options in value.items():
                 settings.rule_options.setdefault(code, {}).update(options)

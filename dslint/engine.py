@@ -108,6 +108,7 @@ class Engine:
         self._parsed_now: Set[str] = set()
         texts: Dict[str, str] = {}
         modules: Dict[str, Tuple[str, bool]] = {}
+        sizes: Dict[str, int] = {}
         for item in inputs:
             if item.error is not None:
                 result.diagnostics.append(io_error(item.path, item.error))
@@ -118,6 +119,7 @@ class Engine:
                 result.diagnostics.append(io_error(item.path, str(exc)))
                 continue
             texts[item.path] = source.text
+            sizes[item.path] = len(item.data or b"")
             result.encodings[item.path] = (source.encoding, source.has_bom)
             modules[item.path] = module_name_for(item.abspath)
         result.texts = texts
@@ -128,8 +130,16 @@ class Engine:
         cached = self.cache.lookup(texts) if self.cache is not None else {}
         clock.lap("cache lookup")
         chosen = self._choose(texts, cached)
+        # A file over max-file-size is never parsed (by libcst, or by CPython for its syntax
+        # errors): one DSL000 finding instead, when it would have been parsed.
+        limit = self.settings.max_file_size
+        too_large = {path for path, size in sizes.items() if size > limit}
         explicit = {item.path for item in inputs if item.explicit and item.path in texts}
-        for path in sorted(explicit - chosen):
+        refused = (chosen | explicit) & too_large
+        for path in sorted(refused):
+            result.diagnostics.append(_too_large(path, sizes[path], limit))
+        chosen -= too_large
+        for path in sorted(explicit - chosen - too_large):
             finding = syntax_error_of(path, texts[path])
             if finding is not None:
                 result.diagnostics.append(finding)
@@ -150,6 +160,10 @@ class Engine:
                 index = ProjectIndex(summaries, by_module)
                 reached = _reached_files(index, summaries, by_module)
                 pending = {p for p in reached if p not in chosen}
+                for path in sorted(pending & too_large - refused):
+                    refused.add(path)
+                    result.diagnostics.append(_too_large(path, sizes[path], limit))
+                pending -= too_large
                 chosen |= pending
             clock.lap("parse + summaries")
             if index is None or pending:  # (otherwise the last round's index is this one)
@@ -451,6 +465,12 @@ def _chunks(items: List[tuple]) -> List[List[tuple]]:
     if current:
         chunks.append(current)
     return chunks
+
+
+def _too_large(path: str, size: int, limit: int) -> Finding:
+    from dslint.syntax import too_large_finding  # (syntax.py imports libcst: only when needed)
+
+    return too_large_finding(path, size, limit)
 
 
 def syntax_error_of(path: str, text: str) -> Optional[Finding]:

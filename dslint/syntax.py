@@ -30,6 +30,13 @@ from dslint.source import split_lines
 GATE_LINE_LENGTH = 1000
 GATE_LOGICAL_LENGTH = 4000
 GATE_FILE_SIZE = 512 * 1024
+# Deep nesting on short lines: CPython refuses 200 nested brackets ("too many nested
+# parentheses"), an ``elif`` chain of ~3,000 (its recursion limit while compiling) and 20
+# nested loop/try/with blocks ("too many statically nested blocks", which only a full
+# compile reports); libcst accepts all three. Half CPython's limits, so CPython decides.
+GATE_BRACKET_DEPTH = 100
+GATE_ELIF_CHAIN = 1000
+GATE_BLOCK_DEPTH = 10
 # CPython's default: the gate judges a file as ``python file.py`` would, not under
 # the analysis thread's raised limit (which lets ast construction nest 3x deeper).
 PYTHON_RECURSION_LIMIT = 1000
@@ -67,6 +74,8 @@ def syntax_finding(path: str, text: str, exc: Exception) -> Finding:
     row, col, message = 1, 1, f"syntax error: {exc}"
     # Prefer CPython's own message and position when it also rejects the file.
     try:
+        if isinstance(exc, SyntaxError) and _is_limit(exc):
+            raise exc  # the gate's verdict, from CPython itself (a full compile for nested blocks)
         _python_compile(path, text)
     except SyntaxError as err:
         row = err.lineno or 1
@@ -104,8 +113,36 @@ def syntax_finding(path: str, text: str, exc: Exception) -> Finding:
     )
 
 
-def _python_compile(path: str, text: str) -> None:
-    """CPython's parser over ``text``, under CPython's default recursion limit."""
+def too_large_finding(path: str, size: int, limit: int) -> Finding:
+    """DSL000 for a file over ``max-file-size``: not parsed at all (libcst needs ~650 bytes of
+    memory per byte of dataset code, CPython's parser ~150)."""
+    rule = all_rules()["DSL000"]
+    return Finding(
+        code="DSL000",
+        name=rule.name,
+        message=(f"cannot analyse: the file is {_size(size)}, over `max-file-size` ({_size(limit)}); "
+                 f"parsing takes hundreds of times a file's size in memory: exclude it, or raise `max-file-size` in "
+                 f"[tool.dslint]"),
+        path=path,
+        start=(1, 1),
+        end=(1, 1),
+        level=ERROR,
+        help=None,
+    )
+
+
+def _size(size: int) -> str:
+    """``637 bytes``, ``12.3 KiB``, ``20.0 MiB``."""
+    if size < 1024:
+        return f"{size:,} bytes"
+    if size < 1024 * 1024:
+        return f"{size / 1024:.1f} KiB"
+    return f"{size / (1024 * 1024):.1f} MiB"
+
+
+def _python_compile(path: str, text: str, *, full: bool = False) -> None:
+    """CPython's parser over ``text``, under CPython's default recursion limit (``full``:
+    the compiler too, whose own limits a parse alone does not check)."""
     old_limit = sys.getrecursionlimit()
     try:
         sys.setrecursionlimit(PYTHON_RECURSION_LIMIT)
@@ -116,24 +153,26 @@ def _python_compile(path: str, text: str) -> None:
         # escape sequence`), which is not dslint's to print on the user's stderr.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+            compile(text, path, "exec", 0 if full else ast.PyCF_ONLY_AST, dont_inherit=True)
     finally:
         sys.setrecursionlimit(old_limit)
 
 
 def _long_logical_line(text: str) -> Optional[int]:
-    """Offset where a logical line long enough to hide deep nesting starts, or None.
+    """Offset where a logical line long enough (or brackets deep enough) to hide deep
+    nesting starts, or None.
 
     A linear text scan (strings and comments skipped, brackets counted), a small
     fraction of a parse; an unbalanced bracket only makes the gate run needlessly.
     """
-    if len(text) < GATE_LINE_LENGTH:
+    few_brackets = len(text) < GATE_LOGICAL_LENGTH and sum(map(text.count, "([{")) < GATE_BRACKET_DEPTH
+    if len(text) < GATE_LINE_LENGTH and few_brackets:
         return None
-    if any(len(line) >= GATE_LINE_LENGTH for line in _NEWLINE.split(text)):
+    if len(text) >= GATE_LINE_LENGTH and any(len(line) >= GATE_LINE_LENGTH for line in _NEWLINE.split(text)):
         for match in re.finditer(r"[^\r\n]+", text):
             if match.end() - match.start() >= GATE_LINE_LENGTH:
                 return match.start()
-    if len(text) < GATE_LOGICAL_LENGTH:
+    if few_brackets:
         return None
     depth = 0
     start = 0
@@ -144,6 +183,8 @@ def _long_logical_line(text: str) -> Optional[int]:
             if not depth:
                 start = match.start()
             depth += 1
+            if depth >= GATE_BRACKET_DEPTH:
+                return start
         elif first in ")]}":
             if depth:
                 depth -= 1
@@ -169,17 +210,44 @@ def _line_of(text: str, offset: Optional[int]) -> int:
 
 _LIMIT_ERRORS = ("too many nested", "too many statically nested", "too many levels of indentation")
 
+# the statements that open a block CPython's compiler counts (loops, try and its handlers, with)
+_BLOCK_STATEMENT = re.compile(r"^([ \t]*)(?:async[ \t]+)?(?:for|while|with|try|except|finally)\b", re.MULTILINE)
+
+
+def _is_limit(err: SyntaxError) -> bool:
+    return any(marker in (err.msg or "") for marker in _LIMIT_ERRORS)
+
+
+def _deep_blocks(text: str) -> bool:
+    """Whether block statements nest ``GATE_BLOCK_DEPTH`` deep (by indentation; functions are
+    not told apart, so this may only make the gate run needlessly)."""
+    matches = _BLOCK_STATEMENT.findall(text)
+    if len(matches) < GATE_BLOCK_DEPTH:
+        return False
+    stack: List[int] = []
+    for indent in matches:
+        width = len(indent.expandtabs(8))
+        while stack and stack[-1] >= width:
+            stack.pop()
+        stack.append(width)
+        if len(stack) >= GATE_BLOCK_DEPTH:
+            return True
+    return False
+
 
 def gate(path: str, text: str) -> Optional[Exception]:
-    """CPython's verdict on files whose shape could overflow libcst's native parser."""
-    if len(text) < GATE_FILE_SIZE and _long_logical_line(text) is None:
+    """CPython's verdict on files whose shape could overflow libcst's native parser, or whose
+    nesting CPython refuses although libcst accepts it."""
+    full = _deep_blocks(text)
+    if (len(text) < GATE_FILE_SIZE and not full and text.count("elif") < GATE_ELIF_CHAIN
+            and _long_logical_line(text) is None):
         return None
     try:
-        _python_compile(path, text)
+        _python_compile(path, text, full=full)
     except (RecursionError, MemoryError) as err:
         return err
     except SyntaxError as err:
-        if any(marker in (err.msg or "") for marker in _LIMIT_ERRORS):
+        if _is_limit(err):
             return err
     except (ValueError, TypeError):
         return None

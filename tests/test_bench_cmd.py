@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, run_cli
 
 torch = pytest.importorskip("torch")
 psutil = pytest.importorskip("psutil")
@@ -224,3 +224,40 @@ def test_progress_bar_on_a_terminal_and_the_table_on_stdout(user_file):
     text = out.decode()
     assert "\r" not in text and "%]" not in text
     assert "target: Sleepy() \u2192 Sleepy" in text and text.rstrip().splitlines()[-1].startswith("best: ")
+
+
+# ------------------------------------------------------------------ the gate never lies
+
+
+def test_fewer_batches_than_the_warm_up_warns_and_names_no_best(user_file):
+    """8 samples in batches of 4: 2 batches an epoch against a 5-batch warm-up. Every row is
+    measured and shown, but no "best" is claimed from epochs that are all start-up; the
+    workers' memory is read while they live (a number, never 0)."""
+    run = run_cli("bench", f"{user_file}:Sleepy", "--kwargs", '{"n": 8, "seconds": 0}', "--batch-size", "4",
+                  "--grid", "num_workers=0,2", "--epochs", "2", "--output-format", "json", cwd=REPO, timeout=300)
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert report["best"] is None and report["recommendation"].startswith("best: none named: an epoch gives only 2 "
+                                                                          "batches, fewer than the 5-batch warm-up"), report
+    assert [r["warmup_batches"] for r in report["rows"]] == [2, 2]
+    assert report["warnings"] and run.stderr.startswith("dslint: warning: an epoch gives only 2 batches"), run.stderr
+    workers = rows_by_workers(report)
+    assert workers[0]["workers_mib"] is None
+    assert workers[2]["workers_mib"] > 1 and workers[2]["worker_peak_mib"] > 1, workers[2]
+    text = run_cli("bench", f"{user_file}:Sleepy", "--kwargs", '{"n": 8, "seconds": 0}', "--batch-size", "4",
+                   "--grid", "num_workers=0,2", "--epochs", "1", cwd=REPO, timeout=300)
+    assert text.returncode == 0, text.stderr
+    last = text.stdout.rstrip().splitlines()[-1]
+    assert last.startswith("best: none named: ") and "num_workers=" not in last, text.stdout
+    assert "then 1 epoch of at most" in text.stdout
+    row = next(line for line in text.stdout.splitlines() if line.startswith("| 2 |"))
+    assert row.split("|")[-2].strip() not in ("0", "-"), row  # measured, or n/a: never 0
+
+
+def test_enough_batches_name_the_best_without_a_warning(user_file):
+    run = run_cli("bench", f"{user_file}:Sleepy", "--kwargs", '{"n": 64, "seconds": 0}', "--batch-size", "4",
+                  "--grid", "num_workers=0,2", "--epochs", "1", "--warmup", "2", "--output-format", "json",
+                  cwd=REPO, timeout=300)
+    assert run.returncode == 0 and run.stderr == "", run.stderr
+    report = json.loads(run.stdout)
+    assert report["warnings"] == [] and report["best"]["label"].startswith("num_workers=")

@@ -205,6 +205,25 @@ ACCEPTED = {
 }
 # CPython accepts this, libcst (1.x) does not: said as such, not called a syntax error
 BEYOND_LIBCST = {"adjacent_strings_5000.py": "x = " + " ".join(["'a'"] * 5000)}
+# Deep nesting made of short lines, which CPython refuses and libcst accepts: each once
+# passed as clean ("All checks passed!") because the gate only looked at long logical lines.
+SHORT_LINES = {
+    # 250 parentheses on one 510-character line, and 300 brackets one per line
+    "parens_250_one_line.py": ("x = " + "(" * 250 + "1" + ")" * 250, "too many nested parentheses"),
+    "brackets_300_lines.py": ("x = " + "[\n" * 300 + "1" + "\n]" * 300, "too many nested parentheses"),
+    # an elif chain nests If nodes: CPython's compiler runs out of recursion at ~3,000
+    "elif_chain_3000.py": ("if a: pass\n" + "".join(f"elif a{i}: pass\n" for i in range(3000)),
+                           "nesting too deep for Python to compile"),
+    # 21 nested loops: only CPython's compiler (not its parser) refuses them
+    "for_loops_21.py": ("".join(" " * i + f"for a{i} in b:\n" for i in range(21)) + " " * 21 + "pass",
+                        "too many statically nested blocks"),
+}
+# ... and just within CPython's limits: analysed, the finding inside reported
+SHORT_LINES_ACCEPTED = {
+    "calls_190_lines.py": "x = " + "f(\n" * 190 + "open(p)" + "\n)" * 190,
+    "elif_chain_1500.py": "if a: pass\n" + "".join(f"elif a{i}: pass\n" for i in range(1500)) + "else: x = f(open(p))",
+    "for_loops_15.py": "".join(" " * i + f"for a{i} in b:\n" for i in range(15)) + " " * 15 + "x = f(open(p))",
+}
 
 
 def test_deep_nesting_is_a_syntax_finding_not_a_crash(tmp_path):
@@ -230,6 +249,30 @@ def test_deep_nesting_is_a_syntax_finding_not_a_crash(tmp_path):
         assert message.startswith("syntax error:"), (name, message)
         assert ("nesting too deep" in message or "too many" in message), (name, message)
     assert ("deep_but_valid.py", "DSL102") in found
+    assert elapsed < 60, elapsed
+
+
+def test_deep_nesting_on_short_lines_is_python_s_verdict_not_a_pass(tmp_path):
+    header = "from torch.utils.data import Dataset\n"
+    dataset = ("class D(Dataset):\n    def __getitem__(self, p):\n{body}\n        return x\n")
+    for name, (body, _) in SHORT_LINES.items():
+        (tmp_path / name).write_text(header + body + "\n")
+    for name, body in SHORT_LINES_ACCEPTED.items():
+        indented = "\n".join("        " + line for line in body.splitlines())
+        (tmp_path / name).write_text(header + dataset.format(body=indented))
+    for name, body in SHORT_LINES_ACCEPTED.items():  # (they are valid Python)
+        compile((tmp_path / name).read_text(), name, "exec")
+    assert max(len(line) for body, _ in SHORT_LINES.values() for line in body.splitlines()) < 1000
+    started = time.perf_counter()
+    code, found, stderr = run_json(".", cwd=tmp_path)
+    elapsed = time.perf_counter() - started
+    assert code == 1, stderr
+    assert_clean_stderr(stderr)
+    for name, (_, message) in SHORT_LINES.items():
+        assert (name, "DSL000") in found, (name, sorted(found))
+        assert found[(name, "DSL000")][2].startswith(f"syntax error: {message}"), found[(name, "DSL000")]
+    for name in SHORT_LINES_ACCEPTED:
+        assert (name, "DSL000") not in found and (name, "DSL102") in found, (name, sorted(found))
     assert elapsed < 60, elapsed
 
 
@@ -329,20 +372,77 @@ def test_a_20_mb_generated_file_finishes(tmp_path):
     assert elapsed < 120, elapsed
 
 
-@pytest.mark.skipif(not os.environ.get("DSLINT_STRESS"), reason="minutes and gigabytes; set DSLINT_STRESS=1")
-def test_a_20_mb_dataset_module_parsed_in_full(tmp_path):
-    """By hand: 20 MB of dataset code, every byte parsed and checked."""
+def dataset_module(megabytes: float) -> str:
+    """Dataset code (one small Dataset class after another) of about ``megabytes`` MiB."""
     chunk = (
         "\nclass Records{i}(Dataset):\n    def __getitem__(self, i):\n"
         "        with open(self.files[i]) as f:\n            return f.read()\n"
     )
     parts = ["from torch.utils.data import Dataset\n"]
     size = i = 0
-    while size < 20 * 1024 * 1024:
+    while size < megabytes * 1024 * 1024:
         parts.append(chunk.format(i=i))
         size += len(parts[-1])
         i += 1
-    (tmp_path / "generated.py").write_text("".join(parts))
+    return "".join(parts)
+
+
+def run_peak(*args: str, cwd: Path):
+    """``run_cli`` that also returns the peak RSS (MiB) of dslint and the processes it waited
+    for (its shards), from ``wait4``."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, NO_COLOR="1")
+    env.pop("DSLINT_CACHE_DIR", None)
+    with open(cwd / ".out", "wb+") as out, open(cwd / ".err", "wb+") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "dslint", *args], cwd=cwd, stdout=out, stderr=err, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(), err.read().decode()
+    (cwd / ".out").unlink()
+    (cwd / ".err").unlink()
+    from tests.conftest import Run
+
+    return Run(proc.returncode, stdout, stderr), usage.ru_maxrss / 1024
+
+
+def test_a_20_mb_dataset_module_is_one_finding_in_bounded_memory(tmp_path):
+    """20 MB of dataset code took 147 s and 10 GB to parse (and the OOM killer could end the
+    run): over `max-file-size` it is one DSL000 finding, in about a second, never parsed --
+    named explicitly (pre-commit) or not, with or without the prefilter."""
+    (tmp_path / "generated.py").write_text(dataset_module(20))
+    write_files(tmp_path, {"ordinary.py": BAD_LOADER})
+    for args in (["."], ["generated.py", "ordinary.py"], ["--no-prefilter", "."]):
+        started = time.perf_counter()
+        run, peak = run_peak("check", "--no-cache", "--output-format", "concise", *args, cwd=tmp_path)
+        elapsed = time.perf_counter() - started
+        print(f"\n20 MB dataset module, check {' '.join(args)}: {elapsed:.1f}s, peak RSS {peak:.0f} MiB")
+        assert run.returncode == 1, run.stdout + run.stderr
+        assert_clean_stderr(run.stderr)
+        lines = run.stdout.splitlines()
+        assert "ordinary.py:3:10: DSL501" in run.stdout and len(lines) == 2, run.stdout
+        assert lines[0].startswith("generated.py:1:1: DSL000 cannot analyse: the file is 20.0 MiB, "), lines[0]
+        assert "over `max-file-size` (2.0 MiB)" in lines[0] and "raise `max-file-size` in [tool.dslint]" in lines[0]
+        assert elapsed < 30 and peak < 400, (elapsed, peak)
+
+
+def test_max_file_size_is_a_setting(tmp_path):
+    write_files(tmp_path, {"ordinary.py": BAD_LOADER, "big.py": "from torch.utils.data import Dataset\n" + "# pad\n" * 100})
+    (tmp_path / "pyproject.toml").write_text("[tool.dslint]\nmax-file-size = 300\n")
+    code, found, stderr = run_json(".", cwd=tmp_path)
+    assert code == 1, stderr
+    assert set(found) == {("ordinary.py", "DSL501"), ("big.py", "DSL000")}, found
+    assert found[("big.py", "DSL000")][2].startswith("cannot analyse: the file is 637 bytes, over `max-file-size` (300 bytes)")
+
+
+@pytest.mark.skipif(not os.environ.get("DSLINT_STRESS"), reason="minutes and gigabytes; set DSLINT_STRESS=1")
+def test_a_20_mb_dataset_module_parsed_in_full(tmp_path):
+    """By hand: 20 MB of dataset code, every byte parsed and checked (`max-file-size` raised)."""
+    (tmp_path / "generated.py").write_text(dataset_module(20))
+    (tmp_path / "pyproject.toml").write_text(f"[tool.dslint]\nmax-file-size = {64 * 1024 * 1024}\n")
     started = time.perf_counter()
     run = run_cli("check", "--no-cache", "-v", ".", cwd=tmp_path, timeout=3600)
     print(f"\n20 MB dataset module, parsed: {time.perf_counter() - started:.1f}s; {run.stderr.strip()}")
@@ -387,6 +487,9 @@ BAD_CONFIGS = [
     (b"[tool.dslint.rules]\nDSL501 = 3\n", "`rules`.DSL501 must be a table"),
     (b"[tool]\ndslint = [1]\n", "[tool.dslint] must be a table, got a list"),
     (b"[tool.dslint]\nselectt = []\n", "unknown key `selectt`"),
+    (b"[tool.dslint]\nmax-file-size = \"2MB\"\n", "`max-file-size` must be a positive number of bytes, got a string ('2MB')"),
+    (b"[tool.dslint]\nmax-file-size = 0\n", "`max-file-size` must be a positive number of bytes, got an integer (0)"),
+    (b"[tool.dslint]\nmax-file-size = true\n", "`max-file-size` must be a positive number of bytes, got a boolean (True)"),
 ]
 
 
@@ -401,7 +504,7 @@ def test_bad_pyproject_is_a_config_error_naming_the_key(tmp_path):
         assert needle in message and "pyproject.toml" in message and "\n" not in message, (data, message)
 
 
-@pytest.mark.parametrize("index", [0, 2, 5, 9], ids=["invalid", "not-utf8", "list-type", "per-file"])
+@pytest.mark.parametrize("index", [0, 2, 5, 9, -3], ids=["invalid", "not-utf8", "list-type", "per-file", "max-file-size"])
 def test_bad_pyproject_is_one_line_exit_2(tmp_path, index):
     data, needle = BAD_CONFIGS[index]
     (tmp_path / "pyproject.toml").write_bytes(data)

@@ -121,6 +121,43 @@ class HangsInWorkers(Dataset):
 
 def needs_size(size):
     return Unsharded(size)
+
+
+class HoldsFile(Dataset):
+    """An open file in __init__: does not pickle, but that is DSL401's handle, not DSL506."""
+
+    def __init__(self, root):
+        path = Path(root) / "records.bin"
+        path.write_bytes(bytes(range(64)))
+        self.file = open(path, "rb")
+
+    def __len__(self):
+        return 16
+
+    def __getitem__(self, i):
+        self.file.seek(i)
+        return torch.tensor(self.file.read(1)[0])
+
+
+class SameValue(IterableDataset):
+    """Sharded by worker; every sample is the same tensor (identical content, no duplicates)."""
+
+    def __init__(self, n=40):
+        self.n = n
+
+    def __iter__(self):
+        info = get_worker_info()
+        for i in range(self.n):
+            if info is None or i % info.num_workers == info.id:
+                yield torch.zeros(3)
+
+
+class SameValueUnsharded(SameValue):
+    """Every worker replays the stream: duplicates, and identical content too."""
+
+    def __iter__(self):
+        for i in range(self.n):
+            yield torch.zeros(3)
 '''
 
 
@@ -251,3 +288,78 @@ def test_probe_a_fixture_factory_through_the_real_cli():
     assert "target: build(root=<a temporary directory>) \u2192 CachedImages, a map-style Dataset of 200 samples" in run.stdout
     assert "DSL103 retained-file-handles: confirmed at runtime" in run.stdout
     assert run.stdout.rstrip().endswith("1 problem confirmed")
+
+
+# ------------------------------------------------------------------ the gate never lies
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--select", "DSL999"], "--select: unknown rule selector `DSL999`"),
+    (["--select", "DSL103,nonsense"], "--select: unknown rule selector `nonsense`"),
+    (["--ignore", "DSL9"], "--ignore: unknown rule selector `DSL9`"),
+    (["--select", "DSL001"], "--select/--ignore leave no check to run (probe confirms DSL101, "),
+    (["--select", "DSL1", "--ignore", "DSL10"], "--select/--ignore leave no check to run"),
+])
+def test_an_unknown_or_empty_selection_exits_2_as_check_does(user_file, args, message):
+    run = run_cli("probe", f"{user_file}:CleanFiles", *args, cwd=REPO, timeout=120)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert run.stdout == "" and run.stderr.strip() == run.stderr.strip().splitlines()[0], run.stderr
+    assert run.stderr.startswith("dslint: error: ") and message in run.stderr, run.stderr
+    if "unknown" in message:  # the very line `dslint check` prints for the same selector
+        selector = message.split("`")[1]
+        flag = message.split(":")[0]
+        check = run_cli("check", flag, selector, "--no-cache", str(user_file), cwd=REPO)
+        assert check.returncode == 2 and check.stderr == run.stderr, (check.stderr, run.stderr)
+
+
+def test_ignore_drops_a_code_a_selected_check_confirms(user_file):
+    # the descriptors check still runs for DSL101/DSL102; what it measured for DSL103 is not reported
+    result, report = probe_json(f"{user_file}:LeakyFiles", "--select", "DSL1", "--ignore", "retained-file-handles")
+    assert result.exit_code == 0, result.output
+    assert codes(report) == [] and list(checks(report)) == ["descriptors"]
+    assert checks(report)["descriptors"]["result"] == "DSL103 measured, not selected"
+    # a rule name selects as in `dslint check`
+    result, report = probe_json(f"{user_file}:LeakyFiles", "--select", "retained-file-handles")
+    assert result.exit_code == 1 and codes(report) == ["DSL103"], result.output
+
+
+def test_pickling_is_never_ok_beside_a_pickling_error(user_file):
+    result, report = probe_json(f"{user_file}:HoldsFile", "--select", "DSL506")
+    assert result.exit_code == 0, result.output
+    row = checks(report)["pickling"]
+    assert "TypeError: cannot pickle '_io.BufferedReader' object at dataset.file" in row["measured"]
+    assert row["result"] == "not DSL506: an open handle (see DSL401, DSL302)", row
+    assert codes(report) == []
+
+
+def test_identical_content_is_not_duplication(user_file):
+    result, report = probe_json(f"{user_file}:SameValue", "--select", "DSL303")
+    assert result.exit_code == 0, result.output
+    row = checks(report)["duplicates"]
+    assert row["result"] == "ok" and row["data"]["factor"] == pytest.approx(1.0), row
+    assert "39 of the 40 samples with num_workers=0 repeat another's content (identical values, not duplicates)" \
+        in row["measured"], row["measured"]
+    assert "(40.0x)" not in row["measured"]
+
+
+def test_duplicates_with_identical_content_are_counted_by_identity(user_file):
+    result, report = probe_json(f"{user_file}:SameValueUnsharded", "--select", "DSL303")
+    assert result.exit_code == 1, result.output
+    assert checks(report)["duplicates"]["data"]["factor"] == pytest.approx(2.0)
+    message = report["findings"][0]["message"]
+    assert message.startswith("with 2 workers every sample arrives 2.0 times per epoch "
+                              "(80 samples per epoch where num_workers=0 delivers 40)"), message
+
+
+def test_a_cut_stream_of_identical_content_is_undecided_not_ok(user_file):
+    """--samples 8 cuts the 40-sample stream: the count says nothing, and equal values say nothing."""
+    result, report = probe_json(f"{user_file}:SameValueUnsharded", "--select", "DSL303", "--samples", "8")
+    assert result.exit_code == 0, result.output
+    row = checks(report)["duplicates"]
+    assert row["result"] == "cannot tell: identical content in a stream cut at --samples", row
+    assert report["summary"] == "no runtime problems found; 1 check could not decide (duplicates)"
+    # the same cut, samples that differ: each worker's k-th sample is the stream's k-th
+    result, report = probe_json(f"{user_file}:Unsharded", "--select", "DSL303", "--samples", "8")
+    assert result.exit_code == 1, result.output
+    assert checks(report)["duplicates"]["data"]["basis"] == "order"
+    assert "each worker delivers the stream's samples in the same order from its start" in report["findings"][0]["message"]

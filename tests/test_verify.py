@@ -193,3 +193,54 @@ def test_commands_module_does_not_import_torch():
     assert proc.returncode == 0, proc.stderr
     help_run = run_cli("verify", "--help")
     assert help_run.returncode == 0 and "--write-evidence" in help_run.stdout
+
+
+# ------------------------------------------------------------------ the gate never lies
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--select", "DSL999"], "dslint: error: --select: unknown rule selector `DSL999`"),
+    (["--select", "DSL3,not-a-rule"], "dslint: error: --select: unknown rule selector `not-a-rule`"),
+    (["--ignore", "DSL7"], "dslint: error: --ignore: unknown rule selector `DSL7`"),
+])
+def test_an_unknown_selector_exits_2_with_check_s_message(args, message):
+    run = run_cli("verify", "fixtures", *args, cwd=REPO, timeout=60)
+    assert run.returncode == 2 and run.stdout == "", run.stdout + run.stderr
+    assert run.stderr.startswith(message) and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    check = run_cli("check", "--no-cache", *args, "fixtures", cwd=REPO)
+    assert check.returncode == 2 and check.stderr == run.stderr
+
+
+def test_ignore_and_rule_names_choose_the_rows(tmp_path):
+    write_pair(tmp_path, "DSL303-no-bug", SHARDED, SHARDED)
+    write_pair(tmp_path, "DSL301-no-bug", SHARDED, SHARDED)
+    run, _, _ = verify(str(tmp_path), "--select", "DSL3", "--ignore", "iter-returns-self")
+    assert [r["code"] for r in json.loads(run.stdout)] == ["DSL303"], run.stdout + run.stderr
+
+
+def test_the_progress_line_names_the_code_once():
+    """stderr on a pseudo-terminal: phases read `DSL304 bad: ...`, never `DSL304 DSL304 bad: ...`."""
+    import os
+    import pty
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "dslint", "verify", "fixtures", "--select", "DSL304", "-j", "1"],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=slave, env=dict(os.environ, NO_COLOR="1"))
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    out, _ = proc.communicate(timeout=120)
+    os.close(master)
+    shown = b"".join(chunks).decode("utf-8", "replace")
+    assert proc.returncode == 0, shown + out.decode()
+    lines = [part.strip() for part in shown.replace("\x1b[K", "").split("\r") if part.strip()]
+    assert any(line.startswith("DSL304 bad: ") or line.startswith("DSL304 good: ") for line in lines), lines
+    assert not [line for line in lines if "DSL304 DSL304" in line], lines
+    assert "DSL304: confirmed" in shown

@@ -29,7 +29,7 @@ from __future__ import annotations
 import itertools
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
 from dslint.runtime.bench_measure import GRID_KEYS, bench_config, label
@@ -127,13 +127,17 @@ class BenchReport:
     target: dict
     settings: dict
     rows: List[dict]
-    best: dict
+    #: None when the runs were too short to rank the settings (see ``warnings``)
+    best: Optional[dict]
     baseline: dict
     seconds: float = 0.0
+    warnings: List[str] = field(default_factory=list)
 
     @property
     def speedup(self) -> float:
-        return self.best["samples_per_s"] / self.baseline["samples_per_s"] if self.baseline.get("samples_per_s") else 0.0
+        if self.best is None or not self.baseline.get("samples_per_s"):
+            return 0.0
+        return self.best["samples_per_s"] / self.baseline["samples_per_s"]
 
 
 def run(settings: BenchSettings, *, on_event: Optional[Callable[[str, float, str], None]] = None) -> BenchReport:
@@ -162,14 +166,27 @@ def run(settings: BenchSettings, *, on_event: Optional[Callable[[str, float, str
         for config in stage_two(rows, settings.device):
             rows.append(measure(settings, config, len(rows), planned_total, on_event))
     baseline = next((r for r in rows if r["config"].get("num_workers") == 0), rows[0])
-    best = max(rows, key=lambda r: r["samples_per_s"])
+    warnings = short_run_warnings(settings, rows)
+    best = None if warnings else max(rows, key=lambda r: r["samples_per_s"])
     if on_event:
         on_event("done", 1.0, "")
     view = {"batches": settings.batches, "epochs": settings.epochs, "warmup": settings.warmup, "device": settings.device,
             "batch_size": rows[0]["settings"].get("batch_size") if rows else None, "grid": settings.grid,
             "model_step": settings.model_step.text if settings.model_step else None, "cpus": settings.cpus,
             "batch_size_source": batch_source(settings, info)}
-    return BenchReport(info, view, rows, best, baseline, round(time.monotonic() - start, 2))
+    return BenchReport(info, view, rows, best, baseline, round(time.monotonic() - start, 2), warnings)
+
+
+def short_run_warnings(settings: BenchSettings, rows: List[dict]) -> List[str]:
+    """Why these rows cannot rank the settings: a dataset that ends before the warm-up does
+    gives epochs that are all start-up (every row's figures stand, but no "best")."""
+    short = [r for r in rows if r.get("warmup_batches", settings.warmup) < settings.warmup]
+    if not short:
+        return []
+    got = min(r["warmup_batches"] for r in short)
+    return [f"an epoch gives only {got} batch{'es' if got != 1 else ''}, fewer than the {settings.warmup}-batch warm-up: "
+            f"the warm-up ended with the epoch, and epochs this short are mostly start-up, too short to rank the "
+            f"settings, so no best setting is named (use more data, a smaller --batch-size or a shorter --warmup)"]
 
 
 def measure(settings: BenchSettings, config: Dict[str, Any], index: int, planned_total: int,
@@ -275,6 +292,13 @@ def _setting(row: dict, key: str) -> str:
     return "-" if value is None else str(value)
 
 
+def _memory(row: dict) -> str:
+    """The workers' peak memory: "-" without workers, "n/a" when no worker was seen to measure."""
+    if not row["settings"].get("num_workers"):
+        return "-"
+    return _num(row["workers_mib"], 0) if row.get("workers_mib") else "n/a"
+
+
 def render_text(report: BenchReport) -> str:
     wait = any("wait_fraction" in r for r in report.rows)
     h2d = any("h2d_ms" in r for r in report.rows)
@@ -288,7 +312,7 @@ def render_text(report: BenchReport) -> str:
     for row in report.rows:
         cells = [str(row["settings"].get("num_workers")), _setting(row, "prefetch_factor"), _setting(row, "persistent_workers"),
                  _setting(row, "pin_memory"), _num(row["ms_median"]), _num(row["ms_p90"]), _num(row["samples_per_s"], 0),
-                 _num(row["first_batch_ms"], 0), _num(row["workers_mib"], 0)]
+                 _num(row["first_batch_ms"], 0), _memory(row)]
         if h2d:
             cells.append(_num(row.get("h2d_ms"), 2))
         if wait:
@@ -304,7 +328,7 @@ def header(report: BenchReport) -> List[str]:
     s = report.settings
     bs = s.get("batch_size")
     measured = (f"measured: batch_size={bs} ({s['batch_size_source']}); a {s['warmup']}-batch warm-up, then {s['epochs']} "
-                f"epochs of at most {s['batches']} batches per setting, each setting in a fresh process; "
+                f"epoch{'s' if s['epochs'] != 1 else ''} of at most {s['batches']} batches per setting, each setting in a fresh process; "
                 f"{'batches copied to CUDA; ' if s['device'] == 'cuda' else ''}"
                 f"{'model step ' + s['model_step'] + '; ' if s.get('model_step') else ''}"
                 f"{s['cpus']} CPUs")
@@ -313,6 +337,8 @@ def header(report: BenchReport) -> List[str]:
 
 def recommendation(report: BenchReport) -> str:
     best, base = report.best, report.baseline
+    if best is None:
+        return f"best: none named: {report.warnings[0].split(': the warm-up')[0]}, too short to rank the settings"
     text = f"best: {best['label']}: {_num(best['samples_per_s'], 0)} samples/s"
     if best is base:
         text += " (no setting with workers was faster than num_workers=0 here)"
@@ -331,9 +357,11 @@ def render_json(report: BenchReport) -> str:
         "settings": report.settings,
         "rows": report.rows,
         "best": {"config": report.best["config"], "label": report.best["label"],
-                 "samples_per_s": report.best["samples_per_s"], "speedup": round(report.speedup, 3)},
+                 "samples_per_s": report.best["samples_per_s"], "speedup": round(report.speedup, 3)}
+        if report.best is not None else None,
         "baseline": {"config": report.baseline["config"], "samples_per_s": report.baseline["samples_per_s"]},
         "recommendation": recommendation(report),
+        "warnings": report.warnings,
         "seconds": report.seconds,
     }
     return to_json(data)
@@ -363,8 +391,9 @@ def plot(report: BenchReport, path: str) -> None:
     if not series and base:
         ax.plot([0], [base["samples_per_s"]], marker="o", label="num_workers=0")
     best = report.best
-    ax.plot([best["settings"]["num_workers"]], [best["samples_per_s"]], marker="*", markersize=16, color="gold",
-            markeredgecolor="black", linestyle="none", label=f"best ({report.speedup:.2f}x num_workers=0)")
+    if best is not None:
+        ax.plot([best["settings"]["num_workers"]], [best["samples_per_s"]], marker="*", markersize=16, color="gold",
+                markeredgecolor="black", linestyle="none", label=f"best ({report.speedup:.2f}x num_workers=0)")
     ax.set_xticks(sorted({r["settings"]["num_workers"] for r in report.rows}))
     ax.set_xlabel("num_workers")
     ax.set_ylabel("samples/s")

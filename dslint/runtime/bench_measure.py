@@ -130,6 +130,7 @@ class SettingRun:
         self.waits: List[float] = []
         self.steps: List[float] = []
         self.h2ds: List[float] = []
+        self.warmed = 0  # warm-up batches the loader gave (fewer than asked: a short dataset)
 
     def measure(self) -> dict:
         from dslint.runtime.instrument import apply_overrides
@@ -196,6 +197,7 @@ class SettingRun:
                 except StopIteration:
                     break
                 self.consume(batch)
+                self.warmed += 1
                 self.advance()
             del iterator
 
@@ -223,6 +225,12 @@ class SettingRun:
                 samples += samples_in(batch, self.batch_size)
                 if n == 0:
                     first = arrived - start
+                    if monitor and not monitor.peak:
+                        # the workers are alive now; a short epoch may end before the monitor's
+                        # first reading (the reading's own time is not the epoch's)
+                        t0 = time.perf_counter()
+                        monitor.sample()
+                        start += time.perf_counter() - t0
                 done_at.append(now)
                 self.waits.append(wait if n else arrived - start)
                 if step_s is not None:
@@ -256,8 +264,10 @@ class SettingRun:
             "samples_per_s": statistics.median(e["rate"] for e in epochs),
             "epoch_rates": [round(e["rate"], 1) for e in epochs],
             "first_batch_ms": statistics.median(e["first_batch_s"] for e in epochs) * 1e3,
-            "workers_mib": (monitor.peak / MiB) if monitor else None,
-            "worker_peak_mib": (monitor.peak_each / MiB) if monitor else None,
+            # None where no worker was seen (n/a), never a 0 that was not measured
+            "workers_mib": (monitor.peak / MiB) if monitor and monitor.peak else None,
+            "worker_peak_mib": (monitor.peak_each / MiB) if monitor and monitor.peak_each else None,
+            "warmup_batches": self.warmed,
             "batches": sum(e["batches"] for e in epochs),
             "samples": sum(e["samples"] for e in epochs),
             "epochs": len(epochs),

@@ -10,7 +10,7 @@ import os
 import sys
 import time
 
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import click
 
@@ -21,15 +21,26 @@ def _default_paths() -> list:
     return ["fixtures"]
 
 
-def select_codes(select) -> Optional[List[str]]:
-    """``--select DSL1,DSL505 --select dsl3`` -> ["DSL1", "DSL505", "DSL3"] (None when empty)."""
-    return [c.strip().upper() for value in select for c in value.split(",") if c.strip()] or None
+def selectors(select, ignore) -> Tuple[Optional[List[str]], List[str]]:
+    """``--select`` and ``--ignore`` normalized as ``dslint check`` does (codes, prefixes, rule
+    names, ALL); an unknown one is a one-line error and exit 2, as in ``dslint check``."""
+    from dslint.config import ConfigError, normalize_selector
+
+    def normalized(values, flag: str) -> List[str]:
+        return [normalize_selector(v, flag) for value in values for v in value.split(",") if v.strip()]
+
+    try:
+        return normalized(select, "--select") or None, normalized(ignore, "--ignore")
+    except ConfigError as exc:
+        click.echo(f"dslint: error: {exc}", err=True)
+        sys.exit(2)
 
 
 @click.command()
 @click.argument("paths", nargs=-1)
 @click.option("--output-format", type=click.Choice(["text", "json"]), default="text", help="One row per rule, as a table or JSON.")
-@click.option("--select", multiple=True, metavar="CODES", help="Only these rule codes or prefixes (e.g. DSL1, DSL505).")
+@click.option("--select", multiple=True, metavar="CODES", help="Only these rules (codes, prefixes such as DSL1, names, or ALL).")
+@click.option("--ignore", multiple=True, metavar="CODES", help="Not these rules (codes, prefixes or names).")
 @click.option("--timeout", type=click.FloatRange(min=1), default=60.0, show_default=True,
               help="Seconds each probe phase (one side of one fixture) may take before it is killed.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
@@ -38,12 +49,13 @@ def select_codes(select) -> Optional[List[str]]:
 @click.option("--write-evidence", is_flag=True, help="Write the rows to dslint/evidence.json for the rule pages "
               "(then regenerate them with `python -m dslint.docs`).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress or summary on stderr.")
-def verify(paths, output_format, select, timeout, jobs, workers, write_evidence, quiet) -> None:
+def verify(paths, output_format, select, ignore, timeout, jobs, workers, write_evidence, quiet) -> None:
     """Prove each rule at runtime: run every fixture pair (bad.py, good.py) under PATHS
     (default: fixtures/) through real multi-worker DataLoaders and measure its symptom.
 
     Exit 1 when a rule is not reproduced or its probe fails, 0 otherwise.
     """
+    codes, ignored = selectors(select, ignore)
     needs_torch("verify")
     from dslint.runtime import verify as driver
 
@@ -52,9 +64,10 @@ def verify(paths, output_format, select, timeout, jobs, workers, write_evidence,
     if missing:
         click.echo(f"dslint: error: no such path: {', '.join(missing)}", err=True)
         sys.exit(2)
-    codes = select_codes(select)
     parallel = jobs or (2 if (os.cpu_count() or 1) >= 2 else 1)
     show = not quiet and sys.stderr.isatty()
+
+    phases: dict = {}
 
     def on_event(code: str, kind: str, text: str) -> None:
         if not show:
@@ -62,13 +75,16 @@ def verify(paths, output_format, select, timeout, jobs, workers, write_evidence,
         if kind == "done":
             click.echo(f"\r\033[K{code}: {text}", err=True)
         else:
-            click.echo(f"\r\033[K{code} {text}"[:110], err=True, nl=False)
+            click.echo(f"\r\033[K{progress_line(code, kind, text, phases)}"[:110], err=True, nl=False)
 
     start = time.monotonic()
-    rows = driver.verify(paths, limit=timeout, parallel=parallel, select=codes, workers=workers, on_event=on_event)
+    rows = driver.verify(paths, limit=timeout, parallel=parallel, select=codes, ignore=ignored, workers=workers,
+                         on_event=on_event)
     seconds = time.monotonic() - start
     if not rows:
-        click.echo("dslint: warning: no fixture folders (<CODE>-<name>/bad.py + good.py) under the given path(s)", err=True)
+        chosen = " selected by --select/--ignore" if codes or ignored else ""
+        click.echo(f"dslint: warning: no fixture folders (<CODE>-<name>/bad.py + good.py){chosen} under the given path(s)",
+                   err=True)
     text = driver.render_json(rows) if output_format == "json" else driver.render_text(rows)
     click.echo(text, nl=False)
     if write_evidence:
@@ -78,6 +94,16 @@ def verify(paths, output_format, select, timeout, jobs, workers, write_evidence,
     if not quiet:
         click.echo(driver.summary(rows, seconds), err=True)
     sys.exit(1 if any(r.failed for r in rows) else 0)
+
+
+def progress_line(code: str, kind: str, text: str, phases: dict) -> str:
+    """``verify``'s progress line for one rule: its phase (whose name starts with the code, e.g.
+    ``DSL103 bad: fd growth``) and the latest progress within it, the code said once."""
+    if kind == "phase":
+        phases[code] = text if text.startswith(code) else f"{code} {text}"
+        return phases[code]
+    current = phases.get(code, code)
+    return f"{current} ({text})" if text else current
 
 
 # ------------------------------------------------------------------ probe / bench: a user's own dataset
@@ -158,18 +184,26 @@ imported, built or sampled, or a check crashes or exceeds --timeout.""")
               help="At most this many samples per epoch (an iterable dataset: per worker).")
 @click.option("--timeout", type=click.FloatRange(min=1), default=60.0, show_default=True,
               help="Seconds each check (and importing/building the target) may take before it is killed.")
-@click.option("--select", multiple=True, metavar="CODES", help="Only the checks for these codes or prefixes (e.g. DSL103, DSL3).")
+@click.option("--select", multiple=True, metavar="CODES", help="Only the checks for these codes (codes, prefixes such as DSL3, names, or ALL).")
+@click.option("--ignore", multiple=True, metavar="CODES", help="Not these codes (codes, prefixes or names).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
               help="Checks run at the same time [default: 2 on machines with 2+ CPUs]; the per-sample profile always runs alone.")
 @click.option("--output-format", type=click.Choice(["text", "json"]), default="text", help="A table and the findings, or JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
-def probe(target, kwargs_json, workers, epochs, samples, timeout, select, jobs, output_format, quiet) -> None:
+def probe(target, kwargs_json, workers, epochs, samples, timeout, select, ignore, jobs, output_format, quiet) -> None:
+    codes, ignored = selectors(select, ignore)
     spec = _target_spec(target)
     kwargs = _kwargs(kwargs_json)
+    from dslint.runtime.checks import CHECKS
+    from dslint.runtime.probe_cmd import selected
+
+    if not any(selected(check, codes, ignored) for check in CHECKS):
+        measured = ", ".join(sorted({code for check in CHECKS for code in check.codes}))
+        click.echo(f"dslint: error: --select/--ignore leave no check to run (probe confirms {measured})", err=True)
+        sys.exit(2)
     needs_torch("probe")
     from dslint.runtime import probe_cmd as driver
 
-    codes = select_codes(select)
     show = not quiet and sys.stderr.isatty()
 
     def on_event(name: str, kind: str, text: str) -> None:
@@ -182,7 +216,7 @@ def probe(target, kwargs_json, workers, epochs, samples, timeout, select, jobs, 
 
     report = run_driver("probe", target, driver, on_event, lambda tmp: ProbeSettings(
         spec, kwargs, workers=workers, epochs=epochs, samples=samples, timeout=timeout, tmp=tmp,
-        parallel=jobs or (2 if cpu_count() >= 2 else 1), select=codes))
+        parallel=jobs or (2 if cpu_count() >= 2 else 1), select=codes, ignore=ignored))
     text = driver.render_json(report) if output_format == "json" else driver.render_text(report)
     click.echo(text, nl=False)
     for row in report.errors:
@@ -258,6 +292,8 @@ def bench(target, kwargs_json, batches, batch_size, epochs, warmup, grid, device
         device=device, model_step=step_spec, timeout=timeout, tmp=tmp, cpus=cpu_count()), clear_line=show)
     text = driver.render_json(report) if output_format == "json" else driver.render_text(report)
     click.echo(text, nl=False)
+    for warning in report.warnings:
+        click.echo(f"dslint: warning: {warning}", err=True)
     if plot_path:
         try:
             driver.plot(report, plot_path)

@@ -51,6 +51,7 @@ class ProbeSettings(TargetSettings):
     samples: int = 512
     parallel: int = 1
     select: Optional[List[str]] = None
+    ignore: List[str] = field(default_factory=list)
 
 
 @dataclass
@@ -67,6 +68,20 @@ class BenchSettings(TargetSettings):
     model_step: Any = None
     timeout: float = 120.0
     cpus: int = 1
+
+
+def wanted(code: str, select: Optional[Sequence[str]], ignore: Sequence[str] = ()) -> bool:
+    """Whether ``--select``/``--ignore`` (normalized codes, prefixes or ``ALL``) keep ``code``: as
+    ``dslint check``, the most specific selector wins and, at equal specificity, ``--ignore``."""
+
+    def specificity(selector: str) -> int:
+        if selector == "ALL":
+            return 0
+        return len(selector) if code.startswith(selector) else -1
+
+    best_select = max((specificity(s) for s in select), default=-1) if select else 0
+    best_ignore = max((specificity(s) for s in ignore), default=-1)
+    return best_select >= 0 and best_select > best_ignore
 
 
 def warm_up(modules: Sequence[str]) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from dslint.runtime.checks import CHECKS, NOT_APPLICABLE, Check, check_named, run_check
 from dslint.runtime.common import (
@@ -29,6 +29,7 @@ from dslint.runtime.common import (
     target_lines,
     target_notes,
     to_json,
+    wanted,
 )
 from dslint.runtime.describe import describe_in_child, warm_parent
 from dslint.runtime.isolate import Outcome, run_many
@@ -71,11 +72,9 @@ class Report:
         return 2 if self.errors else (1 if self.findings else 0)
 
 
-def selected(check: Check, select: Optional[List[str]]) -> bool:
-    """Whether ``--select`` (codes or prefixes) asks for one of the codes ``check`` confirms."""
-    if not select:
-        return True
-    return any(code.startswith(s) for code in check.codes for s in select)
+def selected(check: Check, select: Optional[List[str]], ignore: Sequence[str] = ()) -> bool:
+    """Whether ``--select``/``--ignore`` keep one of the codes ``check`` confirms."""
+    return any(wanted(code, select, ignore) for code in check.codes)
 
 
 def run(settings: ProbeSettings, *, on_event: Optional[Callable[[str, str, str], None]] = None) -> Report:
@@ -97,7 +96,7 @@ def run(settings: ProbeSettings, *, on_event: Optional[Callable[[str, str, str],
     rows: Dict[str, Row] = {}
     jobs = []
     for check in CHECKS:
-        if not selected(check, settings.select):
+        if not selected(check, settings.select, settings.ignore):
             continue
         if info["style"] not in check.kinds:
             rows[check.name] = Row(check.name, check.title, list(check.codes), NOT_APPLICABLE.get(check.name, "-"), "n/a")
@@ -115,6 +114,12 @@ def run(settings: ProbeSettings, *, on_event: Optional[Callable[[str, str, str],
         check = check_named(job["name"])
         rows[check.name] = check_row(check, result.get(check.name), settings.timeout)
     merge_iterator_handle(rows)
+    for row in rows.values():  # a check confirms several codes: only the selected ones are reported
+        dropped = [f["code"] for f in row.findings if not wanted(f["code"], settings.select, settings.ignore)]
+        if dropped:
+            row.findings = [f for f in row.findings if f["code"] not in dropped]
+            row.result = (", ".join(f["code"] for f in row.findings) + f" {CONFIRMED_AT_RUNTIME}; " if row.findings else "") \
+                + f"{', '.join(dropped)} measured, not selected"
     names = rule_names()
     for row in rows.values():
         for finding in row.findings:
@@ -135,7 +140,8 @@ def check_row(check: Check, outcome: Optional[Outcome], timeout: float) -> Row:
     value = outcome.value
     findings = value["findings"]
     figure = value["figure"]
-    verdict = ", ".join(f["code"] for f in findings) + f" {CONFIRMED_AT_RUNTIME}" if findings else "ok"
+    # a check that measured something short of a finding says so (never "ok" beside an error)
+    verdict = ", ".join(f["code"] for f in findings) + f" {CONFIRMED_AT_RUNTIME}" if findings else value.get("result", "ok")
     return Row(check.name, check.title, list(check.codes), figure["text"], verdict, findings,
                figure.get("data", {}), round(outcome.seconds, 2))
 
@@ -201,6 +207,9 @@ def summary(report: Report) -> str:
         text = "no problem confirmed by the checks that ran" if errors else "no runtime problems found"
     if errors:
         text += f"; {len(errors)} check{'s' if len(errors) != 1 else ''} could not run ({', '.join(r.check for r in errors)})"
+    undecided = [r.check for r in report.rows if r.result.startswith("cannot tell")]
+    if undecided:
+        text += f"; {len(undecided)} check{'s' if len(undecided) != 1 else ''} could not decide ({', '.join(undecided)})"
     return text
 
 

@@ -194,9 +194,26 @@ def epoch_counts(make, loader_kwargs: Optional[dict] = None, *, epochs: int = 3,
 # ------------------------------------------------------------------ duplicates
 
 
-def duplicates(make, loader_kwargs: Optional[dict] = None, *, workers: int = 2, epochs: int = 2) -> Figure:
-    """Samples per epoch and distinct samples (hash of each) with N workers, against num_workers=0."""
-    out = {}
+def duplicates(make, loader_kwargs: Optional[dict] = None, *, workers: int = 2, epochs: int = 2,
+               cap: Optional[int] = None) -> Figure:
+    """Samples per epoch with N workers against num_workers=0, duplicates told apart from
+    identical content.
+
+    A duplicate is the same element of the stream delivered twice, judged by identity, never
+    by value alone: samples equal in value (constant tensors, a padded record) are *identical
+    content*, counted apart and never taken for duplicates. The evidence, in order:
+
+    - ``count``: a stream read to its end (fewer samples than ``cap``, the per-worker limit):
+      N workers that each replay it deliver N times the samples of ``num_workers=0``;
+    - ``order``: a stream cut at ``cap``: every worker's k-th sample is the stream's k-th
+      (compared position by position, on a stretch of the stream whose samples differ);
+    - ``content``: a stream cut at ``cap`` whose samples all differ: equal values are then the
+      same sample, and samples/distinct is the number of copies.
+
+    Otherwise (a cut stream with identical content in it) duplicates cannot be told from
+    identical content: ``basis`` is None and nothing is reported."""
+    out: Dict[str, Any] = {}
+    streams: Dict[str, List[List[str]]] = {}
     for label, overrides in (("single", {"num_workers": 0}), ("workers", None)):
         with Session(Measure(hash=True)) as session:
             target = build(make)
@@ -205,21 +222,44 @@ def duplicates(make, loader_kwargs: Optional[dict] = None, *, workers: int = 2, 
             loader = session.loader(target, loader_kwargs, **overrides)
             its = session.epochs(loader, epochs, label=f"duplicates ({label}): ")
         per_epoch = []
-        for it in its:
-            hashes = [r.get("h") for r in it.records if "h" in r]
+        for i, it in enumerate(its):
+            records = [r for r in it.records if "h" in r]
+            hashes = [r["h"] for r in records]
             per_epoch.append({"samples": len(hashes), "distinct": len(set(hashes)),
                               "max_copies": max(Counter(hashes).values(), default=0)})
+            if i == 0:  # each process's samples in the order it produced them
+                by_process: Dict[int, List[dict]] = defaultdict(list)
+                for r in records:
+                    by_process[r.get("pid", 0)].append(r)
+                streams[label] = [[r["h"] for r in sorted(rs, key=lambda r: r.get("n", 0))] for rs in by_process.values()]
         out[label] = {"num_workers": overrides["num_workers"], "epochs": per_epoch}
     single, multi = out["single"]["epochs"][0], out["workers"]["epochs"][0]
-    base = single["samples"] / single["distinct"] if single["distinct"] else 1.0
-    factor = multi["samples"] / multi["distinct"] if multi["distinct"] else 0.0
-    excess = factor / base if base else factor
     n = out["workers"]["num_workers"]
-    text = (f"{n} workers: {multi['samples']} samples/epoch, {multi['distinct']} distinct ({factor:.1f}x); "
+    identical = single["samples"] - single["distinct"]
+    complete = cap is None or single["samples"] < cap
+    stream = streams.get("single", [[]])[0] if streams.get("single") else []
+    replaying = [s for s in streams.get("workers", []) if len(s) >= 2 and s == stream[: len(s)]
+                 and len(set(s)) >= 2]
+    factor: Optional[float] = None
+    basis: Optional[str] = None
+    if complete:
+        basis, factor = "count", (multi["samples"] / single["samples"] if single["samples"] else 0.0)
+    elif len(replaying) >= 2:
+        basis, factor = "order", float(len(replaying))
+    elif not identical:
+        basis, factor = "content", (multi["samples"] / multi["distinct"] if multi["distinct"] else 0.0)
+    copies = f" ({factor:.1f}x)" if factor is not None else ""
+    text = (f"{n} workers: {multi['samples']} samples/epoch, {multi['distinct']} distinct{copies}; "
             f"num_workers=0: {single['samples']} samples, {single['distinct']} distinct")
-    out["factor"] = round(factor, 3)
-    out["excess"] = round(excess, 3)
-    return Figure(text, excess >= 1.5, out)
+    if basis == "order":
+        text += f"; {len(replaying)} workers each replay the stream from its start, sample by sample"
+    if identical:
+        text += (f"; {identical} of the {single['samples']} samples with num_workers=0 repeat another's content "
+                 f"(identical values, not duplicates)")
+    if basis is None:
+        text += f"; the stream is cut at {cap:,} samples per worker, so duplicates cannot be told from identical content"
+    out.update(factor=round(factor, 3) if factor is not None else None, basis=basis, identical=identical, cap=cap)
+    return Figure(text, factor is not None and factor >= 1.5, out)
 
 
 # ------------------------------------------------------------------ timing

@@ -14,10 +14,10 @@ import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Sequence
 
 from dslint.runtime import fixtures
-from dslint.runtime.common import CONFIRMED, NOT_REPRODUCED, SKIPPED_GPU, cell, table, to_json, warm_up
+from dslint.runtime.common import CONFIRMED, NOT_REPRODUCED, SKIPPED_GPU, cell, table, to_json, wanted, warm_up
 from dslint.runtime.isolate import Outcome, run_isolated, run_many
 from dslint.rules.base import all_rules
 
@@ -89,10 +89,10 @@ def _aggregate(code: str, name: str, cases: List[dict], seconds: float) -> Row:
 
 
 def verify(paths: List[str], *, limit: float = 30.0, parallel: int = 1, select: Optional[List[str]] = None,
-           workers: int = 2, on_event: Optional[Callable[[str, str, str], None]] = None) -> List[Row]:
+           workers: int = 2, on_event: Optional[Callable[[str, str, str], None]] = None,
+           ignore: Sequence[str] = ()) -> List[Row]:
     rules = fixtures.discover(paths)
-    if select:
-        rules = {c: r for c, r in rules.items() if any(c.startswith(s) for s in select)}
+    rules = {c: r for c, r in rules.items() if wanted(c, select, ignore)}
     warm_up(("torch", "dslint.runtime.evidence", "dslint.runtime.gpu", "dslint.runtime.distributed"))
 
     catalog = all_rules()
