@@ -1,0 +1,235 @@
+"""DSL701: ``random_split`` on the global RNG where every rank (or every hook) draws its own split."""
+
+from __future__ import annotations
+
+from dslint.rules.base import ERROR, Rule, Symptom
+from dslint.rules.distributed._common import lightning_hook, random_splits, split_pairs
+from dslint.semantics.distributed import ddp_marker, global_seeds, line_of, rank_guarded
+from dslint.semantics.loops import is_test_code, loader_loops
+
+
+class UnseededRandomSplit(Rule):
+    """
+    ## What it does
+    Flags `torch.utils.data.random_split(...)` without `generator=` in two forms:
+
+    - **per rank**: the split runs once per process of a DDP job, because the
+      file runs under a process group (it calls `init_process_group`, wraps a
+      model in `DistributedDataParallel`, builds a `DistributedSampler`, reads
+      `LOCAL_RANK`/`RANK` from the launcher's environment, builds an
+      `accelerate.Accelerator`, or calls a project function in any file that
+      calls `init_process_group`), or because it sits in a method of a
+      `LightningDataModule`/`LightningModule` (Lightning calls `setup`, the
+      `*_dataloader` hooks and `__init__` on every rank);
+    - **two draws**: two unseeded splits of the same dataset (the same value,
+      or the same constructor with the same arguments but transforms) with the
+      same lengths, one keeping the training part and the other the validation
+      part (typically one in `train_dataloader`, one in `val_dataloader`).
+
+    ## Why is this bad?
+    Without a generator, `random_split` draws the permutation from torch's
+    global RNG, which every process seeds from the OS at start-up. Each rank
+    therefore splits differently: measured with 2 gloo ranks and 64 samples
+    split 48/16, 12 of the 16 samples rank 0 validates on are training
+    samples on rank 1 (and 12 the other way). Validation accuracy is measured
+    partly on training data, and no error is raised. Two separate draws in one
+    process overlap the same way: each call consumes the RNG and permutes
+    anew.
+
+    ## Example
+    ```python
+    class MNISTData(LightningDataModule):
+        def setup(self, stage):
+            full = MNIST(self.root, train=True)
+            self.train, self.val = random_split(full, [55000, 5000])
+    ```
+
+    ## Use instead
+    ```python
+    class MNISTData(LightningDataModule):
+        def setup(self, stage):
+            full = MNIST(self.root, train=True)
+            generator = torch.Generator().manual_seed(42)  # the same seed on every rank
+            self.train, self.val = random_split(full, [55000, 5000], generator=generator)
+    ```
+
+    ## When it does not fire
+    - `generator=` is passed (any generator: a fresh `torch.Generator()` starts
+      from the same fixed seed in every process), or the call hides it in
+      `*args`/`**kwargs`;
+    - the file seeds torch's global RNG with a seed that does not name the rank
+      (`torch.manual_seed(args.seed)`, `seed_everything(42)`, a project helper
+      in any file that calls them): every rank then draws the same split. A
+      seed that names the rank (`seed + rank`) does not count. A seed set in
+      another file (the training script of a datamodule) is not seen;
+    - the split runs on one rank only (under `if rank == 0:`), or in
+      `prepare_data` (Lightning runs it on one process);
+    - files without any sign of a process group and outside Lightning hooks
+      (a single-process script draws one split), and test code;
+    - for two draws: a seed set in the same function before each call, or
+      calls over different datasets or lengths.
+    """
+
+    code = "DSL701"
+    name = "unseeded-random-split"
+    symptom = Symptom("dist_split", "samples one rank validates on are training samples on another rank")
+    level = ERROR
+    summary = "`random_split` without a seeded `generator` splits differently on every rank (or in every hook)"
+    help = ("Pass `generator=torch.Generator().manual_seed(SEED)` with the same seed on every rank, or split once "
+            "and keep both subsets")
+
+    valid = (
+        """
+        import torch
+        import torch.distributed as dist
+        from torch.utils.data import random_split
+
+        def main(ds):
+            dist.init_process_group("gloo")
+            g = torch.Generator().manual_seed(0)
+            train, val = random_split(ds, [0.8, 0.2], generator=g)
+        """,
+        """
+        import torch
+        import torch.distributed as dist
+        from torch.utils.data import random_split
+
+        def main(args, ds):
+            dist.init_process_group("gloo")
+            torch.manual_seed(args.seed)  # the same seed on every rank
+            train, val = random_split(ds, [0.8, 0.2])
+        """,
+        """
+        from torch.utils.data import random_split
+
+        def main(ds):  # a single-process script: one split per run
+            train, val = random_split(ds, [0.8, 0.2])
+        """,
+        """
+        import torch.distributed as dist
+        from torch.utils.data import random_split
+
+        def main(ds):
+            dist.init_process_group("gloo")
+            if dist.get_rank() == 0:
+                train, val = random_split(ds, [0.8, 0.2])
+        """,
+        """
+        import pytorch_lightning as pl
+        from torch.utils.data import random_split
+
+        class Data(pl.LightningDataModule):
+            def prepare_data(self):  # one process only
+                self.parts = random_split(self.full, [0.9, 0.1])
+        """,
+        """
+        from torch.utils.data import random_split
+
+        class Data:
+            def train_data(self):
+                return random_split(self.full, [9, 1])[0]
+
+            def test_data(self):
+                return random_split(self.other, [9, 1])[1]
+        """,
+    )
+    invalid = (
+        """
+        import torch.distributed as dist
+        from torch.utils.data import random_split
+
+        def setup_ddp():
+            dist.init_process_group("nccl")
+
+        def main(ds):
+            setup_ddp()
+            train, val = random_split(ds, [0.8, 0.2])  # expect: DSL701
+        """,
+        """
+        import os
+        import torch
+        from torch.utils.data import random_split
+
+        def main(args, ds):
+            rank = int(os.environ["RANK"])
+            torch.manual_seed(args.seed + rank)  # a different seed per rank
+            train, val = random_split(ds, [0.8, 0.2])  # expect: DSL701
+        """,
+        """
+        from lightning.pytorch import LightningDataModule
+        from torch.utils.data import random_split
+
+        class Data(LightningDataModule):
+            def setup(self, stage):
+                self.train, self.val = random_split(self.full, [55000, 5000])  # expect: DSL701
+        """,
+        {
+            "base.py": """
+            import pytorch_lightning as pl
+
+            class Base(pl.LightningDataModule):
+                pass
+            """,
+            "data.py": """
+            from torch.utils.data import random_split
+            from base import Base
+
+            class Data(Base):
+                def setup(self, stage=None):
+                    parts = random_split(self.full, [0.9, 0.1])  # expect: DSL701
+                    self.train, self.val = parts
+            """,
+        },
+        """
+        from torchvision.datasets import MNIST
+        from torch.utils.data import DataLoader, random_split
+
+        class Data:
+            def train_loader(self):
+                full = MNIST(self.root, train=True, transform=self.train_tf)
+                part, _ = random_split(full, [len(full) - self.n_val, self.n_val])  # expect: DSL701
+                return DataLoader(part, shuffle=True)
+
+            def val_loader(self):
+                full = MNIST(self.root, train=True, transform=self.val_tf)
+                _, part = random_split(full, [len(full) - self.n_val, self.n_val])
+                return DataLoader(part)
+        """,
+    )
+
+    def check(self, ctx):
+        calls = random_splits(ctx)
+        if not calls:
+            return
+        index = loader_loops(ctx)
+        reported = set()
+        for first, second, kept in split_pairs(ctx, index, calls):
+            reported.update((id(first), id(second)))
+            yield self.report(
+                first,
+                f"this `random_split` and the one at line {line_of(ctx, second)} split the same dataset with two "
+                f"separate draws of torch's global RNG: the {kept[0]} part kept here and the {kept[1]} part kept "
+                "there overlap, so samples are validated on that were also trained on",
+            )
+        marker = None
+        for call in calls:
+            if id(call) in reported or is_test_code(ctx, call) or rank_guarded(ctx, call):
+                continue
+            hook = lightning_hook(ctx, call)
+            if hook is not None:
+                where = f"Lightning calls `{hook}` on every rank"
+            else:
+                marker = marker or ddp_marker(ctx)
+                if marker is None:
+                    continue
+                where = f"this file runs once per rank ({marker.what}, line {line_of(ctx, marker.node)})"
+            seeds = global_seeds(ctx, index)
+            if any(not per_rank for _, per_rank in seeds):
+                continue  # the same global seed on every rank: the same split
+            seeded = (f"; the global RNG is seeded per rank (line {line_of(ctx, seeds[0][0])})" if seeds else "")
+            yield self.report(
+                call,
+                "`random_split` without `generator=` draws its permutation from torch's global RNG, which each "
+                f"process seeds on its own: {where}{seeded}, so every rank gets a different split and samples one rank "
+                "validates on are trained on by another",
+            )
