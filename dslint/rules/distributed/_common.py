@@ -392,7 +392,7 @@ def forks_workers(ctx, loader) -> Optional[str]:
     for call in ctx.calls_to(*START_METHOD_CALLS):
         if not call.args or ctx.literal(call.args[0].value) != "fork":
             return None
-    literal = workers.origin.startswith("`") or workers.origin == "the default"
+    literal = workers.origin.startswith("`") or workers.origin in ("the default", "the literal")
     return f"{workers.value} workers" + ("" if literal else f" ({workers.origin})")
 
 

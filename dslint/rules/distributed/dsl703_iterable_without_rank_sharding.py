@@ -203,12 +203,12 @@ class IterableWithoutRankSharding(Rule):
             if stream is not None and stream[0] == "stream":
                 message = (f"this DataLoader iterates a Hugging Face streaming dataset (line {line_of(ctx, stream[1])}) "
                            f"that is never split by node (`split_dataset_by_node`) while {where}: every rank streams "
-                           "the same examples, so each is trained on once per rank")
+                           "the same examples, so each is processed once per rank (trained on world-size times per epoch)")
             else:
                 for cls in stream_classes(ctx, index, dataset):
                     if ctx.class_kind(cls) == ITERABLE and rank_blind_stream(ctx, cls) is not None:
                         message = (f"`{cls.name.value}` splits its stream by DataLoader worker but not by rank, and {where}: "
-                                   "every rank yields the same samples, so each is trained on once per rank")
+                                   "every rank yields the same samples, so each is processed once per rank (trained on world-size times per epoch)")
                         break
             if message is not None:
                 yield self.report(loader.call, message)
