@@ -220,10 +220,11 @@ def _identifier_is_rank(name: str, shards: bool) -> bool:
 
 
 def mentions_rank(ctx, expr: Optional[cst.CSTNode], *, shards: bool = False) -> bool:
-    """``expr`` names this process's rank (or, with ``shards``, the world a shard is cut from)."""
+    """``expr`` names this process's rank (or, with ``shards``, the world a shard is cut from);
+    a class or function is searched with its nested bodies."""
     if expr is None:
         return False
-    for node in iter_subtree(expr, into_scopes=False):
+    for node in iter_subtree(expr, into_scopes=isinstance(expr, (cst.ClassDef, cst.FunctionDef))):
         if isinstance(node, cst.Name) and _identifier_is_rank(node.value, shards):
             return True
         if isinstance(node, cst.Attribute) and _identifier_is_rank(node.attr.value, shards):
