@@ -26,13 +26,13 @@ what crosses files, through ``ctx.view``:
 * **whether results are combined across ranks** (``gather_calls``): the
   collectives (``all_gather``, ``all_reduce``, ``gather_object``...), accelerate's
   ``gather``/``reduce``, and project functions (any file) that call them;
-* **which loaders feed a gathered evaluation** (``eval_feeds``): a loop over the
-  loader under ``no_grad``/``inference_mode``, after ``model.eval()`` or over a
-  sampler that does not shuffle (or the loader handed to a project function of
-  another file that runs under ``no_grad`` or gets such a sampler), whose function,
-  or a caller of it, gathers; unless it de-duplicates (``gather_for_metrics``, a
-  slice bounded by ``len(...)``). A loop that calls ``.backward()`` trains
-  (``trains``).
+* **which loaders feed a gathered evaluation** (``eval_feeds``): a loop in this
+  file over a loader whose sampler does not shuffle and that no training loop uses
+  (a loop that calls ``.backward()`` trains: ``trains``), whose function, or a caller
+  of it, gathers; unless it de-duplicates (``gather_for_metrics``, a slice bounded by
+  ``len(...)``, results keyed by the sample index the batch carries or written with
+  ``index_copy_``/``scatter_``). A loader handed to a function of another file is
+  unknown: whether that function de-duplicates cannot be seen from its summary.
 
 Cross-file facts come from the summaries of the files the engine analyses (those
 that use the data API): a helper in a file that never mentions it is unknown.
@@ -421,43 +421,41 @@ def _gathered(ctx, index, blocks) -> Optional[Tuple[str, cst.Call]]:
 
 def eval_feeds(ctx, index, loader, samplers) -> Optional[Tuple[str, str, cst.Call]]:
     """(how the loader is evaluated, how the results are gathered, the gathering call) when the
-    loader feeds an evaluation whose results are combined across ranks; None otherwise."""
-    no_shuffle = _no_shuffle(ctx, samplers)
-    for loop in index.loops_of(loader):
-        if trains(index, loop) is not None:
-            continue
+    loader, over samplers that do not shuffle and in no training loop, is iterated in this file
+    and the loop's function (or a caller of it) gathers without de-duplicating; None otherwise."""
+    loops = index.loops_of(loader)
+    if not _no_shuffle(ctx, samplers) or any(trains(index, loop) is not None for loop in loops):
+        return None
+    for loop in loops:
         func = ctx.enclosing_function(loop.loop)
         if index.is_eval(loop):
             how = "a loop under `no_grad`/`inference_mode`"
         elif _evals_before(ctx, func, loop.loop):
             how = "a loop after `.eval()`"
-        elif no_shuffle:
-            how = "a loop over a sampler that does not shuffle"
         else:
-            continue
+            how = "a loop over a sampler that does not shuffle"
         blocks = [func.body if func is not None else ctx.module]
         blocks += [caller_scope.body for caller_scope in _caller_scopes(ctx, index, func)]
+        if _keyed_by_index(ctx, loop, blocks):
+            continue
         found = _gathered(ctx, index, blocks)
         if found is not None:
             return how, found[0], found[1]
-    for call in ctx.nodes(cst.Call):
-        if index.call_target(call) is not None or not any(any(v.node is loader.call for v in index.values(a.value)) for a in call.args):
-            continue
-        name = ctx.call_name(call)
-        facts = ctx.view.function_facts(name) if name and "." in name else None
-        if facts is None:
-            continue
-        no_grad = any(target in NO_GRAD for _, target, _ in facts.get("calls", ()))
-        if not (no_grad or no_shuffle):
-            continue
-        how = f"`{name.rsplit('.', 1)[-1]}` of another file" + (" under `no_grad`" if no_grad else ", over a sampler that does not shuffle")
-        if project_calls_any(ctx, name, GATHER_CALLS, depth=2):
-            return how, f"`{name.rsplit('.', 1)[-1]}` calls a collective", call
-        func = ctx.enclosing_function(call)
-        found = _gathered(ctx, index, [func.body if func is not None else ctx.module])
-        if found is not None:
-            return how, found[0], found[1]
     return None
+
+
+INDEX_WRITES = frozenset({"index_copy_", "index_copy", "index_put_", "index_put", "index_add_", "scatter_", "scatter"})
+_INDEX_WORDS = ("index", "indices", "idx", "ids")
+
+
+def _keyed_by_index(ctx, loop, blocks) -> bool:
+    """The loop gets each sample's index from the batch (``for x, index in loader``), or the results are
+    written by index (``index_copy_``, ``scatter_``): duplicates then land on the same entry."""
+    for node in iter_subtree(loop.loop.target):
+        if isinstance(node, cst.Name) and any(node.value.lower().endswith(w) for w in _INDEX_WORDS):
+            return True
+    return any(isinstance(n, cst.Call) and method_name(n) in INDEX_WRITES
+               for block in blocks for n in iter_subtree(block, into_scopes=False))
 
 
 def _caller_scopes(ctx, index, func):

@@ -72,7 +72,9 @@ class DdpLoaderWithoutDistributedSampler(Rule):
       it is already cut per rank;
     - the loader is passed to `accelerator.prepare`, `trainer.fit`,
       `fabric.setup_dataloaders` or `deepspeed.initialize`, which shard it, or
-      is built in a Lightning hook;
+      is built in a Lightning hook; in a script that builds an `Accelerator` or
+      a `Fabric`, a loader that no loop of the file iterates as it is (it may
+      be prepared where this file cannot follow it);
     - the loader is built, or every loop over it runs, on one rank only (under
       `if rank == 0:`);
     - evaluation loaders that do not shuffle and whose loops neither train nor
@@ -132,6 +134,21 @@ class DdpLoaderWithoutDistributedSampler(Rule):
         def main(ds, model):
             accelerator = Accelerator()
             loader = DataLoader(ds, shuffle=True)
+            model, loader = accelerator.prepare(model, loader)
+        """,
+        """
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+
+        def get_loaders(ds):
+            return DataLoader(ds, shuffle=True)
+
+        if TESTING:
+            get_loaders = mocked_loaders  # the call below is ambiguous: the loader's fate is unknown
+
+        def main(ds, model):
+            accelerator = Accelerator()
+            loader = get_loaders(ds)
             model, loader = accelerator.prepare(model, loader)
         """,
         """
@@ -230,6 +247,8 @@ class DdpLoaderWithoutDistributedSampler(Rule):
                 continue
             if rank_dependent(ctx, index, loader.bound.expr("dataset"), shards=True):
                 continue
+            if marker.kind == "framework" and not index.loops_of(loader):
+                continue  # accelerate/Fabric scripts prepare their loaders: only a loop seen here tells otherwise
             why = self.per_rank_work(ctx, index, loader, samplers)
             if why is None or every_use_guarded(ctx, index, loader) or handed_to_framework(ctx, index, loader):
                 continue

@@ -17,15 +17,14 @@ class DistributedSamplerOnGatheredEval(Rule):
     or with `drop_last=True`) on a loader that feeds an evaluation whose
     results are combined across ranks:
 
-    - the evaluation: a loop over the loader under `torch.no_grad()` /
-      `torch.inference_mode()` (a `with` block or a decorator), after a
-      `model.eval()` call in the same function, or over a sampler built with
-      `shuffle=False`; or the loader passed to a project function of another
-      file that runs under `no_grad`/`inference_mode` or whose sampler does not
-      shuffle;
+    - the evaluation: a loop in this file (also in a same-file helper the
+      loader is passed to) over a loader whose `DistributedSampler` does not
+      shuffle (`shuffle=False`), and that no training loop (one that calls
+      `.backward()`) iterates; typically under `torch.no_grad()` or after
+      `model.eval()`;
     - the gathering: `all_gather`, `all_gather_object`, `all_reduce`,
       `gather_object`..., accelerate's `gather`/`reduce`, or a project function
-      (any file) that calls them, in the evaluating function or the function
+      (any file) that calls them, in the evaluating function or a function
       that calls it.
 
     ## Why is this bad?
@@ -61,16 +60,19 @@ class DistributedSamplerOnGatheredEval(Rule):
     (accelerate's `gather_for_metrics` drops the padding).
 
     ## When it does not fire
-    - the evaluation de-duplicates: `gather_for_metrics`, or a slice bounded
-      by a `len(...)` in the evaluating or gathering function (truncating the
-      gathered results to the dataset length);
-    - a project or library sampler (it may not pad), a sampler that may be
-      something else (`DistributedSampler(...) if args.dist_eval else
-      SequentialSampler(...)` still counts: the distributed path pads);
-    - evaluations that are not gathered (each rank reports its own shard), a
-      gathering done through methods of objects defined in another file
-      (`metric_logger.synchronize()`: not seen), training loops, Lightning
-      hooks; test code.
+    - the evaluation de-duplicates: `gather_for_metrics`, a slice bounded by
+      a `len(...)` (gathered results cut back to the dataset length), the
+      batch carries each sample's index (`for images, index in loader`) or
+      the results are written by index (`index_copy_`, `scatter_`): padded
+      duplicates then land on the same entry;
+    - the sampler shuffles (or may: a training sampler iterated once under
+      `no_grad`, e.g. to fill a memory bank), or the loader also feeds a
+      training loop; a project or library sampler (it may not pad);
+    - the loader is handed to a function of another file: whether that
+      function de-duplicates cannot be seen (such evaluations are missed);
+    - evaluations that are not gathered (each rank reports its own shard),
+      gathering through methods of objects of another file
+      (`metric_logger.synchronize()`), Lightning hooks; test code.
     """
 
     code = "DSL704"
@@ -118,6 +120,41 @@ class DistributedSamplerOnGatheredEval(Rule):
         """,
         """
         import torch
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        @torch.no_grad()
+        def extract(model, ds, bank):
+            loader = DataLoader(ds, sampler=DistributedSampler(ds, shuffle=False))
+            for images, index in loader:  # each sample's index travels with it
+                feats = model(images)
+                everything = [torch.empty_like(feats) for _ in range(dist.get_world_size())]
+                dist.all_gather(everything, feats)
+                bank[index] = feats
+        """,
+        {
+            "engine.py": """
+            import torch
+            import torch.distributed as dist
+            from torch.utils.data import DataLoader
+
+            @torch.no_grad()
+            def validate(model, loader: DataLoader):
+                losses = torch.stack([model(x, y) for x, y in loader])
+                dist.all_reduce(losses)
+                return losses
+            """,
+            "main.py": """
+            from torch.utils.data import DataLoader, DistributedSampler
+            from engine import validate
+
+            def main(model, val_set):  # evaluated in another file: de-duplication there is not seen
+                loader = DataLoader(val_set, sampler=DistributedSampler(val_set, shuffle=False))
+                print(validate(model, loader))
+            """,
+        },
+        """
+        import torch
         from torch.utils.data import DataLoader
 
         def evaluate(model, accelerator, ds):
@@ -143,33 +180,24 @@ class DistributedSamplerOnGatheredEval(Rule):
             dist.all_reduce(correct)
             return correct / len(ds)
         """,
-        {
-            "engine.py": """
-            import torch
-            import torch.distributed as dist
-            from torch.utils.data import DataLoader
+        """
+        import torch
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader, DistributedSampler
 
-            def reduce_mean(t):
-                dist.all_reduce(t)
-                return t / dist.get_world_size()
+        def predict(model, loader):
+            model.eval()
+            outputs = []
+            for (x,) in loader:
+                outputs.append(model(x))
+            return torch.cat(outputs)
 
-            @torch.no_grad()
-            def validate(model, loader: DataLoader):
-                model.eval()
-                losses = [model(x, y) for x, y in loader]
-                return reduce_mean(torch.stack(losses).mean())
-            """,
-            "main.py": """
-            from torch.utils.data import DataLoader
-            from torch.utils.data.distributed import DistributedSampler
-            from engine import validate
-
-            def main(args, model, val_set):
-                val_sampler = DistributedSampler(val_set, shuffle=False, drop_last=True)  # expect: DSL704
-                val_loader = DataLoader(val_set, batch_size=32, sampler=val_sampler)
-                print(validate(model, val_loader))
-            """,
-        },
+        def main(model, test_set):
+            sampler = DistributedSampler(test_set, shuffle=False, drop_last=True)  # expect: DSL704
+            preds = predict(model, DataLoader(test_set, batch_size=32, sampler=sampler))
+            everything = [None] * dist.get_world_size()
+            dist.all_gather_object(everything, preds)
+        """,
     )
 
     def check(self, ctx):
