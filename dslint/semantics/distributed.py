@@ -21,7 +21,9 @@ what crosses files, through ``ctx.view``:
   test names a rank;
 * **whether the global RNG is seeded the same on every rank** (``global_seeds``):
   ``torch.manual_seed``/``seed_everything``/``set_seed`` calls (also inside a
-  project function, any file) and whether their seed names a rank
+  project function, any file; a function of a file the engine did not analyse
+  counts when its name says seed: ``utils.set_seed(args.seed)``), Lightning's CLI
+  (it seeds before building the datamodule), and whether their seed names a rank
   (``seed + rank`` seeds each rank differently);
 * **whether results are combined across ranks** (``gather_calls``): the
   collectives (``all_gather``, ``all_reduce``, ``gather_object``...), accelerate's
@@ -72,6 +74,8 @@ INIT_CALLS = frozenset(
     {"torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group",
      "deepspeed.init_distributed", "horovod.torch.init"}
 )
+#: markers that start the distributed state (the others may sit in a helper the script imports)
+STARTS = INIT_CALLS | {"deepspeed.initialize"}
 FRAMEWORK_CALLS = {"accelerate.Accelerator": "`Accelerator()`", "lightning.fabric.Fabric": "`Fabric()`",
                    "lightning.Fabric": "`Fabric()`", "lightning_fabric.Fabric": "`Fabric()`"}
 RANK_ENV = frozenset({"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"})
@@ -126,6 +130,9 @@ class Marker:
     what: str
     #: "process_group" (plain torch.distributed) or "framework" (accelerate/Fabric shard what they prepare)
     kind: str = "process_group"
+    #: the file starts the processes' distributed state itself (``init_process_group``, the launcher's
+    #: environment, an ``Accelerator``): it is the script each rank runs, not a helper it imports
+    start: bool = True
 
 
 def line_of(ctx, node: cst.CSTNode) -> int:
@@ -139,17 +146,18 @@ def line_of(ctx, node: cst.CSTNode) -> int:
 # ----------------------------------------------------------------------- does it run under DDP
 
 
-def ddp_marker(ctx) -> Optional[Marker]:
-    """The first sign (in source order) that the file runs once per rank; None when nothing shows it."""
-    return ctx.memo(("distributed.marker",), lambda: _find_marker(ctx))
+def ddp_marker(ctx, *, start: bool = False) -> Optional[Marker]:
+    """The first sign (in source order) that the file runs once per rank; with ``start``, only a
+    sign that the file starts its distributed state itself. None when nothing shows it."""
+    return ctx.memo(("distributed.marker", start), lambda: _find_marker(ctx, start))
 
 
-def _find_marker(ctx) -> Optional[Marker]:
+def _find_marker(ctx, start: bool) -> Optional[Marker]:
     framework = None
     for call in ctx.nodes(cst.Call):
         name = ctx.call_name(call)
-        if name in PROCESS_GROUP_CALLS:
-            return Marker(call, PROCESS_GROUP_CALLS[name])
+        if name in PROCESS_GROUP_CALLS and (name in STARTS or not start):
+            return Marker(call, PROCESS_GROUP_CALLS[name], start=name in STARTS)
         if name in FRAMEWORK_CALLS and framework is None:
             framework = Marker(call, FRAMEWORK_CALLS[name], "framework")
         key = env_key(ctx, call)
@@ -246,7 +254,8 @@ def mentions_rank(ctx, expr: Optional[cst.CSTNode], *, shards: bool = False) -> 
 
 
 def rank_dependent(ctx, index, expr: Optional[cst.CSTNode], *, shards: bool = False, depth: int = 0) -> bool:
-    """``expr`` or what its names are bound to (``index.values``, two steps) names a rank."""
+    """``expr``, or what its names are bound to (their assignments in scope, and their values
+    through ``index.values``: parameters, returns; two steps), names a rank."""
     if expr is None:
         return False
     if mentions_rank(ctx, expr, shards=shards):
@@ -254,11 +263,14 @@ def rank_dependent(ctx, index, expr: Optional[cst.CSTNode], *, shards: bool = Fa
     if depth >= 2:
         return False
     for node in iter_subtree(expr, into_scopes=False):
-        if isinstance(node, cst.Name) and node.value not in ("None", "True", "False"):
-            for value in index.values(node):
-                if value.node is not None and value.node is not node and not isinstance(value.node, cst.FunctionDef):
-                    if rank_dependent(ctx, index, value.node, shards=shards, depth=depth + 1):
-                        return True
+        if not isinstance(node, cst.Name) or node.value in ("None", "True", "False"):
+            continue
+        _, bindings = index.name_bindings(node.value, node)
+        sources = [b.value for b in bindings or () if b.kind == "value" and b.value is not None]
+        sources += [v.node for v in index.values(node) if v.node is not None and not isinstance(v.node, cst.FunctionDef)]
+        for source in sources:
+            if source is not node and rank_dependent(ctx, index, source, shards=shards, depth=depth + 1):
+                return True
     return False
 
 
@@ -295,7 +307,9 @@ def _global_seeds(ctx, index) -> List[Tuple[cst.Call, bool]]:
             if target is not None:
                 seeds = any(ctx.call_name(c) in SEED_CALLS for c in iter_subtree(target[0].body) if isinstance(c, cst.Call))
             else:
-                seeds = project_calls_any(ctx, name, SEED_CALLS, depth=1)
+                # a helper of another file: its summary, or (a file not analysed) its name (``set_seed``)
+                seeds = project_calls_any(ctx, name, SEED_CALLS, depth=1) or (
+                    "seed" in name.rsplit(".", 1)[-1].lower() and ctx.view.function_facts(name) is None)
         if seeds:
             out.append((call, any(rank_dependent(ctx, index, arg.value) for arg in call.args)))
     return out
@@ -449,13 +463,34 @@ _INDEX_WORDS = ("index", "indices", "idx", "ids")
 
 
 def _keyed_by_index(ctx, loop, blocks) -> bool:
-    """The loop gets each sample's index from the batch (``for x, index in loader``), or the results are
-    written by index (``index_copy_``, ``scatter_``): duplicates then land on the same entry."""
-    for node in iter_subtree(loop.loop.target):
-        if isinstance(node, cst.Name) and any(node.value.lower().endswith(w) for w in _INDEX_WORDS):
-            return True
-    return any(isinstance(n, cst.Call) and method_name(n) in INDEX_WRITES
-               for block in blocks for n in iter_subtree(block, into_scopes=False))
+    """Padded duplicates land on the same entry: the batch carries each sample's index
+    (``for x, index in loader``; an ``enumerate`` counter does not count), the results are
+    written by index (``index_copy_``, ``scatter_``), or gathered results are picked out by an
+    index list (``[gathered[i] for i in original_indices]``)."""
+    target = loop.loop.target
+    header = loop.loop.iter
+    if (isinstance(header, cst.Call) and ctx.call_name(header) == "builtins.enumerate"
+            and isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2):
+        target = target.elements[1].value
+    if any(isinstance(n, cst.Name) and _index_word(n.value) for n in iter_subtree(target)):
+        return True
+    for block in blocks:
+        for node in iter_subtree(block, into_scopes=False):
+            if isinstance(node, cst.Call) and method_name(node) in INDEX_WRITES:
+                return True
+            if isinstance(node, (cst.CompFor, cst.For)) and node is not loop.loop:
+                parts = dotted_parts(node.iter) if isinstance(node.iter, (cst.Name, cst.Attribute)) else None
+                if parts and _index_word(parts[-1]):
+                    return True
+    return False
+
+
+def _index_word(name: str) -> bool:
+    """A name for sample indices (``index``, ``idx``, ``original_indices``), not a counter (``batch_idx``)."""
+    lower = name.lower()
+    if lower.startswith(("batch", "step", "epoch", "iter", "it_")):
+        return False
+    return lower in _INDEX_WORDS or lower.endswith(("_index", "_indices", "_idx", "_ids", "index", "indices"))
 
 
 def _caller_scopes(ctx, index, func):

@@ -80,6 +80,26 @@ def lightning_hook(ctx, node: cst.CSTNode) -> Optional[str]:
     return None
 
 
+def ignored_seed(ctx, call: cst.Call) -> Optional[str]:
+    """``self.seed`` when the class whose method makes ``call`` stores a seed (an attribute named
+    like one) that the call does not use: the split was meant to be seeded and is not."""
+    func = ctx.enclosing_function(call)
+    cls = ctx.method_class(func) if func is not None else None
+    if cls is None:
+        return None
+    used = {n.value for n in iter_subtree(call) if isinstance(n, cst.Name)}
+    used |= {n.attr.value for n in iter_subtree(call) if isinstance(n, cst.Attribute)}
+    for klass in local_mro(ctx, cls):
+        for node in iter_subtree(klass):
+            if not isinstance(node, (cst.AssignTarget, cst.AnnAssign)):
+                continue
+            for target in iter_subtree(node.target):
+                if (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self"
+                        and "seed" in target.attr.value.lower() and target.attr.value not in used):
+                    return f"self.{target.attr.value}"
+    return None
+
+
 # --------------------------------------------------------------------------- loaders
 
 

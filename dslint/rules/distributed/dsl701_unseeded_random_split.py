@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dslint.rules.base import ERROR, Rule, Symptom
-from dslint.rules.distributed._common import lightning_hook, random_splits, split_pairs
+from dslint.rules.distributed._common import ignored_seed, lightning_hook, random_splits, split_pairs
 from dslint.semantics.distributed import ddp_marker, global_seeds, line_of, rank_guarded
 from dslint.semantics.loops import is_test_code, loader_loops
 
@@ -14,13 +14,14 @@ class UnseededRandomSplit(Rule):
     Flags `torch.utils.data.random_split(...)` without `generator=` in two forms:
 
     - **per rank**: the split runs once per process of a DDP job, because the
-      file runs under a process group (it calls `init_process_group`, wraps a
-      model in `DistributedDataParallel`, builds a `DistributedSampler`, reads
-      `LOCAL_RANK`/`RANK` from the launcher's environment, builds an
-      `accelerate.Accelerator`, or calls a project function in any file that
-      calls `init_process_group`), or because it sits in a method of a
-      `LightningDataModule`/`LightningModule` (Lightning calls `setup`, the
-      `*_dataloader` hooks and `__init__` on every rank);
+      file is the script each rank runs (it calls `init_process_group` or
+      `deepspeed.initialize`, reads `LOCAL_RANK`/`RANK` from the launcher's
+      environment, builds an `accelerate.Accelerator`, or calls a project
+      function in any file that calls `init_process_group`) and nothing in it
+      seeds the global RNG the same way on every rank; or because it sits in a
+      method of a `LightningDataModule`/`LightningModule` (Lightning calls
+      `setup`, the `*_dataloader` hooks and `__init__` on every rank) whose
+      class stores a seed (`self.seed = seed`) that the split ignores;
     - **two draws**: two unseeded splits of the same dataset (the same value,
       or the same constructor with the same arguments but transforms) with the
       same lengths, one keeping the training part and the other the validation
@@ -59,9 +60,14 @@ class UnseededRandomSplit(Rule):
       `*args`/`**kwargs`;
     - the file seeds torch's global RNG with a seed that does not name the rank
       (`torch.manual_seed(args.seed)`, `seed_everything(42)`, a project helper
-      in any file that calls them): every rank then draws the same split. A
-      seed that names the rank (`seed + rank`) does not count. A seed set in
-      another file (the training script of a datamodule) is not seen;
+      in any file that calls them, `utils.set_seed(...)` of a file not
+      analysed, Lightning's CLI): every rank then draws the same split. A seed
+      that names the rank (`seed + rank`) does not count;
+    - a Lightning datamodule without a seed of its own: its training script
+      (another file, not seen from here) usually seeds the global RNG, which
+      makes the ranks agree; and a file that only shows DDP through a
+      `DistributedDataParallel` wrapper or a `DistributedSampler` (a helper
+      the script imports: the script's seeding is not seen from it);
     - the split runs on one rank only (under `if rank == 0:`), or in
       `prepare_data` (Lightning runs it on one process);
     - files without any sign of a process group and outside Lightning hooks
@@ -123,6 +129,24 @@ class UnseededRandomSplit(Rule):
                 self.parts = random_split(self.full, [0.9, 0.1])
         """,
         """
+        import pytorch_lightning as pl
+        from torch.utils.data import random_split
+
+        class Data(pl.LightningDataModule):
+            def setup(self, stage):  # the training script seeds (or not): not seen from here
+                self.train, self.val = random_split(self.full, [0.9, 0.1])
+        """,
+        """
+        import torch.distributed as dist
+        from torch.utils.data import random_split
+        from utils import set_seed
+
+        def main(args, ds):
+            dist.init_process_group("nccl")
+            set_seed(args.seed)  # a helper of a file not analysed, named for what it does
+            train, val = random_split(ds, [0.8, 0.2])
+        """,
+        """
         from torch.utils.data import random_split
 
         class Data:
@@ -160,6 +184,11 @@ class UnseededRandomSplit(Rule):
         from torch.utils.data import random_split
 
         class Data(LightningDataModule):
+            def __init__(self, full, seed: int = 42):
+                super().__init__()
+                self.full = full
+                self.seed = seed
+
             def setup(self, stage):
                 self.train, self.val = random_split(self.full, [55000, 5000])  # expect: DSL701
         """,
@@ -175,6 +204,10 @@ class UnseededRandomSplit(Rule):
             from base import Base
 
             class Data(Base):
+                def __init__(self, full, split_seed=0):
+                    super().__init__()
+                    self.full, self.split_seed = full, split_seed
+
                 def setup(self, stage=None):
                     parts = random_split(self.full, [0.9, 0.1])  # expect: DSL701
                     self.train, self.val = parts
@@ -217,12 +250,15 @@ class UnseededRandomSplit(Rule):
                 continue
             hook = lightning_hook(ctx, call)
             if hook is not None:
-                where = f"Lightning calls `{hook}` on every rank"
+                seed = ignored_seed(ctx, call)
+                if seed is None:
+                    continue  # the training script (another file) may seed the global RNG: not seen
+                where = f"Lightning calls `{hook}` on every rank and the split ignores `{seed}`"
             else:
-                marker = marker or ddp_marker(ctx)
+                marker = marker or ddp_marker(ctx, start=True)
                 if marker is None:
                     continue
-                where = f"this file runs once per rank ({marker.what}, line {line_of(ctx, marker.node)})"
+                where = f"this script runs once per rank ({marker.what}, line {line_of(ctx, marker.node)})"
             seeds = global_seeds(ctx, index)
             if any(not per_rank for _, per_rank in seeds):
                 continue  # the same global seed on every rank: the same split
