@@ -131,6 +131,24 @@ class IterableWithoutRankSharding(Rule):
         class Shards(IterableDataset):
             def __init__(self, files):
                 self.files = files
+                self.rank, self.world_size = dist.get_rank(), dist.get_world_size()  # read in the main process
+
+            def __iter__(self):
+                info = get_worker_info()
+                n = self.world_size * info.num_workers
+                yield from self.files[self.rank * info.num_workers + info.id :: n]
+
+        def main(files):
+            dist.init_process_group("nccl")
+            loader = DataLoader(Shards(files), num_workers=4)
+        """,
+        """
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+        class Shards(IterableDataset):
+            def __init__(self, files):
+                self.files = files
 
             def __iter__(self):
                 info = get_worker_info()
