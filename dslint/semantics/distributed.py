@@ -278,12 +278,8 @@ def rank_guarded(ctx, node: cst.CSTNode) -> bool:
     """``node`` runs under an ``if`` (or conditional expression) whose test names a rank."""
     previous = node
     for ancestor in ctx.ancestors(node):
-        if isinstance(ancestor, (cst.If, cst.IfExp)) and previous is not ancestor.test:
-            if mentions_rank(ctx, ancestor.test):
-                return True
-        if isinstance(ancestor, cst.Else):
-            previous = ancestor
-            continue
+        if isinstance(ancestor, (cst.If, cst.IfExp)) and previous is not ancestor.test and mentions_rank(ctx, ancestor.test):
+            return True
         previous = ancestor
     return False
 
@@ -360,20 +356,15 @@ def is_gather(ctx, call: cst.Call) -> bool:
             and bool(call.args) and ddp_framework(ctx))
 
 
-def dedup_calls(ctx, block: cst.CSTNode) -> List[cst.Call]:
-    """``gather_for_metrics`` calls (they drop the padding a distributed sampler added)."""
-    return [node for node in iter_subtree(block, into_scopes=False)
-            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in DEDUP_METHODS]
-
-
 def ddp_framework(ctx) -> bool:
     """The file builds an ``Accelerator``/``Fabric`` (whose ``gather`` combines across processes)."""
     return ctx.memo(("distributed.framework",), lambda: any(ctx.call_name(c) in FRAMEWORK_CALLS for c in ctx.nodes(cst.Call)))
 
 
 def method_name(call: cst.Call) -> Optional[str]:
-    parts = dotted_parts(call.func) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
-    return parts[-1] if parts else (call.func.attr.value if isinstance(call.func, cst.Attribute) else None)
+    """The last name a call is made by (``backward`` for ``loss.backward()``)."""
+    func = call.func
+    return func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else None)
 
 
 def call_order(ctx) -> Dict[int, int]:
@@ -412,8 +403,11 @@ def _evals_before(ctx, func, loop) -> bool:
 
 
 def _truncates(ctx, block) -> bool:
-    """A slice bounded by ``len(...)`` (gathered results cut back to the dataset length)."""
+    """A slice bounded by ``len(...)`` (gathered results cut back to the dataset length), or
+    ``gather_for_metrics`` (it drops the padding a distributed sampler added)."""
     for node in iter_subtree(block, into_scopes=False):
+        if isinstance(node, cst.Call) and method_name(node) in DEDUP_METHODS:
+            return True
         if isinstance(node, cst.Slice) and node.upper is not None:
             if any(isinstance(c, cst.Call) and ctx.call_name(c) == "builtins.len" for c in iter_subtree(node.upper)):
                 return True
@@ -421,7 +415,7 @@ def _truncates(ctx, block) -> bool:
 
 
 def _gathered(ctx, index, blocks) -> Optional[Tuple[str, cst.Call]]:
-    if any(dedup_calls(ctx, b) or _truncates(ctx, b) for b in blocks):
+    if any(_truncates(ctx, b) for b in blocks):
         return None
     for block in blocks:
         found = gather_calls(ctx, index, block)

@@ -21,7 +21,6 @@ from dslint.semantics.distributed import (
     method_name,
     rank_dependent,
     rank_guarded,
-    trains,
 )
 from dslint.semantics.loops import DISTRIBUTED_SAMPLER, is_none
 from dslint.semantics.project import ITERABLE, ITERABLE_ROOTS, MAP
