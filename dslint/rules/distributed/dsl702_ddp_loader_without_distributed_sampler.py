@@ -80,6 +80,12 @@ class DdpLoaderWithoutDistributedSampler(Rule):
     - evaluation loaders that do not shuffle and whose loops neither train nor
       write per-rank output: evaluating the full set on every rank is wasteful
       but correct; and test code.
+
+    Possible and unknown values: `shuffle` counts when it *can* be True (a
+    literal, an argparse option whose default is True, a config field, a
+    parameter some caller in the file passes True for); a `shuffle` nothing in
+    the project shows stays silent, and so does a sampler whose value cannot be
+    followed.
     """
 
     code = "DSL702"

@@ -73,6 +73,10 @@ class IterableWithoutRankSharding(Rule):
     - the loader is prepared by `accelerate`/Fabric (which shard iterable
       loaders), or used on one rank only; files without a sign of a process
       group; test code.
+
+    Possible and unknown values: `streaming=` counts when it *can* be True
+    (`True if flag else False`, an argparse default); a value nothing in the
+    project shows (a parameter nobody passes) stays silent.
     """
 
     code = "DSL703"

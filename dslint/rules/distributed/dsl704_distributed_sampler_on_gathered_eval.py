@@ -73,6 +73,11 @@ class DistributedSamplerOnGatheredEval(Rule):
     - evaluations that are not gathered (each rank reports its own shard),
       gathering through methods of objects of another file
       (`metric_logger.synchronize()`), Lightning hooks; test code.
+
+    Possible and unknown values: the sampler's `shuffle` must be False on every
+    path (a literal, or every value the project shows); a `shuffle` that may be
+    True, or is unknown, stays silent. `drop_last` only chooses the message:
+    when it can be True the finding says samples are dropped.
     """
 
     code = "DSL704"

@@ -62,6 +62,11 @@ class CudaTensorsInWorkerDataset(Rule):
     - a device that is not known to be CUDA (`.to(device)` with `device` from
       the command line) or a tensor whose origin cannot be followed; a dataset
       class of another file; test code.
+
+    Possible and unknown values: `num_workers` counts when it *can* be above
+    0 (an argparse option whose default is 8 counts as 8); a value nothing in
+    the project shows stays silent. `multiprocessing_context` must be `None`
+    or `"fork"` on every path.
     """
 
     code = "DSL705"
