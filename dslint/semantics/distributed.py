@@ -172,14 +172,15 @@ def _find_marker(ctx, start: bool) -> Optional[Marker]:
 
 
 def _marker_elsewhere(ctx) -> Optional[Marker]:
-    """A call of a project function (any file) that starts a process group, two calls deep."""
+    """A call of a project function (any file; the first 20 asked) that starts a process group,
+    itself or in a function it calls."""
     asked = set()
     for call in ctx.nodes(cst.Call):
         name = ctx.call_name(call)
-        if not name or name in asked or name.startswith(_LIBRARIES) or len(asked) >= 40:
+        if not name or name in asked or name.startswith(_LIBRARIES) or "." not in name or len(asked) >= 20:
             continue
         asked.add(name)
-        if project_calls_any(ctx, name, INIT_CALLS):
+        if project_calls_any(ctx, name, INIT_CALLS, depth=1):
             return Marker(call, f"`{name.rsplit('.', 1)[-1]}` (it calls `init_process_group`)")
     return None
 

@@ -239,9 +239,6 @@ class DdpLoaderWithoutDistributedSampler(Rule):
     def check(self, ctx):
         if not ctx.dataloader_calls():
             return
-        marker = ddp_marker(ctx)
-        if marker is None:
-            return
         index = loader_loops(ctx)
         for loader in index.loaders:
             if loader.framework_driven or is_test_code(ctx, loader.call):
@@ -251,12 +248,13 @@ class DdpLoaderWithoutDistributedSampler(Rule):
                 continue
             if not map_style(ctx, index, loader, samplers):
                 continue
-            if rank_dependent(ctx, index, loader.bound.expr("dataset"), shards=True):
-                continue
-            if marker.kind == "framework" and not index.loops_of(loader):
-                continue  # accelerate/Fabric scripts prepare their loaders: only a loop seen here tells otherwise
             why = self.per_rank_work(ctx, index, loader, samplers)
-            if why is None or every_use_guarded(ctx, index, loader) or handed_to_framework(ctx, index, loader):
+            if why is None or rank_dependent(ctx, index, loader.bound.expr("dataset"), shards=True):
+                continue
+            marker = ddp_marker(ctx)  # asked last: the other facts are cheaper and rarely all hold
+            if marker is None or (marker.kind == "framework" and not index.loops_of(loader)):
+                continue  # accelerate/Fabric scripts prepare their loaders: only a loop seen here tells otherwise
+            if every_use_guarded(ctx, index, loader) or handed_to_framework(ctx, index, loader):
                 continue
             yield self.report(
                 loader.call,

@@ -209,28 +209,29 @@ class IterableWithoutRankSharding(Rule):
     def check(self, ctx):
         if not ctx.dataloader_calls():
             return
-        marker = ddp_marker(ctx)
-        if marker is None:
-            return
         index = loader_loops(ctx)
-        where = f"the file runs once per rank ({marker.what}, line {line_of(ctx, marker.node)})"
         for loader in index.loaders:
             dataset = loader.bound.expr("dataset")
-            if dataset is None or is_test_code(ctx, loader.call) or rank_dependent(ctx, index, dataset, shards=True):
+            if dataset is None or is_test_code(ctx, loader.call):
                 continue
-            if every_use_guarded(ctx, index, loader) or handed_to_framework(ctx, index, loader):
+            found = self.unsplit_stream(ctx, index, dataset)
+            if found is None or rank_dependent(ctx, index, dataset, shards=True):
                 continue
-            message = None
-            stream = hf_stream(ctx, index, dataset)
-            if stream is not None and stream[0] == "stream":
-                message = (f"this DataLoader iterates a Hugging Face streaming dataset (line {line_of(ctx, stream[1])}) "
-                           f"that is never split by node (`split_dataset_by_node`) while {where}: every rank streams "
-                           "the same examples, so each is processed once per rank (trained on world-size times per epoch)")
-            else:
-                for cls in stream_classes(ctx, index, dataset):
-                    if ctx.class_kind(cls) == ITERABLE and rank_blind_stream(ctx, cls) is not None:
-                        message = (f"`{cls.name.value}` splits its stream by DataLoader worker but not by rank, and {where}: "
-                                   "every rank yields the same samples, so each is processed once per rank (trained on world-size times per epoch)")
-                        break
-            if message is not None:
-                yield self.report(loader.call, message)
+            marker = ddp_marker(ctx)  # asked last: the other facts are cheaper and rarely all hold
+            if marker is None or every_use_guarded(ctx, index, loader) or handed_to_framework(ctx, index, loader):
+                continue
+            where = f"the file runs once per rank ({marker.what}, line {line_of(ctx, marker.node)})"
+            yield self.report(loader.call, found.replace("{where}", where) + ": every rank yields the same samples, so "
+                              "each is processed once per rank (trained on world-size times per epoch)")
+
+    @staticmethod
+    def unsplit_stream(ctx, index, dataset):
+        """The finding's first words when the dataset is a stream no rank takes a share of, else None."""
+        stream = hf_stream(ctx, index, dataset)
+        if stream is not None and stream[0] == "stream":
+            return (f"this DataLoader iterates a Hugging Face streaming dataset (line {line_of(ctx, stream[1])}) that is "
+                    "never split by node (`split_dataset_by_node`) while {where}")
+        for cls in stream_classes(ctx, index, dataset):
+            if ctx.class_kind(cls) == ITERABLE and rank_blind_stream(ctx, cls) is not None:
+                return f"`{cls.name.value}` splits its stream by DataLoader worker but not by rank, and {{where}}"
+        return None
