@@ -42,6 +42,10 @@ class UnseededRandomSplit(Rule):
     ## Example
     ```python
     class MNISTData(LightningDataModule):
+        def __init__(self, root, seed=42):
+            super().__init__()
+            self.root, self.seed = root, seed
+
         def setup(self, stage):
             full = MNIST(self.root, train=True)
             self.train, self.val = random_split(full, [55000, 5000])
@@ -50,9 +54,13 @@ class UnseededRandomSplit(Rule):
     ## Use instead
     ```python
     class MNISTData(LightningDataModule):
+        def __init__(self, root, seed=42):
+            super().__init__()
+            self.root, self.seed = root, seed
+
         def setup(self, stage):
             full = MNIST(self.root, train=True)
-            generator = torch.Generator().manual_seed(42)  # the same seed on every rank
+            generator = torch.Generator().manual_seed(self.seed)  # the same seed on every rank
             self.train, self.val = random_split(full, [55000, 5000], generator=generator)
     ```
 

@@ -41,8 +41,10 @@ class DistributedSamplerOnGatheredEval(Rule):
     ```python
     sampler = DistributedSampler(val_set, shuffle=False)
     loader = DataLoader(val_set, batch_size=64, sampler=sampler)
+    correct = torch.zeros((), device=device)
     with torch.no_grad():
-        correct = sum((model(x).argmax(1) == y).sum() for x, y in loader)
+        for x, y in loader:
+            correct += (model(x).argmax(1) == y).sum()
     dist.all_reduce(correct)
     accuracy = correct / len(val_set)
     ```
@@ -51,8 +53,10 @@ class DistributedSamplerOnGatheredEval(Rule):
     ```python
     mine = Subset(val_set, range(rank, len(val_set), world_size))  # no padding
     loader = DataLoader(mine, batch_size=64)
+    correct = torch.zeros((), device=device)
     with torch.no_grad():
-        correct = sum((model(x).argmax(1) == y).sum() for x, y in loader)
+        for x, y in loader:
+            correct += (model(x).argmax(1) == y).sum()
     dist.all_reduce(correct)
     accuracy = correct / len(val_set)
     ```
