@@ -17,7 +17,7 @@ from typing import Callable, Dict, List
 
 import torch
 
-from dslint.runtime import fixtures, probes, worker_probes
+from dslint.runtime import distributed_checks, fixtures, probes, worker_probes
 from dslint.runtime.common import CONFIRMED, NOT_REPRODUCED, fmt_number, shorten
 from dslint.runtime.fixture_case import Case, SideError, call_signature, judge, pair_verdict, result
 from dslint.runtime.isolate import phase
@@ -281,6 +281,7 @@ RUNNERS: Dict[str, Callable[[Case], dict]] = {
     "distributed": run_distributed,
     "cuda_fork": run_cuda_fork,
     "h2d": run_h2d,
+    **distributed_checks.RUNNERS,  # dist_split, dist_overlap, dist_stream, dist_padding (DSL701-704)
 }
 
 

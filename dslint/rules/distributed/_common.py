@@ -1,0 +1,467 @@
+"""Helpers the DSL7xx rules share: Lightning hooks, what a loader's sampler and dataset
+may be, where a loader goes, and what a loop over it does (trains, writes per-rank
+output, evaluates)."""
+
+from __future__ import annotations
+
+from typing import List, Optional, Set, Tuple
+
+import libcst as cst
+
+from dslint.semantics.bindings import local_class_path
+from dslint.semantics.calls import BoundCall, Signature
+from dslint.semantics.classes import find_method, local_mro
+from dslint.semantics.cuda import cuda_use
+from dslint.semantics.distributed import (
+    RANK_CALLS,
+    SEED_CALLS,
+    WORLD_CALLS,
+    call_order,
+    mentions_rank,
+    method_name,
+    rank_dependent,
+    rank_guarded,
+)
+from dslint.semantics.loops import DISTRIBUTED_SAMPLER, is_none
+from dslint.semantics.project import ITERABLE, ITERABLE_ROOTS, MAP
+from dslint.semantics.streams import is_worker_info
+from dslint.semantics.values import possible_arg
+from dslint.semantics.walk import iter_subtree
+
+RANDOM_SPLIT = "torch.utils.data.random_split"
+SEQUENTIAL_SAMPLER = "torch.utils.data.SequentialSampler"
+RANDOM_SAMPLER = "torch.utils.data.RandomSampler"
+TENSOR_DATASET = "torch.utils.data.TensorDataset"
+LIGHTNING_CLASSES = frozenset({"LightningDataModule", "LightningModule"})
+LIGHTNING_PACKAGES = ("pytorch_lightning.", "lightning.", "lightning_fabric.")
+#: calls that take a loader and shard it themselves (accelerate, Lightning, Fabric, deepspeed)
+FRAMEWORK_SINKS = frozenset(
+    {"prepare", "prepare_data_loader", "fit", "validate", "test", "predict", "setup_dataloaders", "initialize"}
+)
+SAVE_METHODS = frozenset(
+    {"save", "savez", "savez_compressed", "dump", "to_csv", "to_parquet", "to_json", "imwrite", "imsave", "save_image",
+     "write_text", "write_bytes", "memmap_", "save_pretrained"}
+)
+
+
+# --------------------------------------------------------------------------- Lightning
+
+
+LIGHTNING_ROOTS = sorted(
+    f"{package}{module}{name}"
+    for package in ("pytorch_lightning.", "lightning.", "lightning.pytorch.")
+    for module in ("", "core.", "core.datamodule.", "core.module.", "core.lightning.")
+    for name in LIGHTNING_CLASSES
+)
+
+
+def is_lightning_class(ctx, cls: cst.ClassDef) -> bool:
+    """A subclass (through any project classes) of Lightning's ``LightningDataModule``/``LightningModule``
+    (also inside Lightning's own source, where those are project classes)."""
+    qual = ctx.qualname_of_def(cls)
+    if ctx.view.is_subclass(qual, LIGHTNING_ROOTS):
+        return True
+    bases = ctx.view.external_bases(f"{ctx.names.modname}.{qual}") or []
+    return any(b.startswith(LIGHTNING_PACKAGES) and b.rsplit(".", 1)[-1] in LIGHTNING_CLASSES for b in bases)
+
+
+def lightning_hook(ctx, node: cst.CSTNode) -> Optional[str]:
+    """``Class.method`` when ``node`` runs in a method of a Lightning module or datamodule that
+    Lightning calls on every rank (all but ``prepare_data``, which runs on one process)."""
+    func = ctx.enclosing_function(node)
+    while func is not None:
+        cls = ctx.method_class(func)
+        if cls is not None:
+            if func.name.value == "prepare_data" or not is_lightning_class(ctx, cls):
+                return None
+            return f"{cls.name.value}.{func.name.value}"
+        func = ctx.enclosing_function(func)
+    return None
+
+
+def ignored_seed(ctx, call: cst.Call) -> Optional[str]:
+    """``self.seed`` when the class whose method makes ``call`` stores a seed (an attribute named
+    like one) that the call does not use: the split was meant to be seeded and is not."""
+    func = ctx.enclosing_function(call)
+    cls = ctx.method_class(func) if func is not None else None
+    if cls is None:
+        return None
+    used = {n.value for n in iter_subtree(call) if isinstance(n, cst.Name)}
+    used |= {n.attr.value for n in iter_subtree(call) if isinstance(n, cst.Attribute)}
+    for klass in local_mro(ctx, cls):
+        for node in iter_subtree(klass):
+            if not isinstance(node, (cst.AssignTarget, cst.AnnAssign)):
+                continue
+            for target in iter_subtree(node.target):
+                if (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self"
+                        and "seed" in target.attr.value.lower() and target.attr.value not in used):
+                    return f"self.{target.attr.value}"
+    return None
+
+
+# --------------------------------------------------------------------------- loaders
+
+
+def sampler_kinds(ctx, index, loader) -> Optional[Set[str]]:
+    """What a loader's ``sampler`` may be: "none", "random", "sequential", "distributed" (torch's
+    own), "other"; None when unknown (``**kwargs``, a value from elsewhere)."""
+    bound = loader.bound
+    if bound.expr("batch_sampler") is not None and not is_none(bound.expr("batch_sampler")):
+        return {"other"}
+    expr = bound.expr("sampler")
+    if expr is None:
+        return None if bound.is_open else {"none"}
+    out: Set[str] = set()
+    for value in index.values(expr):
+        node = value.node
+        if node is None:
+            return None
+        if is_none(node):
+            out.add("none")
+            continue
+        name = ctx.call_name(node) if isinstance(node, cst.Call) else None
+        out.add({RANDOM_SAMPLER: "random", SEQUENTIAL_SAMPLER: "sequential", DISTRIBUTED_SAMPLER: "distributed"}.get(name, "other"))
+    return out
+
+
+def dataset_kind(ctx, index, expr: Optional[cst.CSTNode]) -> Optional[str]:
+    """MAP or ITERABLE when every value the dataset expression may take is a known dataset of
+    that kind (a project class across files, torch's and torchvision's); None otherwise."""
+    if expr is None:
+        return None
+    direct = ctx.dataset_kind(expr)
+    if direct is not None:
+        return direct
+    kinds = set()
+    for value in index.values(expr):
+        node = value.node
+        if not isinstance(node, cst.Call) or not isinstance(node.func, (cst.Name, cst.Attribute)):
+            return None
+        kind = ctx.class_kind_of_ref(node.func)
+        if ctx.call_name(node) == "torch.utils.data.Subset":
+            kind = MAP
+        if kind is None:
+            return None
+        kinds.add(kind)
+    return kinds.pop() if len(kinds) == 1 else None
+
+
+def can_shuffle(ctx, loader) -> bool:
+    """``shuffle`` can be True (a literal, a default, an argparse default...)."""
+    return possible_arg(ctx, loader.bound, "shuffle").can_be(lambda v: v is True) is not None
+
+
+def map_style(ctx, index, loader, samplers: Set[str]) -> bool:
+    """The loader indexes its dataset: a known map-style dataset, or a loader that shuffles or has a
+    ``RandomSampler`` (both need ``__len__`` and indexing; an IterableDataset raises)."""
+    kind = dataset_kind(ctx, index, loader.bound.expr("dataset"))
+    if kind == ITERABLE:
+        return False
+    return kind == MAP or "random" in samplers or (can_shuffle(ctx, loader) and loader.bound.passed("shuffle"))
+
+
+def handed_to_framework(ctx, index, loader) -> bool:
+    """The loader is passed to ``accelerator.prepare``/``trainer.fit``/``fabric.setup_dataloaders``...,
+    which re-create its sampler per rank (or to any call with such a name that this file does not define)."""
+    for call in ctx.nodes(cst.Call):
+        if method_name(call) not in FRAMEWORK_SINKS or index.call_target(call) is not None:
+            continue
+        for arg in call.args:
+            if any(value.node is loader.call for value in index.values(arg.value)):
+                return True
+    return False
+
+
+def loops_over(index, loader):
+    return [loop for loop in index.loops_of(loader)]
+
+
+def per_rank_output(ctx, index, loop) -> Optional[cst.Call]:
+    """A save in the loop whose arguments name the rank (``torch.save(x, f"out_{rank}_{i}.pt")``):
+    the work is meant to be split across ranks, one output each."""
+    for call in index.loop_calls(loop.loop):
+        if method_name(call) in SAVE_METHODS and any(rank_dependent(ctx, index, a.value) for a in call.args):
+            return call
+    return None
+
+
+def every_use_guarded(ctx, index, loader) -> bool:
+    """The loader is built, or every loop over it runs, on one rank only."""
+    if rank_guarded(ctx, loader.call):
+        return True
+    loops = index.loops_of(loader)
+    return bool(loops) and all(rank_guarded(ctx, loop.loop) or any(rank_guarded(ctx, c) for c in loop.path) for loop in loops)
+
+
+def calls_in(block: cst.CSTNode):
+    return [n for n in iter_subtree(block, into_scopes=False) if isinstance(n, cst.Call)]
+
+
+# --------------------------------------------------------------------------- random_split
+
+SPLIT_SIGNATURE = Signature(("dataset", "lengths", "generator"))
+#: constructor keywords that do not change which samples a dataset holds
+NOT_DATA_KEYWORDS = frozenset({"transform", "target_transform", "transforms", "download", "pre_transform"})
+_PART = {0: "first", 1: "second", 2: "third"}
+
+
+def random_splits(ctx) -> List[cst.Call]:
+    """``random_split`` calls without ``generator=`` (and nothing hidden in ``*args``/``**kwargs``)."""
+    out = []
+    for call in ctx.calls_to(RANDOM_SPLIT):
+        bound = BoundCall(call, SPLIT_SIGNATURE)
+        if not bound.is_open and not bound.passed("generator") and bound.passed("lengths"):
+            out.append(call)
+    return out
+
+
+def seeded_before(ctx, call: cst.Call) -> bool:
+    """A seed call of torch's global RNG earlier in the same function (or module body)."""
+    func = ctx.enclosing_function(call)
+    order = call_order(ctx)
+    mine = order.get(id(call), 0)
+    for node in iter_subtree(func.body if func is not None else ctx.module, into_scopes=False):
+        if isinstance(node, cst.Call) and order.get(id(node), mine) < mine and ctx.call_name(node) in SEED_CALLS:
+            return True
+    return False
+
+
+def kept_parts(ctx, call: cst.Call) -> Optional[Set[int]]:
+    """Which parts of a split the code keeps: ``a, _ = random_split(...)`` -> {0}; ``random_split(...)[1]`` -> {1}."""
+    parent = ctx.parent(call)
+    if isinstance(parent, cst.Subscript) and parent.value is call and len(parent.slice) == 1:
+        element = parent.slice[0].slice
+        index = ctx.literal(element.value) if isinstance(element, cst.Index) else None
+        return {index} if isinstance(index, int) and not isinstance(index, bool) else None
+    if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+        target = parent.targets[0].target
+        if isinstance(target, (cst.Tuple, cst.List)) and all(isinstance(e, cst.Element) for e in target.elements):
+            kept = set()
+            for i, element in enumerate(target.elements):
+                if not (isinstance(element.value, cst.Name) and element.value.value.startswith("_")):
+                    kept.add(i)
+            return kept
+    return None
+
+
+def _source_key(ctx, index, expr) -> Optional[tuple]:
+    """What identifies the data a dataset expression holds: its one value node, or for a
+    constructor call its callee and arguments (transforms and ``download`` aside)."""
+    nodes = index.value_nodes(expr)
+    if nodes is None or len(nodes) != 1:
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+            return ("self", expr.attr.value)
+        return None
+    node = nodes[0]
+    if not isinstance(node, cst.Call):
+        return ("node", id(node))
+    name = ctx.call_name(node)
+    if name is None and isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name):
+        if node.func.value.value == "self":
+            name = "self." + node.func.attr.value  # ``self.DATASET(...)``: the same class attribute in both
+    if name is None:
+        return ("node", id(node))
+    args = tuple(
+        (arg.keyword.value if arg.keyword else "", "".join(ctx.code(arg.value).split()))
+        for arg in node.args if not (arg.keyword and arg.keyword.value in NOT_DATA_KEYWORDS)
+    )
+    return ("call", name, args)
+
+
+def split_pairs(ctx, index, calls: List[cst.Call]) -> List[Tuple[cst.Call, cst.Call, Tuple[str, str]]]:
+    """Pairs of unseeded splits of the same data with the same lengths that keep different parts
+    (the training part in one place, the validation part in another)."""
+    facts = []
+    for call in calls:
+        bound = BoundCall(call, SPLIT_SIGNATURE)
+        kept = kept_parts(ctx, call)
+        key = _source_key(ctx, index, bound.expr("dataset")) if kept else None
+        if key is not None and not seeded_before(ctx, call):
+            facts.append((call, key, "".join(ctx.code(bound.expr("lengths")).split()), kept))
+    out, used = [], set()
+    for i, (first, key, lengths, kept) in enumerate(facts):
+        for second, key2, lengths2, kept2 in facts[i + 1:]:
+            if id(first) in used or id(second) in used or key != key2 or lengths != lengths2 or kept & kept2:
+                continue
+            used.update((id(first), id(second)))
+            out.append((first, second, (_PART.get(min(kept), "kept"), _PART.get(min(kept2), "kept"))))
+    return out
+
+
+# --------------------------------------------------------------------------- streams
+
+HF_LOAD = "datasets.load_dataset"
+HF_SPLIT = frozenset({"datasets.distributed.split_dataset_by_node"})
+#: methods of a Hugging Face dataset that return a dataset of the same rows
+HF_SAME_ROWS = frozenset(
+    {"map", "filter", "shuffle", "select_columns", "remove_columns", "rename_column", "rename_columns", "with_format",
+     "cast", "cast_column", "add_column", "batch", "take", "skip", "with_transform", "set_format"}
+)
+
+
+def hf_stream(ctx, index, expr, depth: int = 0) -> Optional[Tuple[str, Optional[cst.Call]]]:
+    """("stream", the ``load_dataset`` call) when ``expr`` may be a Hugging Face streaming dataset
+    (``streaming=`` can be True, or ``.to_iterable_dataset()``) that nothing splits by node;
+    ("split", None) when a path goes through ``split_dataset_by_node``/``.shard(...)``; None otherwise."""
+    if expr is None or depth > 6:
+        return None
+    found = None
+    for value in index.values(expr):
+        node = value.node
+        if not isinstance(node, cst.Call):
+            continue
+        name = ctx.call_name(node)
+        method = method_name(node) if isinstance(node.func, cst.Attribute) and name is None else None
+        if name in HF_SPLIT or method == "shard":
+            return ("split", None)
+        answer = None
+        if name == HF_LOAD:
+            streaming = possible_arg(ctx, BoundCall(node, Signature(("path",), ("streaming",), {"streaming": False})), "streaming")
+            if streaming.can_be(lambda v: v is True) is not None:
+                answer = ("stream", node)
+        elif method in HF_SAME_ROWS:
+            answer = hf_stream(ctx, index, node.func.value, depth + 1)
+        elif method == "to_iterable_dataset":
+            inner = hf_stream(ctx, index, node.func.value, depth + 1)
+            answer = inner if inner is not None else _loaded(ctx, index, node.func.value)
+        if answer is not None and answer[0] == "split":
+            return answer
+        found = found or answer
+    return found
+
+
+def _loaded(ctx, index, expr) -> Optional[Tuple[str, Optional[cst.Call]]]:
+    for value in index.values(expr):
+        if isinstance(value.node, cst.Call) and ctx.call_name(value.node) == HF_LOAD:
+            return ("stream", value.node)
+    return None
+
+
+_NEUTRAL_BASES = frozenset({"builtins.object", "typing.Generic", "abc.ABC"})
+
+
+def rank_blind_stream(ctx, cls: cst.ClassDef) -> Optional[cst.FunctionDef]:
+    """The ``__iter__`` of an IterableDataset class whose bases are all known (this file's
+    classes, torch's IterableDataset), that splits its stream by DataLoader worker
+    (``get_worker_info``, also in a helper of any file) but never names a rank or a world size."""
+    family = local_mro(ctx, cls)
+    for klass in family:
+        for base in klass.bases:
+            if base.keyword is not None:
+                continue
+            expr = base.value.value if isinstance(base.value, cst.Subscript) else base.value
+            if isinstance(expr, cst.Name) and local_class_path(ctx.tree, expr.value) is not None:
+                continue
+            if ctx.qualname(expr) not in ITERABLE_ROOTS | _NEUTRAL_BASES:
+                return None
+    iter_func = find_method(ctx, cls, "__iter__")
+    if iter_func is None:
+        return None
+    qual = ctx.qualname_of_def(cls)
+    reached = ctx.view.reachable_facts(qual, "__iter__")
+    by_worker = any(is_worker_info(ctx, n) for klass in family for n in iter_subtree(klass)) or any(
+        facts and facts.get("worker_info") for facts in reached)
+    if not by_worker:
+        return None  # DSL303's case: it splits by nothing
+    if any(mentions_rank(ctx, klass, shards=True) for klass in family):
+        return None
+    for facts in reached:
+        for _, target, _ in (facts or {}).get("calls", ()):
+            if target in RANK_CALLS or target in WORLD_CALLS or target.rsplit(".", 1)[-1] in ("get_rank", "get_world_size"):
+                return None
+    return iter_func
+
+
+def stream_classes(ctx, index, expr) -> List[cst.ClassDef]:
+    """This file's classes the dataset expression may construct."""
+    out = []
+    for value in index.values(expr):
+        node = value.node
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name):
+            cls = local_class_path(ctx.tree, node.func.value)
+            if cls is not None and cls not in out:
+                out.append(cls)
+    return out
+
+
+def torch_distributed_samplers(ctx, index, loader) -> List[cst.Call]:
+    """torch's own ``DistributedSampler(...)`` calls the loader's sampler may be."""
+    return index.sampler_calls(loader, (DISTRIBUTED_SAMPLER,))
+
+
+# --------------------------------------------------------------------------- CUDA tensors in workers
+
+START_METHOD_CALLS = frozenset({"multiprocessing.set_start_method", "torch.multiprocessing.set_start_method"})
+#: tensor methods whose result stays on the receiver's device
+SAME_DEVICE = frozenset(
+    {"float", "double", "half", "bfloat16", "long", "int", "bool", "contiguous", "view", "reshape", "unsqueeze",
+     "squeeze", "clone", "detach", "permute", "transpose", "flatten", "requires_grad_", "share_memory_"}
+)
+
+
+def forks_workers(ctx, loader) -> Optional[str]:
+    """How many workers the loader may fork ("4 workers"), when it can have workers and starts
+    them with ``fork``; None otherwise."""
+    workers = possible_arg(ctx, loader.bound, "num_workers").can_be(
+        lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0)
+    if workers is None:
+        return None
+    if not possible_arg(ctx, loader.bound, "multiprocessing_context").must_be(lambda v: v is None or v == "fork"):
+        return None
+    for call in ctx.calls_to(*START_METHOD_CALLS):
+        if not call.args or ctx.literal(call.args[0].value) != "fork":
+            return None
+    literal = workers.origin.startswith("`") or workers.origin in ("the default", "the literal")
+    return f"{workers.value} workers" + ("" if literal else f" ({workers.origin})")
+
+
+def cuda_value(ctx, index, expr, depth: int = 0) -> Optional[Tuple[str, cst.Call]]:
+    """(what puts it on the GPU, the call) when ``expr`` may be a tensor made on the GPU."""
+    if expr is None or depth > 3:
+        return None
+    for value in index.values(expr):
+        node = value.node
+        if not isinstance(node, cst.Call):
+            continue
+        what = cuda_use(ctx, node)
+        if what is not None and what != "`.pin_memory()`":
+            return what, node
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in SAME_DEVICE:
+            inner = cuda_value(ctx, index, node.func.value, depth + 1)
+            if inner is not None:
+                return inner
+    return None
+
+
+def cuda_held(ctx, index, dataset) -> Optional[Tuple[str, cst.Call]]:
+    """(what holds CUDA tensors, the call that put one there) for a ``TensorDataset`` of CUDA
+    tensors or an instance of this file's dataset class whose ``__init__`` stores one on ``self``."""
+    if dataset is None:
+        return None
+    for value in index.values(dataset):
+        node = value.node
+        if not isinstance(node, cst.Call):
+            continue
+        if ctx.call_name(node) == TENSOR_DATASET:
+            for arg in node.args:
+                found = cuda_value(ctx, index, arg.value)
+                if found is not None:
+                    return f"a `TensorDataset` of {found[0]} tensors", found[1]
+            continue
+        cls = local_class_path(ctx.tree, node.func.value) if isinstance(node.func, cst.Name) else None
+        init = find_method(ctx, cls, "__init__") if cls is not None and ctx.class_kind(cls) else None
+        if init is None:
+            continue
+        for stmt in iter_subtree(init.body, into_scopes=False):
+            if isinstance(stmt, cst.Assign) and any(_on_self(t.target, init) for t in stmt.targets):
+                for call in iter_subtree(stmt.value, into_scopes=False):
+                    what = cuda_use(ctx, call) if isinstance(call, cst.Call) else None
+                    if what is not None and what != "`.pin_memory()`":
+                        return f"`{cls.name.value}.__init__` stores a tensor moved with {what}", call
+    return None
+
+
+def _on_self(target, func) -> bool:
+    params = func.params.params
+    return (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and bool(params)
+            and target.value.value == params[0].name.value)

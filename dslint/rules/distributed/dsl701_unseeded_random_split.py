@@ -1,0 +1,281 @@
+"""DSL701: ``random_split`` on the global RNG where every rank (or every hook) draws its own split."""
+
+from __future__ import annotations
+
+from dslint.rules.base import ERROR, Rule, Symptom
+from dslint.rules.distributed._common import ignored_seed, lightning_hook, random_splits, split_pairs
+from dslint.semantics.distributed import ddp_marker, global_seeds, line_of, rank_guarded
+from dslint.semantics.loops import is_test_code, loader_loops
+
+
+class UnseededRandomSplit(Rule):
+    """
+    ## What it does
+    Flags `torch.utils.data.random_split(...)` without `generator=` in two forms:
+
+    - **per rank**: the split runs once per process of a DDP job, because the
+      file is the script each rank runs (it calls `init_process_group` or
+      `deepspeed.initialize`, reads `LOCAL_RANK`/`RANK` from the launcher's
+      environment, builds an `accelerate.Accelerator`, or calls a project
+      function in any file that calls `init_process_group`) and nothing in it
+      seeds the global RNG the same way on every rank; or because it sits in a
+      method of a `LightningDataModule`/`LightningModule` (Lightning calls
+      `setup`, the `*_dataloader` hooks and `__init__` on every rank) whose
+      class stores a seed (`self.seed = seed`) that the split ignores;
+    - **two draws**: two unseeded splits of the same dataset (the same value,
+      or the same constructor with the same arguments but transforms) with the
+      same lengths, one keeping the training part and the other the validation
+      part (typically one in `train_dataloader`, one in `val_dataloader`).
+
+    ## Why is this bad?
+    Without a generator, `random_split` draws the permutation from torch's
+    global RNG, which every process seeds from the OS at start-up. Each rank
+    therefore splits differently: measured with 2 gloo ranks and 64 samples
+    split 48/16, 11 of the 16 samples rank 0 validated on were training
+    samples on rank 1 (22 of the 64 samples were validation on one rank and
+    training on the other; the figure varies from run to run, it is 0 only
+    with a shared seed). Validation accuracy is measured
+    partly on training data, and no error is raised. Two separate draws in one
+    process overlap the same way: each call consumes the RNG and permutes
+    anew.
+
+    ## Example
+    ```python
+    class MNISTData(LightningDataModule):
+        def __init__(self, root, seed=42):
+            super().__init__()
+            self.root, self.seed = root, seed
+
+        def setup(self, stage):
+            full = MNIST(self.root, train=True)
+            self.train, self.val = random_split(full, [55000, 5000])
+    ```
+
+    ## Use instead
+    ```python
+    class MNISTData(LightningDataModule):
+        def __init__(self, root, seed=42):
+            super().__init__()
+            self.root, self.seed = root, seed
+
+        def setup(self, stage):
+            full = MNIST(self.root, train=True)
+            generator = torch.Generator().manual_seed(self.seed)  # the same seed on every rank
+            self.train, self.val = random_split(full, [55000, 5000], generator=generator)
+    ```
+
+    ## When it does not fire
+    - `generator=` is passed (any generator: a fresh `torch.Generator()` starts
+      from the same fixed seed in every process), or the call hides it in
+      `*args`/`**kwargs`;
+    - the file seeds torch's global RNG with a seed that does not name the rank
+      (`torch.manual_seed(args.seed)`, `seed_everything(42)`, a project helper
+      in any file that calls them, `utils.set_seed(...)` of a file not
+      analysed, Lightning's CLI): every rank then draws the same split. A seed
+      that names the rank (`seed + rank`) does not count;
+    - a Lightning datamodule without a seed of its own: its training script
+      (another file, not seen from here) usually seeds the global RNG, which
+      makes the ranks agree; and a file that only shows DDP through a
+      `DistributedDataParallel` wrapper or a `DistributedSampler` (a helper
+      the script imports: the script's seeding is not seen from it);
+    - the split runs on one rank only (under `if rank == 0:`), or in
+      `prepare_data` (Lightning runs it on one process);
+    - files without any sign of a process group and outside Lightning hooks
+      (a single-process script draws one split), and test code;
+    - for two draws: a seed set in the same function before each call, or
+      calls over different datasets or lengths.
+    """
+
+    code = "DSL701"
+    name = "unseeded-random-split"
+    symptom = Symptom("dist_split", "samples one rank validates on are training samples on another rank")
+    level = ERROR
+    summary = "`random_split` without a seeded `generator` splits differently on every rank (or in every hook)"
+    help = ("Pass `generator=torch.Generator().manual_seed(SEED)` with the same seed on every rank, or split once "
+            "and keep both subsets")
+
+    valid = (
+        """
+        import torch
+        import torch.distributed as dist
+        from torch.utils.data import random_split
+
+        def main(ds):
+            dist.init_process_group("gloo")
+            g = torch.Generator().manual_seed(0)
+            train, val = random_split(ds, [0.8, 0.2], generator=g)
+        """,
+        """
+        import torch
+        import torch.distributed as dist
+        from torch.utils.data import random_split
+
+        def main(args, ds):
+            dist.init_process_group("gloo")
+            torch.manual_seed(args.seed)  # the same seed on every rank
+            train, val = random_split(ds, [0.8, 0.2])
+        """,
+        """
+        from torch.utils.data import random_split
+
+        def main(ds):  # a single-process script: one split per run
+            train, val = random_split(ds, [0.8, 0.2])
+        """,
+        """
+        import torch.distributed as dist
+        from torch.utils.data import random_split
+
+        def main(ds):
+            dist.init_process_group("gloo")
+            if dist.get_rank() == 0:
+                train, val = random_split(ds, [0.8, 0.2])
+        """,
+        """
+        import pytorch_lightning as pl
+        from torch.utils.data import random_split
+
+        class Data(pl.LightningDataModule):
+            def prepare_data(self):  # one process only
+                self.parts = random_split(self.full, [0.9, 0.1])
+        """,
+        """
+        import pytorch_lightning as pl
+        from torch.utils.data import random_split
+
+        class Data(pl.LightningDataModule):
+            def setup(self, stage):  # the training script seeds (or not): not seen from here
+                self.train, self.val = random_split(self.full, [0.9, 0.1])
+        """,
+        """
+        import torch.distributed as dist
+        from torch.utils.data import random_split
+        from utils import set_seed
+
+        def main(args, ds):
+            dist.init_process_group("nccl")
+            set_seed(args.seed)  # a helper of a file not analysed, named for what it does
+            train, val = random_split(ds, [0.8, 0.2])
+        """,
+        """
+        from torch.utils.data import random_split
+
+        class Data:
+            def train_data(self):
+                return random_split(self.full, [9, 1])[0]
+
+            def test_data(self):
+                return random_split(self.other, [9, 1])[1]
+        """,
+    )
+    invalid = (
+        """
+        import torch.distributed as dist
+        from torch.utils.data import random_split
+
+        def setup_ddp():
+            dist.init_process_group("nccl")
+
+        def main(ds):
+            setup_ddp()
+            train, val = random_split(ds, [0.8, 0.2])  # expect: DSL701
+        """,
+        """
+        import os
+        import torch
+        from torch.utils.data import random_split
+
+        def main(args, ds):
+            rank = int(os.environ["RANK"])
+            torch.manual_seed(args.seed + rank)  # a different seed per rank
+            train, val = random_split(ds, [0.8, 0.2])  # expect: DSL701
+        """,
+        """
+        from lightning.pytorch import LightningDataModule
+        from torch.utils.data import random_split
+
+        class Data(LightningDataModule):
+            def __init__(self, full, seed: int = 42):
+                super().__init__()
+                self.full = full
+                self.seed = seed
+
+            def setup(self, stage):
+                self.train, self.val = random_split(self.full, [55000, 5000])  # expect: DSL701
+        """,
+        {
+            "base.py": """
+            import pytorch_lightning as pl
+
+            class Base(pl.LightningDataModule):
+                pass
+            """,
+            "data.py": """
+            from torch.utils.data import random_split
+            from base import Base
+
+            class Data(Base):
+                def __init__(self, full, split_seed=0):
+                    super().__init__()
+                    self.full, self.split_seed = full, split_seed
+
+                def setup(self, stage=None):
+                    parts = random_split(self.full, [0.9, 0.1])  # expect: DSL701
+                    self.train, self.val = parts
+            """,
+        },
+        """
+        from torchvision.datasets import MNIST
+        from torch.utils.data import DataLoader, random_split
+
+        class Data:
+            def train_loader(self):
+                full = MNIST(self.root, train=True, transform=self.train_tf)
+                part, _ = random_split(full, [len(full) - self.n_val, self.n_val])  # expect: DSL701
+                return DataLoader(part, shuffle=True)
+
+            def val_loader(self):
+                full = MNIST(self.root, train=True, transform=self.val_tf)
+                _, part = random_split(full, [len(full) - self.n_val, self.n_val])
+                return DataLoader(part)
+        """,
+    )
+
+    def check(self, ctx):
+        calls = random_splits(ctx)
+        if not calls:
+            return
+        index = loader_loops(ctx)
+        reported = set()
+        for first, second, kept in split_pairs(ctx, index, calls):
+            reported.update((id(first), id(second)))
+            yield self.report(
+                first,
+                f"this `random_split` and the one at line {line_of(ctx, second)} split the same dataset with two "
+                f"separate draws of torch's global RNG: the {kept[0]} part kept here and the {kept[1]} part kept "
+                "there overlap, so samples are validated on that were also trained on",
+            )
+        marker = None
+        for call in calls:
+            if id(call) in reported or is_test_code(ctx, call) or rank_guarded(ctx, call):
+                continue
+            hook = lightning_hook(ctx, call)
+            if hook is not None:
+                seed = ignored_seed(ctx, call)
+                if seed is None:
+                    continue  # the training script (another file) may seed the global RNG: not seen
+                where = f"Lightning calls `{hook}` on every rank and the split ignores `{seed}`"
+            else:
+                marker = marker or ddp_marker(ctx, start=True)
+                if marker is None:
+                    continue
+                where = f"this script runs once per rank ({marker.what}, line {line_of(ctx, marker.node)})"
+            seeds = global_seeds(ctx, index)
+            if any(not per_rank for _, per_rank in seeds):
+                continue  # the same global seed on every rank: the same split
+            seeded = (f"; the global RNG is seeded per rank (line {line_of(ctx, seeds[0][0])})" if seeds else "")
+            yield self.report(
+                call,
+                "`random_split` without `generator=` draws its permutation from torch's global RNG, which each "
+                f"process seeds on its own: {where}{seeded}, so every rank gets a different split and samples one rank "
+                "validates on are trained on by another",
+            )

@@ -1,0 +1,277 @@
+"""DSL702: a training DataLoader in a DDP script that every rank iterates in full."""
+
+from __future__ import annotations
+
+from dslint.rules.base import ERROR, Rule, Symptom
+from dslint.rules.distributed._common import (
+    can_shuffle,
+    every_use_guarded,
+    handed_to_framework,
+    map_style,
+    per_rank_output,
+    sampler_kinds,
+)
+from dslint.semantics.distributed import ddp_marker, line_of, rank_dependent, trains
+from dslint.semantics.loops import is_test_code, loader_loops
+
+
+class DdpLoaderWithoutDistributedSampler(Rule):
+    """
+    ## What it does
+    Flags a `DataLoader` over a map-style dataset, with no sampler, a
+    `RandomSampler` or a `SequentialSampler`, in a file that runs once per rank
+    under DDP (it calls `init_process_group`, wraps a model in
+    `DistributedDataParallel`/FSDP, builds a `DistributedSampler` for another
+    loader, reads `LOCAL_RANK`/`RANK` from the launcher's environment, or calls
+    a project function in any file that calls `init_process_group`), when the
+    loader does per-rank work:
+
+    - it shuffles (`shuffle=True`, also as the default of an argparse option or
+      a config field, or a `RandomSampler`): a training loader;
+    - a loop over it in this file (or in a same-file helper it is passed to)
+      calls `.backward()`;
+    - a loop over it saves results under a name that holds the rank
+      (`torch.save(out, f"part_{rank}_{i}.pt")`): the work is meant to be split.
+
+    The dataset counts as map-style when it is a known `Dataset` subclass (in
+    any file), a torchvision dataset, `TensorDataset`/`Subset`, or when the
+    loader shuffles (an `IterableDataset` cannot).
+
+    ## Why is this bad?
+    Without a `DistributedSampler` every rank iterates the whole dataset.
+    Measured with 2 gloo ranks on 64 samples: both ranks saw all 64 indices in
+    one epoch (64 of 64 shared), against 0 shared with a `DistributedSampler`.
+    Each epoch then trains on every sample once per rank (the epoch is
+    world-size times longer than it looks, and with the same seed on every rank
+    the ranks compute identical gradients), and offline processing does the
+    same work once per rank and writes every result world-size times.
+
+    ## Example
+    ```python
+    dist.init_process_group("nccl")
+    model = DistributedDataParallel(model.cuda(), device_ids=[local_rank])
+    loader = DataLoader(train_set, batch_size=64, shuffle=True)
+    ```
+
+    ## Use instead
+    ```python
+    dist.init_process_group("nccl")
+    model = DistributedDataParallel(model.cuda(), device_ids=[local_rank])
+    sampler = DistributedSampler(train_set)  # shuffles; call sampler.set_epoch(epoch)
+    loader = DataLoader(train_set, batch_size=64, sampler=sampler)
+    ```
+
+    ## When it does not fire
+    - the sampler may be a `DistributedSampler` (`DistributedSampler(ds) if
+      args.distributed else None`), a project or library sampler, a
+      `batch_sampler`, or is unknown (`**kwargs`, a value from another file);
+    - the dataset is an `IterableDataset` (DSL703), or its kind is unknown and
+      the loader does not shuffle;
+    - the dataset expression names the rank or the world size
+      (`Subset(ds, range(rank, n, world_size))`, `Shard(files, rank=rank)`):
+      it is already cut per rank;
+    - the loader is passed to `accelerator.prepare`, `trainer.fit`,
+      `fabric.setup_dataloaders` or `deepspeed.initialize`, which shard it, or
+      is built in a Lightning hook; in a script that builds an `Accelerator` or
+      a `Fabric`, a loader that no loop of the file iterates as it is (it may
+      be prepared where this file cannot follow it);
+    - the loader is built, or every loop over it runs, on one rank only (under
+      `if rank == 0:`);
+    - evaluation loaders that do not shuffle and whose loops neither train nor
+      write per-rank output: evaluating the full set on every rank is wasteful
+      but correct; and test code.
+
+    Possible and unknown values: `shuffle` counts when it *can* be True (a
+    literal, an argparse option whose default is True, a config field, a
+    parameter some caller in the file passes True for); a `shuffle` nothing in
+    the project shows stays silent, and so does a sampler whose value cannot be
+    followed.
+    """
+
+    code = "DSL702"
+    name = "ddp-loader-without-distributed-sampler"
+    symptom = Symptom("dist_overlap", "every rank iterates every sample of the epoch")
+    level = ERROR
+    summary = "A training DataLoader in a DDP script has no `DistributedSampler`, so every rank iterates the whole dataset"
+    help = "Pass `sampler=DistributedSampler(dataset)` (and call `sampler.set_epoch(epoch)` every epoch), or prepare the loader with your framework"
+
+    valid = (
+        """
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        def main(ds, args):
+            dist.init_process_group("nccl")
+            sampler = DistributedSampler(ds) if args.distributed else None
+            loader = DataLoader(ds, sampler=sampler, shuffle=sampler is None)
+        """,
+        """
+        import torch
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader
+
+        def main(ds, model):
+            dist.init_process_group("nccl")
+            val_loader = DataLoader(ds, batch_size=64)
+            with torch.no_grad():
+                for x, y in val_loader:  # the full set on every rank: wasteful, correct
+                    model(x)
+        """,
+        """
+        from torch.utils.data import DataLoader
+
+        def main(ds):  # no process group: one process
+            loader = DataLoader(ds, shuffle=True)
+        """,
+        """
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader, Subset
+
+        def main(ds):
+            dist.init_process_group("nccl")
+            rank, world_size = dist.get_rank(), dist.get_world_size()
+            mine = Subset(ds, range(rank, len(ds), world_size))
+            loader = DataLoader(mine, shuffle=True)
+        """,
+        """
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+
+        def main(ds, model):
+            accelerator = Accelerator()
+            loader = DataLoader(ds, shuffle=True)
+            model, loader = accelerator.prepare(model, loader)
+        """,
+        """
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+
+        def get_loaders(ds):
+            return DataLoader(ds, shuffle=True)
+
+        if TESTING:
+            get_loaders = mocked_loaders  # the call below is ambiguous: the loader's fate is unknown
+
+        def main(ds, model):
+            accelerator = Accelerator()
+            loader = get_loaders(ds)
+            model, loader = accelerator.prepare(model, loader)
+        """,
+        """
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader
+
+        def main(ds):
+            dist.init_process_group("nccl")
+            if dist.get_rank() == 0:
+                loader = DataLoader(ds, shuffle=True)
+        """,
+        """
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader
+
+        def main(ds, kwargs):
+            dist.init_process_group("nccl")
+            loader = DataLoader(ds, **kwargs)  # the sampler may be in there
+        """,
+    )
+    invalid = (
+        """
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        from torch.utils.data import DataLoader
+
+        def main(train_set, model, opt):
+            dist.init_process_group("nccl")
+            model = DDP(model)
+            loader = DataLoader(train_set, batch_size=64, shuffle=True)  # expect: DSL702
+            for x, y in loader:
+                model(x).sum().backward()
+                opt.step()
+        """,
+        """
+        import argparse
+        import os
+        from torch.utils.data import DataLoader
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--shuffle", type=bool, default=True)
+
+        def make_loader(ds, args):
+            return DataLoader(ds, batch_size=8, shuffle=args.shuffle)  # expect: DSL702
+
+        def main(ds):
+            args = parser.parse_args()
+            local_rank = int(os.environ["LOCAL_RANK"])
+            loader = make_loader(ds, args)
+        """,
+        {
+            "clips.py": """
+            from torch.utils.data import Dataset
+
+            class Clips(Dataset):
+                def __init__(self, root):
+                    self.files = sorted(root.glob("*.wav"))
+
+                def __len__(self):
+                    return len(self.files)
+
+                def __getitem__(self, i):
+                    return load(self.files[i])
+            """,
+            "extract.py": """
+            import torch
+            import torch.distributed as dist
+            from torch.utils.data import DataLoader
+            from clips import Clips
+
+            @torch.inference_mode()
+            def main(root, encoder):
+                dist.init_process_group("nccl")
+                rank = dist.get_rank()
+                loader = DataLoader(Clips(root), batch_size=16, shuffle=False)  # expect: DSL702
+                for i, batch in enumerate(loader):
+                    torch.save(encoder(batch), f"latents/r{rank}_{i:05d}.pt")
+            """,
+        },
+    )
+
+    def check(self, ctx):
+        if not ctx.dataloader_calls():
+            return
+        index = loader_loops(ctx)
+        for loader in index.loaders:
+            if loader.framework_driven or is_test_code(ctx, loader.call):
+                continue
+            samplers = sampler_kinds(ctx, index, loader)
+            if samplers is None or not samplers <= {"none", "random", "sequential"}:
+                continue
+            if not map_style(ctx, index, loader, samplers):
+                continue
+            why = self.per_rank_work(ctx, index, loader, samplers)
+            if why is None or rank_dependent(ctx, index, loader.bound.expr("dataset"), shards=True):
+                continue
+            marker = ddp_marker(ctx)  # asked last: the other facts are cheaper and rarely all hold
+            if marker is None or (marker.kind == "framework" and not index.loops_of(loader)):
+                continue  # accelerate/Fabric scripts prepare their loaders: only a loop seen here tells otherwise
+            if every_use_guarded(ctx, index, loader) or handed_to_framework(ctx, index, loader):
+                continue
+            yield self.report(
+                loader.call,
+                f"this DataLoader has no `DistributedSampler` although the file runs once per rank ({marker.what}, "
+                f"line {line_of(ctx, marker.node)}): every rank iterates the whole dataset, so {why}",
+            )
+
+    @staticmethod
+    def per_rank_work(ctx, index, loader, samplers):
+        """What makes iterating the whole dataset on every rank wrong here, or None."""
+        for loop in index.loops_of(loader):
+            if trains(index, loop) is not None:
+                return "each epoch trains on every sample once per rank"
+            saved = per_rank_output(ctx, index, loop)
+            if saved is not None:
+                return (f"every rank processes every sample and saves it (line {line_of(ctx, saved)}): the work and "
+                        "the output are duplicated once per rank")
+        if "random" in samplers or (can_shuffle(ctx, loader) and "sequential" not in samplers):
+            return "each epoch trains on every sample once per rank (a shuffled, training loader)"
+        return None

@@ -1,0 +1,236 @@
+"""DSL704: a padding (or dropping) ``DistributedSampler`` under an evaluation whose results are gathered."""
+
+from __future__ import annotations
+
+from dslint.rules.base import ERROR, Rule, Symptom
+from dslint.rules.distributed._common import torch_distributed_samplers
+from dslint.semantics.calls import BoundCall
+from dslint.semantics.distributed import eval_feeds, line_of
+from dslint.semantics.loops import DISTRIBUTED_SAMPLER_SIGNATURE, is_test_code, loader_loops
+from dslint.semantics.values import possible_arg
+
+
+class DistributedSamplerOnGatheredEval(Rule):
+    """
+    ## What it does
+    Flags a `torch.utils.data.DistributedSampler` (with its default padding,
+    or with `drop_last=True`) on a loader that feeds an evaluation whose
+    results are combined across ranks:
+
+    - the evaluation: a loop in this file (also in a same-file helper the
+      loader is passed to) over a loader whose `DistributedSampler` does not
+      shuffle (`shuffle=False`), and that no training loop (one that calls
+      `.backward()`) iterates; typically under `torch.no_grad()` or after
+      `model.eval()`;
+    - the gathering: `all_gather`, `all_gather_object`, `all_reduce`,
+      `gather_object`..., accelerate's `gather`/`reduce`, or a project function
+      (any file) that calls them, in the evaluating function or a function
+      that calls it.
+
+    ## Why is this bad?
+    `DistributedSampler` gives every rank `ceil(len / world_size)` indices: it
+    pads the index list by repeating its first samples (or, with
+    `drop_last=True`, drops the last `len % world_size`). When the dataset
+    length does not divide the world size, the gathered predictions hold up
+    to `world_size - 1` samples twice (or miss them), so accuracy, counts and
+    per-sample outputs are off. Measured with 2 gloo ranks over 63 samples:
+    64 samples were evaluated, 1 of them twice, against 63 and none twice
+    with an unpadded shard. Nothing warns.
+
+    ## Example
+    ```python
+    sampler = DistributedSampler(val_set, shuffle=False)
+    loader = DataLoader(val_set, batch_size=64, sampler=sampler)
+    correct = torch.zeros((), device=device)
+    with torch.no_grad():
+        for x, y in loader:
+            correct += (model(x).argmax(1) == y).sum()
+    dist.all_reduce(correct)
+    accuracy = correct / len(val_set)
+    ```
+
+    ## Use instead
+    ```python
+    mine = Subset(val_set, range(rank, len(val_set), world_size))  # no padding
+    loader = DataLoader(mine, batch_size=64)
+    correct = torch.zeros((), device=device)
+    with torch.no_grad():
+        for x, y in loader:
+            correct += (model(x).argmax(1) == y).sum()
+    dist.all_reduce(correct)
+    accuracy = correct / len(val_set)
+    ```
+    Or keep the sampler and de-duplicate the gathered results by sample index
+    (accelerate's `gather_for_metrics` drops the padding).
+
+    ## When it does not fire
+    - the evaluation de-duplicates: `gather_for_metrics`, a slice bounded by
+      a `len(...)` (gathered results cut back to the dataset length), the
+      batch carries each sample's index (`for images, index in loader`) or
+      the results are written by index (`index_copy_`, `scatter_`): padded
+      duplicates then land on the same entry;
+    - the sampler shuffles (or may: a training sampler iterated once under
+      `no_grad`, e.g. to fill a memory bank), or the loader also feeds a
+      training loop; a project or library sampler (it may not pad);
+    - the loader is handed to a function of another file: whether that
+      function de-duplicates cannot be seen (such evaluations are missed);
+    - evaluations that are not gathered (each rank reports its own shard),
+      gathering through methods of objects of another file
+      (`metric_logger.synchronize()`), Lightning hooks; test code.
+
+    Possible and unknown values: the sampler's `shuffle` must be False on every
+    path (a literal, or every value the project shows); a `shuffle` that may be
+    True, or is unknown, stays silent. `drop_last` only chooses the message:
+    when it can be True the finding says samples are dropped.
+    """
+
+    code = "DSL704"
+    name = "distributed-sampler-on-gathered-eval"
+    symptom = Symptom("dist_padding", "the gathered evaluation counts padded samples twice")
+    level = ERROR
+    summary = "A padding `DistributedSampler` feeds an evaluation whose results are gathered, so samples count twice"
+    help = ("Shard the evaluation set without padding (each rank takes `range(rank, len, world_size)`), or "
+            "de-duplicate the gathered results by sample index (`accelerator.gather_for_metrics`)")
+
+    valid = (
+        """
+        import torch
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        def evaluate(model, ds):
+            loader = DataLoader(ds, sampler=DistributedSampler(ds, shuffle=False))
+            with torch.no_grad():
+                correct = sum((model(x).argmax(1) == y).sum() for x, y in loader)
+            return correct  # each rank reports its own shard: nothing gathered
+        """,
+        """
+        import torch
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        @torch.no_grad()
+        def evaluate(model, ds, world):
+            loader = DataLoader(ds, sampler=DistributedSampler(ds, shuffle=False))
+            preds = torch.cat([model(x) for x, _ in loader])
+            out = [torch.empty_like(preds) for _ in range(world)]
+            dist.all_gather(out, preds)
+            return torch.stack(out, 1).flatten(0, 1)[: len(ds)]  # truncated to the dataset
+        """,
+        """
+        import torch
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        def train(model, ds, opt):
+            loader = DataLoader(ds, sampler=DistributedSampler(ds))
+            for x, y in loader:
+                model(x).sum().backward()
+                opt.step()
+        """,
+        """
+        import torch
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        @torch.no_grad()
+        def extract(model, ds, bank):
+            loader = DataLoader(ds, sampler=DistributedSampler(ds, shuffle=False))
+            for images, index in loader:  # each sample's index travels with it
+                feats = model(images)
+                everything = [torch.empty_like(feats) for _ in range(dist.get_world_size())]
+                dist.all_gather(everything, feats)
+                bank[index] = feats
+        """,
+        {
+            "engine.py": """
+            import torch
+            import torch.distributed as dist
+            from torch.utils.data import DataLoader
+
+            @torch.no_grad()
+            def validate(model, loader: DataLoader):
+                losses = torch.stack([model(x, y) for x, y in loader])
+                dist.all_reduce(losses)
+                return losses
+            """,
+            "main.py": """
+            from torch.utils.data import DataLoader, DistributedSampler
+            from engine import validate
+
+            def main(model, val_set):  # evaluated in another file: de-duplication there is not seen
+                loader = DataLoader(val_set, sampler=DistributedSampler(val_set, shuffle=False))
+                print(validate(model, loader))
+            """,
+        },
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        def evaluate(model, accelerator, ds):
+            loader = accelerator.prepare(DataLoader(ds))
+            with torch.no_grad():
+                for x, y in loader:
+                    preds = accelerator.gather_for_metrics(model(x))
+        """,
+    )
+    invalid = (
+        """
+        import torch
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        def evaluate(model, ds):
+            sampler = DistributedSampler(ds, shuffle=False)  # expect: DSL704
+            loader = DataLoader(ds, batch_size=64, sampler=sampler)
+            correct = torch.zeros(())
+            with torch.no_grad():
+                for x, y in loader:
+                    correct += (model(x).argmax(1) == y).sum()
+            dist.all_reduce(correct)
+            return correct / len(ds)
+        """,
+        """
+        import torch
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        def predict(model, loader):
+            model.eval()
+            outputs = []
+            for (x,) in loader:
+                outputs.append(model(x))
+            return torch.cat(outputs)
+
+        def main(model, test_set):
+            sampler = DistributedSampler(test_set, shuffle=False, drop_last=True)  # expect: DSL704
+            preds = predict(model, DataLoader(test_set, batch_size=32, sampler=sampler))
+            everything = [None] * dist.get_world_size()
+            dist.all_gather_object(everything, preds)
+        """,
+    )
+
+    def check(self, ctx):
+        if not ctx.dataloader_calls():
+            return
+        index = loader_loops(ctx)
+        for loader in index.loaders:
+            samplers = torch_distributed_samplers(ctx, index, loader)
+            if not samplers or is_test_code(ctx, loader.call) or loader.framework_driven:
+                continue
+            feed = eval_feeds(ctx, index, loader, samplers)
+            if feed is None:
+                continue
+            for sampler in samplers:
+                drops = possible_arg(ctx, BoundCall(sampler, DISTRIBUTED_SAMPLER_SIGNATURE), "drop_last").can_be(
+                    lambda v: v is True)
+                off = ("drops the last `len % world_size` samples (`drop_last=True`), so up to `world_size - 1` "
+                       "samples are never evaluated" if drops else
+                       "pads every rank to `ceil(len / world_size)` samples by repeating the first ones, so up to "
+                       "`world_size - 1` samples are evaluated and counted twice")
+                yield self.report(
+                    sampler,
+                    f"this `DistributedSampler` feeds an evaluation ({feed[0]}) whose results are gathered "
+                    f"({feed[1]}, line {line_of(ctx, feed[2])}): unless `len(dataset)` divides the world size it {off}; "
+                    "shard without padding (each rank takes `range(rank, len, world_size)`) or de-duplicate the "
+                    "gathered results by sample index",
+                )

@@ -1,0 +1,220 @@
+"""The distributed family (DSL701-705): ``dslint.semantics.distributed`` asked directly,
+DSL303/DSL703 giving one finding per stream, the figures of
+``dslint.runtime.distributed_checks`` on made-up rank records, and one real 2-rank gloo
+run of a fixture pair (marked slow).
+
+The embedded rule cases run in ``test_rule_cases.py``; the fixtures in ``test_fixtures.py``.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+import pytest
+
+from tests.conftest import FIXTURES, check_tree, write_files
+
+
+def _context(tmp_path, source: str, name: str = "train.py"):
+    """The FileContext of one file, built the way the engine builds it."""
+    from dslint import check_file
+    from dslint.semantics.context import FileContext
+    from dslint.semantics.names import module_name_for
+    from dslint.semantics.project import ProjectIndex, View
+
+    (path,) = write_files(tmp_path, {name: source})
+    modname, is_package = module_name_for(str(path))
+    summary, diagnostic = check_file.parse_file(str(path), path.read_text(), modname, is_package)
+    assert diagnostic is None
+    index = ProjectIndex({str(path): summary})
+    parsed = check_file._PARSED.pop(str(path))
+    return FileContext(
+        parsed.path, parsed.text, parsed.module, parsed.tree, parsed.names, parsed.regions, parsed.summary,
+        View(index, parsed.path),
+    )
+
+
+@pytest.mark.parametrize(
+    "source,what,kind",
+    [
+        ("import torch.distributed as dist\ndef main():\n    dist.init_process_group('nccl')\n", "`init_process_group`", "process_group"),
+        ("import os\nrank = int(os.environ['LOCAL_RANK'])\n", "a read of `LOCAL_RANK` from the launcher's environment", "process_group"),
+        ("import os\nddp = os.environ.get('RANK', -1) != -1\n", "a read of `RANK` from the launcher's environment", "process_group"),
+        ("from torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(net)\n", "`DistributedDataParallel`", "process_group"),
+        ("from accelerate import Accelerator\naccelerator = Accelerator()\n", "`Accelerator()`", "framework"),
+        ("import torch.distributed as dist\nrank = dist.get_rank() if dist.is_initialized() else 0\n", None, None),
+        ("import os\npath = os.environ['DATA_ROOT']\n", None, None),
+    ],
+)
+def test_ddp_marker(tmp_path, source, what, kind):
+    from dslint.semantics.distributed import ddp_marker
+
+    marker = ddp_marker(_context(tmp_path, source))
+    assert (marker.what if marker else None) == what
+    assert (marker.kind if marker else None) == kind
+
+
+def test_ddp_marker_through_a_project_function_of_another_file(tmp_path):
+    files = {
+        "dist_utils.py": """
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader  # (a file the engine analyses)
+
+        def setup(args):
+            dist.init_process_group("nccl")
+        """,
+        "train.py": """
+        from torch.utils.data import DataLoader
+        from dist_utils import setup
+
+        def make(ds):
+            return DataLoader(ds, batch_size=8, shuffle=True)  # expect: DSL702
+
+        def main(args, ds):
+            setup(args)
+            loader = make(ds)
+        """,
+    }
+    write_files(tmp_path, files)
+    outcome = check_tree(tmp_path, select=["DSL702"])
+    assert [(d.path.split("/")[-1], d.row) for d in outcome.diagnostics] == [("train.py", 5)]
+    assert "`setup` (it calls `init_process_group`)" in outcome.diagnostics[0].message
+
+
+def test_rank_names_guards_and_seeds(tmp_path):
+    from dslint.semantics.distributed import global_seeds, mentions_rank, rank_guarded
+    from dslint.semantics.loops import loader_loops
+
+    ctx = _context(tmp_path, """
+    import os
+    import torch
+    import torch.distributed as dist
+
+    def main(args):
+        rank = int(os.environ["RANK"])
+        torch.manual_seed(args.seed + rank)
+        torch.manual_seed(args.seed)
+        if dist.get_rank() == 0:
+            save()
+        if args.world_size > 1:
+            log()
+    """)
+    calls = {ctx.code(c.func): c for c in ctx.nodes(cst.Call)}
+    assert rank_guarded(ctx, calls["save"]) and not rank_guarded(ctx, calls["log"])
+    world = next(i for i in ctx.nodes(cst.If) if "world_size" in ctx.code(i.test)).test
+    assert not mentions_rank(ctx, world) and mentions_rank(ctx, world, shards=True)
+    seeds = global_seeds(ctx, loader_loops(ctx))
+    assert [per_rank for _, per_rank in seeds] == [True, False]
+
+
+@pytest.mark.parametrize(
+    "body,expected",
+    [
+        ("ds = load_dataset('c4', streaming=True)", "stream"),
+        ("ds = load_dataset('c4', streaming=flag)", None),  # a parameter nothing passes: unknown
+        ("ds = load_dataset('c4', streaming=(True if flag else False)).map(f).shuffle()", "stream"),
+        ("ds = load_dataset('c4')", None),
+        ("ds = load_dataset('c4').to_iterable_dataset()", "stream"),
+        ("ds = split_dataset_by_node(load_dataset('c4', streaming=True), rank=r, world_size=w)", "split"),
+    ],
+)
+def test_hugging_face_streams(tmp_path, body, expected):
+    from dslint.rules.distributed._common import hf_stream
+    from dslint.semantics.loops import loader_loops
+
+    ctx = _context(tmp_path, f"""
+    from datasets import load_dataset
+    from datasets.distributed import split_dataset_by_node
+    from torch.utils.data import DataLoader
+
+    def main(flag, r, w):
+        {body}
+        return DataLoader(ds)
+    """)
+    index = loader_loops(ctx)
+    found = hf_stream(ctx, index, index.loaders[0].bound.expr("dataset"))
+    assert (found[0] if found else None) == expected
+
+
+STREAM = """
+import torch.distributed as dist
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+class Lines(IterableDataset):
+    def __init__(self, lines):
+        self.lines = lines
+
+    def __iter__(self):
+{body}
+
+def main(lines):
+    dist.init_process_group("gloo")
+    return DataLoader(Lines(lines), num_workers=4)
+"""
+
+
+@pytest.mark.parametrize(
+    "body,codes",
+    [
+        ("        yield from self.lines", ["DSL303"]),  # splits by nothing: the worker rule's
+        ("        info = get_worker_info()\n        yield from self.lines[info.id :: info.num_workers]", ["DSL703"]),
+        ("        info = get_worker_info()\n        r, n = dist.get_rank(), dist.get_world_size()\n"
+         "        yield from self.lines[r * info.num_workers + info.id :: n * info.num_workers]", []),
+    ],
+)
+def test_one_finding_per_unsplit_stream(tmp_path, body, codes):
+    write_files(tmp_path, {"train.py": STREAM.replace("{body}", body)})
+    outcome = check_tree(tmp_path, select=["DSL303", "DSL703"])
+    assert sorted(d.code for d in outcome.diagnostics) == codes
+
+
+def test_evaluation_keyed_by_sample_index_is_not_padding_trouble(tmp_path):
+    from dslint.rules.distributed._common import torch_distributed_samplers
+    from dslint.semantics.distributed import eval_feeds
+    from dslint.semantics.loops import loader_loops
+
+    source = """
+    import torch
+    import torch.distributed as dist
+    from torch.utils.data import DataLoader, DistributedSampler
+
+    @torch.no_grad()
+    def extract(model, ds, out):
+        loader = DataLoader(ds, sampler=DistributedSampler(ds, shuffle=False))
+        for {target} in loader:
+            feats = model(x)
+            dist.all_reduce(feats)
+    """
+    for target, gathered in (("x, idx", False), ("x, y", True)):
+        ctx = _context(tmp_path, source.replace("{target}", target), name=f"e_{gathered}.py")
+        index = loader_loops(ctx)
+        loader = index.loaders[0]
+        feed = eval_feeds(ctx, index, loader, torch_distributed_samplers(ctx, index, loader))
+        assert (feed is not None) == gathered, target
+
+
+def test_figures_from_rank_records():
+    from dslint.runtime.distributed_checks import overlap_figure, padding_figure, split_figure
+
+    leaked = split_figure([{"train": ["a", "b"], "val": ["c"]}, {"train": ["a", "c"], "val": ["b"]}])
+    assert leaked.symptom and leaked.data["leaked"] == 2
+    same = split_figure([{"train": ["a", "b"], "val": ["c"]}, {"train": ["a", "b"], "val": ["c"]}])
+    assert not same.symptom and same.data["same_split"]
+    both = overlap_figure([{"seen": ["a", "b"]}, {"seen": ["a", "b"]}], "were seen")
+    assert both.symptom and both.data["shared"] == 2
+    halves = overlap_figure([{"seen": ["a"]}, {"seen": ["b"]}], "were seen")
+    assert not halves.symptom
+    padded = padding_figure([{"seen": ["a", "b"], "result": 4.0, "loop": "evaluate"}, {"seen": ["c", "a"]}])
+    assert padded.symptom and padded.data["twice"] == 1 and "gathered count is 4" in padded.text
+
+
+@pytest.mark.slow
+def test_two_gloo_ranks_measure_the_padding_of_the_fixture(tmp_path):
+    pytest.importorskip("torch")
+    from dslint.runtime.distributed_checks import padding_figure, run_ranks
+
+    folder = FIXTURES / "DSL704-distributed-sampler-on-gathered-eval"
+    measured = run_ranks({"dir": str(folder), "builder": "build", "sides": ["bad", "good"], "probe": "dist_padding",
+                          "root": str(tmp_path)}, timeout=120)
+    bad, good = padding_figure(measured["bad"]), padding_figure(measured["good"])
+    assert bad.data["gathered"] == 64 and bad.data["twice"] == 1, bad.text
+    assert good.data["gathered"] == 63 and good.data["twice"] == 0, good.text
