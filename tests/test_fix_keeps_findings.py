@@ -58,7 +58,7 @@ def _sources():
                 yield pytest.param(textwrap.dedent(case.code).lstrip("\n"), id=f"{code}-invalid-{i}")
 
 
-@pytest.mark.parametrize("source", _sources())
+@pytest.mark.parametrize("source", list(_sources()))
 def test_fixing_leaves_every_other_finding_reported(tmp_path, source):
     (tmp_path / "example.py").write_text(source)
     before = _codes(tmp_path, "example.py")
