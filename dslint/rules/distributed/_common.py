@@ -24,7 +24,7 @@ from dslint.semantics.distributed import (
 )
 from dslint.semantics.loops import DISTRIBUTED_SAMPLER, is_none
 from dslint.semantics.project import ITERABLE, ITERABLE_ROOTS, MAP
-from dslint.semantics.streams import is_worker_info
+from dslint.semantics.worker_info import is_worker_info
 from dslint.semantics.values import possible_arg
 from dslint.semantics.walk import iter_subtree
 
