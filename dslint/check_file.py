@@ -18,7 +18,7 @@ import libcst as cst
 
 from dslint import suppress
 from dslint.report import Finding, Fix, TextEdit
-from dslint.positions import node_ranges
+from dslint.positions import form_feed_shifts, node_ranges, shift_ranges
 from dslint.rules.base import Rule, all_rules
 from dslint.semantics.context import FileContext
 from dslint.semantics.names import ModuleNames
@@ -214,6 +214,8 @@ def _to_diagnostics(parsed: Parsed, reports, errors: Optional[List[str]] = None)
                 if edit.end is not None:
                     nodes.append(edit.end)
     ranges = node_ranges(parsed.module, nodes)
+    if "\x0c" in parsed.text:
+        ranges = shift_ranges(ranges, form_feed_shifts(parsed.text, parsed.module.code))
     lines = split_lines(parsed.text)
     out = []
     seen = set()

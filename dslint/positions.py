@@ -88,3 +88,32 @@ def node_ranges(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> Dict[int, R
     )
     module._codegen(state)
     return state.found
+
+
+def form_feed_shifts(text: str, regenerated: str) -> Dict[int, int]:
+    """Rows whose leading form feeds libcst drops when it regenerates the code (its
+    columns then run short of the file's): {row: number of form feeds to add back}."""
+    shifts: Dict[int, int] = {}
+    if "\x0c" not in text:
+        return shifts
+    from dslint.source import split_lines
+
+    ours, theirs = split_lines(text), split_lines(regenerated)
+    if len(ours) != len(theirs):
+        return shifts
+    for row, (line, regen) in enumerate(zip(ours, theirs), start=1):
+        if "\x0c" not in line or line == regen:
+            continue
+        stripped = line.lstrip(" \t\x0c")
+        lead = line[: len(line) - len(stripped)]
+        if lead.replace("\x0c", "") + stripped == regen:
+            shifts[row] = lead.count("\x0c")
+    return shifts
+
+
+def shift_ranges(ranges: Dict[int, Range], shifts: Dict[int, int]) -> Dict[int, Range]:
+    """``ranges`` with the columns of the rows in ``shifts`` moved right."""
+    if not shifts:
+        return ranges
+    return {key: ((srow, scol + shifts.get(srow, 0)), (erow, ecol + shifts.get(erow, 0)))
+            for key, ((srow, scol), (erow, ecol)) in ranges.items()}

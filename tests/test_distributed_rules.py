@@ -16,21 +16,10 @@ from tests.conftest import FIXTURES, check_tree, write_files
 
 def _context(tmp_path, source: str, name: str = "train.py"):
     """The FileContext of one file, built the way the engine builds it."""
-    from dslint import check_file
-    from dslint.semantics.context import FileContext
-    from dslint.semantics.names import module_name_for
-    from dslint.semantics.project import ProjectIndex, View
+    from dslint.check_file import file_contexts
 
     (path,) = write_files(tmp_path, {name: source})
-    modname, is_package = module_name_for(str(path))
-    summary, diagnostic = check_file.parse_file(str(path), path.read_text(), modname, is_package)
-    assert diagnostic is None
-    index = ProjectIndex({str(path): summary})
-    parsed = check_file._PARSED.pop(str(path))
-    return FileContext(
-        parsed.path, parsed.text, parsed.module, parsed.tree, parsed.names, parsed.regions, parsed.summary,
-        View(index, parsed.path),
-    )
+    return file_contexts({str(path): path.read_text()})[str(path)]
 
 
 @pytest.mark.parametrize(

@@ -179,6 +179,9 @@ def test_mixed_line_endings_rows_noqa_and_fix(tmp_path):
     fixed = (tmp_path / "mixed.py").read_bytes()
     assert fixed.count(b"\r\n") == source.count(b"\r\n") and fixed.count(b"\r") == source.count(b"\r")
     assert b"shuffle=True" in fixed.split(b"\r")[3] and fixed.count(b"shuffle=True") == 1
+    # columns count the form feed libcst drops when it regenerates the line
+    assert b"\x0cform_feed = DataLoader(ds, sampler=s, shuffle=(s is None))\r\n" in fixed
+    assert b"last = DataLoader(ds, sampler=s, shuffle=(s is None))\n" in fixed
 
 
 # ----------------------------------------------------------------------- nesting

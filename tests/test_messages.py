@@ -43,6 +43,9 @@ ARGUMENT = re.compile(r"(?<!unless )(?<!\bif )(?<!when )(?<!\bor )`(\w+)=([^`]+)
 NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)([kM])?(?=x\b|[^\w]|$)")
 
 
+LINE_REFERENCE = re.compile(r"\bline (\d+)\b")
+
+
 def numbers_in(text: str) -> Set[float]:
     out = set()
     for digits, scale in NUMBER.findall(text):
@@ -88,6 +91,12 @@ def untrue_claims(message: str, source: str, documented: Set[float]) -> List[str
         name = qualified or dunder_owner
         if not re.search(rf"^\s*class {name}\b", source, re.MULTILINE):
             problems.append(f"class `{name}` is not defined in the file")
+    # "line 27": a reference to a line of the file, which must exist and hold code
+    lines = source.splitlines()
+    for row in LINE_REFERENCE.findall(text):
+        if not (1 <= int(row) <= len(lines)) or not lines[int(row) - 1].strip():
+            problems.append(f"line {row} is not a line of code of the file")
+    text = LINE_REFERENCE.sub("line <n>", text)
     literals = literals_of(source)
     for name, value in ARGUMENT.findall(text):
         if not passed(source, name, value):

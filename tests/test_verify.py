@@ -204,7 +204,7 @@ def test_commands_module_does_not_import_torch():
 @pytest.mark.parametrize("args, message", [
     (["--select", "DSL999"], "dslint: error: --select: unknown rule selector `DSL999`"),
     (["--select", "DSL3,not-a-rule"], "dslint: error: --select: unknown rule selector `not-a-rule`"),
-    (["--ignore", "DSL7"], "dslint: error: --ignore: unknown rule selector `DSL7`"),
+    (["--ignore", "DSL8"], "dslint: error: --ignore: unknown rule selector `DSL8`"),
 ])
 def test_an_unknown_selector_exits_2_with_check_s_message(args, message):
     run = run_cli("verify", "fixtures", *args, cwd=REPO, timeout=60)
