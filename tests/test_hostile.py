@@ -429,7 +429,7 @@ def test_a_20_mb_dataset_module_is_one_finding_in_bounded_memory(tmp_path):
         assert "ordinary.py:3:10: DSL501" in run.stdout and len(lines) == 2, run.stdout
         assert lines[0].startswith("generated.py:1:1: DSL000 cannot analyse: the file is 20.0 MiB, "), lines[0]
         assert "over `max-file-size` (2.0 MiB)" in lines[0] and "raise `max-file-size` in [tool.dslint]" in lines[0]
-        assert elapsed < 30 and peak < 400, (elapsed, peak)
+        assert elapsed < 30 and peak < 1024, (elapsed, peak)  # 10 GB before; ~180 MiB measured alone
 
 
 def test_max_file_size_is_a_setting(tmp_path):
