@@ -302,12 +302,7 @@ class _Resolver:
                 if arg.keyword is not None:
                     entries[arg.keyword.value] = self.of(arg.value, depth + 1)
                 elif arg.star == "**":
-                    inner = self.dict_entries(arg.value, depth + 1)
-                    if inner is None:
-                        closed = False
-                    else:
-                        entries.update(inner[0])
-                        closed = closed and inner[1]
+                    closed = self._merge_into(entries, arg.value, depth) and closed
                 else:
                     inner = self.dict_entries(arg.value, depth + 1)
                     if inner is None:
@@ -354,13 +349,16 @@ class _Resolver:
                     continue
                 entries[key] = self.of(element.value, depth + 1)
             else:  # **other
-                inner = self.dict_entries(element.value, depth + 1)
-                if inner is None:
-                    closed = False
-                else:
-                    entries.update(inner[0])
-                    closed = closed and inner[1]
+                closed = self._merge_into(entries, element.value, depth) and closed
         return entries, closed
+
+    def _merge_into(self, entries: Dict[str, Possible], other: cst.CSTNode, depth: int) -> bool:
+        """Add the entries of the dict ``other`` (a ``**other``); whether it has no other keys."""
+        inner = self.dict_entries(other, depth + 1)
+        if inner is None:
+            return False
+        entries.update(inner[0])
+        return inner[1]
 
 
 # ----------------------------------------------------------------------- helpers
