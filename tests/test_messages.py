@@ -119,9 +119,7 @@ def check_messages(folder: Path) -> List[dict]:
 
 # Untrue messages of rules this test does not own, reported to their owners: strict, so the
 # fix turns the case into an XPASS failure and the entry must go.
-REPORTED = {
-    "DSL202-per-sample-index-reload-csv": "DSL202 says `~100,000x slower` for a CSV parse; its page measured 104,000x",
-}
+REPORTED: dict = {}
 CASES = [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=REPORTED[p.name])) if p.name in REPORTED else p
          for p in FOLDERS]
 

@@ -73,7 +73,7 @@ def reader_display(qualified: str) -> str:
 def reload_cost(qualified: str) -> str:
     """What reloading a file of this reader per item was measured to cost (DSL202's messages)."""
     if qualified.startswith(("pandas.", "csv.", "numpy.loadtxt", "numpy.genfromtxt")):
-        return "a whole-file CSV parse per item measured ~100,000x slower than loading it once in `__init__`"
+        return "a whole-file CSV parse per item measured about 104,000x slower than loading it once in `__init__`"
     if qualified.startswith(("json.", "yaml.", "pickle.")):
         return "re-loading a 20k-record JSON per item measured ~48,000x slower than loading it once in `__init__`"
     return "every item pays for reading and deserialising the whole file, which `__init__` would pay once"
