@@ -9,15 +9,22 @@ import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 from dslint.cache import Cache, RunRecord, cache_key, default_cache_dir
 from dslint.config import Settings
 from dslint.report import Finding
 from dslint.discovery import Discovery
 from dslint.engine import CheckResult, FileInput
-from dslint.notebook_findings import NotebookText, attach, cell_diff
-from dslint.notebooks import Notebook, NotebookError, is_notebook
+
+if TYPE_CHECKING:  # (the notebook modules load only when a notebook is checked)
+    from dslint.notebooks import Notebook
+
+NOTEBOOK_SUFFIX = ".ipynb"  # (notebooks.SUFFIX: checked here without importing it)
+
+
+def is_notebook(path: str) -> bool:
+    return path.lower().endswith(NOTEBOOK_SUFFIX)
 
 
 @dataclass
@@ -43,6 +50,8 @@ def _input(path: str, abspath: str, data: bytes, explicit: bool, notebooks: Dict
     cells (recorded in ``notebooks``); one that cannot be read as a notebook, a DSL002."""
     if not is_notebook(path):
         return FileInput(path, abspath, data=data, explicit=explicit)
+    from dslint.notebooks import Notebook, NotebookError
+
     try:
         notebook = Notebook.from_bytes(data)
     except NotebookError as exc:
@@ -181,7 +190,10 @@ def check(paths: Sequence[str], settings: Settings, options: Optional[CheckOptio
 
     engine = Engine(settings, use_prefilter=options.use_prefilter, jobs=options.jobs, cache=cache)
     result = engine.check(inputs)
-    attach(result, notebooks)
+    if notebooks:
+        from dslint.notebook_findings import attach
+
+        attach(result, notebooks)
     if record is not None and not result.internal_errors:
         record.save([d.to_dict() for d in result.diagnostics], result.files, result.selected)
     return Outcome(result=result, diagnostics=list(result.diagnostics), no_files=not inputs, excluded=excluded)
@@ -218,6 +230,7 @@ def fix(paths: Sequence[str], settings: Settings, options: Optional[CheckOptions
     import libcst as cst
 
     from dslint.fixes import apply_fixes
+    from dslint.notebook_findings import NotebookText, attach
     from dslint.source import encode
 
     options = options or CheckOptions()
@@ -295,6 +308,7 @@ def write_fixes(state: FixOutcome) -> None:
 def unified_diff(state: FixOutcome) -> str:
     import difflib
 
+    from dslint.notebook_findings import cell_diff
     from dslint.source import split_lines
 
     chunks = []
