@@ -99,9 +99,11 @@ def dataset_names(edges_by_file: Iterable[List[Tuple[str, Set[str]]]], roots: Se
 
 
 def _word_regex(words: Set[str]):
-    r"""``\b(?:w1|w2|...)\b`` for ``words``, as a trie (shared prefixes merged): the
+    r"""``(?:w1|w2|...)\b`` for ``words``, as a trie (shared prefixes merged): the
     regex engine then rejects a position after one character test instead of one per
-    word, which is what makes the search over hundreds of names fast."""
+    word, which is what makes the search over hundreds of names fast. Without a leading
+    ``\b`` the engine skips to the next possible first letter; ``mentions_word`` checks
+    the word boundary before a match."""
     if not words:
         return None
     trie: dict = {}
@@ -119,7 +121,25 @@ def _word_regex(words: Set[str]):
             return branches[0]
         return "(?:" + "|".join(branches) + ")" + ("?" if "" in node else "")
 
-    return re.compile(r"\b" + pattern(trie) + r"\b")
+    return re.compile(pattern(trie) + r"\b")
+
+
+_WORD_CHAR = re.compile(r"\w")
+
+
+def mentions_word(pattern, text: str) -> bool:
+    r"""``re.search(r"\b" + pattern.pattern, text)`` for a ``_word_regex`` (every word
+    starts with a word character, so ``\b`` before it means: no word character just
+    before): each match preceded by a word character is skipped for the next position."""
+    pos = 0
+    while True:
+        match = pattern.search(text, pos)
+        if match is None:
+            return False
+        start = match.start()
+        if start == 0 or _WORD_CHAR.match(text, start - 1) is None:
+            return True
+        pos = start + 1
 
 
 _CORE_GROUPS = tuple(
@@ -204,7 +224,7 @@ def _select(texts: Dict[str, str], known: Dict[str, list], known_matches: Dict[s
         else:
             if pattern is None:
                 pattern = _word_regex(derived)
-            matched = pattern.search(text) is not None
+            matched = mentions_word(pattern, text)
         out.matches[path] = matched
         if matched:
             out.chosen.add(path)

@@ -244,3 +244,18 @@ def test_line_patterns_match_their_multiline_reference(name):
             expected = [(m.groups(), m.group()) for m in reference.finditer(variant)]
             found = [(m.groups(), m.group()[1:]) for m in fast.finditer("\n" + variant)]
             assert found == expected, variant
+
+
+def test_derived_name_search_matches_its_word_boundary_reference():
+    import re
+
+    from dslint import prefilter
+
+    words = {"Leaf", "LeafSet", "L", "_Hidden", "Ω", "Data2", "x"}
+    pattern = prefilter._word_regex(words)
+    reference = re.compile(r"\b" + pattern.pattern)
+    texts = ["", "Leaf", "MyLeaf", "MyLeaf Leaf", "LeafSets", "aLeafSet.LeafSet", "_Hidden", "a_Hidden",
+             "ΩLeaf Ω", "xL L", "Data2x", "(Data2)", "Leaf_", "\nL\n", "éLeaf", "1Leaf", "Le af"]
+    texts += [p.read_text(encoding="utf-8") for p in sorted(FIXTURES.rglob("*.py"))]
+    for text in texts:
+        assert prefilter.mentions_word(pattern, text) == (reference.search(text) is not None), text
