@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
-from dslint.cache import Cache, RunRecord, cache_key, default_cache_dir
+from dslint.cache import Cache, RunRecord, default_cache_dir, run_key
 from dslint.config import Settings
 from dslint.report import Finding
 from dslint.discovery import Discovery
@@ -142,7 +142,7 @@ def _run_record(settings: Settings, options: CheckOptions, inputs, stats) -> Opt
         files.append((candidate.path, candidate.abspath, candidate.explicit, st.st_size, st.st_mtime_ns))
     key = json.dumps([settings.analysis_key(), settings.per_file_ignores, str(settings.root), settings.max_file_size,
                       options.use_prefilter], sort_keys=True)
-    return RunRecord(default_cache_dir(Path(settings.root), settings.cache_dir), cache_key(settings.analysis_key()), key, files)
+    return RunRecord(default_cache_dir(Path(settings.root), settings.cache_dir), run_key(settings.analysis_key()), key, files)
 
 
 def _replayed(data: dict, stats) -> Optional[CheckResult]:
@@ -184,8 +184,7 @@ def check(paths: Sequence[str], settings: Settings, options: Optional[CheckOptio
     inputs.extend(_read(candidate, st, notebooks) for candidate, st in stats)
     cache = None
     if options.use_cache and inputs and "-" not in paths:
-        cache = Cache(default_cache_dir(Path(settings.root), settings.cache_dir), settings.analysis_key(),
-                      key=record.key if record is not None else None)
+        cache = Cache(default_cache_dir(Path(settings.root), settings.cache_dir), settings.analysis_key())
     from dslint.engine import Engine
 
     engine = Engine(settings, use_prefilter=options.use_prefilter, jobs=options.jobs, cache=cache)

@@ -74,17 +74,32 @@ def _digest(text: str) -> str:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
+_SOURCES: Dict[str, str] = {}
+
+
+def _sources() -> str:
+    if "key" not in _SOURCES:  # (once per process)
+        _SOURCES["key"] = sources_key()
+    return _SOURCES["key"]
+
+
 def cache_key(analysis_key: str) -> str:
     from dslint.prefilter import FACTS_VERSION  # (its patterns compile on import: not on a replayed run)
 
     form = f"{FORMAT}.{FACTS_VERSION}"
-    return hashlib.blake2b(f"{analysis_key}\0{form}\0{sources_key()}".encode(), digest_size=8).hexdigest()
+    return hashlib.blake2b(f"{analysis_key}\0{form}\0{_sources()}".encode(), digest_size=8).hexdigest()
+
+
+def run_key(analysis_key: str) -> str:
+    """The name of the run record: what the analysis sees (settings, the analysis code as
+    installed: ``sources_key`` covers the prefilter too)."""
+    return hashlib.blake2b(f"run\0{analysis_key}\0{FORMAT}\0{_sources()}".encode(), digest_size=8).hexdigest()
 
 
 class Cache:
-    def __init__(self, directory: Path, analysis_key: str, key: Optional[str] = None) -> None:
+    def __init__(self, directory: Path, analysis_key: str) -> None:
         self.directory = directory
-        key = key or cache_key(analysis_key)
+        key = cache_key(analysis_key)
         self.file = directory / __version__ / f"{key}.json"
         self.entries: Dict[str, dict] = {}
         self.dirty = False
@@ -231,7 +246,7 @@ class RunRecord:
 
         self.directory = directory
         self.key = key
-        self.file = directory / __version__ / f"{key}.run.json"
+        self.file = directory / __version__ / f"{key}.run.json"  # (key: ``run_key``)
         now = time.time_ns()
         self.recordable = all(now - f[4] > RACY_NS for f in files)
         rows = [[p, a, bool(e), size, mtime, *module_name_for(a)] for p, a, e, size, mtime in files]
