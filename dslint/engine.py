@@ -132,11 +132,8 @@ class Engine:
         if not texts:
             return result
 
-        if self.cache is not None:
-            stats = {item.path: item.stat for item in inputs if item.stat is not None and item.path in texts}
-            cached = self.cache.lookup(texts, stats)
-        else:
-            cached = {}
+        stats = {item.path: item.stat for item in inputs if item.stat is not None and item.path in texts}
+        cached = self.cache.lookup(texts, stats) if self.cache is not None else {}
         clock.lap("cache lookup")
         chosen = self._choose(texts, cached)
         # A file over max-file-size is never parsed (by libcst, or by CPython for its syntax
