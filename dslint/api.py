@@ -3,20 +3,28 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
-from dslint.cache import Cache, default_cache_dir
+from dslint.cache import Cache, RunRecord, default_cache_dir, run_key
 from dslint.config import Settings
 from dslint.report import Finding
 from dslint.discovery import Discovery
-from dslint.engine import CheckResult, Engine, FileInput
-from dslint.notebook_findings import NotebookText, attach, cell_diff
-from dslint.notebooks import Notebook, NotebookError, is_notebook
+from dslint.engine import CheckResult, FileInput
+
+if TYPE_CHECKING:  # (the notebook modules load only when a notebook is checked)
+    from dslint.notebooks import Notebook
+
+NOTEBOOK_SUFFIX = ".ipynb"  # (notebooks.SUFFIX: checked here without importing it)
+
+
+def is_notebook(path: str) -> bool:
+    return path.lower().endswith(NOTEBOOK_SUFFIX)
 
 
 @dataclass
@@ -42,6 +50,8 @@ def _input(path: str, abspath: str, data: bytes, explicit: bool, notebooks: Dict
     cells (recorded in ``notebooks``); one that cannot be read as a notebook, a DSL002."""
     if not is_notebook(path):
         return FileInput(path, abspath, data=data, explicit=explicit)
+    from dslint.notebooks import Notebook, NotebookError
+
     try:
         notebook = Notebook.from_bytes(data)
     except NotebookError as exc:
@@ -50,16 +60,11 @@ def _input(path: str, abspath: str, data: bytes, explicit: bool, notebooks: Dict
     return FileInput(path, abspath, data=notebook.code_bytes(), explicit=explicit)
 
 
-def read_inputs(paths: Sequence[str], settings: Settings, options: CheckOptions,
-                excluded: Optional[List[Tuple[str, str]]] = None,
-                notebooks: Optional[Dict[str, Notebook]] = None) -> List[FileInput]:
-    """The files to check, read. Paths named explicitly that ``--force-exclude`` leaves
-    out are appended to ``excluded`` with the pattern that excluded them. Notebooks are
-    read as their joined code cells, and recorded (display path -> ``Notebook``) in
-    ``notebooks``."""
+def _collect(paths: Sequence[str], settings: Settings, options: CheckOptions,
+             excluded: Optional[List[Tuple[str, str]]], notebooks: Dict[str, Notebook]) -> Tuple[List[FileInput], list]:
+    """The input read from stdin (if any) and the files discovery found, not read yet."""
     discovery = Discovery(settings)
     inputs: List[FileInput] = []
-    notebooks = {} if notebooks is None else notebooks
     file_paths = [p for p in paths if p != "-"]
     if "-" in paths:
         name = options.stdin_filename or "-"
@@ -72,44 +77,124 @@ def read_inputs(paths: Sequence[str], settings: Settings, options: CheckOptions,
     candidates = discovery.collect(file_paths)
     if excluded is not None:
         excluded.extend(discovery.excluded_explicit)
-    for candidate in candidates:
-        if candidate.missing:
-            inputs.append(FileInput(candidate.path, candidate.abspath, error=f"{candidate.path}: No such file or directory"))
-            continue
-        if candidate.error is not None:
-            inputs.append(FileInput(candidate.path, candidate.abspath, error=candidate.error))
-            continue
-        try:
-            # A FIFO or device named *.py (or a symlink to /dev/zero) would block or
-            # never end: only regular files are read.
-            if not stat.S_ISREG(os.stat(candidate.abspath).st_mode):
-                inputs.append(
-                    FileInput(candidate.path, candidate.abspath, error=f"cannot read {candidate.path}: not a regular file")
-                )
-                continue
-            with open(candidate.abspath, "rb") as handle:
-                data = handle.read()
-        except OSError as exc:
-            reason = exc.strerror or type(exc).__name__
-            if exc.errno == errno.ELOOP:
-                reason = "symlink loop"
-            inputs.append(FileInput(candidate.path, candidate.abspath, error=f"cannot read {candidate.path}: {reason}"))
-            continue
-        inputs.append(_input(candidate.path, candidate.abspath, data, candidate.explicit, notebooks))
+    return inputs, candidates
+
+
+def _stat(candidate) -> object:
+    """``os.stat`` of a candidate, or the OSError it raised (None when it is missing or
+    discovery already failed on it)."""
+    if candidate.missing or candidate.error is not None:
+        return None
+    try:
+        return os.stat(candidate.abspath)
+    except OSError as exc:
+        return exc
+
+
+def _read(candidate, st, notebooks: Dict[str, Notebook]) -> FileInput:
+    if candidate.missing:
+        return FileInput(candidate.path, candidate.abspath, error=f"{candidate.path}: No such file or directory")
+    if candidate.error is not None:
+        return FileInput(candidate.path, candidate.abspath, error=candidate.error)
+    try:
+        if isinstance(st, OSError):
+            raise st
+        # A FIFO or device named *.py (or a symlink to /dev/zero) would block or
+        # never end: only regular files are read.
+        if not stat.S_ISREG(st.st_mode):
+            return FileInput(candidate.path, candidate.abspath, error=f"cannot read {candidate.path}: not a regular file")
+        with open(candidate.abspath, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        if exc.errno == errno.ELOOP:
+            reason = "symlink loop"
+        return FileInput(candidate.path, candidate.abspath, error=f"cannot read {candidate.path}: {reason}")
+    item = _input(candidate.path, candidate.abspath, data, candidate.explicit, notebooks)
+    if item.path not in notebooks and len(data) == st.st_size:
+        item.stat = (st.st_size, st.st_mtime_ns)
+    return item
+
+
+def read_inputs(paths: Sequence[str], settings: Settings, options: CheckOptions,
+                excluded: Optional[List[Tuple[str, str]]] = None,
+                notebooks: Optional[Dict[str, Notebook]] = None) -> List[FileInput]:
+    """The files to check, read. Paths named explicitly that ``--force-exclude`` leaves
+    out are appended to ``excluded`` with the pattern that excluded them. Notebooks are
+    read as their joined code cells, and recorded (display path -> ``Notebook``) in
+    ``notebooks``."""
+    notebooks = {} if notebooks is None else notebooks
+    inputs, candidates = _collect(paths, settings, options, excluded, notebooks)
+    inputs.extend(_read(candidate, _stat(candidate), notebooks) for candidate in candidates)
     return inputs
+
+
+def _run_record(settings: Settings, options: CheckOptions, inputs, stats) -> Optional[RunRecord]:
+    """The record of a whole run of exactly these files (``cache.RunRecord``), when this
+    run can have one: the cache is on, nothing read from stdin, only regular Python
+    files that exist (no notebooks, no I/O errors)."""
+    if not options.use_cache or inputs or not stats:
+        return None
+    files = []
+    for candidate, st in stats:
+        if st is None or isinstance(st, OSError) or not stat.S_ISREG(st.st_mode) or is_notebook(candidate.path):
+            return None
+        files.append((candidate.path, candidate.abspath, candidate.explicit, st.st_size, st.st_mtime_ns))
+    key = json.dumps([settings.analysis_key(), settings.per_file_ignores, str(settings.root), settings.max_file_size,
+                      options.use_prefilter], sort_keys=True)
+    return RunRecord(default_cache_dir(Path(settings.root), settings.cache_dir), run_key(settings.analysis_key()), key, files)
+
+
+def _replayed(data: dict, stats) -> Optional[CheckResult]:
+    """The recorded run as a result; the texts of the files with findings are read again
+    (for the baseline, ``--add-noqa``). None if one of them cannot be read as before."""
+    from dslint.source import SourceError, decode
+
+    result = CheckResult(files=data.get("files", 0), selected=data.get("selected", 0), parsed=0)
+    result.cached = result.selected
+    result.diagnostics = [Finding.from_dict(d) for d in data["diagnostics"]]
+    abspaths = {candidate.path: candidate.abspath for candidate, _ in stats}
+    for path in sorted({d.path for d in result.diagnostics}):
+        try:
+            with open(abspaths[path], "rb") as handle:
+                source = decode(handle.read(), path)
+        except (OSError, KeyError, SourceError):
+            return None
+        result.texts[path] = source.text
+        result.encodings[path] = (source.encoding, source.has_bom)
+    return result
 
 
 def check(paths: Sequence[str], settings: Settings, options: Optional[CheckOptions] = None) -> Outcome:
     options = options or CheckOptions()
     excluded: List[Tuple[str, str]] = []
     notebooks: Dict[str, Notebook] = {}
-    inputs = read_inputs(paths, settings, options, excluded, notebooks)
+    inputs, candidates = _collect(paths, settings, options, excluded, notebooks)
+    stats = [(candidate, _stat(candidate)) for candidate in candidates]
+    record = _run_record(settings, options, inputs, stats)
+    if record is not None:
+        import time
+
+        started = time.perf_counter()
+        data = record.load()
+        result = _replayed(data, stats) if data is not None else None
+        if result is not None:  # nothing changed since the recorded run
+            result.timings["replayed run"] = time.perf_counter() - started
+            return Outcome(result=result, diagnostics=list(result.diagnostics), excluded=excluded)
+    inputs.extend(_read(candidate, st, notebooks) for candidate, st in stats)
     cache = None
     if options.use_cache and inputs and "-" not in paths:
         cache = Cache(default_cache_dir(Path(settings.root), settings.cache_dir), settings.analysis_key())
+    from dslint.engine import Engine
+
     engine = Engine(settings, use_prefilter=options.use_prefilter, jobs=options.jobs, cache=cache)
     result = engine.check(inputs)
-    attach(result, notebooks)
+    if notebooks:
+        from dslint.notebook_findings import attach
+
+        attach(result, notebooks)
+    if record is not None and not result.internal_errors:
+        record.save([d.to_dict() for d in result.diagnostics], result.files, result.selected)
     return Outcome(result=result, diagnostics=list(result.diagnostics), no_files=not inputs, excluded=excluded)
 
 
@@ -144,6 +229,7 @@ def fix(paths: Sequence[str], settings: Settings, options: Optional[CheckOptions
     import libcst as cst
 
     from dslint.fixes import apply_fixes
+    from dslint.notebook_findings import NotebookText, attach
     from dslint.source import encode
 
     options = options or CheckOptions()
@@ -152,6 +238,8 @@ def fix(paths: Sequence[str], settings: Settings, options: Optional[CheckOptions
     cache = None
     if options.use_cache and inputs and "-" not in paths:
         cache = Cache(default_cache_dir(Path(settings.root), settings.cache_dir), settings.analysis_key())
+    from dslint.engine import Engine
+
     engine = Engine(settings, use_prefilter=options.use_prefilter, jobs=options.jobs, cache=cache)
     by_path = {item.path: item for item in inputs}
     state = FixOutcome(outcome=Outcome(result=CheckResult()))
@@ -219,6 +307,7 @@ def write_fixes(state: FixOutcome) -> None:
 def unified_diff(state: FixOutcome) -> str:
     import difflib
 
+    from dslint.notebook_findings import cell_diff
     from dslint.source import split_lines
 
     chunks = []

@@ -16,7 +16,6 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
-from dslint import suppress
 from dslint.report import Finding, Fix, TextEdit
 from dslint.positions import form_feed_shifts, node_ranges, shift_ranges
 from dslint.rules.base import Rule, all_rules
@@ -300,6 +299,8 @@ def apply_suppressions(path: str, text: str, diagnostics: List[Finding], enabled
         return diagnostics
     if "noqa" not in text and "dslint" not in text:
         return diagnostics
+    from dslint import suppress  # (only for a text with a suppression comment)
+
     sup = suppress.parse(text)
     kept = [d for d in diagnostics if not sup.suppresses_any(d.code, (d.noqa_row or d.start[0], *d.also_noqa))]
     if "DSL001" in enabled and not (suppress.ALL in sup.file_codes or "DSL001" in sup.file_codes):
@@ -307,7 +308,8 @@ def apply_suppressions(path: str, text: str, diagnostics: List[Finding], enabled
     return kept
 
 
-def _unused_noqa(path: str, text: str, sup: suppress.Suppressions, enabled: set) -> List[Finding]:
+def _unused_noqa(path: str, text: str, sup, enabled: set) -> List[Finding]:
+    from dslint import suppress
     from dslint.fixes import remove_noqa_codes
 
     out = []

@@ -22,16 +22,15 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Set, Tuple
 
-from dslint import prefilter
 from dslint.config import Settings
 from dslint.report import ERROR, Finding
 from dslint.rules.base import all_rules
 from dslint.semantics.modules import module_name_for
-from dslint.semantics.project import ProjectIndex
-from dslint.source import SourceError, decode
 
 if TYPE_CHECKING:  # multiprocessing and concurrent.futures load only when shards start
     from concurrent.futures import ProcessPoolExecutor
+
+    from dslint.semantics.project import ProjectIndex
 
 PARALLEL_MIN_BYTES = 256 * 1024
 CHUNK_BYTES = 64 * 1024
@@ -47,6 +46,8 @@ class FileInput:
     #: named on the command line (or stdin): its syntax errors are reported even when
     #: the prefilter finds nothing in it to analyse
     explicit: bool = False
+    #: (size, mtime_ns) when read from disk: the cache trusts an unchanged stat before hashing
+    stat: Optional[Tuple[int, int]] = None
 
 
 @dataclass
@@ -103,6 +104,10 @@ class Engine:
                 gc.enable()
 
     def _check(self, inputs: Sequence[FileInput]) -> CheckResult:
+        # (not imported by a run replayed whole from the cache)
+        from dslint.semantics.project import ProjectIndex
+        from dslint.source import SourceError, decode
+
         clock = _Clock()
         result = CheckResult(files=len(inputs), timings=clock.laps)
         self._parsed_now: Set[str] = set()
@@ -127,7 +132,8 @@ class Engine:
         if not texts:
             return result
 
-        cached = self.cache.lookup(texts) if self.cache is not None else {}
+        stats = {item.path: item.stat for item in inputs if item.stat is not None and item.path in texts}
+        cached = self.cache.lookup(texts, stats) if self.cache is not None else {}
         clock.lap("cache lookup")
         chosen = self._choose(texts, cached)
         # A file over max-file-size is never parsed (by libcst, or by CPython for its syntax
@@ -183,6 +189,8 @@ class Engine:
     def _choose(self, texts: Dict[str, str], cached: Dict[str, dict]) -> Set[str]:
         if not self.use_prefilter:
             return set(texts)
+        from dslint import prefilter
+
         # What the prefilter read from an unchanged text last time is in the cache,
         # so a warm run scans nothing.
         facts = {}

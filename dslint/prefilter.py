@@ -41,20 +41,26 @@ _TV_IMPORT = re.compile(r"from[ \t]+torchvision\.datasets[\w.]*[ \t]+import[ \t]
 _TV_ATTR = re.compile(r"\bdatasets\.([A-Z]\w*)")
 # `from m import Base as Other` / `import m.Base as Other`: Other derives from Base.
 _IMPORT_AS = re.compile(r"\b(\w+)[ \t]+as[ \t]+(\w+)")
-_IMPORT_LINE = re.compile(r"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+)?import[ \t]+(?:\([^)]*\)|[^\n]*)", re.MULTILINE)
-_CLASS = re.compile(r"^[ \t]*class[ \t]+(\w+)[ \t]*\(([^)]*)\)", re.MULTILINE)
-_ALIAS = re.compile(r"^(\w+)[ \t]*(?::[^=\n]*)?=[ \t]*([\w.]+)[ \t]*$", re.MULTILINE)
+# The three line patterns below are searched in "\n" + text, each starting with the "\n"
+# that precedes its line (where ``^`` with re.MULTILINE would test every position, a
+# literal first character lets the regex engine skip to the next newline). The same
+# matches: none of them can end just after a newline, so consuming the newline before
+# a line never hides the next match; ``(?=\n|\Z)`` is MULTILINE's ``$``.
+_IMPORT_LINE = re.compile(r"\n[ \t]*(?:from[ \t]+[\w.]+[ \t]+)?import[ \t]+(?:\([^)]*\)|[^\n]*)")
+_CLASS = re.compile(r"\n[ \t]*class[ \t]+(\w+)[ \t]*\(([^)]*)\)")
+_ALIAS = re.compile(r"\n(\w+)[ \t]*(?::[^=\n]*)?=[ \t]*([\w.]+)[ \t]*(?=\n|\Z)")
 _WORD = re.compile(r"\w+")
 
 
 def class_edges(text: str) -> List[Tuple[str, Set[str]]]:
     """(class name, words in its bases) for every class statement, plus ``A = B``
     aliases and ``import B as A`` renames."""
-    edges = [(m.group(1), set(_WORD.findall(m.group(2)))) for m in _CLASS.finditer(text)]
+    lines = "\n" + text
+    edges = [(m.group(1), set(_WORD.findall(m.group(2)))) for m in _CLASS.finditer(lines)] if "class" in text else []
     if "=" in text:
-        edges.extend((m.group(1), {m.group(2).rsplit(".", 1)[-1]}) for m in _ALIAS.finditer(text))
+        edges.extend((m.group(1), {m.group(2).rsplit(".", 1)[-1]}) for m in _ALIAS.finditer(lines))
     if " as " in text:
-        for line in _IMPORT_LINE.finditer(text):
+        for line in _IMPORT_LINE.finditer(lines):
             edges.extend((m.group(2), {m.group(1)}) for m in _IMPORT_AS.finditer(line.group()))
     return edges
 
@@ -93,9 +99,11 @@ def dataset_names(edges_by_file: Iterable[List[Tuple[str, Set[str]]]], roots: Se
 
 
 def _word_regex(words: Set[str]):
-    r"""``\b(?:w1|w2|...)\b`` for ``words``, as a trie (shared prefixes merged): the
+    r"""``(?:w1|w2|...)\b`` for ``words``, as a trie (shared prefixes merged): the
     regex engine then rejects a position after one character test instead of one per
-    word, which is what makes the search over hundreds of names fast."""
+    word, which is what makes the search over hundreds of names fast. Without a leading
+    ``\b`` the engine skips to the next possible first letter; ``mentions_word`` checks
+    the word boundary before a match."""
     if not words:
         return None
     trie: dict = {}
@@ -113,17 +121,40 @@ def _word_regex(words: Set[str]):
             return branches[0]
         return "(?:" + "|".join(branches) + ")" + ("?" if "" in node else "")
 
-    return re.compile(r"\b" + pattern(trie) + r"\b")
+    return re.compile(pattern(trie) + r"\b")
 
 
+_WORD_CHAR = re.compile(r"\w")
+
+
+def mentions_word(pattern, text: str) -> bool:
+    r"""``re.search(r"\b" + pattern.pattern, text)`` for a ``_word_regex`` (every word
+    starts with a word character, so ``\b`` before it means: no word character just
+    before): each match preceded by a word character is skipped for the next position."""
+    pos = 0
+    while True:
+        match = pattern.search(text, pos)
+        if match is None:
+            return False
+        start = match.start()
+        if start == 0 or _WORD_CHAR.match(text, start - 1) is None:
+            return True
+        pos = start + 1
+
+
+_CORE_GROUPS = tuple(
+    (shared, tuple(w for w in CORE_WORDS if shared in w and (shared or not any(s and s in w for s in ("Data", "worker_")))))
+    for shared in ("Data", "worker_", "")
+)
 _TV_FROM = re.compile(r"from[ \t]+torchvision[ \t]+import[^\n]*\bdatasets\b")
 
 
 def mentions_core(text: str) -> bool:
     """``CORE.search(text) or _NOQA_DSL.search(text)``, with plain substring tests
-    first (each a fast scan, where the regex alternation tests every position)."""
-    for word in CORE_WORDS:
-        if word in text:
+    first (each a fast scan, where the regex alternation tests every position; the
+    words sharing "Data" or "worker_" are looked for only when that is there)."""
+    for group, words in _CORE_GROUPS:
+        if group in text and any(word in text for word in words):
             return True
     if "torchvision" in text and _TV_FROM.search(text):
         return True
@@ -193,7 +224,7 @@ def _select(texts: Dict[str, str], known: Dict[str, list], known_matches: Dict[s
         else:
             if pattern is None:
                 pattern = _word_regex(derived)
-            matched = pattern.search(text) is not None
+            matched = mentions_word(pattern, text)
         out.matches[path] = matched
         if matched:
             out.chosen.add(path)

@@ -211,3 +211,90 @@ def test_cross_file_answers_do_not_depend_on_the_order_files_were_summarised(tmp
     backward = ProjectIndex(dict(reversed(list(summaries.items()))))
     key = (str(tmp_path / "helpers.py"), "load")
     assert forward.per_sample[key] == backward.per_sample[key] == ("whole", "a.A")
+
+
+# ---------------------------------------------------------------------- a rerun with nothing changed
+
+RUN_PROBE = """
+import sys
+import dslint.cli
+try:
+    dslint.cli.main(sys.argv[1:])
+except SystemExit:
+    pass
+print("IMPORTED", "libcst" in sys.modules, "dslint.semantics.project" in sys.modules, file=sys.stderr)
+"""
+
+
+def _age(root, seconds: int = 3600) -> None:
+    """Every file's modification time set in the past (a fresh file's time is never trusted)."""
+    import os
+    import time
+
+    for path in root.rglob("*.py"):
+        os.utime(path, ns=(time.time_ns() - seconds * 10**9, time.time_ns() - seconds * 10**9))
+
+
+def _probe(root, *args):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "DSLINT_CACHE_DIR")}
+    env["NO_COLOR"] = "1"
+    return subprocess.run([sys.executable, "-c", RUN_PROBE, *args], cwd=root, capture_output=True, text=True,
+                          env=env, timeout=300)
+
+
+def test_an_unchanged_rerun_replays_the_recorded_run_without_reading_the_files(tmp_path):
+    write_files(tmp_path, {"child.py": CHILD, "base.py": BASE, "other.py": "x = 1\n"})
+    _age(tmp_path)
+    cold = _probe(tmp_path, "check", "-v", "--output-format", "json", ".")
+    assert list((tmp_path / ".dslint_cache").glob("*/*.run.json")), "the run is recorded"
+    warm = _probe(tmp_path, "check", "-v", "--output-format", "json", ".")
+    assert codes(warm) == codes(cold) == [("child.py", "DSL102")]
+    assert json.loads(warm.stdout) == json.loads(cold.stdout)
+    assert stats(warm)["parsed"] == 0 and "replayed run" in warm.stderr
+    assert "IMPORTED False False" in warm.stderr, warm.stderr
+
+
+def test_a_recorded_run_misses_on_any_change_the_analysis_could_see(tmp_path):
+    import os
+
+    write_files(tmp_path, {"child.py": CHILD, "base.py": BASE})
+    _age(tmp_path)
+    run_cli("check", ".", cwd=tmp_path)
+    # an edit of the same size, with an old modification time: the stat differs, not the size
+    child = tmp_path / "child.py"
+    child.write_text(child.read_text().replace("open(", "opem("))
+    _age(tmp_path, 7200)
+    edited = run_cli("check", "-v", "--output-format", "json", ".", cwd=tmp_path)
+    assert codes(edited) == [] and "replayed run" not in edited.stderr
+    # a new file
+    write_files(tmp_path, {"new.py": CHILD.replace("Child", "New")})
+    _age(tmp_path, 7200)
+    added = run_cli("check", "-v", "--output-format", "json", ".", cwd=tmp_path)
+    assert codes(added) == [("new.py", "DSL102")]
+    # a removed file
+    os.remove(tmp_path / "new.py")
+    removed = run_cli("check", "-v", "--output-format", "json", ".", cwd=tmp_path)
+    assert codes(removed) == [] and "replayed run" not in removed.stderr
+    # other settings
+    again = run_cli("check", "-v", "--output-format", "json", ".", cwd=tmp_path)
+    assert "replayed run" in again.stderr
+    other = run_cli("check", "-v", "--select", "DSL5", "--output-format", "json", ".", cwd=tmp_path)
+    assert "replayed run" not in other.stderr
+    ignored = run_cli("check", "-v", "--per-file-ignores", "new.py:DSL1", "--output-format", "json", ".", cwd=tmp_path)
+    assert "replayed run" not in ignored.stderr
+
+
+def test_files_modified_just_now_are_not_trusted_by_their_stat(tmp_path):
+    write_files(tmp_path, {"child.py": CHILD, "base.py": BASE})
+    run_cli("check", ".", cwd=tmp_path)
+    assert not list((tmp_path / ".dslint_cache").glob("*/*.run.json"))
+    entries = json.loads(next((tmp_path / ".dslint_cache").glob("*/*[0-9a-f].json")).read_text())["files"]
+    assert all("st" not in entry for entry in entries.values())
+    _age(tmp_path)
+    run_cli("check", ".", cwd=tmp_path)
+    entries = json.loads(next((tmp_path / ".dslint_cache").glob("*/*[0-9a-f].json")).read_text())["files"]
+    assert all("st" in entry for entry in entries.values())

@@ -207,3 +207,55 @@ def test_syntax_errors_are_reported_for_analysed_files_only(tmp_path):
     everything = {(d["file"], d["code"]) for d in findings(Path("."), tmp_path, "--no-prefilter")}
     assert default == {("data.py", "DSL000")}
     assert everything == {("data.py", "DSL000"), ("unrelated.py", "DSL000")}
+
+
+# The prefilter's line patterns search "\n" + text with a leading "\n" instead of ``^``
+# under re.MULTILINE (fast); these are the ``^`` forms they must agree with.
+_REFERENCE = {
+    "_CLASS": r"^[ \t]*class[ \t]+(\w+)[ \t]*\(([^)]*)\)",
+    "_ALIAS": r"^(\w+)[ \t]*(?::[^=\n]*)?=[ \t]*([\w.]+)[ \t]*$",
+    "_IMPORT_LINE": r"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+)?import[ \t]+(?:\([^)]*\)|[^\n]*)",
+}
+_TRICKY = [
+    "class A(B): pass\nclass C(D, E):\n    pass\n",
+    "class A(\n    B,\n    class C(D)\n) : pass\nclass E(F)",
+    "class A(B) class C(D)\n  class E(F)\n\tclass G (H)\n",
+    "x class A(B)\nclass C(D)\n",
+    "A = B\nC: type = d.E  \nF=G\n  H = I\nJ = K.L # c\nM = N\r\nO = P",
+    "import a as b\nfrom c import (d as e,\n  f as g)\nfrom h import i as j\n  import k as l\nx = 1 import m as n",
+    "",
+    "\n\n",
+    "A = B",
+    "class",
+]
+
+
+@pytest.mark.parametrize("name", sorted(_REFERENCE))
+def test_line_patterns_match_their_multiline_reference(name):
+    import re
+
+    from dslint import prefilter
+
+    reference = re.compile(_REFERENCE[name], re.MULTILINE)
+    fast = getattr(prefilter, name)
+    texts = list(_TRICKY) + [p.read_text(encoding="utf-8") for p in sorted(FIXTURES.rglob("*.py"))]
+    for text in texts:
+        for variant in (text, text.replace("\n", "\r\n")):
+            expected = [(m.groups(), m.group()) for m in reference.finditer(variant)]
+            found = [(m.groups(), m.group()[1:]) for m in fast.finditer("\n" + variant)]
+            assert found == expected, variant
+
+
+def test_derived_name_search_matches_its_word_boundary_reference():
+    import re
+
+    from dslint import prefilter
+
+    words = {"Leaf", "LeafSet", "L", "_Hidden", "Ω", "Data2", "x"}
+    pattern = prefilter._word_regex(words)
+    reference = re.compile(r"\b" + pattern.pattern)
+    texts = ["", "Leaf", "MyLeaf", "MyLeaf Leaf", "LeafSets", "aLeafSet.LeafSet", "_Hidden", "a_Hidden",
+             "ΩLeaf Ω", "xL L", "Data2x", "(Data2)", "Leaf_", "\nL\n", "éLeaf", "1Leaf", "Le af"]
+    texts += [p.read_text(encoding="utf-8") for p in sorted(FIXTURES.rglob("*.py"))]
+    for text in texts:
+        assert prefilter.mentions_word(pattern, text) == (reference.search(text) is not None), text
