@@ -225,9 +225,15 @@ def multi_frame_code(ctx) -> bool:
                 if tail in _MULTI_FRAME_EXTENSIONS:
                     return True
         for node in ctx.nodes(cst.Attribute):
-            if node.attr.value in ("n_frames", "is_animated") or ctx.qualname(node) == "PIL.ImageSequence":
+            if node.attr.value in ("n_frames", "is_animated"):
                 return True
-        return any(ctx.qualname(n) == "PIL.ImageSequence" for n in ctx.nodes(cst.Name) if n.value == "ImageSequence")
+            if ctx.qualname(node) == "PIL.ImageSequence" and not isinstance(ctx.parent(node), cst.ImportAlias):
+                return True
+        return any(
+            ctx.qualname(n) == "PIL.ImageSequence"
+            for n in ctx.nodes(cst.Name)
+            if n.value == "ImageSequence" and not isinstance(ctx.parent(n), cst.ImportAlias)
+        )
 
     return ctx.memo(("handles.multi_frame",), compute)
 
