@@ -17,7 +17,7 @@ import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -96,28 +96,8 @@ def _rank_main(rank: int, world: int, port: int, source: Dict[str, Any], sides: 
 def distributed_orders(source: Dict[str, Any], sides: Sequence[str], *, epochs: int = 3, world: int = 2,
                        timeout: float = 90.0, root: Optional[str] = None) -> Dict[str, Any]:
     """{side: {"ranks": [{"orders": [[...], ...], "loop": name}, ...]}, "backend": ..., "world": ...}"""
-    import torch.multiprocessing as mp
-
-    backend = backend_for(world)
-    port = free_port()
-    out_dir = tempfile.mkdtemp(prefix="dslint-dist-")
     root = root or tempfile.mkdtemp(prefix="dslint-dist-data-")
-    context = mp.start_processes(_rank_main, args=(world, port, source, list(sides), epochs, root, out_dir, backend),
-                                 nprocs=world, join=False, start_method="spawn")
-    deadline = time.monotonic() + timeout
-    try:
-        while not context.join(timeout=0.5):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the {world} ranks did not finish within {timeout:.0f} s")
-    finally:
-        for process in context.processes:
-            if process.is_alive():
-                process.kill()
-                process.join(5)
-    ranks: List[Dict[str, Any]] = []
-    for rank in range(world):
-        with open(os.path.join(out_dir, f"rank{rank}.json")) as handle:
-            ranks.append(json.load(handle))
+    backend, ranks = spawn_ranks(_rank_main, (source, list(sides), epochs, root), world, timeout)
     out: Dict[str, Any] = {"backend": backend, "world": world}
     for side in sides:
         out[side] = {"ranks": [r.get(side, {}) for r in ranks]}
@@ -146,3 +126,31 @@ def summarize(side: Dict[str, Any]):
     loop = next((r.get("loop") for r in side["ranks"] if r.get("loop")), None)
     text = "; ".join(parts) + (f" (its loop `{loop}`)" if loop else " (no epoch loop in the module: iterated without set_epoch)")
     return Figure(text, repeated_any, data)
+
+
+def spawn_ranks(target, args: tuple, world: int, timeout: float) -> Tuple[str, List[Dict[str, Any]]]:
+    """Run ``target(rank, world, port, *args, out_dir, backend)`` in ``world`` spawned
+    processes (a TCP store on loopback), kill them after ``timeout`` seconds, and return
+    the backend and each rank's ``out_dir/rank<N>.json``."""
+    import torch.multiprocessing as mp
+
+    backend = backend_for(world)
+    port = free_port()
+    out_dir = tempfile.mkdtemp(prefix="dslint-dist-")
+    context = mp.start_processes(target, args=(world, port, *args, out_dir, backend), nprocs=world, join=False,
+                                 start_method="spawn")
+    deadline = time.monotonic() + timeout
+    try:
+        while not context.join(timeout=0.5):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the {world} ranks did not finish within {timeout:.0f} s")
+    finally:
+        for process in context.processes:
+            if process.is_alive():
+                process.kill()
+                process.join(5)
+    ranks: List[Dict[str, Any]] = []
+    for rank in range(world):
+        with open(os.path.join(out_dir, f"rank{rank}.json")) as handle:
+            ranks.append(json.load(handle))
+    return backend, ranks

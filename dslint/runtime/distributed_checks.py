@@ -24,19 +24,17 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
-import time
 import traceback
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Sequence
+from typing import Any, Callable, Dict, Sequence
 
 import torch
 
 from dslint.runtime import fixtures
 from dslint.runtime.common import shorten
-from dslint.runtime.distributed import backend_for, free_port
+from dslint.runtime.distributed import spawn_ranks
 from dslint.runtime.fixture_case import Case, SideError, judge
 from dslint.runtime.isolate import phase
 from dslint.runtime.probes import Figure
@@ -138,27 +136,7 @@ def rank_main(rank: int, world: int, port: int, spec: Dict[str, Any], out_dir: s
 
 def run_ranks(spec: Dict[str, Any], *, world: int = WORLD, timeout: float = 90.0) -> Dict[str, Any]:
     """{side: [each rank's measurement], "backend": ..., "world": ...} (spawned ranks, loopback only)."""
-    import torch.multiprocessing as mp
-
-    backend = backend_for(world)
-    port = free_port()
-    out_dir = tempfile.mkdtemp(prefix="dslint-dist-")
-    context = mp.start_processes(rank_main, args=(world, port, spec, out_dir, backend), nprocs=world, join=False,
-                                 start_method="spawn")
-    deadline = time.monotonic() + timeout
-    try:
-        while not context.join(timeout=0.5):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the {world} ranks did not finish within {timeout:.0f} s")
-    finally:
-        for process in context.processes:
-            if process.is_alive():
-                process.kill()
-                process.join(5)
-    ranks: List[Dict[str, Any]] = []
-    for rank in range(world):
-        with open(os.path.join(out_dir, f"rank{rank}.json")) as handle:
-            ranks.append(json.load(handle))
+    backend, ranks = spawn_ranks(rank_main, (spec,), world, timeout)
     out: Dict[str, Any] = {"backend": backend, "world": world}
     for side in spec["sides"]:
         out[side] = [r.get(side, {}) for r in ranks]
