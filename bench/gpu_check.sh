@@ -4,7 +4,7 @@
 #   bash bench/gpu_check.sh [--dry-run] [--out DIR]
 #
 # Runs, each under its own time limit (the whole script stays under 8 minutes):
-#   1. dslint verify on the CUDA rules: DSL204 (CUDA touched in forked workers after
+#   1. dslint verify on the CUDA rules: DSL204 and DSL705 (CUDA in forked workers after
 #      CUDA init), DSL508 (pageable vs pinned host-to-device copies, CUDA events) and
 #      DSL505 (on nccl where the machine has a GPU per rank, else gloo; the row says which);
 #   2. dslint bench --device cuda on the DSL508 pair (bad.py: pin_memory=False,
@@ -73,7 +73,7 @@ step() {  # name, seconds, command...: runs one step, keeps its output and exit 
 }
 
 BENCH=(bench --batches 30 --epochs 2 --warmup 3 --output-format json -q --device "$DEVICE" --timeout 60)
-step verify 240 "$PY" -m dslint verify --select DSL204 --select DSL508 --select DSL505 --output-format json -q --timeout 60
+step verify 240 "$PY" -m dslint verify --select DSL204 --select DSL508 --select DSL505 --select DSL705 --output-format json -q --timeout 60
 step bench_dsl508_bad 90 "$PY" -m dslint "${BENCH[@]}" --grid num_workers=0,2 --grid pin_memory=false,true fixtures/DSL508-unpinned-cuda-transfer/bad.py:build
 step bench_dsl508_good 90 "$PY" -m dslint "${BENCH[@]}" --grid num_workers=0,2 --grid pin_memory=false,true fixtures/DSL508-unpinned-cuda-transfer/good.py:build
 step bench_dsl507_bad 60 "$PY" -m dslint "${BENCH[@]}" --grid num_workers=0,2 fixtures/DSL507-single-process-loading/bad.py:build

@@ -32,7 +32,7 @@ def test_dry_run_exercises_every_step_and_writes_the_results(tmp_path):
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["dry_run"] is True and results["ok"] is True
     assert all(status["rc"] == 0 for status in results["steps"].values()), results["steps"]
-    assert set(results["rules"]) == {"DSL204", "DSL505", "DSL508"}
+    assert set(results["rules"]) == {"DSL204", "DSL505", "DSL508", "DSL705"}
     assert results["rules"]["DSL204"]["verdict"] == "skipped: needs GPU"
     assert results["rules"]["DSL505"]["verdict"] == "confirmed"
     rows = results["bench"]["bench_dsl508_bad"]["rows"]
