@@ -45,14 +45,7 @@ def _rank_main(rank: int, world: int, port: int, source: Dict[str, Any], sides: 
     from dslint.runtime.instrument import Session
     from dslint.runtime.recording import Measure
 
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    if os.path.isdir("/sys/class/net/lo"):
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    if backend == "nccl":
-        torch.cuda.set_device(rank)
-    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            timeout=timedelta(seconds=60))
+    join_group(rank, world, port, backend)
     results: Dict[str, Any] = {}
     try:
         for side in sides:
@@ -154,3 +147,18 @@ def spawn_ranks(target, args: tuple, world: int, timeout: float) -> Tuple[str, L
         with open(os.path.join(out_dir, f"rank{rank}.json")) as handle:
             ranks.append(json.load(handle))
     return backend, ranks
+
+
+def join_group(rank: int, world: int, port: int, backend: str) -> None:
+    """Join the process group as ``rank``: a TCP store on loopback, gloo bound to ``lo``
+    where the machine has it, one GPU per rank for nccl."""
+    import torch.distributed as dist
+
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    if os.path.isdir("/sys/class/net/lo"):
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    if backend == "nccl":
+        torch.cuda.set_device(rank)
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            timeout=timedelta(seconds=60))

@@ -26,7 +26,6 @@ import json
 import os
 import traceback
 from collections import Counter
-from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, Dict, Sequence
 
@@ -34,7 +33,7 @@ import torch
 
 from dslint.runtime import fixtures
 from dslint.runtime.common import shorten
-from dslint.runtime.distributed import spawn_ranks
+from dslint.runtime.distributed import join_group, spawn_ranks
 from dslint.runtime.fixture_case import Case, SideError, judge
 from dslint.runtime.isolate import phase
 from dslint.runtime.probes import Figure
@@ -105,14 +104,7 @@ def rank_main(rank: int, world: int, port: int, spec: Dict[str, Any], out_dir: s
     if "fork" in multiprocessing.get_all_start_methods():
         multiprocessing.set_start_method("fork", force=True)
 
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    if os.path.isdir("/sys/class/net/lo"):
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    if backend == "nccl":
-        torch.cuda.set_device(rank)
-    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            timeout=timedelta(seconds=60))
+    join_group(rank, world, port, backend)
     results: Dict[str, Any] = {}
     try:
         for side in spec["sides"]:
