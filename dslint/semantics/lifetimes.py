@@ -48,6 +48,9 @@ LIBRARY_OPENERS = frozenset(
     | {"xarray.open_dataset", "xarray.open_dataarray", "xarray.open_mfdataset", "smart_open.open"}
     | {"smart_open.smart_open", "tifffile.TiffFile", "soundfile.SoundFile"}
 )
+# Library handles whose file (and native state) is released by their close, not by
+# dropping the Python object: GDAL datasets, NetCDF/xarray file managers, LMDB maps.
+NATIVE_OPENERS = frozenset(q for q in LIBRARY_OPENERS if q.split(".")[0] in ("netCDF4", "rasterio", "lmdb", "xarray"))
 MMAP_LOADERS = frozenset({"numpy.load", "numpy.memmap"})
 # ``np.load`` of an ``.npz`` path: an ``NpzFile`` holds its archive open until closed
 # (or collected: a temporary is closed at once, a kept one is not)

@@ -1,7 +1,10 @@
 """Helpers the DSL1xx handle rules share: the opener calls in dataset code, which
-of them are never closed, and the ``with`` rewrite that closes them."""
+of them are never closed, what that costs (a runtime consequence, or only a
+ResourceWarning), and the ``with`` rewrite that closes them."""
 
 from __future__ import annotations
+
+from typing import Optional
 
 import libcst as cst
 
@@ -140,6 +143,124 @@ def unclosed(ctx, call, fate) -> bool:
         # kept on self in __init__ is DSL401's; the lazy per-worker pattern is fine
         return not in_init(ctx, call) and not in_lazy_block(ctx, call) and not _kept_on_self(ctx, call, fate.name)
     return False
+
+
+# ---------------------------------------------------------------- consequence
+
+# Why an unclosed handle matters beyond a ResourceWarning (None: it does not).
+KEPT = "kept"  # a new handle kept on `self` on every sample
+NEVER_LOADED = "never-loaded"  # an image per sample whose pixels are never read
+MULTI_FRAME = "multi-frame"  # the code handles formats Pillow keeps open after loading
+NATIVE = "native"  # a library handle per sample: reference counting is not its close
+_MULTI_FRAME_EXTENSIONS = frozenset({"gif", "tif", "tiff", "mpo", "apng"})
+_MULTI_FRAME_ATTRIBUTES = frozenset({"n_frames", "is_animated", "seek"})
+
+
+def per_sample(ctx, node) -> bool:
+    """Runs once per sample: per-sample dataset code, or a per-example function."""
+    return ctx.is_per_sample(node) or in_per_example_function(ctx, node)
+
+
+def consequence(ctx, call, kind, fate) -> Optional[str]:
+    """For a handle ``unclosed`` accepts: why it costs more than a ResourceWarning
+    (KEPT, NEVER_LOADED, MULTI_FRAME, NATIVE), or None when CPython's reference
+    counting or Pillow's load closes it promptly, or it runs once, not per sample."""
+    if not per_sample(ctx, call):
+        return None
+    if kind == "image" and memory_source(ctx, call):
+        return None  # an in-memory buffer holds no descriptor
+    if fate.kind == lt.STORED_SELF or (fate.kind == lt.TEMPORARY and _wrapper_destination(ctx, call) == "self"):
+        return KEPT
+    if kind == "image":
+        read, attributes = _image_uses(ctx, call, fate)
+        if not read:
+            return NEVER_LOADED
+        return MULTI_FRAME if attributes & _MULTI_FRAME_ATTRIBUTES or multi_frame_code(ctx) else None
+    return NATIVE if lt.opener_name(ctx, call) in lt.NATIVE_OPENERS else None
+
+
+def _image_uses(ctx, call, fate):
+    """(whether the image's pixels are read, the attributes used on it): read when a
+    loading method runs on it or it is handed to a call (a transform, ``np.array``)
+    or anything else than an attribute; only ``.size``/``.info``-style reads leave
+    it unloaded."""
+    if fate.name is None:
+        if fate.kind == lt.CHAINED:
+            return fate.method in lt.IMAGE_LOADING_METHODS, {fate.method}
+        return True, set()  # handed on in its statement
+    if fate.kind not in (lt.CHAINED, lt.UNCLOSED):
+        return True, set()
+    func = ctx.enclosing_function(fate.site)
+    attributes, read = set(), False
+    for use in ctx.nodes(cst.Name):
+        if use.value != fate.name or ctx.enclosing_function(use) is not func or _bound_here(ctx, use):
+            continue
+        parent = ctx.parent(use)
+        if isinstance(parent, cst.Attribute) and parent.value is use:
+            attributes.add(parent.attr.value)
+        else:
+            read = True
+    return read or bool(attributes & lt.IMAGE_LOADING_METHODS), attributes
+
+
+def _bound_here(ctx, name) -> bool:
+    node, parent = name, ctx.parent(name)
+    while isinstance(parent, (cst.Element, cst.StarredElement, cst.Tuple, cst.List)):
+        node, parent = parent, ctx.parent(parent)
+    if isinstance(parent, (cst.AssignTarget, cst.AnnAssign, cst.For, cst.CompFor)):
+        return parent.target is node
+    return isinstance(parent, cst.AsName)
+
+
+def multi_frame_code(ctx) -> bool:
+    """The file shows multi-frame images: a GIF/TIFF/MPO/APNG path or extension in a
+    string, ``n_frames``/``is_animated``, or ``PIL.ImageSequence``."""
+
+    def compute() -> bool:
+        texts = [n.value for n in ctx.nodes(cst.FormattedStringText)]
+        texts += [n.evaluated_value for n in ctx.nodes(cst.SimpleString) if "\n" not in n.value]
+        for text in texts:
+            if isinstance(text, str) and len(text) < 200:
+                tail = text.strip().lower().rsplit(".", 1)[-1].lstrip("*")
+                if tail in _MULTI_FRAME_EXTENSIONS:
+                    return True
+        for node in ctx.nodes(cst.Attribute):
+            if node.attr.value in ("n_frames", "is_animated"):
+                return True
+            if ctx.qualname(node) == "PIL.ImageSequence" and not isinstance(ctx.parent(node), cst.ImportAlias):
+                return True
+        return any(
+            ctx.qualname(n) == "PIL.ImageSequence"
+            for n in ctx.nodes(cst.Name)
+            if n.value == "ImageSequence" and not isinstance(ctx.parent(n), cst.ImportAlias)
+        )
+
+    return ctx.memo(("handles.multi_frame",), compute)
+
+
+def memory_source(ctx, call) -> bool:
+    """``Image.open`` of an in-memory buffer (``BytesIO``, ``six.BytesIO``, a name bound
+    to one in the function), which holds no descriptor."""
+    if not call.args:
+        return False
+    source = call.args[0].value
+    if isinstance(source, cst.Name):
+        func = ctx.enclosing_function(call)
+        values = [
+            a.value
+            for a in ctx.nodes(cst.Assign)
+            if ctx.enclosing_function(a) is func
+            and any(isinstance(t.target, cst.Name) and t.target.value == source.value for t in a.targets)
+        ]
+        return bool(values) and all(_buffer_call(ctx, v) for v in values)
+    return _buffer_call(ctx, source)
+
+
+def _buffer_call(ctx, expr) -> bool:
+    if not isinstance(expr, cst.Call):
+        return False
+    name = ctx.call_name(expr) or ctx.code(expr.func)
+    return name.rsplit(".", 1)[-1] in ("BytesIO", "StringIO")
 
 
 # Calls that read everything they need from a handle before they return.

@@ -1,48 +1,68 @@
-"""DSL101: ``Image.open()`` in dataset code whose image is never closed."""
+"""DSL101: ``Image.open()`` per sample whose open file costs more than a ResourceWarning."""
 
 from __future__ import annotations
 
 from dslint.rules.base import WARNING, Invalid, Rule, Symptom
-from dslint.rules.handles._common import opened_handles, opener_text, unclosed, with_fix
-from dslint.semantics import lifetimes as lt
+from dslint.rules.handles._common import (
+    KEPT,
+    MULTI_FRAME,
+    consequence,
+    opened_handles,
+    opener_text,
+    unclosed,
+    with_fix,
+)
 
 
 class UnclosedImageOpen(Rule):
     """
     ## What it does
-    Flags `PIL.Image.open(...)` in dataset code (methods of a `Dataset` subclass and
-    the functions they call per sample, and the per-example functions given to a
-    `datasets`/`webdataset`/`torchdata` dataset's `.set_transform(f)`,
-    `.with_transform(f)` or `.map(f)` with the functions of the file they call)
-    whose image is not opened in a `with`
-    block or closed on all paths, including the common
-    `Image.open(path).convert("RGB")` chain.
+    Flags `PIL.Image.open(...)` in per-sample dataset code (`__getitem__`, the
+    yielding loop of `__iter__`, the functions they call, and the per-example
+    functions given to a `datasets`/`webdataset`/`torchdata` dataset's
+    `.set_transform(f)`, `.with_transform(f)` or `.map(f)`) whose image is not
+    closed and whose open file has a runtime consequence:
+
+    - the image is never loaded: only `.size`, `.info` or the like are read
+      (`Image.open(p).size`), so Pillow never closes the file;
+    - a new image is kept on `self` on every sample;
+    - the code handles multi-frame formats: a GIF, TIFF, MPO or APNG path or
+      extension in a string of the file, `seek`, `n_frames`, `is_animated` or
+      `PIL.ImageSequence`. Pillow keeps those files open after loading.
 
     ## Why is this bad?
-    `Image.open` keeps the file open until the image is loaded *and* Pillow decides
-    to close it. Pillow closes single-frame files (JPEG, PNG, single-frame TIFF)
-    right after `load()`, which `.convert()` triggers, so the chain does not leak
-    descriptors for those. But GIF (even single-frame), APNG, MPO, PSD and
-    multi-frame TIFF files stay open until the image is garbage-collected: every
-    worker emits `ResourceWarning: unclosed file`, and an image that is kept alive
-    keeps its descriptor. An image that is never loaded keeps its file open for as
-    long as it lives.
+    `Image.open` reads the header and keeps the file open. Pillow closes a
+    single-frame file (JPEG, PNG, single-frame TIFF) as soon as it loads the
+    pixels, but it keeps GIF, APNG, MPO and multi-frame TIFF files open after
+    loading (to seek to other frames), and it never closes an image that is never
+    loaded. Measured with Pillow 13: such a file is released only when the image
+    is dropped, each one with `ResourceWarning: unclosed file` in the worker, so a
+    multi-frame dataset warns on every sample; an image kept alive (on `self`, in
+    a cache) keeps its descriptor, and images kept in a container are DSL103's.
 
-    This rule reports at warning level: for single-frame formats the chain is
-    harmless; a handle that is *kept* is reported by DSL103 instead.
+    ## When it does not fire
+    - `Image.open(p).convert("RGB")`, or an image loaded on a later statement or
+      handed to a transform or `np.array`, in code that shows no multi-frame
+      format: Pillow loads and closes JPEG/PNG files, nothing stays open. These
+      forms are DSL104's (opt-in), with the same fix.
+    - An image opened once (in `__init__`, a setup method, a script): DSL104's.
+    - `Image.open` on an in-memory buffer (`io.BytesIO`, `six.BytesIO`), or on a
+      file object the code opened and closes.
+    - An image returned to the caller (`return image, label`): the caller owns it.
+    - Code that is not dataset code (a `multiprocessing.Pool` job, a script).
 
     ## Example
     ```python
     class Frames(Dataset):
         def __getitem__(self, i):
-            return to_tensor(Image.open(self.paths[i]).convert("RGB"))
+            return to_tensor(Image.open(self.gif_paths[i]).convert("RGB"))
     ```
 
     ## Use instead
     ```python
     class Frames(Dataset):
         def __getitem__(self, i):
-            with Image.open(self.paths[i]) as im:
+            with Image.open(self.gif_paths[i]) as im:
                 return to_tensor(im.convert("RGB"))
     ```
 
@@ -67,77 +87,64 @@ class UnclosedImageOpen(Rule):
     name = "unclosed-image-open"
     symptom = Symptom("resource_warnings", "multi-frame images stay open until GC: ResourceWarning in workers")
     level = WARNING
-    summary = "`Image.open()` in dataset code is not closed"
+    summary = "`Image.open()` per sample is not closed and its file stays open"
     help = "Open the image with `with Image.open(path) as im:` and return data loaded from it"
 
     valid = (
         """
+        import io
+        import six
         from PIL import Image
         from torch.utils.data import Dataset
 
         class D(Dataset):
+            def __init__(self, palette_path):
+                self.palette = Image.open(palette_path).getpalette()  # once: DSL104's
+
             def __getitem__(self, i):
                 with Image.open(self.paths[i]) as im:
-                    return im.convert("RGB")
+                    frame = im.convert("RGB")
+                with open(self.paths[i], "rb") as f:
+                    other = Image.open(f).convert("RGB")
+                buf = six.BytesIO()
+                buf.write(self.blobs[i])
+                return frame, other, Image.open(buf).convert("L"), Image.open(io.BytesIO(self.raw[i])).size
         """,
+        # JPEG/PNG data: loaded and closed by Pillow (DSL104's, opt-in)
         """
-        import io
-        from PIL import Image as PILImage
+        from PIL import Image
         from torch.utils.data import Dataset
+
+        EXTENSIONS = (".jpg", ".png")
 
         class D(Dataset):
             def __getitem__(self, i):
-                with open(self.paths[i], "rb") as f:
-                    return PILImage.open(f).convert("RGB")
-
-            def decode(self, data):
-                return PILImage.open(io.BytesIO(data)).convert("RGB")
+                image = Image.open(self.paths[i])
+                if image.mode != "RGB":
+                    image = image.convert("RGB")
+                mask = self.transform(Image.open(self.masks[i]))
+                return np.array(image), mask, Image.open(self.thumbs[i]).convert("RGB")
         """,
         """
         from multiprocessing import Pool
         from PIL import Image
         from torch.utils.data import DataLoader
 
-        def not_dataset_code(p):
-            return Image.open(p).convert("RGB")
-
         def size(p):
-            return to_size(Image.open(p))
+            return Image.open(p).size
 
         with Pool(4) as pool:
             sizes = pool.map(size, PATHS)  # a pool, not a dataset
         loader = DataLoader(sizes)
-        """,
-        # a per-example function of a datasets object that closes its image
-        """
-        from datasets import load_dataset
-        from PIL import Image
-        from torch.utils.data import DataLoader
-
-        def decode(batch):
-            out = []
-            for p in batch["path"]:
-                with Image.open(p) as im:
-                    out.append(im.convert("RGB"))
-            return {"image": out}
-
-        train = load_dataset("csv", data_files="x.csv")["train"]
-        train.set_transform(decode)
-        loader = DataLoader(train, batch_size=8)
-        """,
-        """
-        from PIL import Image
-        import torch.utils.data as tud
-
-        class D(tud.Dataset):
-            def _load(self, p):
-                return Image.open(p)  # the caller owns it
         """,
         """
         from PIL import Image
         from torch.utils.data import Dataset
 
         class D(Dataset):
+            def _load(self, p):
+                return Image.open(p)  # the caller owns it
+
             def __getitem__(self, i):
                 path, label = self.items[i]
                 image = Image.open(path)
@@ -147,68 +154,61 @@ class UnclosedImageOpen(Rule):
         """,
     )
     invalid = (
-        # functions that a `datasets` object runs per example (and the helpers they call)
+        # never loaded, per example of a `datasets` object
         """
         from datasets import load_dataset
         from PIL import Image
         from torch.utils.data import DataLoader
 
-        def read(path):
-            image = Image.open(path)  # expect: DSL101
-            return to_array(image.convert("RGB"))
-
-        def decode(batch):
-            batch["image"] = [read(p) for p in batch["path"]]
-            return batch
-
         ds = load_dataset("csv", data_files="x.csv")
         train = ds["train"].shuffle(seed=0)
-        train.set_transform(decode)
         sizes = train.map(lambda e: {"size": Image.open(e["path"]).size})  # expect: DSL101
         loader = DataLoader(train, batch_size=8, num_workers=4)
         """,
         Invalid(
             """
+            import glob
             from PIL import Image
             from torch.utils.data import Dataset
 
             class D(Dataset):
+                def __init__(self, root):
+                    self.paths = sorted(glob.glob(root + "/*.gif"))
+
                 def __getitem__(self, i):
                     return Image.open(self.paths[i]).convert("RGB")  # expect: DSL101
             """,
             expected_replacement="""
+            import glob
             from PIL import Image
             from torch.utils.data import Dataset
 
             class D(Dataset):
+                def __init__(self, root):
+                    self.paths = sorted(glob.glob(root + "/*.gif"))
+
                 def __getitem__(self, i):
                     with Image.open(self.paths[i]) as im:
                         return im.convert("RGB")  # expect: DSL101
             """,
         ),
         """
-        from PIL import Image
-        from torch.utils.data import Dataset
-
-        class D(Dataset):
-            def __getitem__(self, i):
-                image = Image.open(self.paths[i])  # expect: DSL101
-                image = image.resize((64, 64))
-                return image, i  # the resized copy, not the opened image
-        """,
-        """
         from PIL import Image as I
         import torch.utils.data as tud
 
         class D(tud.Dataset):
             def __getitem__(self, i):
+                self.current = I.open(self.paths[i])  # expect: DSL101
                 img = I.open(self.paths[i])  # expect: DSL101
-                return self.transform(img)
+                frame = img.seek(i % img.n_frames)
+                return self.transform(img.convert("RGB")), self.current.size
         """,
         Invalid(
             """
             import PIL.Image
             from torch.utils.data import IterableDataset
+
+            EXTENSIONS = ["png", "tiff"]
 
             class Stream(IterableDataset):
                 def __iter__(self):
@@ -221,6 +221,8 @@ class UnclosedImageOpen(Rule):
             expected_replacement="""
             import PIL.Image
             from torch.utils.data import IterableDataset
+
+            EXTENSIONS = ["png", "tiff"]
 
             class Stream(IterableDataset):
                 def __iter__(self):
@@ -238,16 +240,25 @@ class UnclosedImageOpen(Rule):
         for call, kind, fate in opened_handles(ctx, ("image",)):
             if not unclosed(ctx, call, fate):
                 continue
+            why = consequence(ctx, call, kind, fate)
+            if why is None:
+                continue
             text = opener_text(ctx, call)
-            if fate.kind == lt.CHAINED and fate.method in lt.IMAGE_LOADING_METHODS:
+            if why == MULTI_FRAME:
                 message = (
-                    f"`{text}` is never closed: Pillow closes single-frame files on load, but GIF, APNG, "
-                    "MPO and multi-frame TIFF files stay open until garbage collection (ResourceWarning in "
-                    "every worker)"
+                    f"`{text}` is never closed, and this code handles multi-frame images (GIF/TIFF/MPO/APNG): "
+                    "Pillow keeps those files open after loading, until the image is dropped, with a "
+                    "ResourceWarning on every sample"
+                )
+            elif why == KEPT:
+                message = (
+                    f"`{text}` keeps a new unclosed image on `self` on every sample: its file stays open "
+                    "until the next sample replaces it (a ResourceWarning each time)"
                 )
             else:
                 message = (
-                    f"`{text}` is never closed: the file stays open until the image is garbage-collected "
-                    "(ResourceWarning), and for as long as the image is kept"
+                    f"`{text}` is never loaded or closed: Pillow keeps the file open for as long as the image "
+                    "lives, whatever the format (a ResourceWarning on every sample)"
                 )
-            yield self.report(call, message, fix=with_fix(ctx, call, fate, ("im", "image", "pil_image")))
+            fix = None if why == KEPT else with_fix(ctx, call, fate, ("im", "image", "pil_image"))
+            yield self.report(call, message, fix=fix)

@@ -1,73 +1,108 @@
-"""DSL102: a file opened in dataset code and never closed."""
+"""DSL102: a file opened per sample, never closed, and kept or held by a library."""
 
 from __future__ import annotations
 
 from dslint.rules.base import WARNING, Invalid, Rule, Symptom
-from dslint.rules.handles._common import opened_handles, opener_text, unclosed, with_fix
-from dslint.semantics import lifetimes as lt
+from dslint.rules.handles._common import KEPT, consequence, opened_handles, opener_text, unclosed, with_fix
 
 
 class UnclosedFileOpen(Rule):
     """
     ## What it does
-    Flags `open()`, `io.open`, `gzip`/`bz2`/`lzma.open`, `tarfile.open`,
-    `zipfile.ZipFile`, `h5py.File`, `netCDF4.Dataset`, `rasterio.open`,
-    `xarray.open_dataset`/`open_dataarray`/`open_mfdataset`, `smart_open.open`,
-    `lmdb.open`, `tifffile.TiffFile`, `soundfile.SoundFile` and
-    `Path(...).open()` in dataset code whose handle is not a `with` item and not
-    closed on all paths, such as `json.load(open(path))` or
-    `[rasterio.open(p).read() for p in paths]`. A module imported by a call
-    (`xr = importlib.import_module("xarray")`, or a project helper that calls
-    `importlib.import_module`) is followed. `fsspec.open` is not an opener: it
-    returns a lazy `OpenFile` that holds nothing until it is entered.
+    Flags a file opened in per-sample dataset code (`__getitem__`, the yielding
+    loop of `__iter__`, the functions they call) and never closed, when the
+    handle outlives what reference counting closes at once:
 
-    A handle kept on `self` is not reported when the class manages it as its
-    one handle: it closes it somewhere (`__del__`, `close()`) or opens it lazily
-    (`if not self.f: self._open()`).
+    - a new handle kept on `self` on every sample (`self.f = open(p)`,
+      `self.reader = csv.reader(open(p))`);
+    - a library handle whose file is released by its `close()`, not by dropping
+      the object: `rasterio.open`, `netCDF4.Dataset`/`MFDataset`,
+      `xarray.open_dataset`/`open_dataarray`/`open_mfdataset`, `lmdb.open`, in any
+      form (`[rasterio.open(p).read() for p in paths]`, `nc = xr.open_dataset(p)`).
+      A module imported by a call (`xr = importlib.import_module("xarray")`, or
+      a project helper that calls `importlib.import_module`) is followed.
+
+    The openers are `open()`, `io.open`, `gzip`/`bz2`/`lzma.open`, `tarfile.open`,
+    `zipfile.ZipFile`, `h5py.File`, `tifffile.TiffFile`, `soundfile.SoundFile`,
+    `smart_open.open`, `Path(...).open()` and the library openers above.
 
     ## Why is this bad?
-    The descriptor stays open until the object is garbage-collected. CPython's
-    reference counting usually frees a temporary quickly, but every such handle
-    emits `ResourceWarning: unclosed file` in the workers, the timing depends on
-    the interpreter and on reference cycles, and a handle that ends up referenced
-    from a traceback, a cache or a sample stays open. Handles that are *kept* on
-    every sample are reported by DSL103, handles created in `__init__` by DSL401.
+    A handle kept on `self` stays open between samples, one more descriptor per
+    worker, and each replaced one is dropped unclosed (`ResourceWarning:
+    unclosed file` on every sample). Library handles hold a GDAL dataset, a
+    NetCDF/HDF5 file or an LMDB map outside Python's file objects, and their
+    libraries release them through `close()` or a `with` block; per-sample
+    handles left open ran workers out of descriptors in torchgeo (#3233,
+    #3234). Handles kept in a container are DSL103's, handles opened in
+    `__init__` and kept DSL401's.
+
+    ## When it does not fire
+    - A Python file object used and dropped in its statement or function
+      (`json.load(open(p))`, `open(p).read()`, `f = gzip.open(p)` then
+      `f.read()`): CPython's reference counting closes it at once; only a
+      ResourceWarning remains. These forms are DSL104's (opt-in), with the same fix.
+    - A file read once, not per sample (`__init__`, `process()`, a script): DSL104's.
+    - A handle closed on every path: a `with` item, `try`/`finally: f.close()`,
+      `ExitStack.enter_context`, `open(p, "a").close()`.
+    - A handle returned or wrapped for the caller (`return Wrapper(open(p))`).
+    - One handle the class manages: closed somewhere (`__del__`, `close()`) or
+      opened lazily once per worker (`if self.f is None: self.f = open(p)`).
+    - `fsspec.open`: a lazy `OpenFile` that holds nothing until it is entered.
 
     ## Example
     ```python
-    class Records(Dataset):
+    class Patches(Dataset):
         def __getitem__(self, i):
-            return json.load(open(self.files[i]))
+            return rasterio.open(self.files[i]).read()
     ```
 
     ## Use instead
     ```python
-    class Records(Dataset):
+    class Patches(Dataset):
         def __getitem__(self, i):
-            with open(self.files[i]) as f:
-                return json.load(f)
+            with rasterio.open(self.files[i]) as src:
+                return src.read()
     ```
 
     ## Fix safety
-    For a handle that is never named (`json.load(open(p))`, `open(p).read()`),
-    the fix wraps the statement in `with open(p) as f:` and passes `f`; the name
-    is fresh and nothing else moves. It is safe when the statement consumes the
-    file: a read method on it, or a call that reads everything before it returns
-    (`json.load`, `pickle.load`, `yaml.safe_load`, `torch.load`, `np.loadtxt`,
-    `pd.read_csv`, `list(...)` and the like). For anything else, such as
-    `rows = csv.reader(open(p))`, the wrapped object would read the file after
-    the block closed it (`ValueError: I/O operation on closed file`), so the fix
-    is unsafe and applied only with `--unsafe-fixes`.
+    For a handle that is never named (`rasterio.open(p).read()`,
+    `json.load(open(p))`), the fix wraps the statement in `with ... as f:` and
+    passes `f`; the name is fresh and nothing else moves. It is safe when the
+    statement consumes the file: a read method on it, or a call that reads
+    everything before it returns (`json.load`, `pickle.load`, `yaml.safe_load`,
+    `torch.load`, `np.loadtxt`, `pd.read_csv`, `list(...)` and the like). For
+    anything else, such as `rows = csv.reader(open(p))`, the wrapped object would
+    read the file after the block closed it (`ValueError: I/O operation on closed
+    file`), so the fix is unsafe and applied only with `--unsafe-fixes`.
+
+    ## References
+    - torchgeo/torchgeo#3233, torchgeo/torchgeo#3234 (per-sample raster and NetCDF handles)
     """
 
     code = "DSL102"
     name = "unclosed-file-open"
     symptom = Symptom("resource_warnings", "ResourceWarning in workers; descriptor held until GC")
     level = WARNING
-    summary = "A file opened in dataset code is not closed"
+    summary = "A file opened per sample is not closed and outlives its sample"
     help = "Open the file in a `with` block so it is closed on every path"
 
     valid = (
+        # Python file objects dropped at once, or read once: DSL104's (opt-in)
+        """
+        import gzip
+        import json
+        import xarray as xr
+        from torch.utils.data import Dataset
+
+        class D(Dataset):
+            def __init__(self, index, cube):
+                self.files = json.load(open(index))
+                self.attrs = xr.open_dataset(cube).attrs
+
+            def __getitem__(self, i):
+                f = gzip.open(self.blobs[i])
+                return json.load(open(self.files[i])), open(self.texts[i]).read(), f.read()
+        """,
         """
         import csv
         from torch.utils.data import Dataset, IterableDataset
@@ -75,81 +110,35 @@ class UnclosedFileOpen(Rule):
         class Lines(IterableDataset):
             def __iter__(self):
                 for path in self.paths:
-                    # the caller owns the wrapped handle
-                    yield path, Wrapper(open(path))
+                    yield path, Wrapper(open(path))  # the caller owns the wrapped handle
 
         class Rows(Dataset):
             def __init__(self, path):
-                # kept on self in __init__: DSL401's, not a leak to close
-                self.reader = csv.reader(open(path))
-        """,
-        """
-        import json
-        from torch.utils.data import Dataset
-
-        class D(Dataset):
-            def __getitem__(self, i):
-                with open(self.files[i]) as f:
-                    return json.load(f)
+                self.reader = csv.reader(open(path))  # kept on self in __init__: DSL401's
         """,
         """
         import gzip
+        from contextlib import ExitStack
+        import fsspec
+        import rasterio
         from torch.utils.data import Dataset
 
         class D(Dataset):
             def __getitem__(self, i):
                 f = gzip.open(self.files[i])
                 try:
-                    return f.read()
+                    head = f.read()
                 finally:
                     f.close()
-        """,
-        """
-        from contextlib import ExitStack
-        from torch.utils.data import Dataset
-
-        class D(Dataset):
-            def __getitem__(self, i):
                 with ExitStack() as stack:
-                    fs = [stack.enter_context(open(p)) for p in self.files[i]]
-                    return [f.read() for f in fs]
-        """,
-        """
-        from torch.utils.data import Dataset
-
-        class D(Dataset):
-            def __getitem__(self, i):
-                if self.h is None:
-                    self.h = open(self.path, "rb")
-                self.h.seek(i * 8)
-                return self.h.read(8)
-        """,
-        """
-        from torch.utils.data import Dataset
-
-        class D(Dataset):
-            def __getitem__(self, i):
-                open(self.markers[i], "a").close()  # closed at once
-                return i
-        """,
-        # library openers closed by `with`, a lazy fsspec OpenFile, a temporary NpzFile (closed when dropped)
-        """
-        import fsspec
-        import numpy as np
-        import rasterio
-        import xarray as xr
-        from torch.utils.data import Dataset
-
-        class D(Dataset):
-            def __getitem__(self, i):
-                with rasterio.open(self.files[i]) as src:
+                    fs = [stack.enter_context(open(p)) for p in self.parts[i]]
+                    parts = [g.read() for g in fs]
+                with rasterio.open(self.rasters[i]) as src:
                     image = src.read()
-                with xr.open_dataset(self.cubes[i]) as cube:
-                    mask = cube.mask.values
-                lazy = fsspec.open(self.urls[i])
-                with lazy as f:
-                    raw = f.read()
-                return image, mask, raw, np.load(f"{self.names[i]}.npz")["x"]
+                with fsspec.open(self.urls[i]) as g:
+                    raw = g.read()
+                open(self.markers[i], "a").close()  # closed at once
+                return head, parts, image, raw
         """,
         """
         from torch.utils.data import Dataset
@@ -174,7 +163,7 @@ class UnclosedFileOpen(Rule):
         """,
     )
     invalid = (
-        # library openers: a raster per time step, a NetCDF patch through a lazy import, an npz archive
+        # library openers: a raster per time step, a NetCDF patch through a lazy import
         {
             "lazy.py": """
                 import importlib
@@ -197,31 +186,34 @@ class UnclosedFileOpen(Rule):
         },
         Invalid(
             """
-            import json
+            import rasterio
             from torch.utils.data import Dataset
 
             class D(Dataset):
                 def __getitem__(self, i):
-                    return json.load(open(self.files[i]))  # expect: DSL102
+                    return rasterio.open(self.files[i]).read()  # expect: DSL102
             """,
             expected_replacement="""
-            import json
+            import rasterio
             from torch.utils.data import Dataset
 
             class D(Dataset):
                 def __getitem__(self, i):
-                    with open(self.files[i]) as f:
-                        return json.load(f)  # expect: DSL102
+                    with rasterio.open(self.files[i]) as f:
+                        return f.read()  # expect: DSL102
             """,
         ),
+        # a new handle kept on self on every sample
         """
+        import csv
         import gzip as gz
         from torch.utils.data import dataset
 
         class D(dataset.Dataset):
             def __getitem__(self, i):
-                f = gz.open(self.files[i])  # expect: DSL102
-                return f.read()
+                self.f = gz.open(self.files[i])  # expect: DSL102
+                self.rows = csv.reader(open(self.tables[i]))  # expect: DSL102
+                return self.f.read(), next(self.rows)
         """,
     )
 
@@ -229,13 +221,19 @@ class UnclosedFileOpen(Rule):
         for call, kind, fate in opened_handles(ctx, ("file",)):
             if not unclosed(ctx, call, fate):
                 continue
-            where = "in every worker, for every sample" if ctx.is_per_sample(call) else "when it is collected"
-            if lt.opener_name(ctx, call) in lt.LIBRARY_OPENERS:
-                what = f"the file stays open until the handle is garbage-collected ({where.replace('when', 'until')})"
+            why = consequence(ctx, call, kind, fate)
+            if why is None:
+                continue
+            text = opener_text(ctx, call)
+            if why == KEPT:
+                message = (
+                    f"`{text}` keeps a new unclosed handle on `self` on every sample: the descriptor stays open "
+                    "until the next sample replaces it (a ResourceWarning each time)"
+                )
             else:
-                what = f"the descriptor stays open until garbage collection (ResourceWarning {where})"
-            yield self.report(
-                call,
-                f"`{opener_text(ctx, call)}` is never closed: {what}",
-                fix=with_fix(ctx, call, fate, ("f", "fh", "handle")),
-            )
+                message = (
+                    f"`{text}` is never closed on a per-sample path: the library releases its file through "
+                    "`close()`, not when the object is dropped, so open handles can pile up in every worker"
+                )
+            fix = None if why == KEPT else with_fix(ctx, call, fate, ("f", "fh", "handle"))
+            yield self.report(call, message, fix=fix)

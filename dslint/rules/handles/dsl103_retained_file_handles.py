@@ -29,6 +29,17 @@ class RetainedFileHandles(Rule):
     `EOFError`. Handles opened for every file in `__init__` are inherited by every
     worker: 200 files held 213-219 descriptors in each.
 
+    ## When it does not fire
+    - Loaded data is kept, not the handle: `im.convert()` inside a `with` block,
+      `np.load(p)["x"]` of an `.npz` archive.
+    - One shared handle or memory map opened in `__init__`
+      (`self.data = np.load(path, mmap_mode="r")`): one descriptor, not one per file.
+    - A cache filled behind a "not opened yet" guard (`if path not in
+      self.handles:`, `if self.h is None:`, `if not hasattr(self.local, "f"):`):
+      at most one handle per file or per worker, the lazy per-worker pattern.
+    - A handle returned to the caller (`return image, label`).
+    - An unclosed handle that is not kept: DSL101, DSL102 or DSL104.
+
     ## Example
     ```python
     class Frames(Dataset):
@@ -58,14 +69,20 @@ class RetainedFileHandles(Rule):
 
     valid = (
         """
+        import os
+        import numpy as np
         from PIL import Image
         from torch.utils.data import Dataset
 
         class D(Dataset):
+            def __init__(self, root, names):
+                self.arrays = [np.load(os.path.join(root, f"{n}.npz"))["x"] for n in names]  # loaded
+
             def __getitem__(self, i):
                 with Image.open(self.paths[i]) as im:
                     self.cache[i] = im.convert("RGB")
-                return self.cache[i]
+                preview = Image.open(self.paths[i]).convert("L")  # not kept: DSL104's
+                return self.cache[i], self.arrays[i], preview
         """,
         """
         import numpy as np

@@ -4,6 +4,9 @@ comprehension, a listing, a parser, ``.tolist()``, or ``[]`` filled in a loop.""
 
 from __future__ import annotations
 
+import math
+import re
+from itertools import takewhile
 from typing import Optional
 
 import libcst as cst
@@ -11,6 +14,7 @@ import libcst as cst
 from dslint.semantics.bindings import class_ref, single_assignment
 from dslint.semantics.classes import find_method
 from dslint.semantics.regions import self_attr, self_name
+from dslint.semantics.values import possible
 from dslint.semantics.walk import iter_subtree
 
 # Calls returning a list (or dict) of Python strings / objects.
@@ -223,12 +227,12 @@ def _fills(ctx, init: cst.FunctionDef, self_param: str, attr: str) -> Optional[s
         owner = node.func.value
         if self_attr(owner, self_param) != attr:
             continue
-        loops = [a for a in _ancestors_until(ctx, node, init) if isinstance(a, (cst.For, cst.While))]
+        loops = [a for a in takewhile(lambda a: a is not init, ctx.ancestors(node)) if isinstance(a, (cst.For, cst.While))]
         if not loops:
             continue
         if all(isinstance(loop, cst.For) for loop in loops):
             sizes = [known_size(ctx, loop.iter) for loop in loops]
-            if all(size is not None for size in sizes) and _product(sizes) < SMALL:
+            if all(size is not None for size in sizes) and math.prod(sizes) < SMALL:
                 continue  # a loop over a small fixed collection
         item = node.args[-1].value
         if _fill_item_stringish(ctx, item, init):
@@ -254,6 +258,8 @@ def known_size(ctx, expr: cst.CSTNode, depth: int = 0) -> Optional[int]:
     if isinstance(expr, cst.Call) and not any(arg.star or arg.keyword for arg in expr.args):
         name = ctx.call_name(expr)
         if name == "builtins.range" and expr.args:
+            if len(expr.args) == 1:  # range(n): n's every possible value (a default, a constant)
+                return _largest(possible(ctx, expr.args[0].value).values, lambda n: max(n, 0), (int,))
             bounds = [ctx.literal(arg.value) for arg in expr.args]
             if all(isinstance(b, int) and not isinstance(b, bool) for b in bounds):
                 return len(range(*bounds))
@@ -266,8 +272,42 @@ def known_size(ctx, expr: cst.CSTNode, depth: int = 0) -> Optional[int]:
         return None
     if isinstance(expr, cst.Name):
         value = single_assignment(ctx.tree, expr) or ctx.module_constant(expr)
-        return known_size(ctx, value, depth + 1) if value is not None else None
+        if value is not None:
+            return known_size(ctx, value, depth + 1)
+        return _largest(possible(ctx, expr).values, len, (list, tuple, str))
+    if isinstance(expr, cst.Attribute):
+        sizes = [known_size(ctx, value, depth + 1) for value in _self_values(ctx, expr)]
+        return max(sizes) if sizes and None not in sizes else None
     return None
+
+
+def _largest(values, measure, types) -> Optional[int]:
+    """The largest ``measure`` of values that all have one of ``types``, or None."""
+    if not values or not all(isinstance(v.value, types) and not isinstance(v.value, bool) for v in values):
+        return None
+    return max(measure(v.value) for v in values)
+
+
+def _self_values(ctx, expr: cst.Attribute) -> list:
+    """Every value the class of the method around ``expr`` assigns to ``self.<attr>``
+    (empty when something else may bind it: augmented or unpacking assignments)."""
+    func = ctx.enclosing_function(expr)
+    cls = ctx.method_class(func) if func is not None else None
+    attr = self_attr(expr, self_name(func)) if cls is not None else None
+    if attr is None:
+        return []
+    values = []
+    for node in iter_subtree(cls.body, into_scopes=True):
+        if isinstance(node, cst.FunctionDef):
+            selfp = self_name(node)
+            for stmt in iter_subtree(node.body, into_scopes=False):
+                if isinstance(stmt, cst.AugAssign) and self_attr(stmt.target, selfp) == attr:
+                    return []
+                if isinstance(stmt, cst.Assign) and any(self_attr(t.target, selfp) == attr for t in stmt.targets):
+                    if len(stmt.targets) != 1:
+                        return []
+                    values.append(stmt.value)
+    return values
 
 
 def small_loop(ctx, for_in: Optional[cst.CompFor]) -> bool:
@@ -283,32 +323,14 @@ def small_loop(ctx, for_in: Optional[cst.CompFor]) -> bool:
     return total < SMALL
 
 
-def _product(sizes) -> int:
-    out = 1
-    for size in sizes:
-        out *= size
-    return out
-
-
-def _ancestors_until(ctx, node, stop):
-    for ancestor in ctx.ancestors(node):
-        if ancestor is stop:
-            return
-        yield ancestor
-
-
 _ARRAY_PREFIXES = ("torch.", "numpy.", "PIL.", "cv2.", "h5py.", "pandas.", "scipy.", "librosa.", "soundfile.")
 
 
 def _holds_arrays(ctx, display: cst.Tuple) -> bool:
     """A tuple built from arrays/tensors/images: its payload is not in the objects refcounts touch."""
-    for element in display.elements:
-        value = element.value
-        if isinstance(value, cst.Call):
-            qualified = ctx.call_name(value) or ""
-            if qualified.startswith(_ARRAY_PREFIXES) or qualified == "builtins.open":
-                return True
-    return False
+    calls = [e.value for e in display.elements if isinstance(e.value, cst.Call)]
+    names = [ctx.call_name(c) or "" for c in calls]
+    return any(n.startswith(_ARRAY_PREFIXES) or n == "builtins.open" for n in names)
 
 
 def _fill_item_stringish(ctx, item: cst.CSTNode, init) -> bool:
@@ -387,3 +409,89 @@ def _is_script(ctx) -> bool:
             ):
                 return True
     return False
+
+
+# ------------------------------------------------------------ evaluation/test splits
+
+_FILE_READERS = frozenset(
+    {"builtins.open", "io.open", "numpy.loadtxt", "numpy.genfromtxt", "mmengine.load", "mmcv.load"}
+    | {f"pandas.read_{kind}" for kind in ("csv", "json", "table", "parquet", "pickle", "feather")}
+)
+_EVAL_TOKENS = frozenset({"val", "valid", "validation", "test", "testing", "eval", "evaluation", "dev"})
+
+
+def evaluation_split(ctx, init: cst.FunctionDef, self_param: str, attr: str, value: cst.CSTNode) -> bool:
+    """The index is read from files, and every name each file can have (literals,
+    constants, a dict of file names looked up by split, ``os.path.join``'s last part)
+    is an evaluation/test split file (``coco_val.json``, ``test_list.txt``)."""
+    roots = [value] + [
+        loop.iter
+        for loop in iter_subtree(init.body, into_scopes=False)
+        if isinstance(loop, cst.For) and _fills_in(loop, self_param, attr)
+    ]
+    paths = []
+    for root in roots:
+        paths.extend(_read_paths(ctx, init, root, 0))
+    return bool(paths) and all(_is_eval_file(ctx, path) for path in paths)
+
+
+def _fills_in(loop: cst.For, self_param: str, attr: str) -> bool:
+    calls = (n for n in iter_subtree(loop.body, into_scopes=False) if isinstance(n, cst.Call))
+    return any(isinstance(c.func, cst.Attribute) and c.func.attr.value in _FILL_METHODS
+               and self_attr(c.func.value, self_param) == attr for c in calls)
+
+
+def _read_paths(ctx, init, root: cst.CSTNode, depth: int) -> list:
+    """The path arguments of the file reads ``root`` is built from: readers inside it,
+    ``with open(p) as f`` names it uses, names ``__init__`` binds once to such reads."""
+    found = []
+    for node in iter_subtree(root, into_scopes=True):
+        if isinstance(node, cst.Call) and ctx.call_name(node) in _FILE_READERS and node.args:
+            found.append(node.args[0].value)
+        elif isinstance(node, cst.Name) and depth < 3:
+            for item in ctx.nodes(cst.WithItem):
+                target = item.asname.name if item.asname is not None else None
+                if isinstance(target, cst.Name) and target.value == node.value and ctx.enclosing_function(item) is init:
+                    found.extend(_read_paths(ctx, init, item.item, depth + 1))
+            bound = single_assignment(ctx.tree, node)
+            if bound is not None and ctx.enclosing_function(bound) is init:
+                found.extend(_read_paths(ctx, init, bound, depth + 1))
+    return found
+
+
+def _is_eval_file(ctx, path: cst.CSTNode) -> bool:
+    names = _file_names(ctx, path, 0)
+    return bool(names) and all(_eval_name(name) for name in names)
+
+
+def _eval_name(name: str) -> bool:
+    tokens = set(re.split(r"[^a-z0-9]+", name.replace("\\", "/").rsplit("/", 1)[-1].lower()))
+    return bool(tokens & _EVAL_TOKENS) and "train" not in tokens
+
+
+def _file_names(ctx, expr: cst.CSTNode, depth: int) -> Optional[set]:
+    """Every text the end of a path can have, or None when something is unknown."""
+    if depth > 4:
+        return None
+    value = ctx.literal(expr)
+    if isinstance(value, str):
+        return {value}
+    if isinstance(expr, cst.Call) and ctx.call_name(expr) == "os.path.join" and expr.args:
+        return _file_names(ctx, expr.args[-1].value, depth + 1)
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Divide)):
+        right = _file_names(ctx, expr.right, depth + 1)
+        left = _file_names(ctx, expr.left, depth + 1) if isinstance(expr.operator, cst.Add) else None
+        if right is None or left is None or len(left) * len(right) > 16:
+            return right
+        return {a + b for a in left for b in right}
+    if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Name):  # {"val": "a_val.json", ...}[split]
+        table = single_assignment(ctx.tree, expr.value) or ctx.module_constant(expr.value)
+        if not isinstance(table, cst.Dict) or not table.elements:
+            return None
+        found = [_file_names(ctx, e.value, depth + 1) if isinstance(e, cst.DictElement) else None for e in table.elements]
+        return None if None in found else set().union(*found)
+    if isinstance(expr, cst.Name):
+        values = possible(ctx, expr)
+        if values.complete and values.values and all(isinstance(v.value, str) for v in values.values):
+            return {v.value for v in values.values}
+    return None

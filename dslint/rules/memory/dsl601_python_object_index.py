@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dslint.rules.base import WARNING, Rule, Symptom
-from dslint.rules.memory._common import loaders_fork_free, python_objects
+from dslint.rules.memory._common import evaluation_split, loaders_fork_free, python_objects
 from dslint.semantics.classes import class_family, dataset_inits
 from dslint.semantics.instance_state import indexed_by_local, self_attr_uses, self_stores
 
@@ -20,18 +20,9 @@ class PythonObjectIndex(Rule):
     (`json`/`yaml`/`pickle`/`mmengine.load` content) or from such an index count
     too, unless the helper builds numpy, torch or pandas objects.
 
-    The index must scale with the data: a comprehension or a filling loop over
-    a collection whose size the code states (`range(6)`, a literal list) and
-    that gives fewer than 10,000 entries stays silent; a size nothing in the
-    code shows (a listing, a file) counts as large.
-
-    This is a preview rule (enable it with `--preview`): the size of the index is
-    not known statically, and a small one costs nothing.
-
-    Not reported when no forked worker can hold the dataset: every DataLoader
-    over it has `num_workers=0` or a `spawn`/`forkserver` context, or it is the
-    dataset of a script (`if __name__ == "__main__":`) that builds no DataLoader
-    and that no DataLoader of the project uses.
+    The index must scale with the data (a listing, a file, a loop over a
+    collection of a size the project does not show). A preview rule (enable
+    it with `--preview`): a small index costs nothing.
 
     ## Why is this bad?
     Forked workers share the parent's memory copy-on-write, but merely *reading* a
@@ -43,6 +34,25 @@ class PythonObjectIndex(Rule):
     27 MiB for the same paths in a numpy bytes array. With many workers this is
     workers x dataset size of RAM, until
     `DataLoader worker (pid ...) is killed by signal: Killed.`
+
+    ## When it does not fire
+    - A fixed collection: a comprehension or a filling loop over a collection
+      whose every possible size the project shows and that gives fewer than
+      10,000 entries: a literal list, `range(6)`, a constant, `self.classes`
+      assigned a literal, a parameter whose default (and this file's calls) is
+      a literal list, `range(n)` with `n`'s default. A value the project does
+      not show counts as large.
+    - A clearly small split: every file the index is read from is an
+      evaluation/test file, by every name its path can have (`"coco_val.json"`,
+      `{"val": "a_val.json", "test": "a_test.json"}[split]`, `os.path.join(root,
+      "test_list.txt")`); a `train` name, or a name that depends on a value the
+      project does not show, counts as large.
+    - No forked worker can hold the dataset: every DataLoader over it has
+      `num_workers=0` or a `spawn`/`forkserver` context, or it is the dataset of
+      a script (`if __name__ == "__main__":`) that builds no DataLoader and that
+      no DataLoader of the project uses.
+    - The index is numpy, torch or pandas data, or holds arrays or tensors, or
+      per-sample code never indexes it with a changing index.
 
     ## Example
     ```python
@@ -84,50 +94,51 @@ class PythonObjectIndex(Rule):
     )
 
     valid = (
-        """
-        import glob
-        import numpy as np
-        from torch.utils.data import Dataset
-
-        class Packed(Dataset):
-            def __init__(self, root):
-                self.paths = np.array(sorted(glob.glob(root + "/*.jpg")), dtype=np.bytes_)
-
-            def __getitem__(self, i):
-                return self.paths[i].decode()
-        """,
+        # fixed collections: a literal, an attribute, a parameter default, range(n) of a default
         """
         from torch.utils.data import Dataset
 
         class Labels(Dataset):
-            def __init__(self, x):
+            def __init__(self, x, views=("front", "back"), n=12):
                 self.x = x
-                self.classes = ["cat", "dog"]  # a small fixed list
+                self.classes = ["cat", "dog"]
+                self.names = [f"{c}.png" for c in self.classes]
+                self.views = [f"cam_{v}.png" for v in views]
+                self.steps = [f"step_{i}" for i in range(n)]
 
             def __getitem__(self, i):
-                return self.x[i], self.classes[i % 2]
+                return self.x[i], self.names[i % 2], self.views[i % 2], self.steps[i % 12]
         """,
+        # evaluation/test split files
         """
-        import glob
+        import json
+        import os
         from torch.utils.data import Dataset
 
-        class FirstOnly(Dataset):
-            def __init__(self, root):
-                self.paths = sorted(glob.glob(root + "/*.jpg"))
+        class Eval(Dataset):
+            def __init__(self, root, split):
+                names = {"val": "caps_val.json", "test": "caps_test.json"}
+                self.annotation = json.load(open(os.path.join(root, names[split])))
+                with open(os.path.join(root, "test_list.txt")) as f:
+                    self.ids = [line.strip() for line in f]
 
             def __getitem__(self, i):
-                return self.paths[0]  # constant index
+                return self.annotation[i], self.ids[i]
         """,
+        # a numpy bytes array; a constant index; arrays, not strings
         """
+        import glob
         import numpy as np
         from torch.utils.data import Dataset
 
-        class Arrays(Dataset):
-            def __init__(self, files):
+        class FirstOnly(Dataset):
+            def __init__(self, root, files):
+                self.packed = np.array(sorted(glob.glob(root + "/*.jpg")), dtype=np.bytes_)
+                self.paths = sorted(glob.glob(root + "/*.jpg"))
                 self.arrays = [np.load(f) for f in files]  # not strings: unknown size per page
 
             def __getitem__(self, i):
-                return self.arrays[i]
+                return self.packed[i].decode(), self.paths[0], self.arrays[i]  # constant index into the paths
         """,
         # a small fixed collection, and a helper that packs a parsed file into arrays
         """
@@ -152,27 +163,18 @@ class PythonObjectIndex(Rule):
                 return self.views[i % 6], self.splits[i % 2], self.files[i]
         """,
         """
+        import os
         import torch
         from torch.utils.data import Dataset
 
-        class Random(Dataset):
-            def __init__(self, size):
-                self.data = [(torch.rand(20), torch.rand(1)) for _ in range(size)]  # tensors: payload apart
-
-            def __getitem__(self, index):
-                return self.data[index]
-        """,
-        """
-        import os
-        from torch.utils.data import Dataset
-
         class Converted(Dataset):
-            def __init__(self, root):
+            def __init__(self, root, size):
                 self.names = os.listdir(root)
                 self.names = np.array(self.names)
+                self.data = [(torch.rand(20), torch.rand(1)) for _ in range(size)]  # tensors: payload apart
 
             def __getitem__(self, i):
-                return self.names[i]
+                return self.names[i], self.data[i]
         """,
     )
     invalid = (
@@ -245,6 +247,23 @@ class PythonObjectIndex(Rule):
             def __getitem__(self, index):
                 return self.infos[index]["lidar_path"]
         """,
+        # a training file, a name that depends on an unknown split, an unknown size
+        """
+        import json
+        import os
+        from torch.utils.data import Dataset
+
+        class Captions(Dataset):
+            def __init__(self, root, split, n):
+                names = {"train": "caps_train.json", "val": "caps_val.json"}
+                self.annotation = json.load(open(os.path.join(root, names[split])))  # expect: DSL601
+                with open(os.path.join(root, split + "_list.txt")) as f:
+                    self.ids = [line.strip() for line in f]  # expect: DSL601
+                self.steps = [f"step_{i}" for i in range(n)]  # expect: DSL601
+
+            def __getitem__(self, i):
+                return self.annotation[i], self.ids[i], self.steps[i]
+        """,
         """
         import pandas as pd
         from torch.utils.data import Dataset
@@ -270,7 +289,7 @@ class PythonObjectIndex(Rule):
                 uses = self_attr_uses(ctx, family, attr)
                 if not any(not u.store and ctx.is_per_sample(u.node) and indexed_by_local(ctx, u) for u in uses):
                     continue
-                if loaders_fork_free(ctx, cls, family):
+                if loaders_fork_free(ctx, cls, family) or evaluation_split(ctx, init, self_param, attr, stmt.value):
                     continue
                 yield self.report(
                     stmt.value,

@@ -1,0 +1,250 @@
+"""DSL104 (opt-in): an unclosed handle whose only cost is a ResourceWarning."""
+
+from __future__ import annotations
+
+from dslint.rules.base import WARNING, Invalid, Rule, Symptom
+from dslint.rules.handles._common import consequence, memory_source, opened_handles, opener_text, per_sample, unclosed, with_fix
+
+
+class UnclosedHandleResourceWarning(Rule):
+    """
+    ## What it does
+    Flags the handles opened in dataset code and never closed that DSL101 and
+    DSL102 leave out because nothing stays open for long:
+
+    - `Image.open(p).convert("RGB")`, an image loaded on a later statement, or
+      handed to a transform or `np.array`, in code that shows no multi-frame
+      format: Pillow loads and closes single-frame files;
+    - a Python file object used and dropped per sample: `json.load(open(p))`,
+      `open(p).read()`, `f = gzip.open(p)` then `f.read()`,
+      `rows = csv.reader(open(p))`;
+    - any handle opened once, not per sample: `json.load(open(p))` or
+      `open(p).readlines()` in `__init__`, `h5py.File(p)` in `process()`, an
+      `Image.open` in a setup method;
+    - `Image.open` on an in-memory buffer (`six.BytesIO`, a name bound to one).
+
+    This is an opt-in rule: it runs only with `--preview` (or `preview = true`).
+
+    ## Why is this bad?
+    Mostly it is not, and that is the trade-off. CPython's reference counting
+    closes a file object as soon as the last reference goes (the end of the
+    statement or function), and Pillow closes a JPEG/PNG file when it loads the
+    pixels; an in-memory buffer holds no descriptor at all. What remains is
+    `ResourceWarning: unclosed file` (shown under `-X dev`, `-W default` or
+    pytest), a descriptor held a little longer, and a dependence on CPython:
+    PyPy and code that keeps a traceback or a reference cycle hold the file
+    until the garbage collector runs. ruff keeps its "open without a context
+    manager" rule (SIM115) out of its default set for the same reason. Enable
+    this rule for code that must run warning-free, e.g. tests run with
+    `-W error::ResourceWarning`.
+
+    ## When it does not fire
+    - The forms with a runtime consequence: DSL101 (an image never loaded, kept
+      on `self`, or of a multi-frame format), DSL102 (a handle kept on `self`, a
+      library handle per sample) and DSL103 (handles kept in a container).
+    - Handles closed on every path, returned to the caller, kept on `self` in
+      `__init__` (DSL401) or managed once per worker, as for DSL102.
+
+    ## Example
+    ```python
+    class Records(Dataset):
+        def __getitem__(self, i):
+            return json.load(open(self.files[i]))
+    ```
+
+    ## Use instead
+    ```python
+    class Records(Dataset):
+        def __getitem__(self, i):
+            with open(self.files[i]) as f:
+                return json.load(f)
+    ```
+
+    ## Fix safety
+    The `with` rewrite of DSL101 and DSL102, with the same conditions: safe when
+    the statement consumes the handle (`json.load(f)`, `f.read()`,
+    `im.convert()`), unsafe when the object built from it may read it later
+    (`csv.reader(f)`, `transform(im)`).
+    """
+
+    code = "DSL104"
+    name = "unclosed-handle-resource-warning"
+    symptom = Symptom("resource_warnings", "ResourceWarning: unclosed file in the workers; the descriptor is released on drop")
+    level = WARNING
+    preview = True
+    summary = "A handle in dataset code is not closed; reference counting or Pillow's load closes it (ResourceWarning only)"
+    help = "Open it in a `with` block to close it explicitly"
+
+    valid = (
+        """
+        import json
+        import rasterio
+        from PIL import Image
+        from torch.utils.data import Dataset
+
+        class D(Dataset):
+            def __init__(self, index):
+                with open(index) as f:
+                    self.files = json.load(f)
+
+            def __getitem__(self, i):
+                with Image.open(self.paths[i]) as im:
+                    image = im.convert("RGB")
+                with open(self.files[i]) as f:
+                    record = json.load(f)
+                self.current = open(self.files[i])  # kept on self per sample: DSL102's
+                return image, record, rasterio.open(self.rasters[i]).read()  # a library handle: DSL102's
+        """,
+    )
+    invalid = (
+        Invalid(
+            """
+            import json
+            from PIL import Image
+            from torch.utils.data import Dataset
+
+            class D(Dataset):
+                def __getitem__(self, i):
+                    image = Image.open(self.paths[i]).convert("RGB")  # expect: DSL104
+                    return image, json.load(open(self.metas[i]))  # expect: DSL104
+            """,
+            expected_replacement="""
+            import json
+            from PIL import Image
+            from torch.utils.data import Dataset
+
+            class D(Dataset):
+                def __getitem__(self, i):
+                    with Image.open(self.paths[i]) as im:
+                        image = im.convert("RGB")  # expect: DSL104
+                    with open(self.metas[i]) as f:
+                        return image, json.load(f)  # expect: DSL104
+            """,
+        ),
+        # images loaded later, handed to a transform, or read from memory
+        """
+        import six
+        from PIL import Image as I
+        import torch.utils.data as tud
+
+        class D(tud.Dataset):
+            def __getitem__(self, i):
+                image = I.open(self.paths[i])  # expect: DSL104
+                if image.mode != "RGB":
+                    image = image.convert("RGB")
+                image = image.resize((64, 64))
+                img = I.open(self.masks[i])  # expect: DSL104
+                buf = six.BytesIO()
+                buf.write(self.blobs[i])
+                thumb = I.open(buf)  # expect: DSL104
+                return image, self.transform(img), thumb.size
+        """,
+        # handles opened once, not per sample
+        Invalid(
+            """
+            import h5py
+            import json
+            import xarray as xr
+            from PIL import Image
+            from torch.utils.data import Dataset
+
+            class D(Dataset):
+                def __init__(self, index, tsv, cube, palette):
+                    self.files = json.load(open(index))  # expect: DSL104
+                    self.lines = open(tsv, "r").readlines()  # expect: DSL104
+                    self.attrs = xr.open_dataset(cube).attrs  # expect: DSL104
+                    self.palette = Image.open(palette).getpalette()  # expect: DSL104
+
+                def process(self):
+                    for name in self.raw:
+                        h5 = h5py.File(name)  # expect: DSL104
+                        self.rows.append(h5["data"][:])
+            """,
+            expected_replacement="""
+            import h5py
+            import json
+            import xarray as xr
+            from PIL import Image
+            from torch.utils.data import Dataset
+
+            class D(Dataset):
+                def __init__(self, index, tsv, cube, palette):
+                    with open(index) as f:
+                        self.files = json.load(f)  # expect: DSL104
+                    with open(tsv, "r") as f:
+                        self.lines = f.readlines()  # expect: DSL104
+                    with xr.open_dataset(cube) as f:
+                        self.attrs = f.attrs  # expect: DSL104
+                    with Image.open(palette) as im:
+                        self.palette = im.getpalette()  # expect: DSL104
+
+                def process(self):
+                    for name in self.raw:
+                        h5 = h5py.File(name)  # expect: DSL104
+                        self.rows.append(h5["data"][:])
+            """,
+        ),
+        # Python file objects dropped per sample (the csv.reader fix is unsafe: it reads later)
+        Invalid(
+            """
+            import csv
+            import gzip as gz
+            from torch.utils.data import Dataset
+
+            class D(Dataset):
+                def __getitem__(self, i):
+                    f = gz.open(self.files[i])  # expect: DSL104
+                    reader = csv.reader(open(self.tables[i]))  # expect: DSL104
+                    return f.read(), [r for r in reader], open(self.texts[i]).read()  # expect: DSL104
+            """,
+            expected_replacement="""
+            import csv
+            import gzip as gz
+            from torch.utils.data import Dataset
+
+            class D(Dataset):
+                def __getitem__(self, i):
+                    f = gz.open(self.files[i])  # expect: DSL104
+                    with open(self.tables[i]) as fh:
+                        reader = csv.reader(fh)  # expect: DSL104
+                    return f.read(), [r for r in reader], open(self.texts[i]).read()  # expect: DSL104
+            """,
+        ),
+        # a per-example function of a `datasets` object, through a helper
+        """
+        from datasets import load_dataset
+        from PIL import Image
+        from torch.utils.data import DataLoader
+
+        def read(path):
+            image = Image.open(path)  # expect: DSL104
+            return to_array(image.convert("RGB"))
+
+        def decode(batch):
+            batch["image"] = [read(p) for p in batch["path"]]
+            return batch
+
+        train = load_dataset("csv", data_files="x.csv")["train"]
+        train.set_transform(decode)
+        loader = DataLoader(train, batch_size=8, num_workers=4)
+        """,
+    )
+
+    def check(self, ctx):
+        for call, kind, fate in opened_handles(ctx, ("image", "file")):
+            if not unclosed(ctx, call, fate) or consequence(ctx, call, kind, fate) is not None:
+                continue
+            text = opener_text(ctx, call)
+            if not per_sample(ctx, call):
+                what = "it runs once, not per sample, and is released when it is dropped (a ResourceWarning)"
+            elif kind == "image" and memory_source(ctx, call):
+                what = "it reads an in-memory buffer, which holds no descriptor"
+            elif kind == "image":
+                what = (
+                    "Pillow closes single-frame files (JPEG, PNG) when it loads them and the image is dropped "
+                    "after its sample; only a ResourceWarning for other formats"
+                )
+            else:
+                what = "CPython's reference counting closes it when it is dropped, with a ResourceWarning in each worker"
+            names = ("im", "image", "pil_image") if kind == "image" else ("f", "fh", "handle")
+            yield self.report(call, f"`{text}` is never closed, but {what}", fix=with_fix(ctx, call, fate, names))

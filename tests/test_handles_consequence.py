@@ -1,0 +1,131 @@
+"""The handle rules split by consequence: the default codes (DSL101, DSL102, DSL103)
+report the forms whose handle stays open past its sample, the opt-in DSL104 every
+other unclosed form the handle rules reported before the split, and no form is
+reported twice or dropped."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from dslint.rules.base import all_rules, as_invalid, as_valid
+from tests.conftest import check_tree, write_files
+
+HEADER = """
+import glob
+import io
+import json
+import h5py
+import rasterio
+import six
+import tarfile
+import xarray as xr
+from PIL import Image, ImageSequence
+from torch.utils.data import Dataset
+"""
+
+
+def _dataset(init: str, body: str, prelude: str = "") -> str:
+    """A map-style dataset whose ``__init__`` runs ``init`` and ``__getitem__`` ``body``."""
+    return (
+        textwrap.dedent(HEADER).lstrip("\n")
+        + textwrap.dedent(prelude)
+        + "\n\nclass D(Dataset):\n    def __init__(self, root):\n        self.root = root\n"
+        + textwrap.indent(textwrap.dedent(init).strip("\n"), " " * 8)
+        + "\n\n    def __getitem__(self, i):\n        p = self.paths[i]\n"
+        + textwrap.indent(textwrap.dedent(body).strip("\n"), " " * 8)
+        + "\n"
+    )
+
+
+# (id, the code that reports the line marked `# <-`, or None, the source)
+FORMS = [
+    # images: loaded and closed by Pillow unless the code shows multi-frame formats
+    ("image-convert-chain", "DSL104", _dataset("", 'return Image.open(p).convert("RGB")  # <-')),
+    ("image-chain-gif-glob", "DSL101", _dataset('self.paths = glob.glob(root + "/*.gif")', 'return Image.open(p).convert("RGB")  # <-')),
+    ("image-chain-tiff-extension", "DSL101", _dataset("", 'return Image.open(p).copy()  # <-', 'EXTS = ["jpg", "tiff"]')),
+    ("image-named-loaded-later", "DSL104", _dataset("", 'img = Image.open(p)  # <-\nimg = img.resize((8, 8))\nreturn img')),
+    ("image-handed-to-transform", "DSL104", _dataset("", "img = Image.open(p)  # <-\nreturn self.transform(img)")),
+    ("image-named-seek", "DSL101", _dataset("", 'img = Image.open(p)  # <-\nimg.seek(1)\nreturn img.convert("RGB")')),
+    ("image-sequence", "DSL101", _dataset("", "return [f.copy() for f in ImageSequence.Iterator(Image.open(p))]  # <-")),
+    ("image-never-loaded-chain", "DSL101", _dataset("", "w, h = Image.open(p).size  # <-\nreturn w * h")),
+    ("image-never-loaded-named", "DSL101", _dataset("", "img = Image.open(p)  # <-\nreturn img.size, img.mode")),
+    ("image-kept-on-self", "DSL101", _dataset("", "self.last = Image.open(p)  # <-\nreturn i")),
+    ("image-kept-in-list", "DSL103", _dataset("", "self.seen.append(Image.open(p))  # <-\nreturn i")),
+    ("image-six-buffer", "DSL104", _dataset("", 'return Image.open(six.BytesIO(self.blobs[i])).convert("RGB")  # <-')),
+    ("image-io-buffer", None, _dataset("", 'return Image.open(io.BytesIO(self.blobs[i])).convert("RGB")  # <-')),
+    ("image-once-in-init", "DSL104", _dataset('self.paths = glob.glob(root + "/*.gif")\nself.first = Image.open(self.paths[0]).convert("RGB")  # <-', "return p")),
+    ("image-with", None, _dataset("", "with Image.open(p) as im:  # <-\n    return im.copy()")),
+    # Python file objects: reference counting closes them when they are dropped
+    ("file-json-load-temporary", "DSL104", _dataset("", "return json.load(open(p))  # <-")),
+    ("file-read-chain", "DSL104", _dataset("", "return open(p).read()  # <-")),
+    ("file-named-read", "DSL104", _dataset("", "f = open(p)  # <-\nreturn f.read()")),
+    ("file-h5py-temporary", "DSL104", _dataset("", 'return h5py.File(p)["x"][()]  # <-')),
+    ("file-tarfile-temporary", "DSL104", _dataset("", 'return tarfile.open(p).extractfile("a").read()  # <-')),
+    ("file-json-once-in-init", "DSL104", _dataset('self.paths = json.load(open(root + "/index.json"))  # <-', "return p")),
+    ("file-kept-on-self", "DSL102", _dataset("", "self.f = open(p)  # <-\nreturn self.f.read()")),
+    ("file-kept-in-dict", "DSL103", _dataset("", "self.handles[i] = open(p)  # <-\nreturn i")),
+    # library handles: released by close(), not by dropping the object
+    ("library-raster-per-sample", "DSL102", _dataset("", "return rasterio.open(p).read()  # <-")),
+    ("library-netcdf-named-per-sample", "DSL102", _dataset("", "nc = xr.open_dataset(p)  # <-\nreturn nc.band.values")),
+    ("library-once-in-init", "DSL104", _dataset('self.attrs = xr.open_dataset(root + "/c.nc").attrs  # <-', "return p")),
+    ("library-with", None, _dataset("", "with rasterio.open(p) as src:  # <-\n    return src.read()")),
+]
+
+
+def _marked_line(source: str) -> int:
+    (line,) = [n for n, text in enumerate(source.splitlines(), 1) if text.rstrip().endswith("# <-")]
+    return line
+
+
+def _codes_by_line(tmp_path, files) -> dict:
+    write_files(tmp_path, files)
+    outcome = check_tree(tmp_path, select=["DSL1"])
+    assert not outcome.result.internal_errors
+    found: dict = {}
+    for d in outcome.diagnostics:
+        found.setdefault((d.path.replace("\\", "/"), d.row), set()).add(d.code)
+    return found
+
+
+@pytest.mark.parametrize("expected,source", [pytest.param(e, s, id=i) for i, e, s in FORMS])
+def test_each_form_is_reported_by_exactly_one_code(tmp_path, expected, source):
+    found = _codes_by_line(tmp_path, source)
+    got = found.get(("example.py", _marked_line(source)), set())
+    assert got == ({expected} if expected else set()), found
+
+
+def test_dsl104_is_off_by_default_and_the_default_codes_are_on():
+    from pathlib import Path
+
+    from dslint.config import Settings
+
+    default = {rule.code for rule in Settings(Path(".")).enabled_rules()}
+    assert {"DSL101", "DSL102", "DSL103"} <= default and "DSL104" not in default
+    assert all_rules()["DSL104"].preview
+    assert "DSL104" in {rule.code for rule in Settings(Path("."), preview=True).enabled_rules()}
+
+
+def _cases(code):
+    rule = all_rules()[code]
+    for i, case in enumerate(rule.valid):
+        yield pytest.param(as_valid(case).code, id=f"{code}-valid-{i}")
+    for i, case in enumerate(rule.invalid):
+        yield pytest.param(as_invalid(case).code, id=f"{code}-invalid-{i}")
+
+
+@pytest.mark.parametrize("case", [c for code in ("DSL101", "DSL102", "DSL103", "DSL104") for c in _cases(code)])
+def test_no_line_is_reported_by_a_default_code_and_by_dsl104(tmp_path, case):
+    found = _codes_by_line(tmp_path, case)
+    both = {where: codes for where, codes in found.items() if "DSL104" in codes and codes & {"DSL101", "DSL102", "DSL103"}}
+    assert not both
+
+
+def test_the_fixes_stay_with_the_code_that_reports_the_form(tmp_path):
+    write_files(tmp_path, _dataset("", 'return Image.open(p).convert("RGB")\n', 'EXT = ".gif"'))
+    (finding,) = [d for d in check_tree(tmp_path, select=["DSL1"]).diagnostics]
+    assert finding.code == "DSL101" and finding.fix is not None and finding.fix.applicability == "safe"
+    write_files(tmp_path, _dataset("", "return json.load(open(p))\n"))
+    (finding,) = [d for d in check_tree(tmp_path, select=["DSL1"]).diagnostics]
+    assert finding.code == "DSL104" and finding.fix is not None and finding.fix.applicability == "safe"
