@@ -188,14 +188,11 @@ class _Source:
 
     def _iter_is_strings(self, for_in: cst.CompFor, depth: int) -> bool:
         source = for_in.iter
-        if self._listing(source) or self._file_name_expr(source):
+        if self._listing(source) or (isinstance(source, cst.Name) and self._file_name(source)):
             return True
         if isinstance(source, cst.Call) and self.ctx.call_name(source) in _WRAPPERS and source.args:
             return self._listing(source.args[0].value) or self.describe(source.args[0].value, depth + 1) is not None
         return self.describe(source, depth + 1) is not None
-
-    def _file_name_expr(self, expr: cst.CSTNode) -> bool:
-        return isinstance(expr, cst.Name) and self._file_name(expr)
 
     def _stringish(self, elt: cst.CSTNode, for_in: cst.CompFor, depth: int) -> bool:
         """Is each element a str or tuple object (not an array, tensor or handle)?"""
@@ -241,10 +238,8 @@ def _fills(ctx, init: cst.FunctionDef, self_param: str, attr: str) -> Optional[s
 
 
 def _builds_arrays(ctx, func: cst.FunctionDef) -> bool:
-    for node in iter_subtree(func.body, into_scopes=False):
-        if isinstance(node, cst.Call) and (ctx.call_name(node) or "").startswith(_ARRAY_PREFIXES):
-            return True
-    return False
+    calls = (n for n in iter_subtree(func.body, into_scopes=False) if isinstance(n, cst.Call))
+    return any((ctx.call_name(c) or "").startswith(_ARRAY_PREFIXES) for c in calls)
 
 
 def known_size(ctx, expr: cst.CSTNode, depth: int = 0) -> Optional[int]:
@@ -271,6 +266,9 @@ def known_size(ctx, expr: cst.CSTNode, depth: int = 0) -> Optional[int]:
             return None if any(n is None for n in sizes) else min(sizes)
         return None
     if isinstance(expr, cst.Name):
+        scope = ctx.enclosing_function(expr) or ctx.module
+        if _grown(scope, lambda target, _: isinstance(target, cst.Name) and target.value == expr.value):
+            return None  # filled after it was bound
         value = single_assignment(ctx.tree, expr) or ctx.module_constant(expr)
         if value is not None:
             return known_size(ctx, value, depth + 1)
@@ -283,9 +281,8 @@ def known_size(ctx, expr: cst.CSTNode, depth: int = 0) -> Optional[int]:
 
 def _largest(values, measure, types) -> Optional[int]:
     """The largest ``measure`` of values that all have one of ``types``, or None."""
-    if not values or not all(isinstance(v.value, types) and not isinstance(v.value, bool) for v in values):
-        return None
-    return max(measure(v.value) for v in values)
+    ok = values and all(isinstance(v.value, types) and not isinstance(v.value, bool) for v in values)
+    return max(measure(v.value) for v in values) if ok else None
 
 
 def _self_values(ctx, expr: cst.Attribute) -> list:
@@ -300,14 +297,34 @@ def _self_values(ctx, expr: cst.Attribute) -> list:
     for node in iter_subtree(cls.body, into_scopes=True):
         if isinstance(node, cst.FunctionDef):
             selfp = self_name(node)
+            if _grown(node.body, lambda target, _, p=selfp: self_attr(target, p) == attr):
+                return []
             for stmt in iter_subtree(node.body, into_scopes=False):
-                if isinstance(stmt, cst.AugAssign) and self_attr(stmt.target, selfp) == attr:
-                    return []
                 if isinstance(stmt, cst.Assign) and any(self_attr(t.target, selfp) == attr for t in stmt.targets):
                     if len(stmt.targets) != 1:
                         return []
                     values.append(stmt.value)
     return values
+
+
+_GROW_METHODS = _FILL_METHODS | {"add", "update", "setdefault", "__setitem__"}
+
+
+def _grown(root: cst.CSTNode, is_it) -> bool:
+    """``is_it(target, node)`` is grown under ``root``: ``.append``/``.extend``/... on it,
+    ``+=``, or an item stored into it."""
+    for node in iter_subtree(root, into_scopes=False):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _GROW_METHODS:
+            target = node.func.value
+        elif isinstance(node, cst.AugAssign):
+            target = node.target
+        elif isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Subscript):
+            target = node.target.value
+        else:
+            continue
+        if is_it(target, node):
+            return True
+    return False
 
 
 def small_loop(ctx, for_in: Optional[cst.CompFor]) -> bool:
@@ -352,12 +369,7 @@ def _fill_item_stringish(ctx, item: cst.CSTNode, init) -> bool:
 def _empty_container(expr: cst.CSTNode) -> bool:
     if isinstance(expr, (cst.List, cst.Dict)) and not expr.elements:
         return True
-    return (
-        isinstance(expr, cst.Call)
-        and isinstance(expr.func, cst.Name)
-        and expr.func.value in ("list", "dict")
-        and not expr.args
-    )
+    return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("list", "dict") and not expr.args
 
 
 def python_objects(ctx, init: cst.FunctionDef, self_param: str, attr: str, value: cst.CSTNode) -> Optional[str]:
@@ -424,14 +436,9 @@ def evaluation_split(ctx, init: cst.FunctionDef, self_param: str, attr: str, val
     """The index is read from files, and every name each file can have (literals,
     constants, a dict of file names looked up by split, ``os.path.join``'s last part)
     is an evaluation/test split file (``coco_val.json``, ``test_list.txt``)."""
-    roots = [value] + [
-        loop.iter
-        for loop in iter_subtree(init.body, into_scopes=False)
-        if isinstance(loop, cst.For) and _fills_in(loop, self_param, attr)
-    ]
-    paths = []
-    for root in roots:
-        paths.extend(_read_paths(ctx, init, root, 0))
+    loops = [n for n in iter_subtree(init.body, into_scopes=False) if isinstance(n, cst.For)]
+    roots = [value] + [loop.iter for loop in loops if _fills_in(loop, self_param, attr)]
+    paths = [path for root in roots for path in _read_paths(ctx, init, root, 0)]
     return bool(paths) and all(_is_eval_file(ctx, path) for path in paths)
 
 
@@ -461,12 +468,8 @@ def _read_paths(ctx, init, root: cst.CSTNode, depth: int) -> list:
 
 def _is_eval_file(ctx, path: cst.CSTNode) -> bool:
     names = _file_names(ctx, path, 0)
-    return bool(names) and all(_eval_name(name) for name in names)
-
-
-def _eval_name(name: str) -> bool:
-    tokens = set(re.split(r"[^a-z0-9]+", name.replace("\\", "/").rsplit("/", 1)[-1].lower()))
-    return bool(tokens & _EVAL_TOKENS) and "train" not in tokens
+    tokens = [set(re.split(r"[^a-z0-9]+", n.replace("\\", "/").rsplit("/", 1)[-1].lower())) for n in names or ()]
+    return bool(tokens) and all(t & _EVAL_TOKENS and "train" not in t for t in tokens)
 
 
 def _file_names(ctx, expr: cst.CSTNode, depth: int) -> Optional[set]:

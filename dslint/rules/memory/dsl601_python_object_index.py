@@ -36,23 +36,21 @@ class PythonObjectIndex(Rule):
     `DataLoader worker (pid ...) is killed by signal: Killed.`
 
     ## When it does not fire
-    - A fixed collection: a comprehension or a filling loop over a collection
-      whose every possible size the project shows and that gives fewer than
-      10,000 entries: a literal list, `range(6)`, a constant, `self.classes`
-      assigned a literal, a parameter whose default (and this file's calls) is
-      a literal list, `range(n)` with `n`'s default. A value the project does
-      not show counts as large.
+    - A fixed collection: a comprehension or a filling loop over fewer than
+      10,000 items by every size the project shows: a literal list, `range(6)`,
+      a constant, `self.classes` assigned a literal, a parameter whose default
+      (and this file's calls) is a literal list, `range(n)` with `n`'s default.
+      A value the project does not show, or a list grown later, counts as large.
     - A clearly small split: every file the index is read from is an
       evaluation/test file, by every name its path can have (`"coco_val.json"`,
       `{"val": "a_val.json", "test": "a_test.json"}[split]`, `os.path.join(root,
       "test_list.txt")`); a `train` name, or a name that depends on a value the
       project does not show, counts as large.
     - No forked worker can hold the dataset: every DataLoader over it has
-      `num_workers=0` or a `spawn`/`forkserver` context, or it is the dataset of
-      a script (`if __name__ == "__main__":`) that builds no DataLoader and that
-      no DataLoader of the project uses.
-    - The index is numpy, torch or pandas data, or holds arrays or tensors, or
-      per-sample code never indexes it with a changing index.
+      `num_workers=0` or a `spawn`/`forkserver` context, or it is a script's own
+      dataset (`if __name__ == "__main__":`, no DataLoader here or over it).
+    - The index is numpy/torch/pandas data, or holds arrays, or is never
+      indexed per sample with a changing index.
 
     ## Example
     ```python
@@ -74,8 +72,7 @@ class PythonObjectIndex(Rule):
         def __getitem__(self, i):
             return load(self.paths[i].decode())
     ```
-    Pandas/Arrow columns of strings or a numpy array of offsets into one bytes
-    buffer work as well.
+    Pandas/Arrow string columns or numpy offsets into one bytes buffer work too.
 
     ## References
     - pytorch/pytorch#13246 ("DataLoader memory usage keeps increasing")
@@ -254,15 +251,18 @@ class PythonObjectIndex(Rule):
         from torch.utils.data import Dataset
 
         class Captions(Dataset):
-            def __init__(self, root, split, n):
+            def __init__(self, root, split, n, extra):
                 names = {"train": "caps_train.json", "val": "caps_val.json"}
                 self.annotation = json.load(open(os.path.join(root, names[split])))  # expect: DSL601
                 with open(os.path.join(root, split + "_list.txt")) as f:
                     self.ids = [line.strip() for line in f]  # expect: DSL601
                 self.steps = [f"step_{i}" for i in range(n)]  # expect: DSL601
+                self.parts = ["a", "b"]
+                self.parts.extend(extra)  # grown: its size is not the literal's
+                self.files = [f"{p}.png" for p in self.parts]  # expect: DSL601
 
             def __getitem__(self, i):
-                return self.annotation[i], self.ids[i], self.steps[i]
+                return self.annotation[i], self.ids[i], self.steps[i], self.files[i]
         """,
         """
         import pandas as pd
