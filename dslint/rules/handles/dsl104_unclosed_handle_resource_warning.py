@@ -236,7 +236,7 @@ class UnclosedHandleResourceWarning(Rule):
                 continue
             text = opener_text(ctx, call)
             if not per_sample(ctx, call):
-                what = "it runs once, not per sample, and is released when it is dropped (a ResourceWarning)"
+                what = "it does not run per sample, and it is released when it is dropped (a ResourceWarning)"
             elif kind == "image" and memory_source(ctx, call):
                 what = "it reads an in-memory buffer, which holds no descriptor"
             elif kind == "image":
