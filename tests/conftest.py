@@ -15,6 +15,20 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
 
+#: A dataset with one finding of the default set, for the tests of the CLI's mechanics
+#: (selection, config, cache, formats, suppressions): a library handle opened per sample
+#: and never closed, DSL102 with its `with` fix, at line 7, column 16. (A Python file
+#: object used and dropped at once, `json.load(open(p))`, is only the opt-in DSL104's.)
+PER_SAMPLE_HANDLE = """
+import rasterio
+from torch.utils.data import Dataset
+
+
+class Rasters(Dataset):
+    def __getitem__(self, i):
+        return rasterio.open(self.files[i]).read()
+"""
+
 
 @dataclass
 class Run:

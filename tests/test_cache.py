@@ -23,15 +23,16 @@ class Base(Sampler):
     pass
 """
 
+# DSL102 by default: a library handle opened per sample and never closed
 CHILD = """
-import json
+import rasterio
 from base import Base
 from torch.utils.data import get_worker_info
 
 
 class Child(Base):
     def __getitem__(self, i):
-        return json.load(open(self.files[i]))
+        return rasterio.open(self.files[i]).read()
 """
 
 
@@ -121,13 +122,13 @@ class Special(Base):
 
 # Never says "Dataset": it is analysed only once `Special` derives from a dataset.
 LEAF = """
-import json
+import rasterio
 from special import Special
 
 
 class Leaf(Special):
     def __getitem__(self, i):
-        return json.load(open(self.files[i]))
+        return rasterio.open(self.files[i]).read()
 """
 
 

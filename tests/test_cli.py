@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, run_cli, write_files
+from tests.conftest import PER_SAMPLE_HANDLE, REPO, run_cli, write_files
 
 BAD_LOADER = """
 from torch.utils.data import DataLoader, RandomSampler
@@ -22,15 +22,7 @@ from torch.utils.data import DataLoader, RandomSampler
 loader = DataLoader(ds, sampler=RandomSampler(ds), shuffle=True)
 """
 
-BAD_DATASET = """
-import json
-from torch.utils.data import Dataset
-
-
-class Records(Dataset):
-    def __getitem__(self, i):
-        return json.load(open(self.files[i]))
-"""
+BAD_DATASET = PER_SAMPLE_HANDLE
 
 CLEAN = """
 from torch.utils.data import DataLoader
@@ -323,8 +315,8 @@ def test_concise_output(project):
     assert run.stdout.splitlines() == [
         "pkg/a.py:3:10: DSL501 [*] `sampler` and `shuffle=True` are mutually exclusive: the DataLoader raises "
         "`ValueError: sampler option is mutually exclusive with shuffle`",
-        "pkg/b.py:7:26: DSL102 [*] `open()` is never closed: the descriptor stays open until garbage collection "
-        "(ResourceWarning in every worker, for every sample)",
+        "pkg/b.py:7:16: DSL102 [*] `rasterio.open()` is never closed on a per-sample path: the library releases its "
+        "file through `close()`, not when the object is dropped, so open handles can pile up in every worker",
     ]
 
 
@@ -349,7 +341,7 @@ def test_github_annotations(project):
     lines = run.stdout.splitlines()
     assert lines[0].startswith("::error file=pkg/a.py,line=3,col=10,endLine=3,endColumn=")
     assert ",title=dslint (DSL501)::" in lines[0]
-    assert lines[1].startswith("::warning file=pkg/b.py,line=7,col=26,")  # DSL102 is warning-level
+    assert lines[1].startswith("::warning file=pkg/b.py,line=7,col=16,")  # DSL102 is warning-level
 
 
 SARIF_SUBSET_SCHEMA = {

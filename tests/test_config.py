@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli, write_files
+from tests.conftest import PER_SAMPLE_HANDLE, run_cli, write_files
 
 BAD_LOADER = """
 from torch.utils.data import DataLoader, RandomSampler
@@ -17,15 +17,7 @@ from torch.utils.data import DataLoader, RandomSampler
 loader = DataLoader(ds, sampler=RandomSampler(ds), shuffle=True)
 """
 
-BAD_DATASET = """
-import json
-from torch.utils.data import Dataset
-
-
-class Records(Dataset):
-    def __getitem__(self, i):
-        return json.load(open(self.files[i]))
-"""
+BAD_DATASET = PER_SAMPLE_HANDLE
 
 
 @pytest.fixture
@@ -156,7 +148,7 @@ def test_fixable_replaces_and_extend_fixable_adds(project):
         "DSL102": True,
     }
     diff = run_cli("check", "--no-cache", "--diff", "--config", "unfixable = ['DSL501']", ".", cwd=project)
-    assert "shuffle=True" not in diff.stdout and "with open" not in diff.stdout and diff.returncode == 0
+    assert "shuffle=True" not in diff.stdout and "with rasterio.open" not in diff.stdout and diff.returncode == 0
 
 
 def test_unknown_fixable_code_is_an_error(project):

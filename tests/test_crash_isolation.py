@@ -21,15 +21,16 @@ import pytest
 
 from tests.conftest import Run, write_files
 
-# Both files have a DSL102 (open() never closed) and a DSL501 (sampler + shuffle).
+# Both files have a DSL102 (a library handle opened per sample, never closed) and a DSL501
+# (sampler + shuffle).
 SOURCE = """
-import json
+import rasterio
 from torch.utils.data import DataLoader, Dataset
 
 
 class Records(Dataset):
     def __getitem__(self, i):
-        return json.load(open(self.files[i]))
+        return rasterio.open(self.files[i]).read()
 
 
 loader = DataLoader(Records(), sampler=s, shuffle=True)
