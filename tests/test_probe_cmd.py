@@ -290,6 +290,21 @@ def test_probe_a_fixture_factory_through_the_real_cli():
     assert run.stdout.rstrip().endswith("1 problem confirmed")
 
 
+@pytest.mark.parametrize("code", ["DSL101", "DSL102", "DSL104"])
+def test_resource_warnings_are_labelled_by_what_stays_open(code):
+    """The split by consequence, measured: an image file that warns (multi-frame GIFs) is DSL101's,
+    a handle kept by the dataset between samples DSL102's, a file object dropped with its sample
+    (only a ResourceWarning) the opt-in DSL104's."""
+    bad = next(FIXTURES.glob(f"{code}-*")) / "bad.py"
+    result, report = probe_json(f"{bad}:build", "--select", "DSL1")
+    assert result.exit_code == 1, result.output
+    assert codes(report) == [code], report["findings"]
+    assert checks(report)["descriptors"]["data"]["resource_warnings"] > 0
+    good = bad.with_name("good.py")
+    result, report = probe_json(f"{good}:build", "--select", "DSL1")
+    assert result.exit_code == 0 and codes(report) == [], report["findings"]
+
+
 # ------------------------------------------------------------------ the gate never lies
 
 
