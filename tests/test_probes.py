@@ -70,7 +70,7 @@ class DropsUnclosed(LeakOnePerSample):
     """Opens without closing and drops the handle: freed by refcounting, with a ResourceWarning."""
 
     def __getitem__(self, i):
-        return len(open(self.paths[i], "rb").read())  # noqa: DSL102 (intended: the bug under test)
+        return len(open(self.paths[i], "rb").read())  # noqa: DSL104 (intended: the bug under test)
 
 
 class Unsharded(IterableDataset):
