@@ -86,7 +86,7 @@ def _check_descriptors(ctx: CheckContext) -> dict:
                 f"that is never loaded keeps its descriptor open until the image is freed")})
         elif held:
             findings.append({"code": "DSL102", "message": (
-                f"{count}, and each worker keeps {held} descriptor{'s' if held != 1 else ''} open between samples: "
+                f"{count}, and a worker keeps {held} descriptor{'s' if held != 1 else ''} open between samples: "
                 f"a handle opened per sample outlives its sample (kept by the dataset) and is closed only when "
                 f"a later sample replaces it")})
         else:
