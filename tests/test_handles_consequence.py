@@ -44,7 +44,9 @@ FORMS = [
     # images: loaded and closed by Pillow unless the code shows multi-frame formats
     ("image-convert-chain", "DSL104", _dataset("", 'return Image.open(p).convert("RGB")  # <-')),
     ("image-chain-gif-glob", "DSL101", _dataset('self.paths = glob.glob(root + "/*.gif")', 'return Image.open(p).convert("RGB")  # <-')),
-    ("image-chain-tiff-extension", "DSL101", _dataset("", 'return Image.open(p).copy()  # <-', 'EXTS = ["jpg", "tiff"]')),
+    ("image-chain-tiff-extension", "DSL104", _dataset("", 'return Image.open(p).copy()  # <-', 'EXTS = ["jpg", "tiff"]')),
+    ("image-chain-tiff-stack", "DSL101", _dataset("", 'img = Image.open(p)  # <-\nframes = img.n_frames\nreturn img.copy(), frames', 'EXTS = ["tif"]')),
+    ("image-chain-apng-extension", "DSL101", _dataset("", 'return Image.open(p).copy()  # <-', 'EXTS = ["png", "apng"]')),
     ("image-named-loaded-later", "DSL104", _dataset("", 'img = Image.open(p)  # <-\nimg = img.resize((8, 8))\nreturn img')),
     ("image-handed-to-transform", "DSL104", _dataset("", "img = Image.open(p)  # <-\nreturn self.transform(img)")),
     ("image-named-seek", "DSL101", _dataset("", 'img = Image.open(p)  # <-\nimg.seek(1)\nreturn img.convert("RGB")')),

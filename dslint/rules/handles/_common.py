@@ -152,7 +152,11 @@ KEPT = "kept"  # a new handle kept on `self` on every sample
 NEVER_LOADED = "never-loaded"  # an image per sample whose pixels are never read
 MULTI_FRAME = "multi-frame"  # the code handles formats Pillow keeps open after loading
 NATIVE = "native"  # a library handle per sample: reference counting is not its close
-_MULTI_FRAME_EXTENSIONS = frozenset({"gif", "tif", "tiff", "mpo", "apng"})
+# Formats Pillow keeps open after loading even with a single frame (GIF) or whose
+# extension says the file is an animation (APNG, MPO). A TIFF is not one of them:
+# Pillow closes a single-frame TIFF on load, and only the multi-frame attributes
+# (``n_frames``, ``seek``...) tell a TIFF stack from a TIFF image.
+_MULTI_FRAME_EXTENSIONS = frozenset({"gif", "mpo", "apng"})
 _MULTI_FRAME_ATTRIBUTES = frozenset({"n_frames", "is_animated", "seek"})
 
 
@@ -213,7 +217,7 @@ def _bound_here(ctx, name) -> bool:
 
 
 def multi_frame_code(ctx) -> bool:
-    """The file shows multi-frame images: a GIF/TIFF/MPO/APNG path or extension in a
+    """The file shows multi-frame images: a GIF/MPO/APNG path or extension in a
     string, ``n_frames``/``is_animated``, or ``PIL.ImageSequence``."""
 
     def compute() -> bool:

@@ -26,9 +26,11 @@ class UnclosedImageOpen(Rule):
     - the image is never loaded: only `.size`, `.info` or the like are read
       (`Image.open(p).size`), so Pillow never closes the file;
     - a new image is kept on `self` on every sample;
-    - the code handles multi-frame formats: a GIF, TIFF, MPO or APNG path or
+    - the code handles multi-frame formats: a GIF, MPO or APNG path or
       extension in a string of the file, `seek`, `n_frames`, `is_animated` or
-      `PIL.ImageSequence`. Pillow keeps those files open after loading.
+      `PIL.ImageSequence`. Pillow keeps those files open after loading. A TIFF
+      extension alone is not enough: Pillow closes a single-frame TIFF when it
+      loads it, and only the frame attributes show a TIFF stack.
 
     ## Why is this bad?
     `Image.open` reads the header and keeps the file open. Pillow closes a
@@ -125,6 +127,17 @@ class UnclosedImageOpen(Rule):
                 mask = self.transform(Image.open(self.masks[i]))
                 return np.array(image), mask, Image.open(self.thumbs[i]).convert("RGB")
         """,
+        # a TIFF extension alone: Pillow closes a single-frame TIFF when it loads it (DSL104's)
+        """
+        from PIL import Image
+        from torch.utils.data import Dataset
+
+        EXTENSIONS = ("jpg", "png", "tif", "tiff")
+
+        class D(Dataset):
+            def __getitem__(self, i):
+                return self.transform(Image.open(self.paths[i]).convert("RGB"))
+        """,
         """
         from multiprocessing import Pool
         from PIL import Image
@@ -208,7 +221,7 @@ class UnclosedImageOpen(Rule):
             import PIL.Image
             from torch.utils.data import IterableDataset
 
-            EXTENSIONS = ["png", "tiff"]
+            EXTENSIONS = ["png", "gif"]
 
             class Stream(IterableDataset):
                 def __iter__(self):
@@ -222,7 +235,7 @@ class UnclosedImageOpen(Rule):
             import PIL.Image
             from torch.utils.data import IterableDataset
 
-            EXTENSIONS = ["png", "tiff"]
+            EXTENSIONS = ["png", "gif"]
 
             class Stream(IterableDataset):
                 def __iter__(self):
@@ -246,7 +259,7 @@ class UnclosedImageOpen(Rule):
             text = opener_text(ctx, call)
             if why == MULTI_FRAME:
                 message = (
-                    f"`{text}` is never closed, and this code handles multi-frame images (GIF/TIFF/MPO/APNG): "
+                    f"`{text}` is never closed, and this code handles multi-frame images (GIF/MPO/APNG, TIFF stacks): "
                     "Pillow keeps those files open after loading, until the image is dropped, with a "
                     "ResourceWarning on every sample"
                 )
