@@ -12,14 +12,22 @@ from dslint.edits import with_statement_fix
 from dslint.report import FixSpec
 from dslint.semantics import lifetimes as lt
 from dslint.semantics.call_facts import in_per_example_function
+from dslint.semantics.handle_returns import helper_calls
 from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.walk import iter_subtree
 
 
 def opened_handles(ctx, kinds):
-    """(call, kind, fate) for every opener call in dataset code."""
+    """(call, kind, fate) for every opener call in dataset code, and every call to a
+    function of this file that returns a handle it opened (``handle_returns``)."""
     tails = ctx.names.call_tails(lt.OPENER_TAILS)
+    helpers = helper_calls(ctx)
     for call in ctx.nodes(cst.Call):
+        helper = helpers.get(id(call))
+        if helper is not None:
+            if helper[1] in kinds and (ctx.in_dataset_code(call) or in_per_example_function(ctx, call)):
+                yield call, helper[1], lt.fate(ctx, call, helper[2])
+            continue
         func = call.func
         tail = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else None)
         if tail not in tails and not (isinstance(func, cst.Attribute) and tail in lt.OPENER_TAILS):
@@ -335,6 +343,8 @@ def with_fix(ctx, call, fate, names):
     """
     if fate.kind not in (lt.CHAINED, lt.TEMPORARY) or fate.name is not None:
         return None
+    if id(call) in helper_calls(ctx):
+        return None  # what the helper returns need not be a context manager
     edits = with_statement_fix(ctx, call, names)
     if edits is None:
         return None
@@ -348,5 +358,11 @@ def with_fix(ctx, call, fate, names):
 
 
 def opener_text(ctx, call) -> str:
+    """The opener as messages quote it: `` `open()` ``, or for a call to a function of the
+    file that returns a handle, `` `load()` (which returns the handle it opens) ``."""
     parts = ctx.code(call.func).strip()
-    return f"{parts}()"
+    helper = helper_calls(ctx).get(id(call))
+    if helper is None:
+        return f"`{parts}()`"
+    where = "" if helper[2] is None else ", in a tuple"
+    return f"`{parts}()` (which returns the handle it opens{where})"

@@ -1,0 +1,124 @@
+"""Functions of a file that hand an open handle to their caller.
+
+``def load(p): return np.load(p, mmap_mode="r")`` or ``def read(self, name): m =
+np.memmap(...); return m, meta`` open a handle and return it unloaded: the caller
+owns it, and what becomes of it is decided where the function is called. A call
+to such a function is an opener for the handle rules, with the kind of the handle
+it returns and, for a tuple, its position (``m, meta = self.read(name)``).
+
+Only functions of the checked file are followed: a module-level function called by
+name, and a method called on ``self`` (looked up along the class's bases in this
+file). A function qualifies when every ``return`` in it gives back a handle of the
+same kind at the same position, that it opened itself and did not close or load
+(a generator, a function that may return something else, or one with no
+``return`` of a handle does not).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+import libcst as cst
+
+from dslint.semantics import lifetimes as lt
+from dslint.semantics.classes import called_method
+from dslint.semantics.regions import self_name
+from dslint.semantics.walk import iter_subtree
+
+# What a function returns: (the kind of the handle, its index in a returned tuple or None).
+Returned = Tuple[str, Optional[int]]
+
+
+def returned_handle(ctx, func: cst.FunctionDef) -> Optional[Returned]:
+    """(kind, position) when every ``return`` of ``func`` gives back a handle it opened."""
+    memo = ctx.memo(("handle_returns.func",), dict)
+    if id(func) not in memo:
+        memo[id(func)] = _returned_handle(ctx, func)
+    return memo[id(func)]
+
+
+def _returned_handle(ctx, func: cst.FunctionDef) -> Optional[Returned]:
+    found: List[Returned] = []
+    for node in iter_subtree(func.body, into_scopes=False):
+        if isinstance(node, (cst.Yield, cst.Await)):
+            return None
+        if not isinstance(node, cst.Return):
+            continue
+        answer = _handle_in(ctx, node.value) if node.value is not None else None
+        if answer is None:
+            return None
+        found.append(answer)
+    if not found or any(answer != found[0] for answer in found):
+        return None
+    return found[0]
+
+
+def _handle_in(ctx, value) -> Optional[Returned]:
+    if isinstance(value, cst.Tuple):
+        hits = [(i, _opened_here(ctx, e.value)) for i, e in enumerate(value.elements) if isinstance(e, cst.Element)]
+        hits = [(i, kind) for i, kind in hits if kind is not None]
+        if len(hits) == 1 and len(value.elements) > 1:
+            return hits[0][1], hits[0][0]
+        return None
+    kind = _opened_here(ctx, value)
+    return (kind, None) if kind is not None else None
+
+
+def _opened_here(ctx, expr) -> Optional[str]:
+    """The kind of the handle ``expr`` is: an opener call returned as is, or a name bound
+    once in the function to one whose fate is to be returned (not closed, not loaded)."""
+    if isinstance(expr, cst.Name):
+        value = ctx.single_assignment(expr)
+        if not isinstance(value, cst.Call) or ctx.enclosing_function(value) is not ctx.enclosing_function(expr):
+            return None
+        expr = value
+    if not isinstance(expr, cst.Call):
+        return None
+    kind = lt.opener_kind(ctx, expr)
+    if kind is None or lt.fate(ctx, expr).kind != lt.RETURNED:
+        return None
+    return kind
+
+
+def helper_calls(ctx) -> Dict[int, Tuple[cst.Call, str, Optional[int], str]]:
+    """id(call) -> (call, kind, position, the helper's name) for every call in the file
+    to one of its functions that returns a handle."""
+    return ctx.memo(("handle_returns.calls",), lambda: _helper_calls(ctx))
+
+
+def _helper_calls(ctx):
+    module_defs: Dict[str, List[cst.FunctionDef]] = {}
+    for func in ctx.nodes(cst.FunctionDef):
+        if ctx.enclosing_function(func) is None and _module_level(ctx, func):
+            module_defs.setdefault(func.name.value, []).append(func)
+    found = {}
+    for call in ctx.nodes(cst.Call):
+        target = _called_function(ctx, call, module_defs)
+        if target is None or any(a is target for a in ctx.ancestors(call)):
+            continue  # (a recursive call is not a new handle)
+        answer = returned_handle(ctx, target)
+        if answer is not None:
+            found[id(call)] = (call, answer[0], answer[1], target.name.value)
+    return found
+
+
+def _module_level(ctx, func) -> bool:
+    parent = ctx.parent(func)
+    return isinstance(parent, cst.Module)
+
+
+def _called_function(ctx, call: cst.Call, module_defs) -> Optional[cst.FunctionDef]:
+    func = call.func
+    if isinstance(func, cst.Name):
+        defs = module_defs.get(func.value, ())
+        if len(defs) != 1 or ctx.qualname(func) != f"{ctx.names.modname}.{func.value}":
+            return None
+        return defs[0]
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+        method = ctx.enclosing_function(call)
+        while method is not None and ctx.method_class(method) is None:
+            method = ctx.enclosing_function(method)
+        if method is None or func.value.value != self_name(method):
+            return None
+        return called_method(ctx, ctx.method_class(method), call, self_name(method))
+    return None
