@@ -87,30 +87,37 @@ def helper_calls(ctx) -> Dict[int, Tuple[cst.Call, str, Optional[int], str]]:
 
 
 def _helper_calls(ctx):
-    module_defs: Dict[str, List[cst.FunctionDef]] = {}
-    for func in ctx.nodes(cst.FunctionDef):
-        if ctx.enclosing_function(func) is None and _module_level(ctx, func):
-            module_defs.setdefault(func.name.value, []).append(func)
+    # only the functions with a `return` of a handle are candidates (most files have none)
+    candidates: Dict[str, List[cst.FunctionDef]] = {}
+    for ret in ctx.nodes(cst.Return):
+        func = ctx.enclosing_function(ret, through_lambdas=False)
+        if func is None or ret.value is None or _handle_in(ctx, ret.value) is None:
+            continue
+        if returned_handle(ctx, func) is not None:
+            known = candidates.setdefault(func.name.value, [])
+            if not any(f is func for f in known):
+                known.append(func)
     found = {}
+    if not candidates:
+        return found
     for call in ctx.nodes(cst.Call):
-        target = _called_function(ctx, call, module_defs)
+        func = call.func
+        tail = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else None)
+        if tail not in candidates:
+            continue
+        target = _called_function(ctx, call, candidates[tail])
         if target is None or any(a is target for a in ctx.ancestors(call)):
             continue  # (a recursive call is not a new handle)
         answer = returned_handle(ctx, target)
-        if answer is not None:
-            found[id(call)] = (call, answer[0], answer[1], target.name.value)
+        found[id(call)] = (call, answer[0], answer[1], target.name.value)
     return found
 
 
-def _module_level(ctx, func) -> bool:
-    parent = ctx.parent(func)
-    return isinstance(parent, cst.Module)
-
-
-def _called_function(ctx, call: cst.Call, module_defs) -> Optional[cst.FunctionDef]:
+def _called_function(ctx, call: cst.Call, named) -> Optional[cst.FunctionDef]:
+    """The function of ``named`` (this file's candidates with the call's name) it runs."""
     func = call.func
     if isinstance(func, cst.Name):
-        defs = module_defs.get(func.value, ())
+        defs = [f for f in named if isinstance(ctx.parent(f), cst.Module)]
         if len(defs) != 1 or ctx.qualname(func) != f"{ctx.names.modname}.{func.value}":
             return None
         return defs[0]
@@ -120,5 +127,6 @@ def _called_function(ctx, call: cst.Call, module_defs) -> Optional[cst.FunctionD
             method = ctx.enclosing_function(method)
         if method is None or func.value.value != self_name(method):
             return None
-        return called_method(ctx, ctx.method_class(method), call, self_name(method))
+        found = called_method(ctx, ctx.method_class(method), call, self_name(method))
+        return found if any(found is f for f in named) else None
     return None
