@@ -59,6 +59,12 @@ FORMS = [
     ("image-io-buffer", None, _dataset("", 'return Image.open(io.BytesIO(self.blobs[i])).convert("RGB")  # <-')),
     ("image-once-in-init", "DSL104", _dataset('self.paths = glob.glob(root + "/*.gif")\nself.first = Image.open(self.paths[0]).convert("RGB")  # <-', "return p")),
     ("image-with", None, _dataset("", "with Image.open(p) as im:  # <-\n    return im.copy()")),
+    # a function of the file that returns the handle it opens: judged where it is called
+    ("helper-image-never-loaded", "DSL101", _dataset("", "return load(p).size  # <-", "def load(path):\n    return Image.open(path)")),
+    ("helper-image-loaded", "DSL104", _dataset("", 'return load(p).convert("RGB")  # <-', "def load(path):\n    return Image.open(path)")),
+    ("helper-file-in-tuple-kept", "DSL103", _dataset("", "f, n = load(p)  # <-\nself.kept.append(f)\nreturn n", "def load(path):\n    f = open(path)\n    return f, 1")),
+    ("helper-file-closed-by-caller", None, _dataset("", "with load(p) as f:  # <-\n    return f.read()", "def load(path):\n    return open(path)")),
+    ("helper-itself", None, _dataset("", "return load(p).read()", "def load(path):\n    return open(path)  # <-")),
     # Python file objects: reference counting closes them when they are dropped
     ("file-json-load-temporary", "DSL104", _dataset("", "return json.load(open(p))  # <-")),
     ("file-read-chain", "DSL104", _dataset("", "return open(p).read()  # <-")),
