@@ -64,6 +64,8 @@ FORMS = [
     ("helper-image-loaded", "DSL104", _dataset("", 'return load(p).convert("RGB")  # <-', "def load(path):\n    return Image.open(path)")),
     ("helper-file-in-tuple-kept", "DSL103", _dataset("", "f, n = load(p)  # <-\nself.kept.append(f)\nreturn n", "def load(path):\n    f = open(path)\n    return f, 1")),
     ("helper-file-closed-by-caller", None, _dataset("", "with load(p) as f:  # <-\n    return f.read()", "def load(path):\n    return open(path)")),
+    ("helper-either-opener-kept", "DSL103", _dataset("", "self.kept[i] = load(p)  # <-\nreturn i", "def load(path):\n    return tarfile.open(path) if path.endswith('.tar') else open(path)")),
+    ("helper-opener-or-none", None, _dataset("", "self.kept[i] = load(p)  # <-\nreturn i", "def load(path):\n    return open(path) if path else None")),
     ("helper-itself", None, _dataset("", "return load(p).read()", "def load(path):\n    return open(path)  # <-")),
     # Python file objects: reference counting closes them when they are dropped
     ("file-json-load-temporary", "DSL104", _dataset("", "return json.load(open(p))  # <-")),

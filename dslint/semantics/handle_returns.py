@@ -9,7 +9,8 @@ it returns and, for a tuple, its position (``m, meta = self.read(name)``).
 Only functions of the checked file are followed: a module-level function called by
 name, and a method called on ``self`` (looked up along the class's bases in this
 file). A function qualifies when every ``return`` in it gives back a handle of the
-same kind at the same position, that it opened itself and did not close or load
+same kind at the same position (both arms of a conditional count), that it opened
+itself and did not close or load
 (a generator, a function that may return something else, or one with no
 ``return`` of a handle does not).
 """
@@ -66,7 +67,11 @@ def _handle_in(ctx, value) -> Optional[Returned]:
 
 def _opened_here(ctx, expr) -> Optional[str]:
     """The kind of the handle ``expr`` is: an opener call returned as is, or a name bound
-    once in the function to one whose fate is to be returned (not closed, not loaded)."""
+    once in the function to one whose fate is to be returned (not closed, not loaded),
+    or a conditional whose two arms are handles of one kind (``gzip.open(p) if gz else open(p)``)."""
+    if isinstance(expr, cst.IfExp):
+        kinds = {_opened_here(ctx, expr.body), _opened_here(ctx, expr.orelse)}
+        return kinds.pop() if len(kinds) == 1 else None
     if isinstance(expr, cst.Name):
         value = ctx.single_assignment(expr)
         if not isinstance(value, cst.Call) or ctx.enclosing_function(value) is not ctx.enclosing_function(expr):
