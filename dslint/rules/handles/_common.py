@@ -11,6 +11,7 @@ import libcst as cst
 from dslint.edits import with_statement_fix
 from dslint.report import FixSpec
 from dslint.semantics import lifetimes as lt
+from dslint.semantics.bindings import names_in_target
 from dslint.semantics.call_facts import in_per_example_function
 from dslint.semantics.handle_returns import helper_calls
 from dslint.semantics.regions import self_attr, self_name
@@ -53,6 +54,31 @@ def in_lazy_block(ctx, node) -> bool:
             break
         chain.append(ancestor)
     return ctx.regions.get(func).classify(node, chain)[1] or lt.once_guarded(ctx, node)
+
+
+def keyed_by_sample_index(ctx, fate) -> bool:
+    """A handle stored under the sample index itself (``self.cache[idx] = open(p)`` in
+    ``__getitem__(self, idx)``): a "not opened yet" guard on that key still keeps one
+    handle for every distinct sample, not one per file or per worker."""
+    site = fate.site
+    if not isinstance(site, cst.Assign) or len(site.targets) != 1:
+        return False
+    target = site.targets[0].target
+    if not isinstance(target, cst.Subscript) or len(target.slice) != 1:
+        return False
+    key = target.slice[0].slice
+    if not isinstance(key, cst.Index) or not isinstance(key.value, cst.Name):
+        return False
+    func = ctx.enclosing_function(site)
+    if func is None or func.name.value != "__getitem__" or ctx.method_class(func) is None:
+        return False
+    params = func.params.params
+    if len(params) < 2 or params[1].name.value != key.value.value:
+        return False
+    for assign in ctx.nodes(cst.AssignTarget):  # the index is not rebound in the method
+        if key.value.value in names_in_target(assign.target) and ctx.enclosing_function(assign) is func:
+            return False
+    return True
 
 
 def _kept_on_self(ctx, call, attr: str) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dslint.rules.base import ERROR, Rule, Symptom
-from dslint.rules.handles._common import in_init, in_lazy_block, opened_handles, opener_text
+from dslint.rules.handles._common import in_init, in_lazy_block, keyed_by_sample_index, opened_handles, opener_text
 from dslint.semantics import lifetimes as lt
 
 
@@ -39,6 +39,9 @@ class RetainedFileHandles(Rule):
     - A cache filled behind a "not opened yet" guard (`if path not in
       self.handles:`, `if self.h is None:`, `if not hasattr(self.local, "f"):`):
       at most one handle per file or per worker, the lazy per-worker pattern.
+      A cache keyed by the sample index itself (`self.cache[idx]` in
+      `__getitem__(self, idx)`) is reported even behind such a guard: it keeps
+      one handle for every sample the worker has seen.
     - A handle returned to the caller (`return image, label`).
     - An unclosed handle that is not kept: DSL101, DSL102 or DSL104.
 
@@ -181,6 +184,17 @@ class RetainedFileHandles(Rule):
                 self.maps[i] = np.load(self.files[i], mmap_mode="r")  # expect: DSL103
                 return self.maps[i][0]
         """,
+        # a guarded cache keyed by the sample index: one handle per sample seen
+        """
+        import h5py
+        from torch.utils.data import Dataset
+
+        class D(Dataset):
+            def __getitem__(self, idx):
+                if idx not in self.cache:
+                    self.cache[idx] = h5py.File(self.files[idx], "r")  # expect: DSL103
+                return self.cache[idx]["x"][()]
+        """,
         """
         import os
         import numpy as np
@@ -233,7 +247,7 @@ class RetainedFileHandles(Rule):
 
     def check(self, ctx):
         for call, kind, fate in opened_handles(ctx, ("image", "file", "mmap", lt.NPZ)):
-            if fate.kind != lt.STORED or in_lazy_block(ctx, call):
+            if fate.kind != lt.STORED or (in_lazy_block(ctx, call) and not keyed_by_sample_index(ctx, fate)):
                 continue
             text = opener_text(ctx, call)
             if in_init(ctx, call) or not ctx.is_per_sample(call):
