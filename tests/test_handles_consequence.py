@@ -66,6 +66,7 @@ FORMS = [
     ("helper-file-closed-by-caller", None, _dataset("", "with load(p) as f:  # <-\n    return f.read()", "def load(path):\n    return open(path)")),
     ("helper-either-opener-kept", "DSL103", _dataset("", "self.kept[i] = load(p)  # <-\nreturn i", "def load(path):\n    return tarfile.open(path) if path.endswith('.tar') else open(path)")),
     ("helper-opener-or-none", None, _dataset("", "self.kept[i] = load(p)  # <-\nreturn i", "def load(path):\n    return open(path) if path else None")),
+    ("helper-of-a-helper-kept", "DSL103", _dataset("", "self.kept[i] = load(p)  # <-\nreturn i", "def raw(path):\n    return open(path)\n\n\ndef load(path):\n    return raw(path)")),
     ("helper-itself", None, _dataset("", "return load(p).read()", "def load(path):\n    return open(path)  # <-")),
     # Python file objects: reference counting closes them when they are dropped
     ("file-json-load-temporary", "DSL104", _dataset("", "return json.load(open(p))  # <-")),

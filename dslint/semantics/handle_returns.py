@@ -10,7 +10,7 @@ Only functions of the checked file are followed: a module-level function called 
 name, and a method called on ``self`` (looked up along the class's bases in this
 file). A function qualifies when every ``return`` in it gives back a handle of the
 same kind at the same position (both arms of a conditional count), that it opened
-itself and did not close or load
+and did not close or load, itself or through another such function of the file
 (a generator, a function that may return something else, or one with no
 ``return`` of a handle does not).
 """
@@ -34,6 +34,7 @@ def returned_handle(ctx, func: cst.FunctionDef) -> Optional[Returned]:
     """(kind, position) when every ``return`` of ``func`` gives back a handle it opened."""
     memo = ctx.memo(("handle_returns.func",), dict)
     if id(func) not in memo:
+        memo[id(func)] = None  # (a function that returns its own result opens nothing)
         memo[id(func)] = _returned_handle(ctx, func)
     return memo[id(func)]
 
@@ -80,6 +81,11 @@ def _opened_here(ctx, expr) -> Optional[str]:
     if not isinstance(expr, cst.Call):
         return None
     kind = lt.opener_kind(ctx, expr)
+    if kind is None:
+        # a call to another such function of the file, whose handle is passed on whole
+        callee = _called_function(ctx, expr, None)
+        answer = returned_handle(ctx, callee) if callee is not None else None
+        kind = answer[0] if answer is not None and answer[1] is None else None
     if kind is None or lt.fate(ctx, expr).kind != lt.RETURNED:
         return None
     return kind
@@ -119,8 +125,12 @@ def _helper_calls(ctx):
 
 
 def _called_function(ctx, call: cst.Call, named) -> Optional[cst.FunctionDef]:
-    """The function of ``named`` (this file's candidates with the call's name) it runs."""
+    """The function of ``named`` (this file's candidates with the call's name; None: any
+    function of the file) that the call runs."""
     func = call.func
+    if named is None:
+        tail = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else None)
+        named = _functions_named(ctx).get(tail, [])
     if isinstance(func, cst.Name):
         defs = [f for f in named if isinstance(ctx.parent(f), cst.Module)]
         if len(defs) != 1 or ctx.qualname(func) != f"{ctx.names.modname}.{func.value}":
@@ -135,3 +145,13 @@ def _called_function(ctx, call: cst.Call, named) -> Optional[cst.FunctionDef]:
         found = called_method(ctx, ctx.method_class(method), call, self_name(method))
         return found if any(found is f for f in named) else None
     return None
+
+
+def _functions_named(ctx) -> Dict[str, List[cst.FunctionDef]]:
+    def compute():
+        out: Dict[str, List[cst.FunctionDef]] = {}
+        for func in ctx.nodes(cst.FunctionDef):
+            out.setdefault(func.name.value, []).append(func)
+        return out
+
+    return ctx.memo(("handle_returns.named",), compute)

@@ -385,10 +385,10 @@ def with_fix(ctx, call, fate, names):
 
 def opener_text(ctx, call) -> str:
     """The opener as messages quote it: `` `open()` ``, or for a call to a function of the
-    file that returns a handle, `` `load()` (which returns the handle it opens) ``."""
+    file that returns a handle, `` `load()` (which returns an open handle) ``."""
     parts = ctx.code(call.func).strip()
     helper = helper_calls(ctx).get(id(call))
     if helper is None:
         return f"`{parts}()`"
-    where = "" if helper[2] is None else ", in a tuple"
-    return f"`{parts}()` (which returns the handle it opens{where})"
+    where = "" if helper[2] is None else " in a tuple"
+    return f"`{parts}()` (which returns an open handle{where})"
