@@ -44,7 +44,9 @@ FORMS = [
     # images: loaded and closed by Pillow unless the code shows multi-frame formats
     ("image-convert-chain", "DSL104", _dataset("", 'return Image.open(p).convert("RGB")  # <-')),
     ("image-chain-gif-glob", "DSL101", _dataset('self.paths = glob.glob(root + "/*.gif")', 'return Image.open(p).convert("RGB")  # <-')),
-    ("image-chain-tiff-extension", "DSL101", _dataset("", 'return Image.open(p).copy()  # <-', 'EXTS = ["jpg", "tiff"]')),
+    ("image-chain-tiff-extension", "DSL104", _dataset("", 'return Image.open(p).copy()  # <-', 'EXTS = ["jpg", "tiff"]')),
+    ("image-chain-tiff-stack", "DSL101", _dataset("", 'img = Image.open(p)  # <-\nframes = img.n_frames\nreturn img.copy(), frames', 'EXTS = ["tif"]')),
+    ("image-chain-apng-extension", "DSL101", _dataset("", 'return Image.open(p).copy()  # <-', 'EXTS = ["png", "apng"]')),
     ("image-named-loaded-later", "DSL104", _dataset("", 'img = Image.open(p)  # <-\nimg = img.resize((8, 8))\nreturn img')),
     ("image-handed-to-transform", "DSL104", _dataset("", "img = Image.open(p)  # <-\nreturn self.transform(img)")),
     ("image-named-seek", "DSL101", _dataset("", 'img = Image.open(p)  # <-\nimg.seek(1)\nreturn img.convert("RGB")')),
@@ -57,6 +59,15 @@ FORMS = [
     ("image-io-buffer", None, _dataset("", 'return Image.open(io.BytesIO(self.blobs[i])).convert("RGB")  # <-')),
     ("image-once-in-init", "DSL104", _dataset('self.paths = glob.glob(root + "/*.gif")\nself.first = Image.open(self.paths[0]).convert("RGB")  # <-', "return p")),
     ("image-with", None, _dataset("", "with Image.open(p) as im:  # <-\n    return im.copy()")),
+    # a function of the file that returns the handle it opens: judged where it is called
+    ("helper-image-never-loaded", "DSL101", _dataset("", "return load(p).size  # <-", "def load(path):\n    return Image.open(path)")),
+    ("helper-image-loaded", "DSL104", _dataset("", 'return load(p).convert("RGB")  # <-', "def load(path):\n    return Image.open(path)")),
+    ("helper-file-in-tuple-kept", "DSL103", _dataset("", "f, n = load(p)  # <-\nself.kept.append(f)\nreturn n", "def load(path):\n    f = open(path)\n    return f, 1")),
+    ("helper-file-closed-by-caller", None, _dataset("", "with load(p) as f:  # <-\n    return f.read()", "def load(path):\n    return open(path)")),
+    ("helper-either-opener-kept", "DSL103", _dataset("", "self.kept[i] = load(p)  # <-\nreturn i", "def load(path):\n    return tarfile.open(path) if path.endswith('.tar') else open(path)")),
+    ("helper-opener-or-none", None, _dataset("", "self.kept[i] = load(p)  # <-\nreturn i", "def load(path):\n    return open(path) if path else None")),
+    ("helper-of-a-helper-kept", "DSL103", _dataset("", "self.kept[i] = load(p)  # <-\nreturn i", "def raw(path):\n    return open(path)\n\n\ndef load(path):\n    return raw(path)")),
+    ("helper-itself", None, _dataset("", "return load(p).read()", "def load(path):\n    return open(path)  # <-")),
     # Python file objects: reference counting closes them when they are dropped
     ("file-json-load-temporary", "DSL104", _dataset("", "return json.load(open(p))  # <-")),
     ("file-read-chain", "DSL104", _dataset("", "return open(p).read()  # <-")),

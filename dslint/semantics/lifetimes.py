@@ -11,7 +11,8 @@ For an opener call (``PIL.Image.open``, ``open``, ``gzip.open``, ``zipfile.ZipFi
   displays and comprehensions): one more handle every time the code runs;
 * ``CHAINED``    -- a method called on the unnamed result (``Image.open(p).convert()``);
 * ``TEMPORARY``  -- passed to another call and dropped (``json.load(open(p))``);
-* ``UNCLOSED``   -- bound to a name that is never closed.
+* ``UNCLOSED``   -- bound to a name that is never closed;
+* ``UNKNOWN``    -- one element of a tuple a helper returns, used in a way not followed.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import libcst as cst
 
 from dslint.semantics.bindings import names_in_target
 from dslint.semantics.names import dotted_parts
+from dslint.semantics.once import once_guarded  # noqa: F401  (re-exported: once-only code lives in once.py)
 from dslint.semantics.regions import self_name
 from dslint.semantics.walk import iter_subtree
 
@@ -33,6 +35,7 @@ STORED = "stored"
 CHAINED = "chained"
 TEMPORARY = "temporary"
 UNCLOSED = "unclosed"
+UNKNOWN = "unknown"
 
 IMAGE_OPEN = "PIL.Image.open"
 # The one knowledge table of calls that return an object holding an open file until
@@ -185,7 +188,11 @@ def _name_is_fileobj(ctx, name: cst.Name) -> bool:
     return False
 
 
-def fate(ctx, call: cst.Call) -> Fate:
+def fate(ctx, call: cst.Call, position: Optional[int] = None) -> Fate:
+    """What becomes of the handle ``call`` returns; with ``position``, of element
+    ``position`` of the tuple it returns (``m, meta = read(p)``: what becomes of ``m``)."""
+    if position is not None:
+        return _element_fate(ctx, call, position)
     node: cst.CSTNode = call
     while True:
         parent = ctx.parent(node)
@@ -237,6 +244,31 @@ def fate(ctx, call: cst.Call) -> Fate:
         if isinstance(parent, cst.Expr):
             return Fate(TEMPORARY, parent)
         return Fate(TEMPORARY, parent)
+
+
+def _element_fate(ctx, call: cst.Call, position: int) -> Fate:
+    parent = ctx.parent(call)
+    if isinstance(parent, (cst.Return, cst.Yield)):
+        return Fate(RETURNED, parent)
+    if not isinstance(parent, cst.Assign) or parent.value is not call or len(parent.targets) != 1:
+        return Fate(UNKNOWN, parent)
+    target = parent.targets[0].target
+    if not isinstance(target, (cst.Tuple, cst.List)) or position >= len(target.elements):
+        return Fate(UNKNOWN, parent)
+    if any(isinstance(e, cst.StarredElement) for e in target.elements):
+        return Fate(UNKNOWN, parent)
+    element = target.elements[position].value
+    if isinstance(element, cst.Name):
+        return _bound_name(ctx, call, element, parent)
+    if isinstance(element, cst.Subscript):
+        return Fate(STORED, parent)
+    if isinstance(element, cst.Attribute):
+        parts = dotted_parts(element)
+        func = ctx.enclosing_function(parent)
+        if func is not None and parts and len(parts) == 2 and parts[0] == self_name(func):
+            return Fate(STORED_SELF, parent, name=parts[1])
+        return Fate(STORED, parent)
+    return Fate(UNKNOWN, parent)
 
 
 def _assigned(ctx, call: cst.Call, assign) -> Fate:
@@ -353,147 +385,3 @@ def _rebinding_after(ctx, site: cst.CSTNode, name: str) -> Optional[cst.CSTNode]
             if any(name in names_in_target(t) for t in targets):
                 return stmt
     return None
-
-
-# ---------------------------------------------------------------------------- once-only code
-
-
-def _chain(expr: cst.CSTNode) -> Optional[str]:
-    parts = dotted_parts(expr)
-    return ".".join(parts) if parts else None
-
-
-def _hasattr_chain(call: cst.CSTNode) -> Optional[str]:
-    """``OBJ.name`` for ``hasattr(OBJ, "name")``."""
-    if not isinstance(call, cst.Call) or dotted_parts(call.func) != ["hasattr"] or len(call.args) < 2:
-        return None
-    owner = _chain(call.args[0].value)
-    value = call.args[1].value
-    if owner and isinstance(value, cst.SimpleString) and isinstance(value.evaluated_value, str):
-        return f"{owner}.{value.evaluated_value}"
-    return None
-
-
-def _getattr_chain(call: cst.CSTNode) -> Optional[str]:
-    """``OBJ.name`` for ``getattr(OBJ, "name", None)``."""
-    if not isinstance(call, cst.Call) or dotted_parts(call.func) != ["getattr"] or len(call.args) != 3:
-        return None
-    owner = _chain(call.args[0].value)
-    value = call.args[1].value
-    default = call.args[2].value
-    if (
-        owner
-        and isinstance(value, cst.SimpleString)
-        and isinstance(value.evaluated_value, str)
-        and isinstance(default, cst.Name)
-        and default.value == "None"
-    ):
-        return f"{owner}.{value.evaluated_value}"
-    return None
-
-
-def _attribute_chain(expr: cst.CSTNode) -> Optional[str]:
-    if isinstance(expr, cst.Attribute):
-        return _chain(expr)
-    return _getattr_chain(expr)
-
-
-def _tested_chains(test: cst.BaseExpression, want_set: bool) -> set:
-    """Attribute chains that ``test`` checks as not set yet (``want_set=False``: ``X is None``,
-    ``not X``, ``not hasattr(O, "x")``) or as already set (``X``, ``X is not None``, ``hasattr``)."""
-    found: set = set()
-    if isinstance(test, cst.BooleanOperation):
-        left, right = _tested_chains(test.left, want_set), _tested_chains(test.right, want_set)
-        if isinstance(test.operator, cst.Or) and not want_set and not (left and right):
-            return found  # `if self.h is None or force:` runs again whenever `force`
-        return left | right
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        return _tested_chains(test.expression, not want_set)
-    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
-        comparison = test.comparisons[0]
-        right = comparison.comparator
-        chain = _attribute_chain(test.left)
-        if chain and isinstance(right, cst.Name) and right.value == "None":
-            if isinstance(comparison.operator, (cst.Is, cst.Equal)) and not want_set:
-                found.add(chain)
-            if isinstance(comparison.operator, (cst.IsNot, cst.NotEqual)) and want_set:
-                found.add(chain)
-        return found
-    if want_set:
-        chain = _attribute_chain(test) or _hasattr_chain(test)
-        if chain:
-            found.add(chain)
-    return found
-
-
-def _assigned_chains(root: cst.CSTNode) -> set:
-    found = set()
-    for node in iter_subtree(root, into_scopes=False):
-        if isinstance(node, cst.AssignTarget):
-            targets = [node.target]
-        elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
-            targets = [node.target]
-        else:
-            continue
-        while targets:
-            target = targets.pop()
-            if isinstance(target, (cst.Tuple, cst.List)):
-                targets.extend(e.value for e in target.elements)
-            elif isinstance(target, cst.Attribute):
-                chain = _chain(target)
-                if chain:
-                    found.add(chain)
-    return found
-
-
-def _on_self(chains: set, selfp: str) -> set:
-    return {c for c in chains if c.split(".", 1)[0] == selfp and "." in c}
-
-
-def _returns_only(block: cst.BaseSuite) -> bool:
-    if isinstance(block, cst.SimpleStatementSuite):
-        statements = list(block.body)
-    else:
-        statements = []
-        for stmt in block.body:
-            statements.extend(stmt.body if isinstance(stmt, cst.SimpleStatementLine) else [stmt])
-    return bool(statements) and isinstance(statements[-1], cst.Return) and all(
-        isinstance(s, (cst.Return, cst.Expr, cst.Pass)) for s in statements
-    )
-
-
-def once_guarded(ctx, node: cst.CSTNode) -> bool:
-    """``node`` runs at most once per object, behind a "not set yet" guard on an attribute
-    chain of ``self`` that the guarded code sets. Complements the region classifier with:
-
-    * guards on nested attributes: ``if not hasattr(self.local, "f"): self.local.f = open(p)``,
-      ``if getattr(self, "db", None) is None: ...``;
-    * an early return once set: ``if self.loaded: return`` ... ``self.loaded = True``.
-    """
-    func = ctx.enclosing_function(node)
-    if func is None:
-        return False
-    selfp = self_name(func)
-    if not selfp:
-        return False
-    assigned_in_func = None
-    previous = node
-    for ancestor in ctx.ancestors(node):
-        if ancestor is func:
-            break
-        if isinstance(ancestor, cst.If) and previous is ancestor.body:
-            if _on_self(_tested_chains(ancestor.test, want_set=False), selfp) & _assigned_chains(ancestor.body):
-                return True
-        if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
-            for stmt in ancestor.body:
-                if stmt is previous:
-                    break
-                if isinstance(stmt, cst.If) and stmt.orelse is None and _returns_only(stmt.body):
-                    checked = _on_self(_tested_chains(stmt.test, want_set=True), selfp)
-                    if checked:
-                        if assigned_in_func is None:
-                            assigned_in_func = _assigned_chains(func.body)
-                        if checked & assigned_in_func:
-                            return True
-        previous = ancestor
-    return False

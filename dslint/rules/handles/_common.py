@@ -11,15 +11,24 @@ import libcst as cst
 from dslint.edits import with_statement_fix
 from dslint.report import FixSpec
 from dslint.semantics import lifetimes as lt
+from dslint.semantics.bindings import names_in_target
 from dslint.semantics.call_facts import in_per_example_function
+from dslint.semantics.handle_returns import helper_calls
 from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.walk import iter_subtree
 
 
 def opened_handles(ctx, kinds):
-    """(call, kind, fate) for every opener call in dataset code."""
+    """(call, kind, fate) for every opener call in dataset code, and every call to a
+    function of this file that returns a handle it opened (``handle_returns``)."""
     tails = ctx.names.call_tails(lt.OPENER_TAILS)
+    helpers = helper_calls(ctx)
     for call in ctx.nodes(cst.Call):
+        helper = helpers.get(id(call))
+        if helper is not None:
+            if helper[1] in kinds and (ctx.in_dataset_code(call) or in_per_example_function(ctx, call)):
+                yield call, helper[1], lt.fate(ctx, call, helper[2])
+            continue
         func = call.func
         tail = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else None)
         if tail not in tails and not (isinstance(func, cst.Attribute) and tail in lt.OPENER_TAILS):
@@ -45,6 +54,31 @@ def in_lazy_block(ctx, node) -> bool:
             break
         chain.append(ancestor)
     return ctx.regions.get(func).classify(node, chain)[1] or lt.once_guarded(ctx, node)
+
+
+def keyed_by_sample_index(ctx, fate) -> bool:
+    """A handle stored under the sample index itself (``self.cache[idx] = open(p)`` in
+    ``__getitem__(self, idx)``): a "not opened yet" guard on that key still keeps one
+    handle for every distinct sample, not one per file or per worker."""
+    site = fate.site
+    if not isinstance(site, cst.Assign) or len(site.targets) != 1:
+        return False
+    target = site.targets[0].target
+    if not isinstance(target, cst.Subscript) or len(target.slice) != 1:
+        return False
+    key = target.slice[0].slice
+    if not isinstance(key, cst.Index) or not isinstance(key.value, cst.Name):
+        return False
+    func = ctx.enclosing_function(site)
+    if func is None or func.name.value != "__getitem__" or ctx.method_class(func) is None:
+        return False
+    params = func.params.params
+    if len(params) < 2 or params[1].name.value != key.value.value:
+        return False
+    for assign in ctx.nodes(cst.AssignTarget):  # the index is not rebound in the method
+        if key.value.value in names_in_target(assign.target) and ctx.enclosing_function(assign) is func:
+            return False
+    return True
 
 
 def _kept_on_self(ctx, call, attr: str) -> bool:
@@ -152,7 +186,11 @@ KEPT = "kept"  # a new handle kept on `self` on every sample
 NEVER_LOADED = "never-loaded"  # an image per sample whose pixels are never read
 MULTI_FRAME = "multi-frame"  # the code handles formats Pillow keeps open after loading
 NATIVE = "native"  # a library handle per sample: reference counting is not its close
-_MULTI_FRAME_EXTENSIONS = frozenset({"gif", "tif", "tiff", "mpo", "apng"})
+# Formats Pillow keeps open after loading even with a single frame (GIF) or whose
+# extension says the file is an animation (APNG, MPO). A TIFF is not one of them:
+# Pillow closes a single-frame TIFF on load, and only the multi-frame attributes
+# (``n_frames``, ``seek``...) tell a TIFF stack from a TIFF image.
+_MULTI_FRAME_EXTENSIONS = frozenset({"gif", "mpo", "apng"})
 _MULTI_FRAME_ATTRIBUTES = frozenset({"n_frames", "is_animated", "seek"})
 
 
@@ -213,7 +251,7 @@ def _bound_here(ctx, name) -> bool:
 
 
 def multi_frame_code(ctx) -> bool:
-    """The file shows multi-frame images: a GIF/TIFF/MPO/APNG path or extension in a
+    """The file shows multi-frame images: a GIF/MPO/APNG path or extension in a
     string, ``n_frames``/``is_animated``, or ``PIL.ImageSequence``."""
 
     def compute() -> bool:
@@ -331,6 +369,8 @@ def with_fix(ctx, call, fate, names):
     """
     if fate.kind not in (lt.CHAINED, lt.TEMPORARY) or fate.name is not None:
         return None
+    if id(call) in helper_calls(ctx):
+        return None  # what the helper returns need not be a context manager
     edits = with_statement_fix(ctx, call, names)
     if edits is None:
         return None
@@ -344,5 +384,11 @@ def with_fix(ctx, call, fate, names):
 
 
 def opener_text(ctx, call) -> str:
+    """The opener as messages quote it: `` `open()` ``, or for a call to a function of the
+    file that returns a handle, `` `load()` (which returns an open handle) ``."""
     parts = ctx.code(call.func).strip()
-    return f"{parts}()"
+    helper = helper_calls(ctx).get(id(call))
+    if helper is None:
+        return f"`{parts}()`"
+    where = "" if helper[2] is None else " in a tuple"
+    return f"`{parts}()` (which returns an open handle{where})"

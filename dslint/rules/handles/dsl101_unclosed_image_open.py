@@ -26,9 +26,11 @@ class UnclosedImageOpen(Rule):
     - the image is never loaded: only `.size`, `.info` or the like are read
       (`Image.open(p).size`), so Pillow never closes the file;
     - a new image is kept on `self` on every sample;
-    - the code handles multi-frame formats: a GIF, TIFF, MPO or APNG path or
+    - the code handles multi-frame formats: a GIF, MPO or APNG path or
       extension in a string of the file, `seek`, `n_frames`, `is_animated` or
-      `PIL.ImageSequence`. Pillow keeps those files open after loading.
+      `PIL.ImageSequence`. Pillow keeps those files open after loading. A TIFF
+      extension alone is not enough: Pillow closes a single-frame TIFF when it
+      loads it, and only the frame attributes show a TIFF stack.
 
     ## Why is this bad?
     `Image.open` reads the header and keeps the file open. Pillow closes a
@@ -49,6 +51,8 @@ class UnclosedImageOpen(Rule):
     - `Image.open` on an in-memory buffer (`io.BytesIO`, `six.BytesIO`), or on a
       file object the code opened and closes.
     - An image returned to the caller (`return image, label`): the caller owns it.
+      A call to a function of the same file that returns the image it opens is
+      judged where it is called, as an `Image.open` there.
     - Code that is not dataset code (a `multiprocessing.Pool` job, a script).
 
     ## Example
@@ -125,6 +129,17 @@ class UnclosedImageOpen(Rule):
                 mask = self.transform(Image.open(self.masks[i]))
                 return np.array(image), mask, Image.open(self.thumbs[i]).convert("RGB")
         """,
+        # a TIFF extension alone: Pillow closes a single-frame TIFF when it loads it (DSL104's)
+        """
+        from PIL import Image
+        from torch.utils.data import Dataset
+
+        EXTENSIONS = ("jpg", "png", "tif", "tiff")
+
+        class D(Dataset):
+            def __getitem__(self, i):
+                return self.transform(Image.open(self.paths[i]).convert("RGB"))
+        """,
         """
         from multiprocessing import Pool
         from PIL import Image
@@ -150,7 +165,8 @@ class UnclosedImageOpen(Rule):
                 image = Image.open(path)
                 if self.mode:
                     image = image.convert(self.mode)
-                return image, label  # maybe the opened image itself: the caller owns it
+                thumb = self._load(self.thumbs[i]).convert("L")  # loaded: DSL104's
+                return image, label, thumb  # maybe the opened image itself: the caller owns it
         """,
     )
     invalid = (
@@ -208,7 +224,7 @@ class UnclosedImageOpen(Rule):
             import PIL.Image
             from torch.utils.data import IterableDataset
 
-            EXTENSIONS = ["png", "tiff"]
+            EXTENSIONS = ["png", "gif"]
 
             class Stream(IterableDataset):
                 def __iter__(self):
@@ -222,7 +238,7 @@ class UnclosedImageOpen(Rule):
             import PIL.Image
             from torch.utils.data import IterableDataset
 
-            EXTENSIONS = ["png", "tiff"]
+            EXTENSIONS = ["png", "gif"]
 
             class Stream(IterableDataset):
                 def __iter__(self):
@@ -236,6 +252,22 @@ class UnclosedImageOpen(Rule):
         ),
     )
 
+    invalid += (
+        # a helper of the file returns the image it opens; the caller never loads it
+        """
+        from PIL import Image
+        from torch.utils.data import Dataset
+
+        def read_image(path):
+            return Image.open(path)
+
+        class D(Dataset):
+            def __getitem__(self, i):
+                width, height = read_image(self.paths[i]).size  # expect: DSL101
+                return width / height
+        """,
+    )
+
     def check(self, ctx):
         for call, kind, fate in opened_handles(ctx, ("image",)):
             if not unclosed(ctx, call, fate):
@@ -246,18 +278,18 @@ class UnclosedImageOpen(Rule):
             text = opener_text(ctx, call)
             if why == MULTI_FRAME:
                 message = (
-                    f"`{text}` is never closed, and this code handles multi-frame images (GIF/TIFF/MPO/APNG): "
+                    f"{text} is never closed, and this code handles multi-frame images (GIF/MPO/APNG, TIFF stacks): "
                     "Pillow keeps those files open after loading, until the image is dropped, with a "
                     "ResourceWarning on every sample"
                 )
             elif why == KEPT:
                 message = (
-                    f"`{text}` keeps a new unclosed image on `self` on every sample: its file stays open "
+                    f"{text} keeps a new unclosed image on `self` on every sample: its file stays open "
                     "until the next sample replaces it (a ResourceWarning each time)"
                 )
             else:
                 message = (
-                    f"`{text}` is never loaded or closed: Pillow keeps the file open for as long as the image "
+                    f"{text} is never loaded or closed: Pillow keeps the file open for as long as the image "
                     "lives, whatever the format (a ResourceWarning on every sample)"
                 )
             fix = None if why == KEPT else with_fix(ctx, call, fate, ("im", "image", "pil_image"))

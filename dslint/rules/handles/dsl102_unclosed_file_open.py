@@ -227,12 +227,12 @@ class UnclosedFileOpen(Rule):
             text = opener_text(ctx, call)
             if why == KEPT:
                 message = (
-                    f"`{text}` keeps a new unclosed handle on `self` on every sample: the descriptor stays open "
+                    f"{text} keeps a new unclosed handle on `self` on every sample: the descriptor stays open "
                     "until the next sample replaces it (a ResourceWarning each time)"
                 )
             else:
                 message = (
-                    f"`{text}` is never closed on a per-sample path: the library releases its file through "
+                    f"{text} is never closed on a per-sample path: the library releases its file through "
                     "`close()`, not when the object is dropped, so open handles can pile up in every worker"
                 )
             fix = None if why == KEPT else with_fix(ctx, call, fate, ("f", "fh", "handle"))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dslint.rules.base import ERROR, Rule, Symptom
-from dslint.rules.handles._common import in_init, in_lazy_block, opened_handles, opener_text
+from dslint.rules.handles._common import in_init, in_lazy_block, keyed_by_sample_index, opened_handles, opener_text
 from dslint.semantics import lifetimes as lt
 
 
@@ -11,8 +11,10 @@ class RetainedFileHandles(Rule):
     """
     ## What it does
     Flags handles from `Image.open`, `open` and the other openers of DSL102,
-    `np.load(..., mmap_mode=...)` and `np.load` of an `.npz` path (an `NpzFile`
-    keeps its archive open), that dataset code keeps without loading them:
+    `np.load(..., mmap_mode=...)`, `np.memmap` and `np.load` of an `.npz` path
+    (an `NpzFile` keeps its archive open), or from a function of the same file
+    that returns the handle it opens (alone or in a tuple: `data, meta =
+    self._open(path)`), that dataset code keeps without loading them:
     a new handle stored in a list, dict or cache on every sample, or one handle
     per file opened in `__init__` and kept.
 
@@ -37,6 +39,9 @@ class RetainedFileHandles(Rule):
     - A cache filled behind a "not opened yet" guard (`if path not in
       self.handles:`, `if self.h is None:`, `if not hasattr(self.local, "f"):`):
       at most one handle per file or per worker, the lazy per-worker pattern.
+      A cache keyed by the sample index itself (`self.cache[idx]` in
+      `__getitem__(self, idx)`) is reported even behind such a guard: it keeps
+      one handle for every sample the worker has seen.
     - A handle returned to the caller (`return image, label`).
     - An unclosed handle that is not kept: DSL101, DSL102 or DSL104.
 
@@ -125,6 +130,27 @@ class RetainedFileHandles(Rule):
                 f.seek(self.offsets[i])
                 return f.readline()
         """,
+        # a helper that returns an open handle: kept only where its caller keeps it
+        """
+        import numpy as np
+        from torch.utils.data import Dataset
+
+        def open_map(path):
+            return np.memmap(path, dtype="uint8", mode="r")
+
+        class D(Dataset):
+            def __init__(self, files):
+                self.sizes = [len(open_map(f)) for f in files]  # measured and dropped
+                self.index = open_map(files[0])  # one shared map
+
+            def _read(self, path):
+                data = np.memmap(path, dtype="uint8", mode="r")
+                return data, data.shape
+
+            def __getitem__(self, i):
+                data, shape = self._read(self.files[i])
+                return np.array(data[:4]), shape
+        """,
         """
         from PIL import Image
         from torch.utils.data import Dataset
@@ -158,6 +184,17 @@ class RetainedFileHandles(Rule):
                 self.maps[i] = np.load(self.files[i], mmap_mode="r")  # expect: DSL103
                 return self.maps[i][0]
         """,
+        # a guarded cache keyed by the sample index: one handle per sample seen
+        """
+        import h5py
+        from torch.utils.data import Dataset
+
+        class D(Dataset):
+            def __getitem__(self, idx):
+                if idx not in self.cache:
+                    self.cache[idx] = h5py.File(self.files[idx], "r")  # expect: DSL103
+                return self.cache[idx]["x"][()]
+        """,
         """
         import os
         import numpy as np
@@ -183,20 +220,45 @@ class RetainedFileHandles(Rule):
         """,
     )
 
+    invalid += (
+        # a helper of the file returns the handle it opens (alone or in a tuple): its caller keeps it
+        """
+        import numpy as np
+        from torch.utils.data import Dataset
+
+        class Chunks(Dataset):
+            def __init__(self, files):
+                self.maps = []
+                for f in files:
+                    self._add(f)
+
+            def _open(self, path):
+                data = np.memmap(path, dtype="uint8", mode="r")
+                return data, {"size": data.shape}
+
+            def _add(self, path):
+                data, meta = self._open(path)  # expect: DSL103
+                self.maps.append(data)
+
+            def __getitem__(self, i):
+                return self.maps[i][:4]
+        """,
+    )
+
     def check(self, ctx):
         for call, kind, fate in opened_handles(ctx, ("image", "file", "mmap", lt.NPZ)):
-            if fate.kind != lt.STORED or in_lazy_block(ctx, call):
+            if fate.kind != lt.STORED or (in_lazy_block(ctx, call) and not keyed_by_sample_index(ctx, fate)):
                 continue
             text = opener_text(ctx, call)
             if in_init(ctx, call) or not ctx.is_per_sample(call):
                 message = (
-                    f"`{text}` opens one handle per file and keeps them all: every worker inherits every "
+                    f"{text} opens one handle per file and keeps them all: every worker inherits every "
                     "open descriptor, and enough files exhaust the limit (`OSError: [Errno 24] Too many "
                     "open files`)"
                 )
             else:
                 message = (
-                    f"`{text}` keeps a new open handle on every sample: each worker gains one descriptor "
+                    f"{text} keeps a new open handle on every sample: each worker gains one descriptor "
                     "per sample until `OSError: [Errno 24] Too many open files`"
                 )
             yield self.report(call, message)

@@ -247,4 +247,4 @@ class UnclosedHandleResourceWarning(Rule):
             else:
                 what = "CPython's reference counting closes it when it is dropped, with a ResourceWarning in each worker"
             names = ("im", "image", "pil_image") if kind == "image" else ("f", "fh", "handle")
-            yield self.report(call, f"`{text}` is never closed, but {what}", fix=with_fix(ctx, call, fate, names))
+            yield self.report(call, f"{text} is never closed, but {what}", fix=with_fix(ctx, call, fate, names))

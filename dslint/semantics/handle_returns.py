@@ -1,0 +1,157 @@
+"""Functions of a file that hand an open handle to their caller.
+
+``def load(p): return np.load(p, mmap_mode="r")`` or ``def read(self, name): m =
+np.memmap(...); return m, meta`` open a handle and return it unloaded: the caller
+owns it, and what becomes of it is decided where the function is called. A call
+to such a function is an opener for the handle rules, with the kind of the handle
+it returns and, for a tuple, its position (``m, meta = self.read(name)``).
+
+Only functions of the checked file are followed: a module-level function called by
+name, and a method called on ``self`` (looked up along the class's bases in this
+file). A function qualifies when every ``return`` in it gives back a handle of the
+same kind at the same position (both arms of a conditional count), that it opened
+and did not close or load, itself or through another such function of the file
+(a generator, a function that may return something else, or one with no
+``return`` of a handle does not).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+import libcst as cst
+
+from dslint.semantics import lifetimes as lt
+from dslint.semantics.classes import called_method
+from dslint.semantics.regions import self_name
+from dslint.semantics.walk import iter_subtree
+
+# What a function returns: (the kind of the handle, its index in a returned tuple or None).
+Returned = Tuple[str, Optional[int]]
+
+
+def returned_handle(ctx, func: cst.FunctionDef) -> Optional[Returned]:
+    """(kind, position) when every ``return`` of ``func`` gives back a handle it opened."""
+    memo = ctx.memo(("handle_returns.func",), dict)
+    if id(func) not in memo:
+        memo[id(func)] = None  # (a function that returns its own result opens nothing)
+        memo[id(func)] = _returned_handle(ctx, func)
+    return memo[id(func)]
+
+
+def _returned_handle(ctx, func: cst.FunctionDef) -> Optional[Returned]:
+    found: List[Returned] = []
+    for node in iter_subtree(func.body, into_scopes=False):
+        if isinstance(node, (cst.Yield, cst.Await)):
+            return None
+        if not isinstance(node, cst.Return):
+            continue
+        answer = _handle_in(ctx, node.value) if node.value is not None else None
+        if answer is None:
+            return None
+        found.append(answer)
+    if not found or any(answer != found[0] for answer in found):
+        return None
+    return found[0]
+
+
+def _handle_in(ctx, value) -> Optional[Returned]:
+    if isinstance(value, cst.Tuple):
+        hits = [(i, _opened_here(ctx, e.value)) for i, e in enumerate(value.elements) if isinstance(e, cst.Element)]
+        hits = [(i, kind) for i, kind in hits if kind is not None]
+        if len(hits) == 1 and len(value.elements) > 1:
+            return hits[0][1], hits[0][0]
+        return None
+    kind = _opened_here(ctx, value)
+    return (kind, None) if kind is not None else None
+
+
+def _opened_here(ctx, expr) -> Optional[str]:
+    """The kind of the handle ``expr`` is: an opener call returned as is, or a name bound
+    once in the function to one whose fate is to be returned (not closed, not loaded),
+    or a conditional whose two arms are handles of one kind (``gzip.open(p) if gz else open(p)``)."""
+    if isinstance(expr, cst.IfExp):
+        kinds = {_opened_here(ctx, expr.body), _opened_here(ctx, expr.orelse)}
+        return kinds.pop() if len(kinds) == 1 else None
+    if isinstance(expr, cst.Name):
+        value = ctx.single_assignment(expr)
+        if not isinstance(value, cst.Call) or ctx.enclosing_function(value) is not ctx.enclosing_function(expr):
+            return None
+        expr = value
+    if not isinstance(expr, cst.Call):
+        return None
+    kind = lt.opener_kind(ctx, expr)
+    if kind is None:
+        # a call to another such function of the file, whose handle is passed on whole
+        callee = _called_function(ctx, expr, None)
+        answer = returned_handle(ctx, callee) if callee is not None else None
+        kind = answer[0] if answer is not None and answer[1] is None else None
+    if kind is None or lt.fate(ctx, expr).kind != lt.RETURNED:
+        return None
+    return kind
+
+
+def helper_calls(ctx) -> Dict[int, Tuple[cst.Call, str, Optional[int], str]]:
+    """id(call) -> (call, kind, position, the helper's name) for every call in the file
+    to one of its functions that returns a handle."""
+    return ctx.memo(("handle_returns.calls",), lambda: _helper_calls(ctx))
+
+
+def _helper_calls(ctx):
+    # only the functions with a `return` of a handle are candidates (most files have none)
+    candidates: Dict[str, List[cst.FunctionDef]] = {}
+    for ret in ctx.nodes(cst.Return):
+        func = ctx.enclosing_function(ret, through_lambdas=False)
+        if func is None or ret.value is None or _handle_in(ctx, ret.value) is None:
+            continue
+        if returned_handle(ctx, func) is not None:
+            known = candidates.setdefault(func.name.value, [])
+            if not any(f is func for f in known):
+                known.append(func)
+    found = {}
+    if not candidates:
+        return found
+    for call in ctx.nodes(cst.Call):
+        func = call.func
+        tail = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else None)
+        if tail not in candidates:
+            continue
+        target = _called_function(ctx, call, candidates[tail])
+        if target is None or any(a is target for a in ctx.ancestors(call)):
+            continue  # (a recursive call is not a new handle)
+        answer = returned_handle(ctx, target)
+        found[id(call)] = (call, answer[0], answer[1], target.name.value)
+    return found
+
+
+def _called_function(ctx, call: cst.Call, named) -> Optional[cst.FunctionDef]:
+    """The function of ``named`` (this file's candidates with the call's name; None: any
+    function of the file) that the call runs."""
+    func = call.func
+    if named is None:
+        tail = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else None)
+        named = _functions_named(ctx).get(tail, [])
+    if isinstance(func, cst.Name):
+        defs = [f for f in named if isinstance(ctx.parent(f), cst.Module)]
+        if len(defs) != 1 or ctx.qualname(func) != f"{ctx.names.modname}.{func.value}":
+            return None
+        return defs[0]
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+        method = ctx.enclosing_function(call)
+        while method is not None and ctx.method_class(method) is None:
+            method = ctx.enclosing_function(method)
+        if method is None or func.value.value != self_name(method):
+            return None
+        found = called_method(ctx, ctx.method_class(method), call, self_name(method))
+        return found if any(found is f for f in named) else None
+    return None
+
+
+def _functions_named(ctx) -> Dict[str, List[cst.FunctionDef]]:
+    def compute():
+        out: Dict[str, List[cst.FunctionDef]] = {}
+        for func in ctx.nodes(cst.FunctionDef):
+            out.setdefault(func.name.value, []).append(func)
+        return out
+
+    return ctx.memo(("handle_returns.named",), compute)

@@ -1,0 +1,156 @@
+"""Code that runs at most once per object: behind a "not set yet" guard on an
+attribute of ``self`` that the guarded code sets (the lazy once-per-worker pattern).
+
+Used by ``lifetimes`` (a handle opened once is not one per sample) and ``dataflow``.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from dslint.semantics.names import dotted_parts
+from dslint.semantics.regions import self_name
+from dslint.semantics.walk import iter_subtree
+
+
+def _chain(expr: cst.CSTNode) -> Optional[str]:
+    parts = dotted_parts(expr)
+    return ".".join(parts) if parts else None
+
+
+def _hasattr_chain(call: cst.CSTNode) -> Optional[str]:
+    """``OBJ.name`` for ``hasattr(OBJ, "name")``."""
+    if not isinstance(call, cst.Call) or dotted_parts(call.func) != ["hasattr"] or len(call.args) < 2:
+        return None
+    owner = _chain(call.args[0].value)
+    value = call.args[1].value
+    if owner and isinstance(value, cst.SimpleString) and isinstance(value.evaluated_value, str):
+        return f"{owner}.{value.evaluated_value}"
+    return None
+
+
+def _getattr_chain(call: cst.CSTNode) -> Optional[str]:
+    """``OBJ.name`` for ``getattr(OBJ, "name", None)``."""
+    if not isinstance(call, cst.Call) or dotted_parts(call.func) != ["getattr"] or len(call.args) != 3:
+        return None
+    owner = _chain(call.args[0].value)
+    value = call.args[1].value
+    default = call.args[2].value
+    if (
+        owner
+        and isinstance(value, cst.SimpleString)
+        and isinstance(value.evaluated_value, str)
+        and isinstance(default, cst.Name)
+        and default.value == "None"
+    ):
+        return f"{owner}.{value.evaluated_value}"
+    return None
+
+
+def _attribute_chain(expr: cst.CSTNode) -> Optional[str]:
+    if isinstance(expr, cst.Attribute):
+        return _chain(expr)
+    return _getattr_chain(expr)
+
+
+def _tested_chains(test: cst.BaseExpression, want_set: bool) -> set:
+    """Attribute chains that ``test`` checks as not set yet (``want_set=False``: ``X is None``,
+    ``not X``, ``not hasattr(O, "x")``) or as already set (``X``, ``X is not None``, ``hasattr``)."""
+    found: set = set()
+    if isinstance(test, cst.BooleanOperation):
+        left, right = _tested_chains(test.left, want_set), _tested_chains(test.right, want_set)
+        if isinstance(test.operator, cst.Or) and not want_set and not (left and right):
+            return found  # `if self.h is None or force:` runs again whenever `force`
+        return left | right
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _tested_chains(test.expression, not want_set)
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        comparison = test.comparisons[0]
+        right = comparison.comparator
+        chain = _attribute_chain(test.left)
+        if chain and isinstance(right, cst.Name) and right.value == "None":
+            if isinstance(comparison.operator, (cst.Is, cst.Equal)) and not want_set:
+                found.add(chain)
+            if isinstance(comparison.operator, (cst.IsNot, cst.NotEqual)) and want_set:
+                found.add(chain)
+        return found
+    if want_set:
+        chain = _attribute_chain(test) or _hasattr_chain(test)
+        if chain:
+            found.add(chain)
+    return found
+
+
+def _assigned_chains(root: cst.CSTNode) -> set:
+    found = set()
+    for node in iter_subtree(root, into_scopes=False):
+        if isinstance(node, cst.AssignTarget):
+            targets = [node.target]
+        elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+            targets = [node.target]
+        else:
+            continue
+        while targets:
+            target = targets.pop()
+            if isinstance(target, (cst.Tuple, cst.List)):
+                targets.extend(e.value for e in target.elements)
+            elif isinstance(target, cst.Attribute):
+                chain = _chain(target)
+                if chain:
+                    found.add(chain)
+    return found
+
+
+def _on_self(chains: set, selfp: str) -> set:
+    return {c for c in chains if c.split(".", 1)[0] == selfp and "." in c}
+
+
+def _returns_only(block: cst.BaseSuite) -> bool:
+    if isinstance(block, cst.SimpleStatementSuite):
+        statements = list(block.body)
+    else:
+        statements = []
+        for stmt in block.body:
+            statements.extend(stmt.body if isinstance(stmt, cst.SimpleStatementLine) else [stmt])
+    return bool(statements) and isinstance(statements[-1], cst.Return) and all(
+        isinstance(s, (cst.Return, cst.Expr, cst.Pass)) for s in statements
+    )
+
+
+def once_guarded(ctx, node: cst.CSTNode) -> bool:
+    """``node`` runs at most once per object, behind a "not set yet" guard on an attribute
+    chain of ``self`` that the guarded code sets. Complements the region classifier with:
+
+    * guards on nested attributes: ``if not hasattr(self.local, "f"): self.local.f = open(p)``,
+      ``if getattr(self, "db", None) is None: ...``;
+    * an early return once set: ``if self.loaded: return`` ... ``self.loaded = True``.
+    """
+    func = ctx.enclosing_function(node)
+    if func is None:
+        return False
+    selfp = self_name(func)
+    if not selfp:
+        return False
+    assigned_in_func = None
+    previous = node
+    for ancestor in ctx.ancestors(node):
+        if ancestor is func:
+            break
+        if isinstance(ancestor, cst.If) and previous is ancestor.body:
+            if _on_self(_tested_chains(ancestor.test, want_set=False), selfp) & _assigned_chains(ancestor.body):
+                return True
+        if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
+            for stmt in ancestor.body:
+                if stmt is previous:
+                    break
+                if isinstance(stmt, cst.If) and stmt.orelse is None and _returns_only(stmt.body):
+                    checked = _on_self(_tested_chains(stmt.test, want_set=True), selfp)
+                    if checked:
+                        if assigned_in_func is None:
+                            assigned_in_func = _assigned_chains(func.body)
+                        if checked & assigned_in_func:
+                            return True
+        previous = ancestor
+    return False
