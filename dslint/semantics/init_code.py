@@ -1,0 +1,152 @@
+"""What runs while a dataset is constructed, before any worker is forked.
+
+``__init__`` and the methods of its class family (this file) that it reaches
+through ``self.m(...)`` calls, at any depth (``init_helpers``): code there runs once
+in the parent, like ``__init__`` itself. A helper that per-sample code also reaches
+is left out (it may re-create its objects in each worker).
+
+``held_in_container`` answers which ``self`` containers keep an object created in
+such code: ``self.items.append(obj)``, ``self.items[k] = obj`` (also through a local
+bound to the object, and through derivations such as ``obj.get("key")``).
+``fills`` lists the ``self.<attr>.append(...)``-style calls of construction code.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, List, Optional
+
+import libcst as cst
+
+from dslint.semantics.classes import class_family, methods, reached_methods
+from dslint.semantics.instance_state import Held, assign_targets
+from dslint.semantics.regions import self_attr, self_name
+from dslint.semantics.walk import iter_subtree
+
+FILL_METHODS = frozenset({"append", "extend", "insert", "add"})
+
+
+def init_helpers(ctx, cls: cst.ClassDef, init: cst.FunctionDef) -> List[cst.FunctionDef]:
+    """The methods ``init`` reaches through ``self.m(...)`` that no per-sample code runs."""
+
+    def compute():
+        called_elsewhere = set()  # obj.m(...) on another object: re-run outside construction
+        for node in ctx.nodes(cst.Attribute):
+            func = ctx.enclosing_function(node)
+            owner = node.value
+            if isinstance(ctx.parent(node), cst.Call) and not (
+                isinstance(owner, cst.Name) and func is not None and owner.value == self_name(func)
+            ):
+                called_elsewhere.add(node.attr.value)
+        return [
+            func
+            for func in reached_methods(ctx, cls, init)[1:]
+            if ctx.per_sample_mode(func) is None
+            and not func.name.value.startswith("__")
+            and func.name.value not in called_elsewhere
+        ]
+
+    return ctx.memo(("init_code.helpers", id(cls), id(init)), compute)
+
+
+def family_construction(ctx, cls: cst.ClassDef) -> List[cst.FunctionDef]:
+    """Every ``__init__`` of the class family and the helpers each one reaches."""
+    found: List[cst.FunctionDef] = []
+    for klass in class_family(ctx, cls):
+        init = methods(klass).get("__init__")
+        if init is None or not self_name(init):
+            continue
+        for func in (init, *init_helpers(ctx, klass, init)):
+            if not any(func is seen for seen in found):
+                found.append(func)
+    return found
+
+
+def fills(ctx, funcs: List[cst.FunctionDef], attr: str) -> Iterator[cst.Call]:
+    """``self.<attr>.append(x)``/``extend``/``insert``/``add`` calls in ``funcs``."""
+    for func in funcs:
+        selfp = self_name(func)
+        for node in iter_subtree(func.body, into_scopes=False):
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.args:
+                if node.func.attr.value in FILL_METHODS and self_attr(node.func.value, selfp) == attr:
+                    yield node
+
+
+def _derives(expr: cst.CSTNode, derive_methods, derive_subscript: bool) -> Optional[cst.CSTNode]:
+    """The object ``expr`` is one derivation of (``obj["key"]``, ``obj.get(...)``), or None."""
+    if derive_subscript and isinstance(expr, cst.Subscript) and len(expr.slice) == 1:
+        index = expr.slice[0].slice  # a string key, or a name key directly on the object
+        if isinstance(index, cst.Index) and (
+            isinstance(index.value, cst.SimpleString)
+            or (isinstance(index.value, (cst.Name, cst.Attribute)) and not isinstance(expr.value, cst.Subscript))
+        ):
+            return expr.value
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in derive_methods:
+        return expr.func.value
+    return None
+
+
+def _outermost(ctx, node: cst.CSTNode, derive_methods, derive_subscript: bool) -> cst.CSTNode:
+    """The outermost derivation of ``node``: ``node.get("x")["y"]``."""
+    while True:
+        parent = ctx.parent(node)
+        if _derives(parent, derive_methods, derive_subscript) is node:
+            node = parent
+            continue
+        grand = ctx.parent(parent) if isinstance(parent, cst.Attribute) and parent.value is node else None
+        if grand is not None and _derives(grand, derive_methods, derive_subscript) is node:
+            node = grand
+            continue
+        return node
+
+
+def _container_of(ctx, node: cst.CSTNode, selfp: str) -> Optional[tuple]:
+    """(attr, statement) when ``node`` is put into a ``self`` container."""
+    parent = ctx.parent(node)
+    if isinstance(parent, cst.Arg):
+        call = ctx.parent(parent)
+        if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value in FILL_METHODS:
+            attr = self_attr(call.func.value, selfp)
+            if attr is not None and call.func.attr.value != "extend":
+                return attr, call
+    if isinstance(parent, cst.Assign) and parent.value is node:
+        for target in assign_targets(parent):
+            if isinstance(target, cst.Subscript):
+                attr = self_attr(target.value, selfp)
+                if attr is not None:
+                    return attr, parent
+    return None
+
+
+def held_in_container(
+    ctx, func: cst.FunctionDef, call: cst.Call, derive_methods=(), derive_subscript=False
+) -> Optional[Held]:
+    """The ``self`` containers of ``func`` that keep what ``call`` creates (None: none, or
+    the object is closed or handed to a ``with`` block in ``func``)."""
+    selfp = self_name(func)
+    if not selfp:
+        return None
+    held = Held(call)
+    node = _outermost(ctx, call, derive_methods, derive_subscript)
+    direct = _container_of(ctx, node, selfp)
+    if direct is not None:
+        held.attrs[direct[0]] = direct[1]
+    parent = ctx.parent(node)
+    locals_ = [t.value for t in assign_targets(parent) if isinstance(t, cst.Name)] if isinstance(
+        parent, (cst.Assign, cst.AnnAssign)
+    ) else []
+    for sub in iter_subtree(func.body, into_scopes=False):
+        for local in locals_:
+            if _closes(sub, local):
+                return None
+            if isinstance(sub, cst.Name) and sub.value == local:
+                outer = _outermost(ctx, sub, derive_methods, derive_subscript)
+                kept = _container_of(ctx, outer, selfp)
+                if kept is not None:
+                    held.attrs.setdefault(kept[0], kept[1])
+    return held if held.attrs else None
+
+
+def _closes(sub: cst.CSTNode, local: str) -> bool:
+    if isinstance(sub, cst.Call) and isinstance(sub.func, cst.Attribute) and sub.func.attr.value == "close":
+        return isinstance(sub.func.value, cst.Name) and sub.func.value.value == local
+    return isinstance(sub, cst.WithItem) and isinstance(sub.item, cst.Name) and sub.item.value == local
