@@ -12,7 +12,9 @@ from typing import Optional
 import libcst as cst
 
 from dslint.semantics.bindings import class_ref, single_assignment
-from dslint.semantics.classes import find_method
+from dslint.semantics.classes import class_family, dataset_inits, find_method
+from dslint.semantics.instance_state import indexed_by_local, self_attr_uses, self_stores
+from dslint.semantics.init_code import family_construction, fills
 from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.sizes import known_size
 from dslint.semantics.values import possible
@@ -216,16 +218,15 @@ class _Source:
 
 
 def _fills(ctx, init: cst.FunctionDef, self_param: str, attr: str) -> Optional[str]:
-    """``self.<attr> = []`` filled in a loop of ``__init__`` with strings or tuples."""
-    for node in iter_subtree(init.body, into_scopes=False):
-        if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute):
+    """``self.<attr> = []`` filled in a loop with strings, tuples or small lists, in ``__init__``
+    or in construction code of the class family (``init_code.family_construction``)."""
+    cls = ctx.method_class(init)
+    funcs = family_construction(ctx, cls) if cls is not None else [init]
+    for node in fills(ctx, funcs if any(f is init for f in funcs) else [init, *funcs], attr):
+        if node.func.attr.value == "add":
             continue
-        if node.func.attr.value not in _FILL_METHODS or not node.args:
-            continue
-        owner = node.func.value
-        if self_attr(owner, self_param) != attr:
-            continue
-        loops = [a for a in takewhile(lambda a: a is not init, ctx.ancestors(node)) if isinstance(a, (cst.For, cst.While))]
+        func = ctx.enclosing_function(node)
+        loops = [a for a in takewhile(lambda a: a is not func, ctx.ancestors(node)) if isinstance(a, (cst.For, cst.While))]
         if not loops:
             continue
         if all(isinstance(loop, cst.For) for loop in loops):
@@ -259,7 +260,7 @@ def small_loop(ctx, for_in: Optional[cst.CompFor]) -> bool:
 _ARRAY_PREFIXES = ("torch.", "numpy.", "PIL.", "cv2.", "h5py.", "pandas.", "scipy.", "librosa.", "soundfile.")
 
 
-def _holds_arrays(ctx, display: cst.Tuple) -> bool:
+def _holds_arrays(ctx, display) -> bool:
     """A tuple built from arrays/tensors/images: its payload is not in the objects refcounts touch."""
     calls = [e.value for e in display.elements if isinstance(e.value, cst.Call)]
     names = [ctx.call_name(c) or "" for c in calls]
@@ -267,8 +268,13 @@ def _holds_arrays(ctx, display: cst.Tuple) -> bool:
 
 
 def _fill_item_stringish(ctx, item: cst.CSTNode, init) -> bool:
-    if isinstance(item, cst.Tuple):
+    if isinstance(item, (cst.Tuple, cst.List)):  # a record: a tuple or a small list
         return not _holds_arrays(ctx, item)
+    if isinstance(item, cst.BinaryOperation) and isinstance(item.operator, cst.Add):
+        sides = (item.left, item.right)  # [label, k] + list(row): a list record
+        return any(isinstance(s, (cst.Tuple, cst.List)) for s in sides) and not any(
+            isinstance(s, (cst.Tuple, cst.List)) and _holds_arrays(ctx, s) for s in sides
+        )
     if isinstance(item, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
         return True
     if isinstance(item, cst.Call):
@@ -294,6 +300,24 @@ def python_objects(ctx, init: cst.FunctionDef, self_param: str, attr: str, value
     if what is None and _empty_container(value):
         what = _fills(ctx, init, self_param, attr)
     return what
+
+
+def python_object_indexes(ctx):
+    """(value, attr, description) for DSL601: a Python-object container an ``__init__`` binds
+    to ``self.<attr>``, indexed per sample, in a dataset that forked workers may hold."""
+    for cls, init, self_param in dataset_inits(ctx):
+        family = None
+        for attr, stmt in self_stores(init, self_param).items():
+            what = python_objects(ctx, init, self_param, attr, stmt.value)
+            if what is None:
+                continue
+            family = family or class_family(ctx, cls)
+            uses = self_attr_uses(ctx, family, attr)
+            if not any(not u.store and ctx.is_per_sample(u.node) and indexed_by_local(ctx, u) for u in uses):
+                continue
+            if loaders_fork_free(ctx, cls, family) or evaluation_split(ctx, init, self_param, attr, stmt.value):
+                continue
+            yield stmt.value, attr, what
 
 
 _FORK_FREE_CONTEXTS = ("spawn", "forkserver")
