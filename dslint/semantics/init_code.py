@@ -33,7 +33,7 @@ def init_helpers(ctx, cls: cst.ClassDef, init: cst.FunctionDef) -> List[cst.Func
         for node in ctx.nodes(cst.Attribute):
             func = ctx.enclosing_function(node)
             owner = node.value
-            if isinstance(ctx.parent(node), cst.Call) and not (
+            if isinstance(ctx.parent(node), cst.Call) and ctx.qualname(node) is None and not (
                 isinstance(owner, cst.Name) and func is not None and owner.value == self_name(func)
             ):
                 called_elsewhere.add(node.attr.value)
@@ -144,6 +144,18 @@ def held_in_container(
                 if kept is not None:
                     held.attrs.setdefault(kept[0], kept[1])
     return held if held.attrs else None
+
+
+def add_aliases(ctx, func: cst.FunctionDef, held: Held) -> Held:
+    """Add the ``self.b = self.a`` aliases ``func`` makes of a held attribute ``a``."""
+    selfp = self_name(func)
+    for node in iter_subtree(func.body, into_scopes=False):
+        if isinstance(node, cst.Assign) and self_attr(node.value, selfp) in held.attrs:
+            for target in assign_targets(node):
+                attr = self_attr(target, selfp)
+                if attr is not None:
+                    held.attrs.setdefault(attr, node)
+    return held
 
 
 def _closes(sub: cst.CSTNode, local: str) -> bool:

@@ -11,6 +11,7 @@ is ``semantics/seeding.py``.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Callable, List, Optional, Set
 
 import libcst as cst
@@ -19,13 +20,15 @@ from dslint.semantics import lifetimes as lt
 from dslint.semantics.bindings import class_ref, local_class_path
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.classes import class_family, dataset_inits
-from dslint.semantics.init_code import family_construction, held_in_container, init_helpers
+from dslint.semantics.init_code import add_aliases, family_construction, held_in_container, init_helpers
 from dslint.semantics.instance_state import (
     HANDLE_DERIVATIONS,
     AttrUse,
     Held,
     consumed_by_iter,
     handle_kind,
+    rng_factory_kind,
+    rng_kind,
     absent_or_none,
     dropped_in_init,
     held_on_self,
@@ -175,13 +178,14 @@ def construction_calls(ctx):
 
 def held_object(ctx, cls, init, func, selfp, call, derive_methods=(), derive_subscript=False):
     """(Held, construction functions to pass to ``inherited_uses``) or (None, ()): what of
-    ``self`` keeps the object ``call`` creates: an attribute, or a container filled in
-    construction code (then stores of the other construction functions are no re-creation)."""
+    ``self`` keeps the object ``call`` creates: an attribute (and its ``self.b = self.a``
+    aliases), or a container filled in construction code (then stores of the other
+    construction functions are no re-creation)."""
     held = held_on_self(ctx, func, selfp, call, derive_methods, derive_subscript)
     if held is not None and func is init:
-        return held, ()
+        return add_aliases(ctx, func, held), ()
     held = held or held_in_container(ctx, func, call, derive_methods, derive_subscript)
-    return (held, family_construction(ctx, cls)) if held is not None else (None, ())
+    return (add_aliases(ctx, func, held), family_construction(ctx, cls)) if held is not None else (None, ())
 
 
 def handles_in_init(ctx):
@@ -202,6 +206,24 @@ def handles_in_init(ctx):
         used = inherited_uses(ctx, cls, func, self_param, held, close_methods, silenced, construction)
         if used:
             yield call, kind, used[0]
+
+
+def rngs_in_init(ctx):
+    """(call, attribute) for DSL402: a random generator object created in construction
+    code (directly, by a conditional, by a same-file factory), kept on ``self`` and drawn
+    from per sample while nothing reseeds it per worker."""
+    reported = set()
+    for cls, init, func, self_param, call in construction_calls(ctx):
+        kind = rng_kind(ctx, call) or rng_factory_kind(ctx, call, self_param, class_family(ctx, cls))
+        if kind is None or (kind == "numpy" and isinstance(ctx.parent(call), cst.Arg)):
+            continue  # e.g. Generator(PCG64(...)) is reported at the outer call
+        held, construction = held_object(ctx, cls, init, func, self_param, call, ("manual_seed",), False)
+        if held is None or any(id(site) in reported for site in held.attrs.values()):
+            continue  # e.g. the other arm of `default_rng() if s is None else default_rng(s)`
+        used = inherited_uses(ctx, cls, func, self_param, held, (), partial(reseeded, ctx, func), construction)
+        if used:
+            reported.update(id(site) for site in held.attrs.values())
+            yield call, used[0]
 
 
 # --------------------------------------------------------------------------- DSL401 messages
