@@ -8,7 +8,8 @@ is left out (it may re-create its objects in each worker).
 ``held_in_container`` answers which ``self`` containers keep an object created in
 such code: ``self.items.append(obj)``, ``self.items[k] = obj`` (also through a local
 bound to the object, and through derivations such as ``obj.get("key")``).
-``fills`` lists the ``self.<attr>.append(...)``-style calls of construction code.
+``fills`` lists what construction code puts into ``self.<attr>`` (``.append(x)``,
+``self.<attr>[k] = x``, ``+= [x]``).
 """
 
 from __future__ import annotations
@@ -61,14 +62,28 @@ def family_construction(ctx, cls: cst.ClassDef) -> List[cst.FunctionDef]:
     return found
 
 
-def fills(ctx, funcs: List[cst.FunctionDef], attr: str) -> Iterator[cst.Call]:
-    """``self.<attr>.append(x)``/``extend``/``insert``/``add`` calls in ``funcs``."""
+def fills_under(root: cst.CSTNode, selfp: Optional[str], attr: str) -> Iterator[tuple]:
+    """(node, item) for what grows ``self.<attr>`` under ``root``: ``.append(item)``/
+    ``.insert``/``.add``/``.extend(item)``, ``self.<attr>[key] = item``, and
+    ``self.<attr> += [item, ...]``."""
+    for node in iter_subtree(root, into_scopes=False):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.args:
+            if node.func.attr.value in FILL_METHODS and self_attr(node.func.value, selfp) == attr:
+                yield node, node.args[-1].value
+        elif isinstance(node, cst.Assign) and len(node.targets) == 1:
+            target = node.targets[0].target
+            if isinstance(target, cst.Subscript) and self_attr(target.value, selfp) == attr:
+                yield node, node.value
+        elif isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign):
+            value = node.value
+            if self_attr(node.target, selfp) == attr and isinstance(value, (cst.List, cst.Tuple)) and value.elements:
+                yield node, value.elements[0].value
+
+
+def fills(ctx, funcs: List[cst.FunctionDef], attr: str) -> Iterator[tuple]:
+    """``fills_under`` the bodies of ``funcs`` (construction code)."""
     for func in funcs:
-        selfp = self_name(func)
-        for node in iter_subtree(func.body, into_scopes=False):
-            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.args:
-                if node.func.attr.value in FILL_METHODS and self_attr(node.func.value, selfp) == attr:
-                    yield node
+        yield from fills_under(func.body, self_name(func), attr)
 
 
 def _derives(expr: cst.CSTNode, derive_methods, derive_subscript: bool) -> Optional[cst.CSTNode]:

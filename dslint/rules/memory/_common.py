@@ -14,7 +14,7 @@ import libcst as cst
 from dslint.semantics.bindings import class_ref, single_assignment
 from dslint.semantics.classes import class_family, dataset_inits, find_method
 from dslint.semantics.instance_state import indexed_by_local, self_attr_uses, self_stores
-from dslint.semantics.init_code import family_construction, fills
+from dslint.semantics.init_code import family_construction, fills, fills_under
 from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.sizes import known_size
 from dslint.semantics.values import possible
@@ -31,7 +31,6 @@ _STRING_CALLS = frozenset({*(f"os.path.{f}" for f in _PATH_FUNCTIONS), "builtins
 _STRING_METHODS = frozenset(
     {"strip", "rstrip", "lstrip", "split", "format", "join", "replace", "lower", "upper", "rsplit", "decode"}
 )
-_FILL_METHODS = frozenset({"append", "extend", "insert"})
 # Readers whose payload is Python objects when a project helper turns it into records.
 _PAYLOAD_READERS = _PARSERS | {"pickle.load", "pickle.loads", "yaml.load", "mmengine.load", "mmcv.load", "joblib.load"}
 # An index of fewer entries than this, known statically, is too small to matter.
@@ -222,9 +221,9 @@ def _fills(ctx, init: cst.FunctionDef, self_param: str, attr: str) -> Optional[s
     or in construction code of the class family (``init_code.family_construction``)."""
     cls = ctx.method_class(init)
     funcs = family_construction(ctx, cls) if cls is not None else [init]
-    for node in fills(ctx, funcs if any(f is init for f in funcs) else [init, *funcs], attr):
-        if node.func.attr.value == "add":
-            continue
+    for node, item in fills(ctx, funcs if any(f is init for f in funcs) else [init, *funcs], attr):
+        if isinstance(node, cst.Call) and node.func.attr.value == "add":
+            continue  # a set: not indexed
         func = ctx.enclosing_function(node)
         loops = [a for a in takewhile(lambda a: a is not func, ctx.ancestors(node)) if isinstance(a, (cst.For, cst.While))]
         if not loops:
@@ -233,7 +232,6 @@ def _fills(ctx, init: cst.FunctionDef, self_param: str, attr: str) -> Optional[s
             sizes = [known_size(ctx, loop.iter) for loop in loops]
             if all(size is not None for size in sizes) and math.prod(sizes) < SMALL:
                 continue  # a loop over a small fixed collection
-        item = node.args[-1].value
         if _fill_item_stringish(ctx, item, init):
             return "list filled in a loop"
     return None
@@ -278,7 +276,7 @@ def _fill_item_stringish(ctx, item: cst.CSTNode, init) -> bool:
     if isinstance(item, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
         return True
     if isinstance(item, cst.Call):
-        if ctx.call_name(item) in _STRING_CALLS:
+        if ctx.call_name(item) in _STRING_CALLS or ctx.call_name(item) in _PARSERS:  # a path, a parsed record
             return True
         return isinstance(item.func, cst.Attribute) and item.func.attr.value in _STRING_METHODS
     if isinstance(item, cst.Name):
@@ -299,6 +297,8 @@ def python_objects(ctx, init: cst.FunctionDef, self_param: str, attr: str, value
     what = _Source(ctx, init, attr).describe(value)
     if what is None and _empty_container(value):
         what = _fills(ctx, init, self_param, attr)
+        if what is not None and (isinstance(value, cst.Dict) or (isinstance(value, cst.Call) and value.func.value == "dict")):
+            what = "dict filled in a loop"
     return what
 
 
@@ -383,9 +383,7 @@ def evaluation_split(ctx, init: cst.FunctionDef, self_param: str, attr: str, val
 
 
 def _fills_in(loop: cst.For, self_param: str, attr: str) -> bool:
-    calls = (n for n in iter_subtree(loop.body, into_scopes=False) if isinstance(n, cst.Call))
-    return any(isinstance(c.func, cst.Attribute) and c.func.attr.value in _FILL_METHODS
-               and self_attr(c.func.value, self_param) == attr for c in calls)
+    return any(True for _ in fills_under(loop.body, self_param, attr))
 
 
 def _read_paths(ctx, init, root: cst.CSTNode, depth: int) -> list:

@@ -12,16 +12,15 @@ class PythonObjectIndex(Rule):
     Flags a per-sample index of Python objects, a list or dict of strings or tuples
     (file paths, `(path, label)` pairs, parsed annotations), that a dataset's
     `__init__` builds (`[... for ...]`, `list(...)`, `sorted(glob(...))`,
-    `os.listdir(...)`, `json.load(...)`, `.tolist()`, or `[]` filled in a loop, also
-    by a method `__init__` calls, with strings, tuples or small lists) and
-    that per-sample code indexes (`self.items[idx]`). Records that a project
-    helper (in any file, or a method of the class) builds from a parsed file
-    (`json`/`yaml`/`pickle`/`mmengine.load` content) or from such an index count
-    too, unless the helper builds numpy, torch or pandas objects.
+    `os.listdir(...)`, `json.load(...)`, `.tolist()`, or `[]`/`{}` filled in a loop,
+    also by a method `__init__` calls, with strings, tuples, small lists or parsed
+    records) and that per-sample code indexes (`self.items[idx]`). Records that a
+    project helper (in any file, or a method of the class) builds from a parsed file
+    (`json`/`yaml`/`pickle`/`mmengine.load` content) or from such an index count too,
+    unless the helper builds numpy, torch or pandas objects.
 
-    The index must scale with the data (a listing, a file, a loop over a
-    collection of a size the project does not show). A preview rule (enable
-    it with `--preview`): a small index costs nothing.
+    The index must scale with the data (a listing, a file, a loop over a collection
+    of a size the project does not show). A preview rule (`--preview`).
 
     ## Why is this bad?
     Forked workers share the parent's memory copy-on-write, but merely *reading* a
@@ -169,11 +168,13 @@ class PythonObjectIndex(Rule):
                 self._load(size)
 
             def _load(self, size):  # run by __init__: rows of tensors, payload apart
-                for _ in range(size):
+                self.feats = {}
+                for k in range(size):
                     self.rows.append([torch.rand(20), torch.rand(1)])
+                    self.feats[k] = torch.rand(3)
 
             def __getitem__(self, i):
-                return self.names[i], self.data[i], self.rows[i]
+                return self.names[i], self.data[i], self.rows[i], self.feats[i]
         """,
     )
     invalid = (
@@ -198,8 +199,10 @@ class PythonObjectIndex(Rule):
                 with open(os.path.join(root, "ann.json")) as f:
                     self.anns = json.load(f)  # expect: DSL601
                 self.samples = []  # expect: DSL601
+                self.by_id = {}  # expect: DSL601
                 for a in self.anns:
                     self.samples.append((os.path.join(root, a["file"]), a["label"]))
+                    self.by_id[a["id"]] = json.loads(a["meta"])
                 self.rows = []  # expect: DSL601
                 self._index(root)
 
@@ -209,7 +212,7 @@ class PythonObjectIndex(Rule):
 
             def __getitem__(self, idx):
                 path, label = self.samples[idx]
-                return path, label, self.anns[idx]["box"], self.rows[idx]
+                return path, label, self.anns[idx]["box"], self.rows[idx], self.by_id[idx]
         """,
         {
             "base.py": """
