@@ -30,14 +30,7 @@ def init_helpers(ctx, cls: cst.ClassDef, init: cst.FunctionDef) -> List[cst.Func
     """The methods ``init`` reaches through ``self.m(...)`` that no per-sample code runs."""
 
     def compute():
-        called_elsewhere = set()  # obj.m(...) on another object: re-run outside construction
-        for node in ctx.nodes(cst.Attribute):
-            func = ctx.enclosing_function(node)
-            owner = node.value
-            if isinstance(ctx.parent(node), cst.Call) and ctx.qualname(node) is None and not (
-                isinstance(owner, cst.Name) and func is not None and owner.value == self_name(func)
-            ):
-                called_elsewhere.add(node.attr.value)
+        called_elsewhere = ctx.memo(("init_code.called_elsewhere",), lambda: _called_on_others(ctx))
         return [
             func
             for func in reached_methods(ctx, cls, init)[1:]
@@ -47,6 +40,22 @@ def init_helpers(ctx, cls: cst.ClassDef, init: cst.FunctionDef) -> List[cst.Func
         ]
 
     return ctx.memo(("init_code.helpers", id(cls), id(init)), compute)
+
+
+def _called_on_others(ctx) -> set:
+    """Names of methods called as ``obj.m(...)`` on an object other than ``self``
+    (not a module function): such a method also runs outside construction."""
+    names = set()
+    for node in ctx.nodes(cst.Attribute):
+        if node.attr.value in names or not isinstance(ctx.parent(node), cst.Call):
+            continue
+        func = ctx.enclosing_function(node)
+        owner = node.value
+        if isinstance(owner, cst.Name) and func is not None and owner.value == self_name(func):
+            continue
+        if ctx.parent(node).func is node and ctx.qualname(node) is None:
+            names.add(node.attr.value)
+    return names
 
 
 def family_construction(ctx, cls: cst.ClassDef) -> List[cst.FunctionDef]:
