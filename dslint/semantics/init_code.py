@@ -73,11 +73,15 @@ def family_construction(ctx, cls: cst.ClassDef) -> List[cst.FunctionDef]:
 
 def fills_under(root: cst.CSTNode, selfp: Optional[str], attr: str) -> Iterator[tuple]:
     """(node, item) for what grows ``self.<attr>`` under ``root``: ``.append(item)``/
-    ``.insert``/``.add``/``.extend(item)``, ``self.<attr>[key] = item``, and
+    ``.insert``/``.add``/``.extend(item)`` on it or on one of its entries
+    (``self.<attr>[key].append(item)``), ``self.<attr>[key] = item``, and
     ``self.<attr> += [item, ...]``."""
     for node in iter_subtree(root, into_scopes=False):
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.args:
-            if node.func.attr.value in FILL_METHODS and self_attr(node.func.value, selfp) == attr:
+            owner = node.func.value  # self.<attr>, or one of its entries: self.<attr>[key]
+            if isinstance(owner, cst.Subscript):
+                owner = owner.value
+            if node.func.attr.value in FILL_METHODS and self_attr(owner, selfp) == attr:
                 yield node, node.args[-1].value
         elif isinstance(node, cst.Assign) and len(node.targets) == 1:
             target = node.targets[0].target

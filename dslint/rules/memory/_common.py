@@ -283,7 +283,39 @@ def _fill_item_stringish(ctx, item: cst.CSTNode, init) -> bool:
         value = single_assignment(ctx.tree, item)
         if value is not None and value is not item:
             return _fill_item_stringish(ctx, value, init)
+    return _loop_record(ctx, item)
+
+
+def _loop_record(ctx, item: cst.CSTNode) -> bool:
+    """``item`` is the item (or a field of it) of a ``for`` loop over a listing, a parsed
+    file's payload (``for a in data["annotations"]``) or another index of Python objects."""
+    root = item
+    while isinstance(root, (cst.Subscript, cst.Attribute)):
+        root = root.value
+    func = ctx.enclosing_function(item)
+    if not isinstance(root, cst.Name) or func is None:
+        return False
+    for loop in takewhile(lambda a: a is not func, ctx.ancestors(item)):
+        if not isinstance(loop, cst.For):
+            continue
+        names = [loop.target] if isinstance(loop.target, cst.Name) else [
+            e.value for e in getattr(loop.target, "elements", ()) if isinstance(e.value, cst.Name)
+        ]
+        if any(n.value == root.value for n in names):
+            source = _Source(ctx, func)
+            iters = [loop.iter]
+            attr = self_attr(loop.iter, self_name(func))
+            if attr is not None:  # for a in self.anns: what __init__ (or this method) bound to it
+                iters = [stmt.value for f in _with_init(ctx, func) for a, stmt in self_stores(f, self_name(f)).items()
+                         if a == attr]
+            return any(source.describe(it) is not None or source._payload(it, 0) is not None for it in iters)
     return False
+
+
+def _with_init(ctx, func: cst.FunctionDef) -> list:
+    cls = ctx.method_class(func)
+    init = find_method(ctx, cls, "__init__") if cls is not None else None
+    return [func] if init is None or init is func else [func, init]
 
 
 def _empty_container(expr: cst.CSTNode) -> bool:
@@ -295,11 +327,24 @@ def _empty_container(expr: cst.CSTNode) -> bool:
 def python_objects(ctx, init: cst.FunctionDef, self_param: str, attr: str, value: cst.CSTNode) -> Optional[str]:
     """A short description of the Python-object container ``self.<attr> = value`` builds, or None."""
     what = _Source(ctx, init, attr).describe(value)
-    if what is None and _empty_container(value):
+    mapping = isinstance(value, cst.Call) and (
+        (ctx.call_name(value) == "collections.defaultdict" and len(value.args) <= 1)
+        or (ctx.call_name(value) in ("builtins.dict", "collections.OrderedDict") and not value.args)
+    )
+    if what is None and (_empty_container(value) or mapping):
         what = _fills(ctx, init, self_param, attr)
-        if what is not None and (isinstance(value, cst.Dict) or (isinstance(value, cst.Call) and value.func.value == "dict")):
+        if what is not None and (isinstance(value, cst.Dict) or mapping):
             what = "dict filled in a loop"
     return what
+
+
+def index_message(attr: str, what: str) -> str:
+    return (
+        f"`self.{attr}` ({what}) is built in `__init__` and indexed per sample: reading Python "
+        "objects writes their reference counts, so every forked worker gradually copies the pages "
+        "holding them (copy-on-read; measured with 2 workers over 2M paths: 293 MiB private memory "
+        "per worker for a list of `str` vs 27 MiB for a numpy bytes array)"
+    )
 
 
 def python_object_indexes(ctx):
