@@ -18,7 +18,7 @@ from typing import Iterator, List, Optional
 
 import libcst as cst
 
-from dslint.semantics.classes import class_family, methods, reached_methods
+from dslint.semantics.classes import called_method, class_family, methods
 from dslint.semantics.instance_state import Held, assign_targets
 from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.walk import iter_subtree
@@ -27,19 +27,44 @@ FILL_METHODS = frozenset({"append", "extend", "insert", "add"})
 
 
 def init_helpers(ctx, cls: cst.ClassDef, init: cst.FunctionDef) -> List[cst.FunctionDef]:
-    """The methods ``init`` reaches through ``self.m(...)`` that no per-sample code runs."""
+    """The methods ``init`` reaches through ``self.m(...)`` that run only while the object is
+    constructed: no per-sample code, no other method of the class and no other object's
+    ``obj.m(...)`` call runs them (those may re-create what they make in each worker)."""
 
     def compute():
         called_elsewhere = ctx.memo(("init_code.called_elsewhere",), lambda: _called_on_others(ctx))
+        helpers = _called_methods(ctx, cls, init)
+        others = [
+            m for klass in class_family(ctx, cls) for m in methods(klass).values()
+            if m.name.value != "__init__" and not any(m is h for h in helpers)
+        ]
+        rerun = {id(m) for other in others for m in _called_methods(ctx, cls, other)}
         return [
             func
-            for func in reached_methods(ctx, cls, init)[1:]
+            for func in helpers
             if ctx.per_sample_mode(func) is None
             and not func.name.value.startswith("__")
             and func.name.value not in called_elsewhere
+            and id(func) not in rerun
         ]
 
     return ctx.memo(("init_code.helpers", id(cls), id(init)), compute)
+
+
+def _called_methods(ctx, cls: cst.ClassDef, start: cst.FunctionDef) -> List[cst.FunctionDef]:
+    """The methods of this file's classes that ``start`` calls as ``self.m(...)``, at any depth
+    (a method only referenced, ``self.fn = self.m``, may run anywhere later)."""
+    out: List[cst.FunctionDef] = []
+    work = [start]
+    while work:
+        func = work.pop()
+        for node in iter_subtree(func.body, into_scopes=False):
+            if isinstance(node, cst.Call):
+                method = called_method(ctx, cls, node, self_name(func))
+                if method is not None and method is not start and not any(method is seen for seen in out):
+                    out.append(method)
+                    work.append(method)
+    return out
 
 
 def _called_on_others(ctx) -> set:

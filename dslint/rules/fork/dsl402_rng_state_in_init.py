@@ -173,19 +173,19 @@ class RngStateInInit(Rule):
         """,
         """
         import numpy as np
-        from torch.utils.data import Dataset, get_worker_info
-
+        from torch.utils.data import Dataset
         class Seeded(Dataset):
             def __init__(self, seed):
                 self.reseed(seed)
 
-            def reseed(self, seed):  # also called on the dataset from outside: per worker
+            def reseed(self, seed):  # also run by another method: not construction only
                 self.rng = np.random.default_rng(seed)
+
+            def set_epoch(self, epoch):
+                self.reseed(epoch)
 
             def __getitem__(self, i):
                 return self.rng.random()
-        def worker_init(worker_id):
-            get_worker_info().dataset.reseed(worker_id)
         """,
     )
     invalid = (
