@@ -147,8 +147,9 @@ def indexed_by_local(ctx, use: AttrUse) -> bool:
     return False
 
 
-def stores_elsewhere(ctx, family: List[cst.ClassDef], attr: str, init: cst.FunctionDef) -> bool:
-    """Is ``attr`` given a new (non-None) value outside ``init``?
+def stores_elsewhere(ctx, family: List[cst.ClassDef], attr: str, init: cst.FunctionDef, construction=()) -> bool:
+    """Is ``attr`` given a new (non-None) value outside ``init`` (and the ``construction``
+    functions, which run with it before the fork)?
 
     On ``self`` in any method of the class family (a lazy or per-worker reopen, a
     ``__setstate__``, a ``worker_init`` method...), on any other object anywhere in
@@ -158,7 +159,7 @@ def stores_elsewhere(ctx, family: List[cst.ClassDef], attr: str, init: cst.Funct
     for node in ctx.nodes(cst.Attribute):
         if node.attr.value != attr or not is_store(ctx, node):
             continue
-        if ctx.enclosing_function(node) is init:
+        if ctx.enclosing_function(node) is init or any(ctx.enclosing_function(node) is f for f in construction):
             continue
         parent = ctx.parent(node)
         if isinstance(parent, cst.Del):

@@ -11,6 +11,7 @@ is ``semantics/seeding.py``.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Callable, List, Optional, Set
 
 import libcst as cst
@@ -18,12 +19,19 @@ import libcst as cst
 from dslint.semantics import lifetimes as lt
 from dslint.semantics.bindings import class_ref, local_class_path
 from dslint.semantics.calls import UNKNOWN
-from dslint.semantics.classes import class_family
+from dslint.semantics.classes import class_family, dataset_inits
+from dslint.semantics.init_code import add_aliases, family_construction, held_in_container, init_helpers
 from dslint.semantics.instance_state import (
+    HANDLE_DERIVATIONS,
     AttrUse,
     Held,
+    consumed_by_iter,
+    handle_kind,
+    rng_factory_kind,
+    rng_kind,
     absent_or_none,
     dropped_in_init,
+    held_on_self,
     method_of,
     per_sample_loads,
     self_attr_uses,
@@ -131,13 +139,15 @@ def inherited_uses(
     held: Held,
     close_methods,
     silenced: Callable[[str, List[AttrUse]], bool],
+    construction=(),
 ) -> List[str]:
     """The attributes of ``held`` that per-sample code uses while the workers inherit them.
 
     Empty when ``__init__`` drops every one again, when one is re-created outside
     ``__init__`` (``stores_elsewhere``) or ``silenced(attr, uses)`` says the project
     handles it, when the dataset consults ``get_worker_info()``/``os.getpid()``, or
-    when its DataLoaders show the state is handled (``loaders_allow``).
+    when its DataLoaders show the state is handled (``loaders_allow``). Stores in the
+    ``construction`` functions (``__init__`` helpers) run before the fork: no re-creation.
     """
     family = class_family(ctx, cls)
     used: List[str] = []
@@ -145,13 +155,75 @@ def inherited_uses(
         if dropped_in_init(ctx, init, self_param, attr, site, close_methods):
             continue
         uses = self_attr_uses(ctx, family, attr)
-        if silenced(attr, uses) or stores_elsewhere(ctx, family, attr, init):
+        if silenced(attr, uses) or stores_elsewhere(ctx, family, attr, init, construction):
             return []
         if per_sample_loads(ctx, uses):
             used.append(attr)
     if not used or family_consults_worker(ctx, cls, family) or not loaders_allow(ctx, cls, set(held.attrs)):
         return []
     return used
+
+
+def construction_calls(ctx):
+    """(dataset class, its ``__init__``, the function, its self name, call) for every call
+    of an ``__init__`` and of the helpers it reaches (``init_code.init_helpers``), once."""
+    seen = set()
+    for cls, init, _ in dataset_inits(ctx):
+        for func in (init, *init_helpers(ctx, cls, init)):
+            for call in iter_subtree(func.body, into_scopes=False):
+                if isinstance(call, cst.Call) and id(call) not in seen:
+                    seen.add(id(call))
+                    yield cls, init, func, self_name(func), call
+
+
+def held_object(ctx, cls, init, func, selfp, call, derive_methods=(), derive_subscript=False):
+    """(Held, construction functions to pass to ``inherited_uses``) or (None, ()): what of
+    ``self`` keeps the object ``call`` creates: an attribute (and its ``self.b = self.a``
+    aliases), or a container filled in construction code (then stores of the other
+    construction functions are no re-creation)."""
+    held = held_on_self(ctx, func, selfp, call, derive_methods, derive_subscript)
+    if held is not None and func is init:
+        return add_aliases(ctx, func, held), ()
+    held = held or held_in_container(ctx, func, call, derive_methods, derive_subscript)
+    return (add_aliases(ctx, func, held), family_construction(ctx, cls)) if held is not None else (None, ())
+
+
+def handles_in_init(ctx):
+    """(call, handle kind, attribute) for DSL401: a handle opened in construction code,
+    kept on ``self`` and used per sample while the workers inherit it."""
+    for cls, init, func, self_param, call in construction_calls(ctx):
+        kind = handle_kind(ctx, call)
+        if kind is None or (kind == "file" and write_only(ctx, call)):
+            continue
+        if kind == "sqlite" and call.args and ctx.literal(call.args[0].value) == ":memory:":
+            continue  # a private in-memory database: each worker gets its own copy
+        derive_methods, subscript = HANDLE_DERIVATIONS.get(kind, ((), False))
+        held, construction = held_object(ctx, cls, init, func, self_param, call, derive_methods, subscript)
+        if held is None or (kind == "session" and not session_used_in_init(ctx, func, self_param, held)):
+            continue
+        close_methods = ("close", *lt.IMAGE_LOADING_METHODS) if kind == "image" else ("close",)
+        silenced = lambda attr, uses: consumed_by_iter(ctx, uses)  # noqa: E731
+        used = inherited_uses(ctx, cls, func, self_param, held, close_methods, silenced, construction)
+        if used:
+            yield call, kind, used[0]
+
+
+def rngs_in_init(ctx):
+    """(call, attribute) for DSL402: a random generator object created in construction
+    code (directly, by a conditional, by a same-file factory), kept on ``self`` and drawn
+    from per sample while nothing reseeds it per worker."""
+    reported = set()
+    for cls, init, func, self_param, call in construction_calls(ctx):
+        kind = rng_kind(ctx, call) or rng_factory_kind(ctx, call, self_param, class_family(ctx, cls))
+        if kind is None or (kind == "numpy" and isinstance(ctx.parent(call), cst.Arg)):
+            continue  # e.g. Generator(PCG64(...)) is reported at the outer call
+        held, construction = held_object(ctx, cls, init, func, self_param, call, ("manual_seed",), False)
+        if held is None or any(id(site) in reported for site in held.attrs.values()):
+            continue  # e.g. the other arm of `default_rng() if s is None else default_rng(s)`
+        used = inherited_uses(ctx, cls, func, self_param, held, (), partial(reseeded, ctx, func), construction)
+        if used:
+            reported.update(id(site) for site in held.attrs.values())
+            yield call, used[0]
 
 
 # --------------------------------------------------------------------------- DSL401 messages

@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-import libcst as cst
-
 from dslint.rules.base import ERROR, WARNING, Rule, Symptom
-from dslint.rules.fork._common import handle_message, inherited_uses, session_used_in_init, write_only
-from dslint.semantics import lifetimes as lt
-from dslint.semantics.classes import dataset_inits
-from dslint.semantics.instance_state import HANDLE_DERIVATIONS, consumed_by_iter, handle_kind, held_on_self
-from dslint.semantics.walk import iter_subtree
+from dslint.rules.fork._common import handle_message, handles_in_init
 
 class HandleInInit(Rule):
     """
@@ -17,9 +11,10 @@ class HandleInInit(Rule):
     Flags a file, archive (`gzip`, `bz2`, `lzma`, `tarfile`, `zipfile`), `h5py.File`,
     `lmdb.open`, `sqlite3.connect`, `PIL.Image.open`, socket, database client or
     HTTP session handle that a dataset's `__init__` creates and keeps on `self`
-    (directly, or through `f["key"]`, `env.begin()`, `conn.cursor()`), when
-    per-sample code (`__getitem__`, the yielding loop of `__iter__`, and what they
-    call) uses it.
+    (directly, through `f["key"]`, `env.begin()`, `conn.cursor()`, or in a container:
+    `self.files.append(f)`, `self.files[k] = f`), when per-sample code (`__getitem__`,
+    the yielding loop of `__iter__`, and what they call) uses it. Methods `__init__`
+    calls on `self` (at any depth, none called per sample) run before the fork too.
 
     It stays silent for the lazy pattern (`self.db = None` in `__init__`, opened on
     first use in each worker), for handles that the project re-creates per worker
@@ -79,10 +74,7 @@ class HandleInInit(Rule):
     symptom = Symptom("integrity", "shared file offset across forked workers: wrong records; spawn: cannot pickle")
     level = ERROR
     summary = "A file, database or network handle opened in a dataset's `__init__` is shared by forked workers"
-    help = (
-        "Store the path in `__init__` (`self.f = None`) and open the handle lazily on first use in "
-        "`__getitem__`, so that every worker opens its own"
-    )
+    help = "Store the path in `__init__` (`self.f = None`) and open the handle lazily on first use in `__getitem__`, so that every worker opens its own"  # noqa: E501
 
     valid = (
         """
@@ -158,6 +150,26 @@ class HandleInInit(Rule):
         loader = DataLoader(Env("db"), num_workers=4, worker_init_fn=reopen)
         """,
         """
+        import h5py
+        from torch.utils.data import Dataset, get_worker_info
+
+        class Cells(Dataset):
+            def __init__(self, paths):
+                self.paths = paths
+                self.open_all()  # re-run in each worker by the worker_init_fn
+
+            def open_all(self):
+                self.data = []
+                for p in self.paths:
+                    self.data.append(h5py.File(p, "r")["cells"])
+
+            def __getitem__(self, i):
+                return self.data[0][i]
+
+        def reopen(worker_id):
+            get_worker_info().dataset.open_all()
+        """,
+        """
         from torch.utils.data import IterableDataset
 
         class Lines(IterableDataset):
@@ -225,6 +237,22 @@ class HandleInInit(Rule):
             def __getitem__(self, i):
                 return self.txn.get(str(i).encode())
         """,
+        """
+        import h5py
+        from torch.utils.data import Dataset
+
+        class Cells(Dataset):
+            def __init__(self, paths):
+                self.data = []
+                any(self._add(p) for p in paths)
+
+            def _add(self, path):
+                f = h5py.File(path, "r")  # expect: DSL401
+                self.data.append(f.get("cells"))
+
+            def __getitem__(self, i):
+                return self.data[0][i]
+        """,
         {
             "base.py": """
                 from torch.utils.data import Dataset
@@ -267,25 +295,5 @@ class HandleInInit(Rule):
     )
 
     def check(self, ctx):
-        for cls, init, self_param in dataset_inits(ctx):
-            for call in iter_subtree(init.body, into_scopes=False):
-                if not isinstance(call, cst.Call):
-                    continue
-                kind = handle_kind(ctx, call)
-                if kind is None or (kind == "file" and write_only(ctx, call)):
-                    continue
-                if kind == "sqlite" and call.args and ctx.literal(call.args[0].value) == ":memory:":
-                    continue  # a private in-memory database: each worker gets its own copy
-                methods, subscript = HANDLE_DERIVATIONS.get(kind, ((), False))
-                held = held_on_self(ctx, init, self_param, call, methods, subscript)
-                if held is None:
-                    continue
-                if kind == "session" and not session_used_in_init(ctx, init, self_param, held):
-                    continue
-                close_methods = ("close", *lt.IMAGE_LOADING_METHODS) if kind == "image" else ("close",)
-                used = inherited_uses(
-                    ctx, cls, init, self_param, held, close_methods, lambda attr, uses: consumed_by_iter(ctx, uses)
-                )
-                if used:
-                    level = WARNING if kind == "sqlite" else None
-                    yield self.report(call, handle_message(ctx, kind, call, used[0]), level=level)
+        for call, kind, attr in handles_in_init(ctx):
+            yield self.report(call, handle_message(ctx, kind, call, attr), level=WARNING if kind == "sqlite" else None)

@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-from functools import partial
-
-import libcst as cst
-
 from dslint.rules.base import ERROR, Rule, Symptom
-from dslint.rules.fork._common import call_text, inherited_uses, reseeded
-from dslint.semantics.classes import class_family, dataset_inits
-from dslint.semantics.instance_state import held_on_self, rng_factory_kind, rng_kind
-from dslint.semantics.walk import iter_subtree
+from dslint.rules.fork._common import call_text, rngs_in_init
+from dslint.semantics.instance_state import rng_kind
 
 class RngStateInInit(Rule):
     """
@@ -22,12 +16,13 @@ class RngStateInInit(Rule):
     dataset, no other method or `worker_init_fn` in the project that reassigns or
     reseeds it.
 
-    The generator may be created directly, picked by a conditional
-    (`rng if rng is not None else np.random.default_rng()`, `rng or
-    random.Random()`), or returned by a factory of this file that `__init__`
-    calls (a module-level function or a method of the class whose every `return`
-    hands back a new generator object). A factory in another module, or one that
-    may return anything else, is not followed.
+    The generator may be created directly, picked by a conditional (`rng if rng is
+    not None else np.random.default_rng()`, `rng or random.Random()`), or returned by
+    a factory of this file that `__init__` calls (a module-level function or a method
+    of the class whose every `return` hands back a new generator object); a factory
+    in another module, or one that may return anything else, is not followed. Methods
+    `__init__` calls on `self` (at any depth, none called per sample or on another
+    object) count as `__init__`; so do aliases (`self.gen = self.rng`).
 
     Global RNG use (`np.random.rand()`, `random.random()`, `torch.rand()` in
     `__getitem__`) is *not* flagged: since torch 1.9 every worker reseeds the
@@ -75,10 +70,7 @@ class RngStateInInit(Rule):
     symptom = Symptom("rng", "random draws duplicated across workers and repeated every epoch")
     level = ERROR
     summary = "A random generator created in a dataset's `__init__` gives every worker the same random stream"
-    help = (
-        "Draw from the global `np.random`/`random`/`torch` RNGs (torch reseeds them per worker and epoch), "
-        "or create the generator in the worker from `torch.utils.data.get_worker_info().seed`"
-    )
+    help = "Draw from the global `np.random`/`random`/`torch` RNGs (torch reseeds them per worker and epoch), or create the generator in the worker from `torch.utils.data.get_worker_info().seed`"  # noqa: E501
 
     valid = (
         """
@@ -179,8 +171,39 @@ class RngStateInInit(Rule):
             def __getitem__(self, i):
                 return self.rng.random()
         """,
+        """
+        import numpy as np
+        from torch.utils.data import Dataset
+        class Seeded(Dataset):
+            def __init__(self, seed):
+                self.reseed(seed)
+
+            def reseed(self, seed):  # also run by another method: not construction only
+                self.rng = np.random.default_rng(seed)
+
+            def set_epoch(self, epoch):
+                self.reseed(epoch)
+
+            def __getitem__(self, i):
+                return self.rng.random()
+        """,
     )
     invalid = (
+        """
+        import numpy as np
+        from torch.utils.data import Dataset
+
+        class Seeded(Dataset):
+            def __init__(self, seed=None):
+                self._setup(seed)
+
+            def _setup(self, seed):
+                self.np_rng = np.random.default_rng(seed)  # expect: DSL402
+                self.random_generator = self.np_rng
+
+            def __getitem__(self, i):
+                return self.random_generator.random()
+        """,
         """
         import numpy as np
         from torch.utils.data import Dataset
@@ -265,30 +288,13 @@ class RngStateInInit(Rule):
     )
 
     def check(self, ctx):
-        reported = set()
-        for cls, init, self_param in dataset_inits(ctx):
-            family = class_family(ctx, cls)
-            for call in iter_subtree(init.body, into_scopes=False):
-                if not isinstance(call, cst.Call):
-                    continue
-                kind = rng_kind(ctx, call) or rng_factory_kind(ctx, call, self_param, family)
-                if kind is None:
-                    continue
-                if kind == "numpy" and isinstance(ctx.parent(call), cst.Arg):
-                    continue  # e.g. Generator(PCG64(...)) is reported at the outer call
-                held = held_on_self(ctx, init, self_param, call, ("manual_seed",), False)
-                if held is None or any(id(site) in reported for site in held.attrs.values()):
-                    continue  # e.g. the other arm of `default_rng() if s is None else default_rng(s)`
-                used = inherited_uses(ctx, cls, init, self_param, held, (), partial(reseeded, ctx, init))
-                if not used:
-                    continue
-                reported.update(id(site) for site in held.attrs.values())
-                made = "" if rng_kind(ctx, call) else " (a factory that returns a new random generator object)"
-                yield self.report(
-                    call,
-                    f"`{call_text(ctx, call)}`{made} in `__init__` is kept on `self.{used[0]}` and drawn from per "
-                    "sample, but every DataLoader worker inherits a copy of the same generator state: workers "
-                    "draw identical numbers (measured with 2 workers: 32 of 64 per-sample draws, e.g. augmentations, "
-                    "duplicated per epoch) and every epoch repeats them (64 of 64 identical); torch reseeds only the global "
-                    "`random`/`numpy`/`torch` generators per worker",
-                )
+        for call, attr in rngs_in_init(ctx):
+            made = "" if rng_kind(ctx, call) else " (a factory that returns a new random generator object)"
+            yield self.report(
+                call,
+                f"`{call_text(ctx, call)}`{made} in `__init__` is kept on `self.{attr}` and drawn from per "
+                "sample, but every DataLoader worker inherits a copy of the same generator state: workers "
+                "draw identical numbers (measured with 2 workers: 32 of 64 per-sample draws, e.g. augmentations, "
+                "duplicated per epoch) and every epoch repeats them (64 of 64 identical); torch reseeds only the global "
+                "`random`/`numpy`/`torch` generators per worker",
+            )

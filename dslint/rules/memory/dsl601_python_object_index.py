@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from dslint.rules.base import WARNING, Rule, Symptom
-from dslint.rules.memory._common import evaluation_split, loaders_fork_free, python_objects
-from dslint.semantics.classes import class_family, dataset_inits
-from dslint.semantics.instance_state import indexed_by_local, self_attr_uses, self_stores
+from dslint.rules.memory._common import index_message, python_object_indexes
 
 
 class PythonObjectIndex(Rule):
@@ -14,15 +12,15 @@ class PythonObjectIndex(Rule):
     Flags a per-sample index of Python objects, a list or dict of strings or tuples
     (file paths, `(path, label)` pairs, parsed annotations), that a dataset's
     `__init__` builds (`[... for ...]`, `list(...)`, `sorted(glob(...))`,
-    `os.listdir(...)`, `json.load(...)`, `.tolist()`, or `[]` filled in a loop) and
-    that per-sample code indexes (`self.items[idx]`). Records that a project
-    helper (in any file, or a method of the class) builds from a parsed file
-    (`json`/`yaml`/`pickle`/`mmengine.load` content) or from such an index count
-    too, unless the helper builds numpy, torch or pandas objects.
+    `os.listdir(...)`, `json.load(...)`, `.tolist()`, or `[]`/`{}` filled in a loop,
+    also by a method `__init__` calls, with strings, tuples, small lists or parsed
+    records) and that per-sample code indexes (`self.items[idx]`). Records that a
+    project helper (in any file, or a method of the class) builds from a parsed file
+    (`json`/`yaml`/`pickle`/`mmengine.load` content) or from such an index count too,
+    unless the helper builds numpy, torch or pandas objects.
 
-    The index must scale with the data (a listing, a file, a loop over a
-    collection of a size the project does not show). A preview rule (enable
-    it with `--preview`): a small index costs nothing.
+    The index must scale with the data (a listing, a file, a loop over a collection
+    of a size the project does not show). A preview rule (`--preview`).
 
     ## Why is this bad?
     Forked workers share the parent's memory copy-on-write, but merely *reading* a
@@ -85,10 +83,7 @@ class PythonObjectIndex(Rule):
     level = WARNING
     preview = True
     summary = "A per-sample list/dict of Python objects built in `__init__` is copied into every worker"
-    help = (
-        "Keep the index in numpy arrays (`np.array(paths, dtype=np.bytes_)`, integer label arrays) or an "
-        "Arrow/pandas column instead of a list of Python objects"
-    )
+    help = "Keep the index in numpy arrays (`np.array(paths, dtype=np.bytes_)`, integer label arrays) or an Arrow/pandas column instead of a list of Python objects"  # noqa: E501
 
     valid = (
         # fixed collections: a literal, an attribute, a parameter default, range(n) of a default
@@ -124,18 +119,21 @@ class PythonObjectIndex(Rule):
         """,
         # a numpy bytes array; a constant index; arrays, not strings
         """
-        import glob
+        import glob, json
         import numpy as np
         from torch.utils.data import Dataset
 
         class FirstOnly(Dataset):
-            def __init__(self, root, files):
+            def __init__(self, root, files, anns):
                 self.packed = np.array(sorted(glob.glob(root + "/*.jpg")), dtype=np.bytes_)
                 self.paths = sorted(glob.glob(root + "/*.jpg"))
                 self.arrays = [np.load(f) for f in files]  # not strings: unknown size per page
+                self.boxes = {}
+                for a in json.loads(anns):
+                    self.boxes[a["id"]] = np.array(a["bbox"])  # records of arrays: payload apart
 
             def __getitem__(self, i):
-                return self.packed[i].decode(), self.paths[0], self.arrays[i]  # constant index into the paths
+                return self.packed[i].decode(), self.paths[0], self.arrays[i], self.boxes[i]
         """,
         # a small fixed collection, and a helper that packs a parsed file into arrays
         """
@@ -169,9 +167,17 @@ class PythonObjectIndex(Rule):
                 self.names = os.listdir(root)
                 self.names = np.array(self.names)
                 self.data = [(torch.rand(20), torch.rand(1)) for _ in range(size)]  # tensors: payload apart
+                self.rows = []
+                self._load(size)
+
+            def _load(self, size):  # run by __init__: rows of tensors, payload apart
+                self.feats = {}
+                for k in range(size):
+                    self.rows.append([torch.rand(20), torch.rand(1)])
+                    self.feats[k] = torch.rand(3)
 
             def __getitem__(self, i):
-                return self.names[i], self.data[i]
+                return self.names[i], self.data[i], self.rows[i], self.feats[i]
         """,
     )
     invalid = (
@@ -188,6 +194,7 @@ class PythonObjectIndex(Rule):
         """,
         """
         import json
+        from collections import defaultdict
         import os
         from torch.utils.data import Dataset
 
@@ -196,12 +203,22 @@ class PythonObjectIndex(Rule):
                 with open(os.path.join(root, "ann.json")) as f:
                     self.anns = json.load(f)  # expect: DSL601
                 self.samples = []  # expect: DSL601
+                self.by_id = {}  # expect: DSL601
+                self.groups = defaultdict(list)  # expect: DSL601
                 for a in self.anns:
                     self.samples.append((os.path.join(root, a["file"]), a["label"]))
+                    self.by_id[a["id"]] = json.loads(a["meta"])
+                    self.groups[a["image"]].append(a)
+                self.rows = []  # expect: DSL601
+                self._index(root)
+
+            def _index(self, root):  # run by __init__: filled before the fork
+                for k, name in enumerate(os.listdir(root)):
+                    self.rows.append([k, 0] + list(name))
 
             def __getitem__(self, idx):
                 path, label = self.samples[idx]
-                return path, label, self.anns[idx]["box"]
+                return path, label, self.anns[idx]["box"], self.rows[idx], self.by_id[idx], self.groups[path]
         """,
         {
             "base.py": """
@@ -279,22 +296,5 @@ class PythonObjectIndex(Rule):
     )
 
     def check(self, ctx):
-        for cls, init, self_param in dataset_inits(ctx):
-            family = None
-            for attr, stmt in self_stores(init, self_param).items():
-                what = python_objects(ctx, init, self_param, attr, stmt.value)
-                if what is None:
-                    continue
-                family = family or class_family(ctx, cls)
-                uses = self_attr_uses(ctx, family, attr)
-                if not any(not u.store and ctx.is_per_sample(u.node) and indexed_by_local(ctx, u) for u in uses):
-                    continue
-                if loaders_fork_free(ctx, cls, family) or evaluation_split(ctx, init, self_param, attr, stmt.value):
-                    continue
-                yield self.report(
-                    stmt.value,
-                    f"`self.{attr}` ({what}) is built in `__init__` and indexed per sample: reading Python "
-                    "objects writes their reference counts, so every forked worker gradually copies the pages "
-                    "holding them (copy-on-read; measured with 2 workers over 2M paths: 293 MiB private memory "
-                    "per worker for a list of `str` vs 27 MiB for a numpy bytes array)",
-                )
+        for value, attr, what in python_object_indexes(ctx):
+            yield self.report(value, index_message(attr, what))
