@@ -16,6 +16,7 @@ from dslint.semantics.loops import loader_loops
 from dslint.semantics.module_calls import positional_args
 from dslint.semantics.project import ITERABLE, MAP
 from dslint.semantics.scopes import is_none
+from dslint.semantics.user_values import chosen_by_user, kwargs_expr
 from dslint.semantics.values import Possible, expand_kwargs, possible_arg
 from dslint.semantics.walk import iter_subtree
 
@@ -213,6 +214,23 @@ def zero_workers(ctx, index, bound) -> Optional[str]:
         if ctx.enclosing_function(test) is not func:
             return f"can be 0 (the code tests `{ctx.code(test).strip()}` on line {line_of(ctx, test)})"
     return None
+
+
+def user_zero_workers(ctx, index, bound) -> Optional[str]:
+    """Where ``num_workers`` comes from when the user sets it (``semantics/user_values.py``:
+    a configuration read, a command-line option, a parameter callers fill in), for a message;
+    None when the project constrains it: the loader's function branches on it, its values
+    are all listed (argparse ``choices``) and none is 0, or it is computed."""
+    expr = bound.expr("num_workers")
+    if expr is None and not bound.passed("num_workers") and bound.has_star_kwargs:
+        expr = kwargs_expr(ctx, bound.call, "num_workers")
+    if expr is None or branches_on(ctx, index, bound.call, expr):
+        return None
+    found = possible_arg(ctx, bound, "num_workers")
+    if found.complete and found.values:
+        return None
+    where = chosen_by_user(ctx, expr)
+    return f"comes from {where}" if where is not None else None
 
 
 def must_be(ctx, bound, name, predicate) -> Optional[Possible]:
