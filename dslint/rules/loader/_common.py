@@ -8,10 +8,10 @@ from typing import Optional
 import libcst as cst
 
 from dslint.report import FixSpec, NodeEdit
-from dslint.semantics.calls import UNKNOWN, dataloader_constructions
+from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall, Signature, dataloader_constructions
 from dslint.semantics.epochs import set_epoch_insertion
 from dslint.semantics.names import dotted_parts
-from dslint.semantics.libraries import library_iterable
+from dslint.semantics.libraries import kwargs_loader_calls, library_iterable
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.module_calls import positional_args
 from dslint.semantics.project import ITERABLE, MAP
@@ -111,6 +111,19 @@ def loader_calls(ctx):
     """Every DataLoader construction (``DataLoader(...)`` and a DataLoader subclass's
     ``super().__init__(...)``), less those the code expects to fail."""
     return [bound for bound in dataloader_constructions(ctx) if not expects_error(ctx, bound.call)]
+
+
+def forwarding_loader_calls(ctx):
+    """``loader_calls`` and the constructions of third-party DataLoader subclasses that pass
+    torch's arguments through (``libraries.KWARGS_LOADERS``, e.g. PyG's ``DataLoader``), each
+    bound to its own positional parameters and torch's keywords and defaults."""
+
+    def bind(call, positional):
+        keywords = tuple(n for n in DATALOADER.names if n not in positional)
+        return BoundCall(call, Signature(positional, keywords, DATALOADER.defaults))
+
+    extra = [bind(call, positional) for call, positional in kwargs_loader_calls(ctx)]
+    return loader_calls(ctx) + [b for b in extra if not expects_error(ctx, b.call)]
 
 
 def branches_on(ctx, index, call, expr) -> bool:

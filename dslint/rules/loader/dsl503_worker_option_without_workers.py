@@ -7,7 +7,7 @@ from typing import Iterator, Optional, Tuple
 from dslint.edits import remove_args
 from dslint.report import FixSpec
 from dslint.rules.base import Invalid, Rule, Symptom
-from dslint.rules.loader._common import loader_calls, must_be, truthy, user_zero_workers, zero_workers
+from dslint.rules.loader._common import forwarding_loader_calls, must_be, truthy, user_zero_workers, zero_workers
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.loops import loader_loops
 
@@ -42,6 +42,10 @@ class WorkerOptionWithoutWorkers(Rule):
     value, when this file's calls pass it, when it is a name the file does
     not bind (an unknown global), and when the loader's own function branches
     on the worker count before building it (`if workers > 0:`).
+
+    Third-party DataLoader subclasses that hand torch's arguments through
+    (PyG's `DataLoader`, `DataListLoader`, `DenseDataLoader`) are checked the
+    same way.
 
     ## Why is this bad?
     These options only mean something for worker processes, and torch rejects
@@ -125,6 +129,11 @@ class WorkerOptionWithoutWorkers(Rule):
 
         train = _loader(train_set, 8)
         cpus = DataLoader(ds, num_workers=os.cpu_count(), persistent_workers=True)
+        """,
+        """
+        from torch_geometric.loader import DataLoader
+
+        graphs = DataLoader(dataset, 32, True, None, None, num_workers=4, persistent_workers=True)
         """,
         """
         import argparse
@@ -219,11 +228,23 @@ class WorkerOptionWithoutWorkers(Rule):
         def make_loader(ds, workers):
             return DataLoader(ds, num_workers=workers, prefetch_factor=2)  # expect: DSL503
         """,
+        Invalid(
+            """
+            from torch_geometric.loader import DataLoader as GraphLoader
+
+            graphs = GraphLoader(dataset, 32, True, persistent_workers=True)  # expect: DSL503
+            """,
+            expected_replacement="""
+            from torch_geometric.loader import DataLoader as GraphLoader
+
+            graphs = GraphLoader(dataset, 32, True)  # expect: DSL503
+            """,
+        ),
     )
 
     def check(self, ctx):
         index = loader_loops(ctx)
-        for bound in loader_calls(ctx):
+        for bound in forwarding_loader_calls(ctx):
             zero = zero_workers(ctx, index, bound) or user_zero_workers(ctx, index, bound)
             if zero is None:
                 continue
