@@ -286,6 +286,11 @@ KWARGS_LOADERS = {
     "torch_geometric.data.DataLoader": _PYG_LOADER,
     "torch_geometric.loader.DataListLoader": ("dataset", "batch_size", "shuffle"),
     "torch_geometric.loader.DenseDataLoader": ("dataset", "batch_size", "shuffle"),
+    # the sampling loaders: their own arguments are many, torch's come through ``**kwargs``
+    "torch_geometric.loader.NeighborLoader": ("data",),
+    "torch_geometric.loader.neighbor_loader.NeighborLoader": ("data",),
+    "torch_geometric.loader.LinkNeighborLoader": ("data",),
+    "torch_geometric.loader.link_neighbor_loader.LinkNeighborLoader": ("data",),
 }
 
 

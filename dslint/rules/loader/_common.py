@@ -10,6 +10,7 @@ import libcst as cst
 from dslint.report import FixSpec, NodeEdit
 from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall, Signature, dataloader_constructions
 from dslint.semantics.epochs import set_epoch_insertion
+from dslint.semantics.forwarding import caller_key_reaches, key_shown, local_callee
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.libraries import kwargs_loader_calls, library_iterable
 from dslint.semantics.loops import loader_loops
@@ -124,6 +125,40 @@ def forwarding_loader_calls(ctx):
 
     extra = [bind(call, positional) for call, positional in kwargs_loader_calls(ctx)]
     return loader_calls(ctx) + [b for b in extra if not expects_error(ctx, b.call)]
+
+
+def shuffled_with_supplied_sampler(ctx):
+    """``(call, dict expression, evidence, callee)`` for each call that passes ``shuffle=True``
+    next to a ``**d`` whose ``sampler`` entry the code shows may be there (``forwarding.key_shown``:
+    it pops, reads or tests that key of ``d``, a copy of it, or of the callee's ``**kwargs``),
+    where the call is a loader construction that does not name a sampler, or runs a function of
+    this file (``callee``) that hands ``shuffle`` and the caller's ``sampler`` on to one."""
+    loaders = forwarding_loader_calls(ctx)
+    constructions = {id(b.call) for b in loaders}
+    for call in ctx.nodes(cst.Call):
+        named = {a.keyword.value: a for a in call.args if a.keyword is not None}
+        stars = [a.value for a in call.args if a.star == "**"]
+        if "shuffle" not in named or ctx.literal(named["shuffle"].value) is not True or not stars:
+            continue
+        if "sampler" in named or "batch_sampler" in named:
+            continue
+        callee = None
+        if id(call) not in constructions:
+            callee = local_callee(ctx, call)
+            params = callee.params if callee is not None else None
+            if params is None or any(p.name.value in ("shuffle", "sampler") for p in (*params.params, *params.kwonly_params)):
+                continue
+            if not any(ctx.enclosing_function(b.call) is callee and caller_key_reaches(ctx, b.call, "sampler")
+                       and caller_key_reaches(ctx, b.call, "shuffle") for b in loaders):
+                continue
+        for star in stars:
+            shown = key_shown(ctx, star, "sampler")
+            if shown is None and callee is not None and isinstance(callee.params.star_kwarg, cst.Param):
+                own = [n for n in ctx.tree.scope_nodes(callee, cst.Name) if n.value == callee.params.star_kwarg.name.value]
+                shown = key_shown(ctx, own[0], "sampler") if own else None
+            if shown is not None:
+                yield call, star, shown, callee
+                break
 
 
 def branches_on(ctx, index, call, expr) -> bool:
