@@ -132,10 +132,41 @@ def caller_key_reaches(ctx, call: cst.Call, key: str) -> bool:
                     break
                 if any(not _exits_between(ctx, node, statement) for node in _key_changes(ctx, statement, name, key)):
                     return False
+                if _tests_key(ctx, statement, name, key):
+                    return False  # the function looks for the entry first: it handles it
         if ancestor is func:
             break
         child = ancestor
     return True
+
+
+def _tests_key(ctx, statement, name: str, key: str) -> bool:
+    """A test in ``statement`` (``if``/``while``/``assert``) looks for entry ``key`` of ``name``."""
+    tests = [n.test for n in iter_subtree(statement, into_scopes=False) if isinstance(n, (cst.If, cst.While, cst.Assert))]
+    return any(isinstance(n, cst.Name) and n.value == name and _key_use(ctx, n, key) is not None
+               for test in tests for n in iter_subtree(test, into_scopes=False))
+
+
+def handled_before(ctx, shown: cst.CSTNode, call: cst.Call) -> bool:
+    """``shown`` is in the function of ``call`` and before it: the code looks for the entry
+    before the call (a guard), so the call is not evidence of a conflict."""
+    func = ctx.enclosing_function(call)
+    if ctx.enclosing_function(shown) is not func:
+        return False
+    child = call
+    for ancestor in ctx.ancestors(call):
+        if isinstance(ancestor, (cst.If, cst.While, cst.IfExp)) and any(a is ancestor.test for a in ctx.ancestors(shown)):
+            return True
+        if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
+            for statement in ancestor.body:
+                if statement is child:
+                    break
+                if any(a is statement for a in ctx.ancestors(shown)):
+                    return True
+        if ancestor is func:
+            break
+        child = ancestor
+    return False
 
 
 def key_shown(ctx, expr: Optional[cst.CSTNode], key: str) -> Optional[cst.CSTNode]:
@@ -155,10 +186,12 @@ def key_shown(ctx, expr: Optional[cst.CSTNode], key: str) -> Optional[cst.CSTNod
         holders = [n for n in ctx.tree.scope_nodes(scope, cst.Name) if n.value == expr.value]
     else:
         return None
-    for holder in list(holders):
-        holders.extend(_copies_of(ctx, holder))
-    for holder in holders:
-        found = _key_use(ctx, holder, key)
+    # a removal from ``self.x`` itself empties it for every later use: only a copy's counts
+    removals = not isinstance(expr, cst.Attribute)
+    copies = [c for holder in holders for c in _copies_of(ctx, holder)]
+    copied = {id(c) for c in copies}
+    for holder in holders + copies:
+        found = _key_use(ctx, holder, key, removals or id(holder) in copied)
         if found is not None:
             return found
     return None
@@ -207,15 +240,16 @@ def _copies_of(ctx, holder) -> list:
     return [n for n in ctx.tree.scope_nodes(scope, cst.Name) if n.value == name]
 
 
-def _key_use(ctx, holder, key: str) -> Optional[cst.CSTNode]:
+def _key_use(ctx, holder, key: str, removals: bool = True) -> Optional[cst.CSTNode]:
     parent = ctx.parent(holder)
-    if isinstance(parent, cst.Attribute) and parent.value is holder and parent.attr.value in ("pop", "get"):
+    methods = ("pop", "get") if removals else ("get",)
+    if isinstance(parent, cst.Attribute) and parent.value is holder and parent.attr.value in methods:
         call = ctx.parent(parent)
         if isinstance(call, cst.Call) and call.args and literal_value(call.args[0].value) == key:
             return call
     if isinstance(parent, cst.Subscript) and parent.value is holder and _key(parent) == key:
         holder_of = ctx.parent(parent)
-        if not isinstance(holder_of, cst.AssignTarget):
+        if not isinstance(holder_of, cst.AssignTarget) and (removals or not isinstance(holder_of, cst.Del)):
             return parent
     if isinstance(parent, cst.ComparisonTarget) and parent.comparator is holder and isinstance(parent.operator, (cst.In, cst.NotIn)):
         comparison = ctx.parent(parent)

@@ -10,7 +10,7 @@ import libcst as cst
 from dslint.report import FixSpec, NodeEdit
 from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall, Signature, dataloader_constructions
 from dslint.semantics.epochs import set_epoch_insertion
-from dslint.semantics.forwarding import caller_key_reaches, key_shown, local_callee
+from dslint.semantics.forwarding import caller_key_reaches, handled_before, key_shown, local_callee
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.libraries import kwargs_loader_calls, library_iterable
 from dslint.semantics.loops import loader_loops
@@ -156,7 +156,7 @@ def shuffled_with_supplied_sampler(ctx):
             if shown is None and callee is not None and isinstance(callee.params.star_kwarg, cst.Param):
                 own = [n for n in ctx.tree.scope_nodes(callee, cst.Name) if n.value == callee.params.star_kwarg.name.value]
                 shown = key_shown(ctx, own[0], "sampler") if own else None
-            if shown is not None:
+            if shown is not None and not handled_before(ctx, shown, call):
                 yield call, star, shown, callee
                 break
 

@@ -98,6 +98,7 @@ class SamplerWithShuffle(Rule):
         class Data:
             def __init__(self, **options):
                 self.options = options
+                self.options.pop("sampler", None)  # removed from the dict itself, not looked for
 
             def make(self, ds, **kwargs):
                 kwargs.pop("sampler", None)  # on every path: a caller's sampler never arrives
@@ -108,6 +109,23 @@ class SamplerWithShuffle(Rule):
 
             def plain(self, **extra):  # nothing shows a sampler in `extra`
                 return DataLoader(self.train_set, shuffle=True, **extra)
+
+            def direct(self):
+                return DataLoader(self.train_set, shuffle=True, **self.options)
+
+        def guarded(ds, **options):
+            if "sampler" in options:  # handled before the call
+                return DataLoader(ds, **options)
+            return DataLoader(ds, shuffle=True, **options)
+
+        def helper(ds, **kwargs):
+            if kwargs.get("sampler") is not None:
+                return DataLoader(ds, **kwargs)
+            return DataLoader(ds, batch_size=4, **kwargs)
+
+        def caller(ds, **options):
+            options.pop("sampler", None)
+            return helper(ds, shuffle=True, **options)
         """,
     )
     invalid = (
@@ -132,11 +150,6 @@ class SamplerWithShuffle(Rule):
                 options = copy.copy(self.options)
                 options.pop("sampler", None)
                 return self.make(self.val_set, shuffle=False, **options)
-
-        def loader(ds, **options):
-            if "sampler" in options:
-                print("custom sampler")
-            return DataLoader(ds, shuffle=True, **options)  # expect: DSL501
         """,
         """
         from torch.utils.data import DataLoader, RandomSampler
