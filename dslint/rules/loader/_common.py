@@ -281,6 +281,14 @@ def user_zero_workers(ctx, index, bound) -> Optional[str]:
     return f"comes from {where}" if where is not None else None
 
 
+def fixed_by_code(ctx, bound, name) -> bool:
+    """Every value seen for argument ``name`` is written in the code (a literal, a constant, a
+    branch), none is a parameter's default or a command-line option's default."""
+    found = possible_arg(ctx, bound, name)
+    chosen = ("the default of", "a call passes", "a choice of", "`set_defaults", "a caller passing")
+    return bool(found.values) and not any(v.origin.startswith(chosen) for v in found.values)
+
+
 def must_be(ctx, bound, name, predicate) -> Optional[Possible]:
     """The values of argument ``name`` when every value seen satisfies ``predicate`` (at least one seen)."""
     found = possible_arg(ctx, bound, name)

@@ -7,7 +7,7 @@ from typing import Iterator, Optional, Tuple
 from dslint.edits import remove_args
 from dslint.report import FixSpec
 from dslint.rules.base import Invalid, Rule, Symptom
-from dslint.rules.loader._common import forwarding_loader_calls, must_be, truthy, user_zero_workers, zero_workers
+from dslint.rules.loader._common import fixed_by_code, forwarding_loader_calls, must_be, truthy, user_zero_workers, zero_workers
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.loops import loader_loops
 
@@ -129,6 +129,9 @@ class WorkerOptionWithoutWorkers(Rule):
 
         train = _loader(train_set, 8)
         cpus = DataLoader(ds, num_workers=os.cpu_count(), persistent_workers=True)
+
+        def create_loader(ds, num_workers=4, persistent_workers=True):  # the caller sets both
+            return DataLoader(ds, num_workers=num_workers, persistent_workers=persistent_workers)
         """,
         """
         from torch_geometric.loader import DataLoader
@@ -250,6 +253,8 @@ class WorkerOptionWithoutWorkers(Rule):
                 continue
             certain = zero == "is 0"
             problems = [p for p in self._options(ctx, bound, certain) if p is not None]
+            if zero.startswith("comes from"):  # the user's count: only an option the code hard-codes
+                problems = [p for p in problems if fixed_by_code(ctx, bound, p[1])]
             if not problems:
                 continue
             fix = None
