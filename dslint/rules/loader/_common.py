@@ -128,36 +128,49 @@ def forwarding_loader_calls(ctx):
 
 
 def shuffled_with_supplied_sampler(ctx):
-    """``(call, dict expression, evidence, callee)`` for each call that passes ``shuffle=True``
-    next to a ``**d`` whose ``sampler`` entry the code shows may be there (``forwarding.key_shown``:
-    it pops, reads or tests that key of ``d``, a copy of it, or of the callee's ``**kwargs``),
-    where the call is a loader construction that does not name a sampler, or runs a function of
-    this file (``callee``) that hands ``shuffle`` and the caller's ``sampler`` on to one."""
+    """``forced_with_supplied_key`` for ``shuffle=True`` and a ``sampler`` (DSL501)."""
+    for call, star, shown, callee, _ in forced_with_supplied_key(ctx, "sampler", _forced_shuffle):
+        yield call, star, shown, callee
+
+
+def _forced_shuffle(ctx, named):
+    shuffle = named.get("shuffle")
+    return ["shuffle"] if shuffle is not None and ctx.literal(shuffle.value) is True else []
+
+
+def forced_with_supplied_key(ctx, key, forced):
+    """``(call, dict expression, evidence, callee, forced names)`` for each call that writes
+    options (``forced(ctx, {keyword: Arg})`` names them, e.g. ``shuffle=True``) next to a
+    ``**d`` whose ``key`` entry the code shows may be there (``forwarding.key_shown``: it pops,
+    reads or tests that key of ``d``, a copy of it, or of the callee's ``**kwargs``), where the
+    call is a loader construction that does not name ``key``, or runs a function of this file
+    (``callee``) that hands those options and the caller's ``key`` on to one."""
     loaders = forwarding_loader_calls(ctx)
     constructions = {id(b.call) for b in loaders}
     for call in ctx.nodes(cst.Call):
-        named = {a.keyword.value: a for a in call.args if a.keyword is not None}
         stars = [a.value for a in call.args if a.star == "**"]
-        if "shuffle" not in named or ctx.literal(named["shuffle"].value) is not True or not stars:
+        if not stars:
             continue
-        if "sampler" in named or "batch_sampler" in named:
+        named = {a.keyword.value: a for a in call.args if a.keyword is not None}
+        names = forced(ctx, named)
+        if not names or key in named or "sampler" in named or "batch_sampler" in named:
             continue
         callee = None
         if id(call) not in constructions:
             callee = local_callee(ctx, call)
             params = callee.params if callee is not None else None
-            if params is None or any(p.name.value in ("shuffle", "sampler") for p in (*params.params, *params.kwonly_params)):
+            if params is None or any(p.name.value in (key, *names) for p in (*params.params, *params.kwonly_params)):
                 continue
-            if not any(ctx.enclosing_function(b.call) is callee and caller_key_reaches(ctx, b.call, "sampler")
-                       and caller_key_reaches(ctx, b.call, "shuffle") for b in loaders):
+            if not any(ctx.enclosing_function(b.call) is callee and all(caller_key_reaches(ctx, b.call, n) for n in (key, *names))
+                       for b in loaders):
                 continue
         for star in stars:
-            shown = key_shown(ctx, star, "sampler")
+            shown = key_shown(ctx, star, key)
             if shown is None and callee is not None and isinstance(callee.params.star_kwarg, cst.Param):
                 own = [n for n in ctx.tree.scope_nodes(callee, cst.Name) if n.value == callee.params.star_kwarg.name.value]
-                shown = key_shown(ctx, own[0], "sampler") if own else None
+                shown = key_shown(ctx, own[0], key) if own else None
             if shown is not None and not handled_before(ctx, shown, call):
-                yield call, star, shown, callee
+                yield call, star, shown, callee, names
                 break
 
 
