@@ -274,3 +274,26 @@ def library_iterable(ctx, node: Optional[cst.CSTNode], resolve=None, _depth: int
         if func.attr.value in _CHAINED:
             return library_iterable(ctx, func.value, resolve, _depth + 1)
     return None
+
+
+# Third-party DataLoader subclasses that hand every keyword argument they do not name
+# themselves to torch's DataLoader unchanged, so torch's checks on those arguments (worker
+# options, sampler and shuffle) apply to them: qualified name -> their positional parameters.
+_PYG_LOADER = ("dataset", "batch_size", "shuffle", "follow_batch", "exclude_keys")
+KWARGS_LOADERS = {
+    "torch_geometric.loader.DataLoader": _PYG_LOADER,
+    "torch_geometric.loader.dataloader.DataLoader": _PYG_LOADER,
+    "torch_geometric.data.DataLoader": _PYG_LOADER,
+    "torch_geometric.loader.DataListLoader": ("dataset", "batch_size", "shuffle"),
+    "torch_geometric.loader.DenseDataLoader": ("dataset", "batch_size", "shuffle"),
+    # the sampling loaders: their own arguments are many, torch's come through ``**kwargs``
+    "torch_geometric.loader.NeighborLoader": ("data",),
+    "torch_geometric.loader.neighbor_loader.NeighborLoader": ("data",),
+    "torch_geometric.loader.LinkNeighborLoader": ("data",),
+    "torch_geometric.loader.link_neighbor_loader.LinkNeighborLoader": ("data",),
+}
+
+
+def kwargs_loader_calls(ctx) -> list:
+    """``(call, positional parameters)`` for each construction of a ``KWARGS_LOADERS`` class."""
+    return [(call, KWARGS_LOADERS[ctx.call_name(call)]) for call in ctx.calls_to(*KWARGS_LOADERS)]

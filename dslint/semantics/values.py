@@ -181,7 +181,7 @@ class _Resolver:
                                  for v in default.values), False)
         if not isinstance(func, cst.FunctionDef):
             return out
-        for call, arg in _call_sites(ctx, func, param):
+        for call, arg in call_sites(ctx, func, param):
             if arg is None:
                 continue
             passed = self.of(arg, depth + 1)
@@ -244,7 +244,7 @@ class _Resolver:
         if param is not None:
             out: List[cst.CSTNode] = []
             if isinstance(scope, cst.FunctionDef):
-                for _, arg in _call_sites(ctx, scope, param):
+                for _, arg in call_sites(ctx, scope, param):
                     if arg is not None:
                         out.extend(self.sources(arg, depth + 1))
             return out
@@ -386,7 +386,7 @@ def _is_unresolved_parameter(ctx, name: cst.Name) -> bool:
         return False
     if ctx.method_class(scope) is not None and (*scope.params.posonly_params, *scope.params.params)[:1] == (param,):
         return False  # a method's ``self``/``cls`` is the instance, not a namespace of options
-    return not any(arg is not None for _, arg in _call_sites(ctx, scope, param))
+    return not any(arg is not None for _, arg in call_sites(ctx, scope, param))
 
 
 def _subscript_key(expr: cst.Subscript) -> Optional[str]:
@@ -404,7 +404,7 @@ def _local_class(ctx, call: cst.Call) -> Optional[cst.ClassDef]:
     return local_class_path(ctx.tree, call.func.value)
 
 
-def _call_sites(ctx, func: cst.FunctionDef, param: cst.Param):
+def call_sites(ctx, func: cst.FunctionDef, param: cst.Param):
     """(call, the expression passed for ``param`` or None) for every call of ``func`` in
     this file: by its name where that name means this function, or ``self.name(...)``
     inside its class."""

@@ -8,14 +8,16 @@ from typing import Optional
 import libcst as cst
 
 from dslint.report import FixSpec, NodeEdit
-from dslint.semantics.calls import UNKNOWN, dataloader_constructions
+from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall, Signature, dataloader_constructions
 from dslint.semantics.epochs import set_epoch_insertion
+from dslint.semantics.forwarding import caller_key_reaches, handled_before, key_shown, local_callee
 from dslint.semantics.names import dotted_parts
-from dslint.semantics.libraries import library_iterable
+from dslint.semantics.libraries import kwargs_loader_calls, library_iterable
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.module_calls import positional_args
 from dslint.semantics.project import ITERABLE, MAP
 from dslint.semantics.scopes import is_none
+from dslint.semantics.user_values import chosen_by_user, kwargs_expr
 from dslint.semantics.values import Possible, expand_kwargs, possible_arg
 from dslint.semantics.walk import iter_subtree
 
@@ -110,6 +112,66 @@ def loader_calls(ctx):
     """Every DataLoader construction (``DataLoader(...)`` and a DataLoader subclass's
     ``super().__init__(...)``), less those the code expects to fail."""
     return [bound for bound in dataloader_constructions(ctx) if not expects_error(ctx, bound.call)]
+
+
+def forwarding_loader_calls(ctx):
+    """``loader_calls`` and the constructions of third-party DataLoader subclasses that pass
+    torch's arguments through (``libraries.KWARGS_LOADERS``, e.g. PyG's ``DataLoader``), each
+    bound to its own positional parameters and torch's keywords and defaults."""
+
+    def bind(call, positional):
+        keywords = tuple(n for n in DATALOADER.names if n not in positional)
+        return BoundCall(call, Signature(positional, keywords, DATALOADER.defaults))
+
+    extra = [bind(call, positional) for call, positional in kwargs_loader_calls(ctx)]
+    return loader_calls(ctx) + [b for b in extra if not expects_error(ctx, b.call)]
+
+
+def shuffled_with_supplied_sampler(ctx):
+    """``forced_with_supplied_key`` for ``shuffle=True`` and a ``sampler`` (DSL501)."""
+    for call, star, shown, callee, _ in forced_with_supplied_key(ctx, "sampler", _forced_shuffle):
+        yield call, star, shown, callee
+
+
+def _forced_shuffle(ctx, named):
+    shuffle = named.get("shuffle")
+    return ["shuffle"] if shuffle is not None and ctx.literal(shuffle.value) is True else []
+
+
+def forced_with_supplied_key(ctx, key, forced):
+    """``(call, dict expression, evidence, callee, forced names)`` for each call that writes
+    options (``forced(ctx, {keyword: Arg})`` names them, e.g. ``shuffle=True``) next to a
+    ``**d`` whose ``key`` entry the code shows may be there (``forwarding.key_shown``: it pops,
+    reads or tests that key of ``d``, a copy of it, or of the callee's ``**kwargs``), where the
+    call is a loader construction that does not name ``key``, or runs a function of this file
+    (``callee``) that hands those options and the caller's ``key`` on to one."""
+    loaders = forwarding_loader_calls(ctx)
+    constructions = {id(b.call) for b in loaders}
+    for call in ctx.nodes(cst.Call):
+        stars = [a.value for a in call.args if a.star == "**"]
+        if not stars:
+            continue
+        named = {a.keyword.value: a for a in call.args if a.keyword is not None}
+        names = forced(ctx, named)
+        if not names or key in named or "sampler" in named or "batch_sampler" in named:
+            continue
+        callee = None
+        if id(call) not in constructions:
+            callee = local_callee(ctx, call)
+            params = callee.params if callee is not None else None
+            if params is None or any(p.name.value in (key, *names) for p in (*params.params, *params.kwonly_params)):
+                continue
+            if not any(ctx.enclosing_function(b.call) is callee and all(caller_key_reaches(ctx, b.call, n) for n in (key, *names))
+                       for b in loaders):
+                continue
+        for star in stars:
+            shown = key_shown(ctx, star, key)
+            if shown is None and callee is not None and isinstance(callee.params.star_kwarg, cst.Param):
+                own = [n for n in ctx.tree.scope_nodes(callee, cst.Name) if n.value == callee.params.star_kwarg.name.value]
+                shown = key_shown(ctx, own[0], key) if own else None
+            if shown is not None and not handled_before(ctx, shown, call):
+                yield call, star, shown, callee, names
+                break
 
 
 def branches_on(ctx, index, call, expr) -> bool:
@@ -213,6 +275,31 @@ def zero_workers(ctx, index, bound) -> Optional[str]:
         if ctx.enclosing_function(test) is not func:
             return f"can be 0 (the code tests `{ctx.code(test).strip()}` on line {line_of(ctx, test)})"
     return None
+
+
+def user_zero_workers(ctx, index, bound) -> Optional[str]:
+    """Where ``num_workers`` comes from when the user sets it (``semantics/user_values.py``:
+    a configuration read, a command-line option, a parameter callers fill in), for a message;
+    None when the project constrains it: the loader's function branches on it, its values
+    are all listed (argparse ``choices``) and none is 0, or it is computed."""
+    expr = bound.expr("num_workers")
+    if expr is None and not bound.passed("num_workers") and bound.has_star_kwargs:
+        expr = kwargs_expr(ctx, bound.call, "num_workers")
+    if expr is None or branches_on(ctx, index, bound.call, expr):
+        return None
+    found = possible_arg(ctx, bound, "num_workers")
+    if found.complete and found.values:
+        return None
+    where = chosen_by_user(ctx, expr)
+    return f"comes from {where}" if where is not None else None
+
+
+def fixed_by_code(ctx, bound, name) -> bool:
+    """Every value seen for argument ``name`` is written in the code (a literal, a constant, a
+    branch), none is a parameter's default or a command-line option's default."""
+    found = possible_arg(ctx, bound, name)
+    chosen = ("the default of", "a call passes", "a choice of", "`set_defaults", "a caller passing")
+    return bool(found.values) and not any(v.origin.startswith(chosen) for v in found.values)
 
 
 def must_be(ctx, bound, name, predicate) -> Optional[Possible]:

@@ -7,7 +7,9 @@ import libcst as cst
 from dslint.edits import remove_args, replace
 from dslint.report import FixSpec
 from dslint.rules.base import Invalid, Rule, Symptom
-from dslint.rules.loader._common import always_set, given, literal_option, loader_calls, over_iterable, truthy, where
+from dslint.rules.loader._common import (
+    always_set, given, line_of, literal_option, loader_calls, over_iterable, shuffled_with_supplied_sampler, truthy, where,
+)
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.values import possible
 
@@ -38,6 +40,15 @@ class SamplerWithShuffle(Rule):
     shows), torch raises only when the sampler is set; without it the loader
     shuffles, and the message says so. A sampler that is literally `None`
     is not flagged.
+
+    Options handed through `**kwargs` count when the code itself shows that
+    a `sampler` can be among them: `shuffle=True` passed next to `**d`
+    (to a `DataLoader`, or to a function of the file that hands `shuffle`
+    and its own `**kwargs` to one without removing `sampler` on that path)
+    where the code pops, reads or tests the `"sampler"` key of `d`, of a copy
+    of it, or of that function's `**kwargs` elsewhere. A `**d` that nothing
+    shows carrying a sampler stays silent: unknown is not wrong. There is no
+    fix for this form.
 
     ## Fix safety
     When the sampler is set on every path (each value the code can give it is
@@ -80,8 +91,66 @@ class SamplerWithShuffle(Rule):
         from torch.utils.data import DataLoader
         loader = DataLoader(ds, sampler=None, shuffle=True)
         """,
+        """
+        import copy
+        from torch.utils.data import DataLoader
+
+        class Data:
+            def __init__(self, **options):
+                self.options = options
+                self.options.pop("sampler", None)  # removed from the dict itself, not looked for
+
+            def make(self, ds, **kwargs):
+                kwargs.pop("sampler", None)  # on every path: a caller's sampler never arrives
+                return DataLoader(ds, **kwargs)
+
+            def train(self):
+                return self.make(self.train_set, shuffle=True, **self.options)
+
+            def plain(self, **extra):  # nothing shows a sampler in `extra`
+                return DataLoader(self.train_set, shuffle=True, **extra)
+
+            def direct(self):
+                return DataLoader(self.train_set, shuffle=True, **self.options)
+
+        def guarded(ds, **options):
+            if "sampler" in options:  # handled before the call
+                return DataLoader(ds, **options)
+            return DataLoader(ds, shuffle=True, **options)
+
+        def helper(ds, **kwargs):
+            if kwargs.get("sampler") is not None:
+                return DataLoader(ds, **kwargs)
+            return DataLoader(ds, batch_size=4, **kwargs)
+
+        def caller(ds, **options):
+            options.pop("sampler", None)
+            return helper(ds, shuffle=True, **options)
+        """,
     )
     invalid = (
+        """
+        import copy
+        from torch.utils.data import DataLoader
+
+        class Data:
+            def __init__(self, **options):
+                self.options = options
+
+            def make(self, ds, **kwargs):
+                if self.whole:
+                    kwargs.pop("sampler", None)
+                    return DataLoader([ds], **kwargs)
+                return DataLoader(ds, batch_size=32, **kwargs)
+
+            def train(self):
+                return self.make(self.train_set, shuffle=True, **self.options)  # expect: DSL501
+
+            def val(self):
+                options = copy.copy(self.options)
+                options.pop("sampler", None)
+                return self.make(self.val_set, shuffle=False, **options)
+        """,
         """
         from torch.utils.data import DataLoader, RandomSampler
         options = {"batch_size": 8, "shuffle": True}
@@ -138,6 +207,14 @@ class SamplerWithShuffle(Rule):
     )
 
     def check(self, ctx):
+        error = "`ValueError: sampler option is mutually exclusive with shuffle`"
+        for call, star, shown, callee in shuffled_with_supplied_sampler(ctx):
+            through = f" by `{callee.name.value}`" if callee is not None else ""
+            yield self.report(
+                call,
+                f"`shuffle=True` is passed with `**{ctx.code(star).strip()}`, which can hold a `sampler` (the code "
+                f"looks for one on line {line_of(ctx, shown)}): the DataLoader built{through} then raises {error}",
+            )
         index = loader_loops(ctx)
         for bound in loader_calls(ctx):
             if not given(ctx, bound, "sampler") or not truthy(literal_option(ctx, bound, "shuffle")):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dslint.rules.base import Rule, Symptom
 from dslint.rules.loader._common import (
-    always_set, branches_on, given, is_int, kwargs_entry, literal_option, loader_calls, over_iterable, truthy, where,
+    always_set, branches_on, forced_with_supplied_key, given, is_int, kwargs_entry, line_of, literal_option, loader_calls,
+    over_iterable, truthy, where,
 )
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.loops import loader_loops
@@ -28,6 +29,16 @@ class BatchSamplerConflict(Rule):
     `True`, since the caller chooses. An option whose values nothing in the
     file shows stays silent, and so does one the code branches on before the
     call or inside it (`batch_size if batches is None else 1`).
+
+    Options handed through `**kwargs` count when the code itself shows that
+    a `batch_sampler` can be among them: `batch_size` (other than 1),
+    `shuffle=True` or `drop_last=True` written next to `**d` (for a
+    `DataLoader`, or for a function of the file that hands them and its own
+    `**kwargs` to one without removing `batch_sampler` on that path) where
+    the code pops, reads or tests the `"batch_sampler"` key of `d`, of a copy
+    of it, or of that function's `**kwargs` elsewhere, and not before the call
+    in its own function (a guard). A `**d` that nothing shows carrying a batch
+    sampler stays silent.
 
     ## Why is this bad?
     A batch sampler already decides the batches, their size, order and whether
@@ -60,6 +71,17 @@ class BatchSamplerConflict(Rule):
         """,
         """
         from torch.utils.data import DataLoader
+
+        def build(ds, **options):
+            if "batch_sampler" in options:  # the code handles it before the call
+                return DataLoader(ds, **options)
+            return DataLoader(ds, batch_size=32, shuffle=True, **options)
+
+        def plain(ds, **options):  # nothing shows a batch sampler in `options`
+            return DataLoader(ds, batch_size=32, drop_last=True, **options)
+        """,
+        """
+        from torch.utils.data import DataLoader
         loader = DataLoader(ds, batch_sampler=bs, batch_size=1, shuffle=False, drop_last=False)
         """,
         """
@@ -81,6 +103,21 @@ class BatchSamplerConflict(Rule):
         """,
     )
     invalid = (
+        """
+        from torch.utils.data import DataLoader
+
+        class Loaders:
+            def __init__(self, **options):
+                self.options = options
+
+            def evaluation(self, ds):
+                options = dict(self.options)
+                options.pop("batch_sampler", None)
+                return DataLoader(ds, **options)
+
+            def training(self, ds):
+                return DataLoader(ds, batch_size=64, drop_last=True, **self.options)  # expect: DSL502
+        """,
         """
         import torch.utils.data as tud
         loader = tud.DataLoader(ds, batch_size=32, batch_sampler=bs)  # expect: DSL502
@@ -122,6 +159,15 @@ class BatchSamplerConflict(Rule):
     )
 
     def check(self, ctx):
+        for call, star, shown, callee, names in forced_with_supplied_key(ctx, "batch_sampler", _forced):
+            through = f" by `{callee.name.value}`" if callee is not None else ""
+            yield self.report(
+                call,
+                f"{', '.join(f'`{n}`' for n in names)} {'is' if len(names) == 1 else 'are'} passed with "
+                f"`**{ctx.code(star).strip()}`, which can hold a `batch_sampler` (the code looks for one on line "
+                f"{line_of(ctx, shown)}): the DataLoader built{through} then raises `ValueError: batch_sampler option "
+                "is mutually exclusive with batch_size, shuffle, sampler, and drop_last`",
+            )
         index = loader_loops(ctx)
         for bound in loader_calls(ctx):
             if not given(ctx, bound, "batch_sampler") or over_iterable(ctx, bound):
@@ -169,3 +215,16 @@ class BatchSamplerConflict(Rule):
             if value is None or (expr is not None and branches_on(ctx, index, bound.call, expr)):
                 continue
             yield f"`{name}`, which can be `{value.value!r}` {where(ctx, expr, value)}"
+
+
+def _forced(ctx, named):
+    """The options a call writes that conflict with a batch sampler: a literal ``batch_size``
+    other than 1, ``shuffle=True``, ``drop_last=True``."""
+    out = []
+    size = named.get("batch_size")
+    if size is not None and ctx.literal(size.value) is not UNKNOWN and not (is_int(ctx.literal(size.value)) and ctx.literal(size.value) == 1):
+        out.append("batch_size")
+    for name in ("shuffle", "drop_last"):
+        if name in named and ctx.literal(named[name].value) is True:
+            out.append(name)
+    return out

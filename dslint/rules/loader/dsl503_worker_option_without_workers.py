@@ -7,7 +7,7 @@ from typing import Iterator, Optional, Tuple
 from dslint.edits import remove_args
 from dslint.report import FixSpec
 from dslint.rules.base import Invalid, Rule, Symptom
-from dslint.rules.loader._common import loader_calls, must_be, truthy, zero_workers
+from dslint.rules.loader._common import fixed_by_code, forwarding_loader_calls, must_be, truthy, user_zero_workers, zero_workers
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.loops import loader_loops
 
@@ -27,10 +27,25 @@ class WorkerOptionWithoutWorkers(Rule):
     code itself tests against 0 in another function (`if num_workers > 0:`
     in `__init__`: the author expects 0). The option must then be set on
     every path seen (`persistent_workers=True` hard-coded, not
-    `persistent_workers=workers > 0` or a value that can be `None`). A
-    `num_workers` that nothing in the file shows (a config read, an unknown
-    parameter) stays silent, and so does a loader whose own function branches
+    `persistent_workers=workers > 0` or a value that can be `None`).
+
+    A worker count the *user* sets also counts as one that can be 0 (users
+    set 0 to debug, or on machines without shared memory), unless the project
+    constrains it: a setting read from a configuration (`cfg.workers`,
+    `self.hparams["num_workers"]`, `args.workers` with `args` from
+    `parse_args()`, `self.args.workers` stored from a parameter), or a
+    parameter of a public function or class that no call in the file fills
+    in (`def make_loader(ds, workers):`), followed through names, `self.x`
+    stored in `__init__` and `**kwargs` dicts. The message then says where
+    the value comes from. It stays silent when the count is computed
+    (`max(1, n)`, `os.cpu_count()`), when argparse `choices` list every
+    value, when this file's calls pass it, when it is a name the file does
+    not bind (an unknown global), and when the loader's own function branches
     on the worker count before building it (`if workers > 0:`).
+
+    Third-party DataLoader subclasses that hand torch's arguments through
+    (PyG's `DataLoader`, `DataListLoader`, `DenseDataLoader`) are checked the
+    same way.
 
     ## Why is this bad?
     These options only mean something for worker processes, and torch rejects
@@ -102,6 +117,36 @@ class WorkerOptionWithoutWorkers(Rule):
         fast = DataLoader(ds, num_workers=args.workers, persistent_workers=args.workers > 0)
         prefetched = DataLoader(ds, num_workers=args.workers, prefetch_factor=4 if args.workers else None)
         """,
+        """
+        import os
+        from torch.utils.data import DataLoader
+
+        def make_loader(ds, cfg):  # the count is computed: never 0
+            return DataLoader(ds, num_workers=max(1, cfg.workers), persistent_workers=True)
+
+        def _loader(ds, workers):  # this file's calls fill the parameter in
+            return DataLoader(ds, num_workers=workers, prefetch_factor=4)
+
+        train = _loader(train_set, 8)
+        cpus = DataLoader(ds, num_workers=os.cpu_count(), persistent_workers=True)
+
+        def create_loader(ds, num_workers=4, persistent_workers=True):  # the caller sets both
+            return DataLoader(ds, num_workers=num_workers, persistent_workers=persistent_workers)
+        """,
+        """
+        from torch_geometric.loader import DataLoader
+
+        graphs = DataLoader(dataset, 32, True, None, None, num_workers=4, persistent_workers=True)
+        """,
+        """
+        import argparse
+        from torch.utils.data import DataLoader
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--workers", type=int, default=4, choices=[2, 4, 8])
+        args = parser.parse_args()
+        loader = DataLoader(ds, num_workers=args.workers, persistent_workers=True)
+        """,
     )
     invalid = (
         Invalid(
@@ -168,16 +213,48 @@ class WorkerOptionWithoutWorkers(Rule):
                 options = dict(batch_size=32, persistent_workers=True)
                 return DataLoader(self.train_set, num_workers=self.workers, **options)  # expect: DSL503
         """,
+        """
+        from torch.utils.data import DataLoader
+
+        class Data:
+            def __init__(self, hparams, args):
+                self.save_hyperparameters(hparams)
+                self.args = args
+
+            def _loader(self, ds):
+                return DataLoader(ds, num_workers=self.hparams["num_workers"], persistent_workers=True)  # expect: DSL503
+
+            def val_loader(self):
+                options = dict(batch_size=8, num_workers=self.args.workers, persistent_workers=True)
+                return DataLoader(self.val_set, **options)  # expect: DSL503
+
+        def make_loader(ds, workers):
+            return DataLoader(ds, num_workers=workers, prefetch_factor=2)  # expect: DSL503
+        """,
+        Invalid(
+            """
+            from torch_geometric.loader import DataLoader as GraphLoader
+
+            graphs = GraphLoader(dataset, 32, True, persistent_workers=True)  # expect: DSL503
+            """,
+            expected_replacement="""
+            from torch_geometric.loader import DataLoader as GraphLoader
+
+            graphs = GraphLoader(dataset, 32, True)  # expect: DSL503
+            """,
+        ),
     )
 
     def check(self, ctx):
         index = loader_loops(ctx)
-        for bound in loader_calls(ctx):
-            zero = zero_workers(ctx, index, bound)
+        for bound in forwarding_loader_calls(ctx):
+            zero = zero_workers(ctx, index, bound) or user_zero_workers(ctx, index, bound)
             if zero is None:
                 continue
             certain = zero == "is 0"
             problems = [p for p in self._options(ctx, bound, certain) if p is not None]
+            if zero.startswith("comes from"):  # the user's count: only an option the code hard-codes
+                problems = [p for p in problems if fixed_by_code(ctx, bound, p[1])]
             if not problems:
                 continue
             fix = None
@@ -189,10 +266,12 @@ class WorkerOptionWithoutWorkers(Rule):
                 )
             names = " and ".join(f"`{p[0]}`" for p in problems)
             verb = "raises" if certain else "then raises"
+            tail = f"the DataLoader {verb} {problems[0][2]}"
+            if zero.startswith("comes from"):
+                tail = f"the DataLoader raises {problems[0][2]} when it is 0"
             yield self.report(
                 bound.call,
-                f"{names} need{'s' if len(problems) == 1 else ''} worker processes but `num_workers` {zero}: "
-                f"the DataLoader {verb} {problems[0][2]}",
+                f"{names} need{'s' if len(problems) == 1 else ''} worker processes but `num_workers` {zero}: {tail}",
                 fix=fix,
             )
 
