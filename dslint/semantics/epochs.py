@@ -11,6 +11,9 @@ from one epoch to the next:
 * ``samplers_never_given_the_epoch``: the shuffling ``DistributedSampler`` of a loader
   iterated in training epoch loops that no ``set_epoch`` call can reach, and that
   is not handed to another module inside the epoch loop (which may call it);
+* ``samplers_behind_project_calls``: the same sampler when its loader is handed to
+  project code whose result an epoch loop iterates (``wrapped = backend.distribute(loader)``),
+  and no file of the project names ``set_epoch`` (``ctx.view.project_sets_epoch``);
 * ``set_epoch_insertion``: where ``<sampler>.set_epoch(<epoch>)`` would go: the
   first statement of a ``for <epoch> in range(...)`` loop, with a name for the
   sampler (or the loader's ``.sampler``) bound before that loop.
@@ -27,7 +30,7 @@ import libcst as cst
 
 from dslint.semantics.calls import UNKNOWN, BoundCall
 from dslint.semantics.classes import find_method, reached_methods
-from dslint.semantics.loops import DISTRIBUTED_SAMPLER, DISTRIBUTED_SAMPLER_SIGNATURE, is_none, positional_args
+from dslint.semantics.loops import DISTRIBUTED_SAMPLER, DISTRIBUTED_SAMPLER_SIGNATURE, LoaderLoop, is_none, is_test_code, positional_args
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.regions import is_lazy_guard, self_attr, self_name
 from dslint.semantics.walk import iter_subtree
@@ -48,6 +51,56 @@ def distributed_shuffles(ctx, sampler: cst.Call) -> bool:
 def samplers_never_given_the_epoch(ctx, index, reported: Set[int]) -> Iterator[Tuple[object, cst.Call, list]]:
     """(loader, sampler, its training epoch loops) for each loader whose one ``DistributedSampler``
     shuffles and is never given the epoch; samplers whose id is in ``reported`` are passed over."""
+    for loader, sampler in _shuffling_samplers(ctx, index, reported):
+        loops = [
+            loop
+            for loop in index.loops_of(loader)
+            if index.epoch(loop) is not None and not index.is_eval(loop)
+        ]
+        loops = [loop for loop in loops if index.in_epoch(loop, sampler) is None]  # one sampler per iteration
+        if not loops:
+            continue
+        if _set_epoch_called(ctx, index, loader, sampler):
+            continue
+        if any(_escapes(ctx, index, loop, (sampler, loader.call)) for loop in loops):
+            continue
+        yield loader, sampler, loops
+
+
+def samplers_behind_project_calls(ctx, index, reported: Set[int]) -> Iterator[Tuple[object, cst.Call, list]]:
+    """(loader, sampler, training epoch loops) for a loader whose one shuffling ``DistributedSampler``
+    is handed to a call of project code (a function of the project, or a method of an object a
+    project function or class made) whose result a training loop re-run by an epoch loop iterates
+    (``wrapped = backend.distribute(loader)``), in a project where no file names ``set_epoch``:
+    then nothing can give the sampler its epoch. Third-party wrappers (accelerate's ``prepare``)
+    and unknown receivers are not followed."""
+    pending = [pair for pair in _shuffling_samplers(ctx, index, reported) if not is_test_code(ctx, pair[0].call)]
+    if not pending:
+        return
+    found: dict = {}
+    for loop in ctx.nodes(cst.For):
+        for part in index.iter_parts(loop.iter):
+            for call in _producers(index, part):
+                for loader, sampler in pending:
+                    if not _handed(index, call, (loader.call, sampler)):
+                        continue
+                    candidate = LoaderLoop(loop, part, loader, loader.call, ())
+                    if index.epoch(candidate) is None or index.is_eval(candidate):
+                        continue
+                    if index.in_epoch(candidate, sampler) is not None:
+                        continue  # a new sampler every epoch
+                    if not _project_code(ctx, index, call):
+                        continue
+                    found.setdefault(id(sampler), (loader, sampler, []))[2].append(candidate)
+    if not found or ctx.view.project_sets_epoch():
+        return
+    for loader, sampler, loops in found.values():
+        if not any(_escapes(ctx, index, loop, (sampler, loader.call)) for loop in loops):
+            yield loader, sampler, loops
+
+
+def _shuffling_samplers(ctx, index, reported: Set[int]) -> Iterator[Tuple[object, cst.Call]]:
+    """(loader, its one ``DistributedSampler`` call, which shuffles), outside framework hooks."""
     for loader in index.loaders:
         if loader.framework_driven:
             continue
@@ -65,22 +118,46 @@ def samplers_never_given_the_epoch(ctx, index, reported: Set[int]) -> Iterator[T
                 break
         if len(samplers) != 1 or id(samplers[0]) in reported:
             continue
-        sampler = samplers[0]
-        if not distributed_shuffles(ctx, sampler):
-            continue
-        loops = [
-            loop
-            for loop in index.loops_of(loader)
-            if index.epoch(loop) is not None and not index.is_eval(loop)
-        ]
-        loops = [loop for loop in loops if index.in_epoch(loop, sampler) is None]  # one sampler per iteration
-        if not loops:
-            continue
-        if _set_epoch_called(ctx, index, loader, sampler):
-            continue
-        if any(_escapes(ctx, index, loop, (sampler, loader.call)) for loop in loops):
-            continue
-        yield loader, sampler, loops
+        if distributed_shuffles(ctx, samplers[0]):
+            yield loader, samplers[0]
+
+
+def _producers(index, expr) -> List[cst.Call]:
+    """The calls whose result (or an element of it) ``expr`` may be: ``w = f(...)``, ``a, w = f(...)``."""
+    if isinstance(expr, cst.Call):
+        return [expr]
+    if not isinstance(expr, cst.Name):
+        return []
+    scope, found = index.name_bindings(expr.value, expr)
+    if not found:
+        return []
+    found = index.reaching(expr, scope, found) or found
+    return [b.value for b in found if b.kind == "value" and isinstance(b.value, cst.Call)]
+
+
+def _handed(index, call: cst.Call, objects) -> bool:
+    """An argument of ``call`` may be one of ``objects`` (both arms of a conditional count)."""
+    return any(v.node is o for arg in call.args for v in index.values(arg.value) for o in objects)
+
+
+def _project_code(ctx, index, call: cst.Call) -> bool:
+    """``call`` runs project code: a function of this module or of the project, or a method of an
+    object that a project function or class made."""
+    if index.call_target(call) is not None or _made_by_project(ctx, call):
+        return True
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return False
+    values = index.values(func.value)
+    return bool(values) and all(isinstance(v.node, cst.Call) and (
+        index.call_target(v.node) is not None or _made_by_project(ctx, v.node)) for v in values)
+
+
+def _made_by_project(ctx, call: cst.Call) -> bool:
+    name = ctx.call_name(call)
+    if not name:
+        return False
+    return ctx.view.in_project(name)
 
 
 def _set_epoch_called(ctx, index, loader, sampler) -> bool:

@@ -241,4 +241,7 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         "functions": functions,
         "loaders": loaders,
         "references": references,
+        # the file names ``set_epoch`` (a call, a definition, ``getattr(x, "set_epoch")``)
+        "set_epoch": any(n.value == "set_epoch" for n in tree.nodes(cst.Name))
+        or any("set_epoch" in n.value for n in tree.nodes(cst.SimpleString)),
     }
