@@ -71,9 +71,11 @@ def samplers_behind_project_calls(ctx, index, reported: Set[int]) -> Iterator[Tu
     """(loader, sampler, training epoch loops) for a loader whose one shuffling ``DistributedSampler``
     is handed to a call of project code (a function of the project, or a method of an object a
     project function or class made) whose result a training loop re-run by an epoch loop iterates
-    (``wrapped = backend.distribute(loader)``), in a project where no file names ``set_epoch``:
-    then nothing can give the sampler its epoch. Third-party wrappers (accelerate's ``prepare``)
-    and unknown receivers are not followed."""
+    (``wrapped = backend.distribute(loader)``), or, inside an epoch loop, to a function of another
+    module whose loops iterate that parameter (``train_one_epoch(model, loader)``, from its
+    summary), in a project where no file names ``set_epoch``: then nothing can give the sampler
+    its epoch. Third-party wrappers (accelerate's ``prepare``) and unknown receivers are not
+    followed."""
     pending = [pair for pair in _shuffling_samplers(ctx, index, reported) if not is_test_code(ctx, pair[0].call)]
     if not pending:
         return
@@ -92,10 +94,24 @@ def samplers_behind_project_calls(ctx, index, reported: Set[int]) -> Iterator[Tu
                     if not _project_code(ctx, index, call):
                         continue
                     found.setdefault(id(sampler), (loader, sampler, []))[2].append(candidate)
+    for call in ctx.nodes(cst.Call):
+        facts = None
+        for loader, sampler in pending:
+            if not _handed(index, call, (loader.call,)):
+                continue
+            if facts is None:
+                name = ctx.call_name(call) if index.call_target(call) is None else None
+                facts = (ctx.view.function_facts(name) if name else None) or {}
+            if not _iterated_argument(index, call, loader.call, facts.get("iterates", ())):
+                continue
+            candidate = LoaderLoop(call, call, loader, loader.call, ())  # the loop is in the callee
+            if index.epoch(candidate) is None or index.is_eval(candidate) or index.in_epoch(candidate, sampler):
+                continue
+            found.setdefault(id(sampler), (loader, sampler, []))[2].append(candidate)
     if not found or ctx.view.project_sets_epoch():
         return
     for loader, sampler, loops in found.values():
-        if not any(_escapes(ctx, index, loop, (sampler, loader.call)) for loop in loops):
+        if not any(_escapes(ctx, index, loop, (sampler, loader.call), to_project=False) for loop in loops):
             yield loader, sampler, loops
 
 
@@ -133,6 +149,20 @@ def _producers(index, expr) -> List[cst.Call]:
         return []
     found = index.reaching(expr, scope, found) or found
     return [b.value for b in found if b.kind == "value" and isinstance(b.value, cst.Call)]
+
+
+def _iterated_argument(index, call: cst.Call, target, iterated) -> bool:
+    """An argument of ``call`` that may be ``target`` binds a parameter the callee's loops iterate
+    (``iterated``: [position, name] pairs from its summary)."""
+    positions = {i for i, _ in iterated}
+    names = {n for _, n in iterated}
+    for i, arg in enumerate(call.args):
+        if arg.star or not any(v.node is target for v in index.values(arg.value)):
+            continue
+        if (arg.keyword is not None and arg.keyword.value in names) or (arg.keyword is None and i in positions):
+            if not any(a.star for a in call.args[:i]):
+                return True
+    return False
 
 
 def _handed(index, call: cst.Call, objects) -> bool:
@@ -188,14 +218,17 @@ def _set_epoch_called(ctx, index, loader, sampler) -> bool:
     return False
 
 
-def _escapes(ctx, index, loop, objects) -> bool:
-    """Inside the epoch loop, the loader or sampler is handed to code of another module."""
+def _escapes(ctx, index, loop, objects, to_project: bool = True) -> bool:
+    """Inside the epoch loop, the loader or sampler is handed to code of another module (with
+    ``to_project`` False: to code outside the project)."""
     for block, stack in epoch_blocks(index, loop):
         for node in index.body_nodes(block):
             if not isinstance(node, cst.Call) or index.wrapper_kind(node) or index.call_target(node):
                 continue
             if (ctx.call_name(node) or "").startswith(("builtins.", "torch.utils.data.")):
                 continue  # neither Python's builtins nor torch's data API call `set_epoch`
+            if not to_project and _project_code(ctx, index, node):
+                continue
             for arg in node.args:
                 if any(v.node is o for v in index.values(arg.value, stack=stack) for o in objects):
                     return True

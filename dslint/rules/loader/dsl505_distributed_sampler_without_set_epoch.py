@@ -21,10 +21,10 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     the helper that holds the batch loop), when nothing in the module calls
     `set_epoch` on the sampler or on `loader.sampler`.
 
-    Also flagged: the loader handed to project code (`batches = Prefetcher(loader)`,
-    `dl = backend.distribute(loader)`) whose result an epoch loop iterates, when no
-    file of the project names `set_epoch` nor imports a library whose trainers call
-    it (Lightning, Accelerate, Ignite, MMEngine...): then nothing can.
+    Also flagged, when no file of the project names `set_epoch` nor imports a library whose
+    trainers call it (Lightning, Accelerate, Ignite...): the loader handed to project code
+    whose result an epoch loop iterates (`batches = Prefetcher(loader)`), or in the epoch
+    loop to a function of another module that iterates it (`train_one_epoch(m, loader)`).
 
     Not flagged: `DistributedSampler(..., shuffle=False)`, a sampler or loader made anew
     on every iteration of the outer loop (each is iterated once), evaluation loops
