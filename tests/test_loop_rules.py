@@ -400,3 +400,27 @@ def test_dsl505_a_helper_of_another_module_iterates_and_no_file_sets_the_epoch(t
     # the helper does not iterate the loader: silent
     logger = "def train_one_epoch(model, loader):\n    print(len(loader))\n"
     assert _rule_rows(tmp_path / "c", {"train.py": _SCRIPT_505, "engine.py": logger}, "DSL505") == []
+
+
+def test_dsl505_a_factory_whose_loader_another_file_iterates_every_epoch(tmp_path):
+    data = """
+    from torch.utils.data import DataLoader, DistributedSampler
+
+    def build_loader(ds):
+        sampler = DistributedSampler(ds)
+        return DataLoader(ds, batch_size=8, sampler=sampler)
+    """
+    train = """
+    import torch.utils.data
+    from data import build_loader
+
+    loader = build_loader(ds)
+    for epoch in range(10):
+        for batch in loader:
+            step(batch)
+    """
+    assert _rule_rows(tmp_path / "a", {"data.py": data, "train.py": train}, "DSL505") == [("data.py", 4)]
+    once = train.replace("for epoch in range(10):\n        for batch", "if True:\n        for batch")
+    assert _rule_rows(tmp_path / "b", {"data.py": data, "train.py": once}, "DSL505") == []
+    imports = train.replace("import torch.utils.data", "import torch.utils.data\n    import ignite")
+    assert _rule_rows(tmp_path / "c", {"data.py": data, "train.py": imports}, "DSL505") == []

@@ -73,7 +73,8 @@ def samplers_behind_project_calls(ctx, index, reported: Set[int]) -> Iterator[Tu
     project function or class made) whose result a training loop re-run by an epoch loop iterates
     (``wrapped = backend.distribute(loader)``), or, inside an epoch loop, to a function of another
     module whose loops iterate that parameter (``train_one_epoch(model, loader)``, from its
-    summary), in a project where no file names ``set_epoch``: then nothing can give the sampler
+    summary), or returned by a function whose result a loop of another file re-iterates inside
+    an outer loop (``loader = build(cfg)``), in a project where no file names ``set_epoch``: then nothing can give the sampler
     its epoch. Third-party wrappers (accelerate's ``prepare``) and unknown receivers are not
     followed."""
     pending = [pair for pair in _shuffling_samplers(ctx, index, reported) if not is_test_code(ctx, pair[0].call)]
@@ -108,6 +109,10 @@ def samplers_behind_project_calls(ctx, index, reported: Set[int]) -> Iterator[Tu
             if index.epoch(candidate) is None or index.is_eval(candidate) or index.in_epoch(candidate, sampler):
                 continue
             found.setdefault(id(sampler), (loader, sampler, []))[2].append(candidate)
+    for loader, sampler in pending:
+        factory = _factory_of(ctx, index, loader)
+        if factory is not None and not index.loops_of(loader) and ctx.view.epoch_iterated(ctx.qualname_of_def(factory)):
+            found.setdefault(id(sampler), (loader, sampler, []))
     if not found or ctx.view.project_sets_epoch():
         return
     for loader, sampler, loops in found.values():
@@ -149,6 +154,17 @@ def _producers(index, expr) -> List[cst.Call]:
         return []
     found = index.reaching(expr, scope, found) or found
     return [b.value for b in found if b.kind == "value" and isinstance(b.value, cst.Call)]
+
+
+def _factory_of(ctx, index, loader) -> Optional[cst.FunctionDef]:
+    """The module-level function that builds ``loader`` and returns it (not a method)."""
+    func = loader.function
+    if func is None or ctx.method_class(func) is not None or ctx.enclosing_function(func) is not None:
+        return None
+    returned = index.returns(func) or ()
+    if any(v.node is loader.call for r in returned for v in index.values(r)):
+        return func
+    return None
 
 
 def _iterated_argument(index, call: cst.Call, target, iterated) -> bool:

@@ -92,6 +92,7 @@ class ProjectIndex:
         self._located: Dict[tuple, Optional[Key]] = {}
         self.per_sample: Dict[Key, Tuple[str, str]] = {}
         self._loaders: Optional[Dict[Key, List[dict]]] = None
+        self._epoch_keys: Optional[set] = None
         self._compute_per_sample()
 
     # ---------------------------------------------------------------- locating
@@ -343,6 +344,18 @@ class ProjectIndex:
             if any(target.split(".")[0] in EPOCH_DRIVERS for target in summary.get("imports", {}).values()):
                 return True
         return False
+
+    def epoch_iterated(self, key: Key) -> bool:
+        """The project function ``key`` returns what a loop of another file re-iterates inside an
+        outer loop (``loader = build(...)`` ... ``for epoch ...: for batch in loader``)."""
+        if self._epoch_keys is None:
+            self._epoch_keys = set()
+            for path, summary in self.summaries.items():
+                for qualified in summary.get("epoch_results", ()):
+                    located = self.locate(qualified, path, table="functions")
+                    if located is not None:
+                        self._epoch_keys.add(located)
+        return key in self._epoch_keys
 
     def in_project(self, qualified: str) -> bool:
         """The qualified name is in a module of the project (summarised or not)."""

@@ -23,8 +23,9 @@ class DistributedSamplerWithoutSetEpoch(Rule):
 
     Also flagged, when no file of the project names `set_epoch` nor imports a library whose
     trainers call it (Lightning, Accelerate, Ignite...): the loader handed to project code
-    whose result an epoch loop iterates (`batches = Prefetcher(loader)`), or in the epoch
-    loop to a function of another module that iterates it (`train_one_epoch(m, loader)`).
+    whose result an epoch loop iterates (`batches = Prefetcher(loader)`), in the epoch loop
+    to a function of another module that iterates it (`train_one_epoch(m, loader)`), or
+    returned by a function whose result another file iterates in an epoch loop.
 
     Not flagged: `DistributedSampler(..., shuffle=False)`, a sampler or loader made anew
     on every iteration of the outer loop (each is iterated once), evaluation loops
@@ -122,7 +123,6 @@ class DistributedSamplerWithoutSetEpoch(Rule):
         class Model(pl.LightningModule):
             def train_dataloader(self):
                 return DataLoader(self.ds, sampler=DistributedSampler(self.ds))
-
         def main(accelerator, ds):
             loader = DataLoader(ds, sampler=DistributedSampler(ds))
             model, loader = accelerator.prepare(model, loader)
