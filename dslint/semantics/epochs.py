@@ -74,9 +74,9 @@ def samplers_behind_project_calls(ctx, index, reported: Set[int]) -> Iterator[Tu
     (``wrapped = backend.distribute(loader)``), or, inside an epoch loop, to a function of another
     module whose loops iterate that parameter (``train_one_epoch(model, loader)``, from its
     summary), or returned by a function whose result a loop of another file re-iterates inside
-    an outer loop (``loader = build(cfg)``), in a project where no file names ``set_epoch``: then nothing can give the sampler
-    its epoch. Third-party wrappers (accelerate's ``prepare``) and unknown receivers are not
-    followed."""
+    an outer loop (``loader = build(cfg)``), in a project where no file names ``set_epoch``:
+    then nothing can give the sampler its epoch. Third-party wrappers (accelerate's
+    ``prepare``) and unknown receivers are not followed."""
     pending = [pair for pair in _shuffling_samplers(ctx, index, reported) if not is_test_code(ctx, pair[0].call)]
     if not pending:
         return
@@ -106,8 +106,10 @@ def samplers_behind_project_calls(ctx, index, reported: Set[int]) -> Iterator[Tu
             if not _iterated_argument(index, call, loader.call, facts.get("iterates", ())):
                 continue
             candidate = LoaderLoop(call, call, loader, loader.call, ())  # the loop is in the callee
-            if index.epoch(candidate) is None or index.is_eval(candidate) or index.in_epoch(candidate, sampler):
+            if index.epoch(candidate) is None or index.is_eval(candidate):
                 continue
+            if index.in_epoch(candidate, sampler) is not None:
+                continue  # a new sampler every epoch
             found.setdefault(id(sampler), (loader, sampler, []))[2].append(candidate)
     for loader, sampler in pending:
         factory = _factory_of(ctx, index, loader)
