@@ -33,6 +33,7 @@ from dslint.semantics.classes import find_method, reached_methods
 from dslint.semantics.loops import DISTRIBUTED_SAMPLER, DISTRIBUTED_SAMPLER_SIGNATURE, LoaderLoop, is_none, is_test_code, positional_args
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.regions import is_lazy_guard, self_attr, self_name
+from dslint.semantics.values import possible_arg
 from dslint.semantics.walk import iter_subtree
 
 
@@ -312,6 +313,27 @@ def _indentation(ctx, block: cst.IndentedBlock) -> str:
         if isinstance(node, cst.IndentedBlock):
             parts.append(node.indent if node.indent is not None else ctx.module.default_indent)
     return "".join(reversed(parts))
+
+
+def persistent_workers(ctx, index, loop) -> bool:
+    """The loop's loader certainly keeps its workers: ``persistent_workers`` is the literal ``True``,
+    every value it takes on the loader's path is ``True`` (a factory's argument or parameter
+    default, bound at the factory call that made this loader), a ``**kwargs`` entry is certainly
+    ``True``, or the default of a command-line option is ``True`` (the default configuration)."""
+    bound = loop.loader.bound
+    literal = ctx.value(bound, "persistent_workers")
+    if literal is not UNKNOWN:
+        return literal is True
+    expr = bound.expr("persistent_workers")
+    if expr is not None:
+        target = index.call_target(loop.origin) if isinstance(loop.origin, cst.Call) else None
+        stack = (loop.origin,) if target is not None and target[0] is loop.loader.function else ()
+        nodes = index.value_nodes(expr, stack=stack)
+        if nodes:
+            return all(isinstance(n, cst.Name) and n.value == "True" for n in nodes)
+    found = possible_arg(ctx, bound, "persistent_workers")
+    return found.must_be(lambda v: v is True) or any(
+        v.value is True and v.origin.startswith("the default of `") for v in found.values)
 
 
 SAMPLE_METHODS = ("__getitem__", "__getitems__", "__iter__", "__next__")
