@@ -18,7 +18,7 @@ import re
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 # Bumped when ``file_facts`` changes what it reads (cached facts are then discarded).
-FACTS_VERSION = 1
+FACTS_VERSION = 2
 
 CORE_WORDS = (
     "Dataset",
@@ -31,6 +31,7 @@ CORE_WORDS = (
     "torch.utils.data",
     "Subset",
     "torchvision.datasets",
+    "set_epoch",  # the project-wide "nothing sets a sampler's epoch" needs every file that does
 )
 CORE = re.compile("|".join(re.escape(w) for w in CORE_WORDS) + r"|from[ \t]+torchvision[ \t]+import[^\n]*\bdatasets\b")
 _NOQA_DSL = re.compile(r"noqa[^\n]*DSL|dslint:")

@@ -372,3 +372,55 @@ def test_dsl508_follows_the_batch_not_tensors_made_from_it(tmp_path):
         "DSL508",
     )
     assert rows == [("example.py", 18), ("example.py", 24)]
+
+
+# --------------------------------------------------------------------------- DSL505 across files
+
+
+_SCRIPT_505 = """
+import torch.utils.data as tud
+from engine import train_one_epoch
+
+def main(ds, args):
+    sampler = tud.DistributedSampler(ds) if args.distributed else None
+    loader = tud.DataLoader(ds, batch_size=8, sampler=sampler, shuffle=sampler is None)
+    for epoch in range(args.epochs):
+        train_one_epoch(model, loader)
+"""
+
+
+def test_dsl505_a_helper_of_another_module_iterates_and_no_file_sets_the_epoch(tmp_path):
+    engine = "def train_one_epoch(model, loader):\n    for batch in loader:\n        model(batch).backward()\n"
+    rows = _rule_rows(tmp_path / "a", {"train.py": _SCRIPT_505, "engine.py": engine}, "DSL505")
+    assert rows == [("train.py", 5)]
+    # some file names set_epoch (it may reach the sampler): silent
+    setter = "def reset(loader, epoch):\n    loader.sampler.set_epoch(epoch)\n"
+    files = {"train.py": _SCRIPT_505, "engine.py": engine, "utils.py": setter}
+    assert _rule_rows(tmp_path / "b", files, "DSL505") == []
+    # the helper does not iterate the loader: silent
+    logger = "def train_one_epoch(model, loader):\n    print(len(loader))\n"
+    assert _rule_rows(tmp_path / "c", {"train.py": _SCRIPT_505, "engine.py": logger}, "DSL505") == []
+
+
+def test_dsl505_a_factory_whose_loader_another_file_iterates_every_epoch(tmp_path):
+    data = """
+    from torch.utils.data import DataLoader, DistributedSampler
+
+    def build_loader(ds):
+        sampler = DistributedSampler(ds)
+        return DataLoader(ds, batch_size=8, sampler=sampler)
+    """
+    train = """
+    import torch.utils.data
+    from data import build_loader
+
+    loader = build_loader(ds)
+    for epoch in range(10):
+        for batch in loader:
+            step(batch)
+    """
+    assert _rule_rows(tmp_path / "a", {"data.py": data, "train.py": train}, "DSL505") == [("data.py", 4)]
+    once = train.replace("for epoch in range(10):\n        for batch", "if True:\n        for batch")
+    assert _rule_rows(tmp_path / "b", {"data.py": data, "train.py": once}, "DSL505") == []
+    imports = train.replace("import torch.utils.data", "import torch.utils.data\n    import ignite")
+    assert _rule_rows(tmp_path / "c", {"data.py": data, "train.py": imports}, "DSL505") == []

@@ -11,6 +11,9 @@ from one epoch to the next:
 * ``samplers_never_given_the_epoch``: the shuffling ``DistributedSampler`` of a loader
   iterated in training epoch loops that no ``set_epoch`` call can reach, and that
   is not handed to another module inside the epoch loop (which may call it);
+* ``samplers_behind_project_calls``: the same sampler when its loader is handed to
+  project code whose result an epoch loop iterates (``wrapped = backend.distribute(loader)``),
+  and no file of the project names ``set_epoch`` (``ctx.view.project_sets_epoch``);
 * ``set_epoch_insertion``: where ``<sampler>.set_epoch(<epoch>)`` would go: the
   first statement of a ``for <epoch> in range(...)`` loop, with a name for the
   sampler (or the loader's ``.sampler``) bound before that loop.
@@ -27,9 +30,10 @@ import libcst as cst
 
 from dslint.semantics.calls import UNKNOWN, BoundCall
 from dslint.semantics.classes import find_method, reached_methods
-from dslint.semantics.loops import DISTRIBUTED_SAMPLER, DISTRIBUTED_SAMPLER_SIGNATURE, is_none, positional_args
+from dslint.semantics.loops import DISTRIBUTED_SAMPLER, DISTRIBUTED_SAMPLER_SIGNATURE, LoaderLoop, is_none, is_test_code, positional_args
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.regions import is_lazy_guard, self_attr, self_name
+from dslint.semantics.values import possible_arg
 from dslint.semantics.walk import iter_subtree
 
 
@@ -48,6 +52,79 @@ def distributed_shuffles(ctx, sampler: cst.Call) -> bool:
 def samplers_never_given_the_epoch(ctx, index, reported: Set[int]) -> Iterator[Tuple[object, cst.Call, list]]:
     """(loader, sampler, its training epoch loops) for each loader whose one ``DistributedSampler``
     shuffles and is never given the epoch; samplers whose id is in ``reported`` are passed over."""
+    for loader, sampler in _shuffling_samplers(ctx, index, reported):
+        loops = [
+            loop
+            for loop in index.loops_of(loader)
+            if index.epoch(loop) is not None and not index.is_eval(loop)
+        ]
+        loops = [loop for loop in loops if index.in_epoch(loop, sampler) is None]  # one sampler per iteration
+        if not loops:
+            continue
+        if _set_epoch_called(ctx, index, loader, sampler):
+            continue
+        if any(_escapes(ctx, index, loop, (sampler, loader.call)) for loop in loops):
+            continue
+        yield loader, sampler, loops
+
+
+def samplers_behind_project_calls(ctx, index, reported: Set[int]) -> Iterator[Tuple[object, cst.Call, list]]:
+    """(loader, sampler, training epoch loops) for a loader whose one shuffling ``DistributedSampler``
+    is handed to a call of project code (a function of the project, or a method of an object a
+    project function or class made) whose result a training loop re-run by an epoch loop iterates
+    (``wrapped = backend.distribute(loader)``), or, inside an epoch loop, to a function of another
+    module whose loops iterate that parameter (``train_one_epoch(model, loader)``, from its
+    summary), or returned by a function whose result a loop of another file re-iterates inside
+    an outer loop (``loader = build(cfg)``), in a project where no file names ``set_epoch``:
+    then nothing can give the sampler its epoch. Third-party wrappers (accelerate's
+    ``prepare``) and unknown receivers are not followed."""
+    pending = [pair for pair in _shuffling_samplers(ctx, index, reported) if not is_test_code(ctx, pair[0].call)]
+    if not pending:
+        return
+    found: dict = {}
+    for loop in ctx.nodes(cst.For):
+        for part in index.iter_parts(loop.iter):
+            for call in _producers(index, part):
+                for loader, sampler in pending:
+                    if not _handed(index, call, (loader.call, sampler)):
+                        continue
+                    candidate = LoaderLoop(loop, part, loader, loader.call, ())
+                    if index.epoch(candidate) is None or index.is_eval(candidate):
+                        continue
+                    if index.in_epoch(candidate, sampler) is not None:
+                        continue  # a new sampler every epoch
+                    if not _project_code(ctx, index, call):
+                        continue
+                    found.setdefault(id(sampler), (loader, sampler, []))[2].append(candidate)
+    for call in ctx.nodes(cst.Call):
+        facts = None
+        for loader, sampler in pending:
+            if not _handed(index, call, (loader.call,)):
+                continue
+            if facts is None:
+                name = ctx.call_name(call) if index.call_target(call) is None else None
+                facts = (ctx.view.function_facts(name) if name else None) or {}
+            if not _iterated_argument(index, call, loader.call, facts.get("iterates", ())):
+                continue
+            candidate = LoaderLoop(call, call, loader, loader.call, ())  # the loop is in the callee
+            if index.epoch(candidate) is None or index.is_eval(candidate):
+                continue
+            if index.in_epoch(candidate, sampler) is not None:
+                continue  # a new sampler every epoch
+            found.setdefault(id(sampler), (loader, sampler, []))[2].append(candidate)
+    for loader, sampler in pending:
+        factory = _factory_of(ctx, index, loader)
+        if factory is not None and not index.loops_of(loader) and ctx.view.epoch_iterated(ctx.qualname_of_def(factory)):
+            found.setdefault(id(sampler), (loader, sampler, []))
+    if not found or ctx.view.project_sets_epoch():
+        return
+    for loader, sampler, loops in found.values():
+        if not any(_escapes(ctx, index, loop, (sampler, loader.call), to_project=False) for loop in loops):
+            yield loader, sampler, loops
+
+
+def _shuffling_samplers(ctx, index, reported: Set[int]) -> Iterator[Tuple[object, cst.Call]]:
+    """(loader, its one ``DistributedSampler`` call, which shuffles), outside framework hooks."""
     for loader in index.loaders:
         if loader.framework_driven:
             continue
@@ -65,22 +142,71 @@ def samplers_never_given_the_epoch(ctx, index, reported: Set[int]) -> Iterator[T
                 break
         if len(samplers) != 1 or id(samplers[0]) in reported:
             continue
-        sampler = samplers[0]
-        if not distributed_shuffles(ctx, sampler):
+        if distributed_shuffles(ctx, samplers[0]):
+            yield loader, samplers[0]
+
+
+def _producers(index, expr) -> List[cst.Call]:
+    """The calls whose result (or an element of it) ``expr`` may be: ``w = f(...)``, ``a, w = f(...)``."""
+    if isinstance(expr, cst.Call):
+        return [expr]
+    if not isinstance(expr, cst.Name):
+        return []
+    scope, found = index.name_bindings(expr.value, expr)
+    if not found:
+        return []
+    found = index.reaching(expr, scope, found) or found
+    return [b.value for b in found if b.kind == "value" and isinstance(b.value, cst.Call)]
+
+
+def _factory_of(ctx, index, loader) -> Optional[cst.FunctionDef]:
+    """The module-level function that builds ``loader`` and returns it (not a method)."""
+    func = loader.function
+    if func is None or ctx.method_class(func) is not None or ctx.enclosing_function(func) is not None:
+        return None
+    returned = index.returns(func) or ()
+    if any(v.node is loader.call for r in returned for v in index.values(r)):
+        return func
+    return None
+
+
+def _iterated_argument(index, call: cst.Call, target, iterated) -> bool:
+    """An argument of ``call`` that may be ``target`` binds a parameter the callee's loops iterate
+    (``iterated``: [position, name] pairs from its summary)."""
+    positions = {i for i, _ in iterated}
+    names = {n for _, n in iterated}
+    for i, arg in enumerate(call.args):
+        if arg.star or not any(v.node is target for v in index.values(arg.value)):
             continue
-        loops = [
-            loop
-            for loop in index.loops_of(loader)
-            if index.epoch(loop) is not None and not index.is_eval(loop)
-        ]
-        loops = [loop for loop in loops if index.in_epoch(loop, sampler) is None]  # one sampler per iteration
-        if not loops:
-            continue
-        if _set_epoch_called(ctx, index, loader, sampler):
-            continue
-        if any(_escapes(ctx, index, loop, (sampler, loader.call)) for loop in loops):
-            continue
-        yield loader, sampler, loops
+        if (arg.keyword is not None and arg.keyword.value in names) or (arg.keyword is None and i in positions):
+            if not any(a.star for a in call.args[:i]):
+                return True
+    return False
+
+
+def _handed(index, call: cst.Call, objects) -> bool:
+    """An argument of ``call`` may be one of ``objects`` (both arms of a conditional count)."""
+    return any(v.node is o for arg in call.args for v in index.values(arg.value) for o in objects)
+
+
+def _project_code(ctx, index, call: cst.Call) -> bool:
+    """``call`` runs project code: a function of this module or of the project, or a method of an
+    object that a project function or class made."""
+    if index.call_target(call) is not None or _made_by_project(ctx, call):
+        return True
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return False
+    values = index.values(func.value)
+    return bool(values) and all(isinstance(v.node, cst.Call) and (
+        index.call_target(v.node) is not None or _made_by_project(ctx, v.node)) for v in values)
+
+
+def _made_by_project(ctx, call: cst.Call) -> bool:
+    name = ctx.call_name(call)
+    if not name:
+        return False
+    return ctx.view.in_project(name)
 
 
 def _set_epoch_called(ctx, index, loader, sampler) -> bool:
@@ -111,14 +237,17 @@ def _set_epoch_called(ctx, index, loader, sampler) -> bool:
     return False
 
 
-def _escapes(ctx, index, loop, objects) -> bool:
-    """Inside the epoch loop, the loader or sampler is handed to code of another module."""
+def _escapes(ctx, index, loop, objects, to_project: bool = True) -> bool:
+    """Inside the epoch loop, the loader or sampler is handed to code of another module (with
+    ``to_project`` False: to code outside the project)."""
     for block, stack in epoch_blocks(index, loop):
         for node in index.body_nodes(block):
             if not isinstance(node, cst.Call) or index.wrapper_kind(node) or index.call_target(node):
                 continue
             if (ctx.call_name(node) or "").startswith(("builtins.", "torch.utils.data.")):
                 continue  # neither Python's builtins nor torch's data API call `set_epoch`
+            if not to_project and _project_code(ctx, index, node):
+                continue
             for arg in node.args:
                 if any(v.node is o for v in index.values(arg.value, stack=stack) for o in objects):
                     return True
@@ -184,6 +313,27 @@ def _indentation(ctx, block: cst.IndentedBlock) -> str:
         if isinstance(node, cst.IndentedBlock):
             parts.append(node.indent if node.indent is not None else ctx.module.default_indent)
     return "".join(reversed(parts))
+
+
+def persistent_workers(ctx, index, loop) -> bool:
+    """The loop's loader certainly keeps its workers: ``persistent_workers`` is the literal ``True``,
+    every value it takes on the loader's path is ``True`` (a factory's argument or parameter
+    default, bound at the factory call that made this loader), a ``**kwargs`` entry is certainly
+    ``True``, or the default of a command-line option is ``True`` (the default configuration)."""
+    bound = loop.loader.bound
+    literal = ctx.value(bound, "persistent_workers")
+    if literal is not UNKNOWN:
+        return literal is True
+    expr = bound.expr("persistent_workers")
+    if expr is not None:
+        target = index.call_target(loop.origin) if isinstance(loop.origin, cst.Call) else None
+        stack = (loop.origin,) if target is not None and target[0] is loop.loader.function else ()
+        nodes = index.value_nodes(expr, stack=stack)
+        if nodes:
+            return all(isinstance(n, cst.Name) and n.value == "True" for n in nodes)
+    found = possible_arg(ctx, bound, "persistent_workers")
+    return found.must_be(lambda v: v is True) or any(
+        v.value is True and v.origin.startswith("the default of `") for v in found.values)
 
 
 SAMPLE_METHODS = ("__getitem__", "__getitems__", "__iter__", "__next__")

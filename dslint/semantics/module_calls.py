@@ -134,7 +134,8 @@ class ModuleCalls(ScopeBindings):
         return None
 
     def argument(self, call: cst.Call, func: cst.FunctionDef, param: cst.Param) -> Optional[cst.BaseExpression]:
-        """The expression ``call`` passes for ``param`` of ``func`` (a literal None default counts)."""
+        """The expression ``call`` passes for ``param`` of ``func`` (a literal default counts: None,
+        True, False, a number or a string; an expression default is unknown here)."""
         if self.process_target(call) is func:
             return self._process_argument(call, func, param)
         target = self.call_target(call)
@@ -149,8 +150,11 @@ class ModuleCalls(ScopeBindings):
             return arg.value
         if bound.is_open:
             return None
-        if is_none(param.default):
-            return param.default
+        default = param.default
+        if is_none(default) or (isinstance(default, cst.Name) and default.value in ("True", "False")):
+            return default
+        if isinstance(default, (cst.Integer, cst.Float, cst.SimpleString)):
+            return default
         return None
 
     def returns(self, func: cst.FunctionDef) -> Optional[List[cst.BaseExpression]]:

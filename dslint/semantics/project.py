@@ -65,6 +65,13 @@ def root_kind(qualified: Optional[str]) -> Optional[str]:
     return None
 
 
+#: libraries whose training loops call ``set_epoch`` on the samplers of the loaders handed to them
+EPOCH_DRIVERS = frozenset({
+    "accelerate", "lightning", "pytorch_lightning", "lightning_fabric", "ignite", "mmcv", "mmengine",
+    "composer", "ray", "speechbrain", "colossalai", "torchtnt", "fastai",
+})
+
+
 class ProjectIndex:
     def __init__(self, summaries: Dict[str, dict], module_paths: Optional[Dict[str, List[str]]] = None) -> None:
         """``module_paths``: module name -> every checked file with that name (summarised
@@ -85,6 +92,7 @@ class ProjectIndex:
         self._located: Dict[tuple, Optional[Key]] = {}
         self.per_sample: Dict[Key, Tuple[str, str]] = {}
         self._loaders: Optional[Dict[Key, List[dict]]] = None
+        self._epoch_keys: Optional[set] = None
         self._compute_per_sample()
 
     # ---------------------------------------------------------------- locating
@@ -326,6 +334,33 @@ class ProjectIndex:
                     if located is not None:
                         self._loaders.setdefault(located, []).append(facts)
         return self._loaders.get(key, [])
+
+    def sets_epoch(self) -> bool:
+        """Some file of the project names ``set_epoch`` (a summary without the fact counts), or
+        imports a library whose trainers call it on the samplers of the loaders they are given."""
+        for summary in self.summaries.values():
+            if summary.get("set_epoch", True):
+                return True
+            if any(target.split(".")[0] in EPOCH_DRIVERS for target in summary.get("imports", {}).values()):
+                return True
+        return False
+
+    def epoch_iterated(self, key: Key) -> bool:
+        """The project function ``key`` returns what a loop of another file re-iterates inside an
+        outer loop (``loader = build(...)`` ... ``for epoch ...: for batch in loader``)."""
+        if self._epoch_keys is None:
+            self._epoch_keys = set()
+            for path, summary in self.summaries.items():
+                for qualified in summary.get("epoch_results", ()):
+                    located = self.locate(qualified, path, table="functions")
+                    if located is not None:
+                        self._epoch_keys.add(located)
+        return key in self._epoch_keys
+
+    def in_project(self, qualified: str) -> bool:
+        """The qualified name is in a module of the project (summarised or not)."""
+        parts = qualified.split(".")
+        return any(".".join(parts[:i]) in self.by_module for i in range(len(parts) - 1, 0, -1))
 
     def function_by_name(self, qualified: str, from_path: str) -> Optional[dict]:
         located = self.locate(qualified, from_path, table="functions")

@@ -44,6 +44,18 @@ class View:
         """Summary facts of a project function (by qualified name), if it is in the project."""
         return self._record("function_facts", [qualified], self._index.function_by_name(qualified, self.path))
 
+    def project_sets_epoch(self) -> bool:
+        """Some file of the project names ``set_epoch`` (every file that does is summarised)."""
+        return self._record("project_sets_epoch", [], self._index.sets_epoch())
+
+    def epoch_iterated(self, qual: str) -> bool:
+        """This file's function ``qual`` returns what a loop of another file re-iterates every epoch."""
+        return self._record("epoch_iterated", [qual], self._index.epoch_iterated((self.path, qual)))
+
+    def in_project(self, qualified: str) -> bool:
+        """The qualified name is defined in a module of the project (a checked file)."""
+        return self._record("in_project", [qualified], self._index.in_project(qualified))
+
     def has_method(self, qual: str, name: str) -> bool:
         return self._record("has_method", [qual, name], self._index.has_method((self.path, qual), name))
 

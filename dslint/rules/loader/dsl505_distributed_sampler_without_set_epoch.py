@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dslint.rules.base import ERROR, Invalid, Rule, Symptom
 from dslint.rules.loader._common import set_epoch_fix
-from dslint.semantics.epochs import samplers_never_given_the_epoch
+from dslint.semantics.epochs import samplers_behind_project_calls, samplers_never_given_the_epoch
 from dslint.semantics.loops import loader_loops
 
 _MESSAGE = (
@@ -20,6 +20,12 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     iterated inside an epoch loop (an outer `for`/`while`, also around a call of
     the helper that holds the batch loop), when nothing in the module calls
     `set_epoch` on the sampler or on `loader.sampler`.
+
+    Also flagged, when no file of the project names `set_epoch` nor imports a library whose
+    trainers call it (Lightning, Accelerate, Ignite...): the loader handed to project code
+    whose result an epoch loop iterates (`batches = Prefetcher(loader)`), in the epoch loop
+    to a function of another module that iterates it (`train_one_epoch(m, loader)`), or
+    returned by a function whose result another file iterates in an epoch loop.
 
     Not flagged: `DistributedSampler(..., shuffle=False)`, a sampler or loader made anew
     on every iteration of the outer loop (each is iterated once), evaluation loops
@@ -54,12 +60,11 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     ```
 
     ## Fix safety
-    When the epoch loop is `for <name> in range(...)` and the sampler (or the
-    loader) has one unambiguous name there, the fix inserts
-    `<sampler>.set_epoch(<name>)` as the first statement of the epoch loop. It
-    is unsafe: it changes the order in which samples are visited (the point),
-    and the loop variable may not count epochs from the value the user expects
-    (when resuming, the epoch should come from the checkpoint).
+    When the epoch loop is `for <name> in range(...)` and the sampler (or the loader) has
+    one unambiguous name there, the fix inserts `<sampler>.set_epoch(<name>)` as the first
+    statement of the epoch loop. It is unsafe: it changes the order in which samples are
+    visited (the point), and the loop variable may not count epochs from the value the
+    user expects (when resuming, the epoch should come from the checkpoint).
 
     ## References
     - [`DistributedSampler`](https://pytorch.org/docs/stable/data.html#torch.utils.data.distributed.DistributedSampler):
@@ -86,9 +91,6 @@ class DistributedSamplerWithoutSetEpoch(Rule):
             sampler.set_epoch(epoch)
             for batch in loader:
                 step(batch)
-        """,
-        """
-        from torch.utils.data import DataLoader, DistributedSampler
 
         def main(ds):
             loader = DataLoader(ds, sampler=DistributedSampler(ds))
@@ -98,29 +100,19 @@ class DistributedSamplerWithoutSetEpoch(Rule):
                     step(batch)
         """,
         """
-        from torch.utils.data import DataLoader, DistributedSampler
-
-        sampler = DistributedSampler(ds, shuffle=False)
-        loader = DataLoader(ds, sampler=sampler)
-        for epoch in range(10):
-            for batch in loader:
-                step(batch)
-        """,
-        """
-        from torch.utils.data import DataLoader, DistributedSampler
-
-        sampler = DistributedSampler(ds)
-        loader = DataLoader(ds, sampler=sampler)
-        for batch in loader:  # iterated once: no epochs
-            step(batch)
-        """,
-        """
         import torch
         from torch.utils.data import DataLoader, DistributedSampler
 
+        loader = DataLoader(ds, sampler=DistributedSampler(ds, shuffle=False))
+        other = DataLoader(ds, sampler=DistributedSampler(ds, shuffle=args.shuffle))  # unknown is not wrong
+        once = DataLoader(ds, sampler=DistributedSampler(ds))
         val_loader = DataLoader(ds, sampler=DistributedSampler(ds))
+        for batch in once:  # iterated once: no epochs
+            step(batch)
         for epoch in range(10):
-            with torch.no_grad():
+            for batch in zip(loader, other):
+                step(batch)
+            with torch.no_grad():  # evaluation
                 for batch in val_loader:
                     evaluate(batch)
         """,
@@ -131,10 +123,6 @@ class DistributedSamplerWithoutSetEpoch(Rule):
         class Model(pl.LightningModule):
             def train_dataloader(self):
                 return DataLoader(self.ds, sampler=DistributedSampler(self.ds))
-        """,
-        """
-        from torch.utils.data import DataLoader, DistributedSampler
-
         def main(accelerator, ds):
             loader = DataLoader(ds, sampler=DistributedSampler(ds))
             model, loader = accelerator.prepare(model, loader)
@@ -159,7 +147,6 @@ class DistributedSamplerWithoutSetEpoch(Rule):
             sampler.set_epoch(epoch)
             for batch in loader:
                 step(batch)
-
         def main(ds):
             sampler = DistributedSampler(ds)
             loader = DataLoader(ds, sampler=sampler)
@@ -178,10 +165,14 @@ class DistributedSamplerWithoutSetEpoch(Rule):
         """
         from torch.utils.data import DataLoader, DistributedSampler
 
-        sampler = DistributedSampler(ds, shuffle=args.shuffle)  # unknown is not wrong
-        loader = DataLoader(ds, sampler=sampler)
+        class Prefetcher:  # the project names set_epoch: it may reach the sampler
+            def __init__(self, loader): self.loader = loader
+            def __iter__(self): return (b.cuda() for b in self.loader)
+            def set_epoch(self, epoch): self.loader.sampler.set_epoch(epoch)
+        loader = DataLoader(ds, sampler=DistributedSampler(ds))
+        batches = Prefetcher(loader)
         for epoch in range(3):
-            for batch in loader:
+            for batch in batches:
                 step(batch)
         """,
     )
@@ -231,11 +222,9 @@ class DistributedSamplerWithoutSetEpoch(Rule):
         class Trainer:
             def __init__(self, ds):
                 self.loader = DataLoader(ds, sampler=DistributedSampler(ds), num_workers=4)  # expect: DSL505
-
             def train_epoch(self):
                 for batch in self.loader:
                     self.step(batch)
-
             def fit(self, epochs):
                 for epoch in range(epochs):
                     self.train_epoch()
@@ -290,11 +279,22 @@ class DistributedSamplerWithoutSetEpoch(Rule):
                     step(batch)
             """,
         ),
+        """
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        class Prefetcher:  # project code, and no file of the project names set_epoch
+            def __init__(self, loader): self.loader = loader
+            def __iter__(self): return (b.cuda() for b in self.loader)
+        batches = Prefetcher(DataLoader(ds, sampler=DistributedSampler(ds)))  # expect: DSL505
+        for epoch in range(3):
+            for batch in batches:
+                step(batch)
+        """,
     )
 
     def check(self, ctx):
-        index = loader_loops(ctx)
-        reported = set()
-        for loader, sampler, loops in samplers_never_given_the_epoch(ctx, index, reported):
-            reported.add(id(sampler))
-            yield self.report(sampler, _MESSAGE, fix=set_epoch_fix(ctx, index, loader, sampler, loops))
+        index, reported = loader_loops(ctx), set()
+        for found in (samplers_never_given_the_epoch, samplers_behind_project_calls):
+            for loader, sampler, loops in found(ctx, index, reported):
+                reported.add(id(sampler))
+                yield self.report(sampler, _MESSAGE, fix=set_epoch_fix(ctx, index, loader, sampler, loops))

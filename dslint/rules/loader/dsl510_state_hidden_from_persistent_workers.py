@@ -8,7 +8,7 @@ from dslint.rules.base import ERROR, Rule, Symptom
 from dslint.rules.loader._common import literal_zero
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.bindings import local_class_path
-from dslint.semantics.epochs import epoch_blocks, per_sample_state_set_by
+from dslint.semantics.epochs import epoch_blocks, per_sample_state_set_by, persistent_workers
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.scopes import is_none
 
@@ -19,7 +19,10 @@ class StateHiddenFromPersistentWorkers(Rule):
     Flags `dataset.set_epoch(...)`, `dataset.<attr> = ...` and
     `dataset.<method>(...)` inside the epoch loop (or a helper it calls) when
     the dataset belongs to a `DataLoader` created once, before that loop, with
-    a literal `persistent_workers=True`. The dataset is the object passed as
+    `persistent_workers=True`: a literal, the value it certainly takes on that
+    loader's path (a factory's argument or parameter default, a `**kwargs` entry),
+    or the default of a command-line option (the default configuration loses the
+    change); other possible values and unknown ones stay silent. The dataset is the object passed as
     `dataset` (followed through names, `self` attributes and helper
     parameters) or `loader.dataset`. A method counts when its class is
     defined in this file and the method (or a method it calls on `self`)
@@ -112,13 +115,11 @@ class StateHiddenFromPersistentWorkers(Rule):
         class Table(Dataset):
             def __init__(self, rows):
                 self.rows, self._index = rows, None
-
             def summary(self):
                 if self._index is None:  # a cache of the main process, not per-sample state
                     self._index = build(self.rows)
                 self.queried = True
                 return self._index
-
             def __getitem__(self, i):
                 return self.rows[i]
 
@@ -142,6 +143,17 @@ class StateHiddenFromPersistentWorkers(Rule):
             for epoch in range(3):
                 run_epoch(loader, b, epoch)
         """,
+        """
+        from torch.utils.data import DataLoader
+        def build(ds, persistent=True):
+            return DataLoader(ds, num_workers=2, persistent_workers=persistent)
+        loader = build(ds, persistent=False)  # this loader's workers restart every epoch
+        other = DataLoader(ds, num_workers=2, persistent_workers=args.persistent)  # unknown
+        for epoch in range(3):
+            ds.set_epoch(epoch)
+            for batch in zip(loader, other):
+                step(batch)
+        """,
     )
     invalid = (
         """
@@ -159,10 +171,8 @@ class StateHiddenFromPersistentWorkers(Rule):
         class Curriculum(Dataset):
             def __init__(self, items):
                 self.items, self.level = items, 0
-
             def harder(self):
                 self.level += 1
-
             def __getitem__(self, i):
                 return self.items[i][: self.level + 1]
 
@@ -187,6 +197,31 @@ class StateHiddenFromPersistentWorkers(Rule):
             for epoch in range(10):
                 run_epoch(loader, epoch)
         """,
+        """
+        from torch.utils.data import DataLoader
+
+        def build(ds, workers=4, persistent=True):
+            return DataLoader(ds, num_workers=workers, persistent_workers=persistent)
+        ds = Shards(files)
+        loader = build(ds)
+        for epoch in range(3):
+            ds.set_epoch(epoch)  # expect: DSL510
+            for batch in loader:
+                step(batch)
+        """,
+        """
+        import argparse
+        from torch.utils.data import DataLoader
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--restart-workers", dest="persistent", action="store_false")
+        args = parser.parse_args()
+        ds = Shards(files)
+        loader = DataLoader(ds, num_workers=2, persistent_workers=args.persistent)  # by default True
+        for epoch in range(3):
+            ds.epoch = epoch  # expect: DSL510
+            for batch in loader:
+                step(batch)
+        """,
     )
 
     def check(self, ctx):
@@ -195,8 +230,7 @@ class StateHiddenFromPersistentWorkers(Rule):
         for loop in index.loops:
             loader = loop.loader
             bound = loader.bound
-            persistent = ctx.value(bound, "persistent_workers")
-            if persistent is UNKNOWN or persistent is not True:
+            if not persistent_workers(ctx, index, loop):
                 continue
             if literal_zero(ctx.value(bound, "num_workers")):
                 continue  # DSL503

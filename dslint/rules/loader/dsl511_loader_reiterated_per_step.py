@@ -8,9 +8,11 @@ import libcst as cst
 
 from dslint.rules.base import ERROR, Rule, Symptom
 from dslint.rules.loader._common import fresh_iterator_advances, is_int
+from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.module_calls import positional_args
 from dslint.semantics.names import dotted_parts
+from dslint.semantics.values import possible_arg
 from dslint.semantics.walk import iter_subtree
 from dslint.semantics.project import ITERABLE
 
@@ -21,8 +23,9 @@ class LoaderReiteratedPerStep(Rule):
     Flags `next(iter(loader))` that runs on every iteration of a loop (not
     under an `if` or `except` in that loop), where `loader` is a known
     `DataLoader` created outside the loop. It reports when the loader has
-    workers (a literal `num_workers > 0`) or a fixed order (no shuffle, no
-    sampler).
+    workers (`num_workers > 0` for certain: a literal, a constant, or the entry
+    of a `**kwargs` dict the file builds; a possible value, such as an argparse
+    default, is not enough) or a fixed order (no shuffle, no sampler).
 
     Also flagged, whatever the loader (even one that nothing in the file
     shows, such as a parameter): a loop whose trip count comes from the
@@ -95,8 +98,10 @@ class LoaderReiteratedPerStep(Rule):
         """
         from torch.utils.data import DataLoader
         loader = DataLoader(ds, shuffle=True)  # no workers, a random batch each time
+        other = DataLoader(ds, **dict(shuffle=True, num_workers=args.workers))  # workers may be 0
         for step in range(100):
             batch = next(iter(loader))
+            more = next(iter(other))
         """,
         """
         from torch.utils.data import DataLoader
@@ -138,8 +143,12 @@ class LoaderReiteratedPerStep(Rule):
         """
         from torch.utils.data import DataLoader
         loader = DataLoader(ds, batch_size=32, shuffle=True, num_workers=4)
+        options = {"batch_size": 32, "shuffle": True}
+        options["num_workers"] = 4
+        other = DataLoader(ds, **options)
         for step in range(1000):
             x, y = next(iter(loader))  # expect: DSL511
+            z = next(iter(other))  # expect: DSL511
         """,
         """
         import torch.utils.data as tud
@@ -251,11 +260,15 @@ class LoaderReiteratedPerStep(Rule):
     @staticmethod
     def _message(ctx, loader) -> Optional[str]:
         bound = loader.bound
-        workers = ctx.value(bound, "num_workers")
+        def value(name):  # a literal, else the one value ``**kwargs`` dicts certainly give
+            found = ctx.value(bound, name)
+            return possible_arg(ctx, bound, name).known if found is UNKNOWN else found
+
+        workers = value("num_workers")
         fixed = (
-            ctx.value(bound, "shuffle") in (None, False, 0)
-            and ctx.value(bound, "sampler") is None
-            and ctx.value(bound, "batch_sampler") is None
+            value("shuffle") in (None, False, 0)
+            and value("sampler") is None
+            and value("batch_sampler") is None
             and ctx.dataset_kind(bound.expr("dataset")) != ITERABLE
         )
         first = "returns the same first batch every time (the loader does not shuffle)"
