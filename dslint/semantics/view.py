@@ -77,6 +77,16 @@ class View:
         method = index.find_method(index.mro(located), name) if located is not None else None
         return self._record("method_facts", [qualified, name], index.function_facts(method) if method else None)
 
+    def iterable_heirs(self, qual: str, name: str) -> List[dict]:
+        """The project's IterableDataset classes that inherit method ``name`` of this file's
+        (non-dataset) class ``qual``: their names and the facts of DataLoaders over them."""
+        index = self._index
+        heirs = [
+            {"name": f"{index.summaries[k[0]]['module']}.{k[1]}", "loaders": index.loaders_over(k)}
+            for k in index.iterable_heirs((self.path, qual), name)
+        ] if qual in index.summaries.get(self.path, {}).get("classes", {}) else []
+        return self._record("iterable_heirs", [qual, name], heirs)
+
 
 def replay(index: ProjectIndex, path: str, log: List[list]) -> bool:
     """True when every recorded question still gets the recorded answer."""

@@ -3,7 +3,7 @@ DSL303's judgement of whether a stream shards itself (or cannot be judged)."""
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Optional, Set
+from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -14,6 +14,7 @@ from dslint.semantics.project import ITERABLE
 from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.streams import CURSOR, FILE, assigned_attrs, target_attrs
 from dslint.semantics.walk import iter_subtree
+from dslint.semantics.worker_info import mentions_worker_info
 
 DATAPIPE_ROOTS = [
     "torch.utils.data.IterDataPipe",
@@ -36,6 +37,55 @@ def is_datapipe_or_chain(ctx, cls: cst.ClassDef) -> bool:
 def iterable_classes(ctx) -> List[cst.ClassDef]:
     """The file's IterableDataset classes, less DataPipes and ChainDatasets."""
     return [c for c in ctx.dataset_classes() if ctx.class_kind(c) == ITERABLE and not is_datapipe_or_chain(ctx, c)]
+
+
+def inherited_iter_bases(ctx) -> List[Tuple[cst.ClassDef, cst.FunctionDef, List[dict]]]:
+    """The file's plain (non-dataset) classes whose ``__iter__`` an IterableDataset of the
+    project inherits (``class TorchStream(Stream, IterableDataset): pass``, in any file):
+    (class, its ``__iter__``, the heirs as ``View.iterable_heirs`` gives them)."""
+    found = []
+    for cls in ctx.nodes(cst.ClassDef):
+        iter_func = find_method(ctx, cls, "__iter__")
+        if iter_func is None or ctx.method_class(iter_func) is not cls or ctx.class_kind(cls) is not None:
+            continue
+        heirs = ctx.view.iterable_heirs(ctx.qualname_of_def(cls), "__iter__")
+        if heirs:
+            found.append((cls, iter_func, heirs))
+    return found
+
+
+def literal_workers(loaders: List[dict]) -> Optional[List[int]]:
+    """The literal ``num_workers`` of DataLoaders over a class; None when there are
+    DataLoaders and every one of them has a literal 0 or 1 (no worker replays anything)."""
+    workers = [facts.get("num_workers") for facts in loaders]
+    literal = [w for w in workers if isinstance(w, int) and not isinstance(w, bool)]
+    if loaders and len(literal) == len(workers) and all(w in (0, 1) for w in literal):
+        return None
+    return literal
+
+
+def sharding_message(ctx, cls: cst.ClassDef, heirs: Optional[List[dict]], many: List[int]) -> str:
+    """DSL303's message for the ``__iter__`` of ``cls`` (inherited by ``heirs``, if any)."""
+    if many:
+        times = f"with `num_workers={many[-1]}` every sample arrives {many[-1]} times per epoch"
+    else:
+        times = "with N workers every sample arrives N times per epoch (2 workers: 200 items, 100 unique)"
+    if any(mentions_worker_info(ctx, f) for f in all_methods(ctx, cls)):
+        consults = (
+            "reads `torch.utils.data.get_worker_info()` only to seed a random generator (or to test it "
+            "for None), which does not split the data,"
+        )
+    else:
+        consults = "never consults `torch.utils.data.get_worker_info()`"
+    heir = ""
+    if heirs:
+        names = ", ".join(f"`{h['name'].rsplit('.', 1)[-1]}`" for h in heirs[:2])
+        heir = f" (inherited by the IterableDataset {names}{' and others' if len(heirs) > 2 else ''})"
+    return (
+        f"`{cls.name.value}.__iter__`{heir} {consults} and no "
+        f"`worker_init_fn` shards it: each DataLoader worker replays the whole stream, so {times}; "
+        "torch's length warning misses it when `batch_size > 1`"
+    )
 
 
 # --------------------------------------------------------------------------- DSL301's fix
