@@ -468,3 +468,30 @@ class ProjectIndex:
                     heirs.append(other)
         return heirs
 
+    def one_shot_arguments(self, key: Key, position: Optional[int], keyword: str) -> List[str]:
+        """Modules that construct class ``key`` (or a subclass using its ``__init__``) passing a
+        one-shot iterator (a generator expression, ``iter()``/``map()``..., a call of a
+        generator function of the project) at parameter ``position``/``keyword`` of
+        ``__init__`` (position counted without ``self``)."""
+        table = getattr(self, "_passed_table", None)
+        if table is None:
+            table = self._passed_table = {}
+            for path, summary in self.summaries.items():
+                for record in summary.get("passed_iterators", ()):
+                    located = self.locate(canonical(record[0]), path)
+                    if located is not None:
+                        table.setdefault(located, []).append((path, record))
+        found = set()
+        for cls, records in table.items():
+            if cls != key and self.first_definer(cls, "__init__") != key:
+                continue
+            for path, (_, where, kind, target) in records:
+                if where != keyword and (position is None or where != position):
+                    continue
+                if kind == "call":
+                    facts = self.function_by_name(canonical(target), path)
+                    if not (facts and facts.get("gen")):
+                        continue
+                found.add(self.summaries[path]["module"])
+        return sorted(found)
+

@@ -202,6 +202,53 @@ def _dataloader_calls(tree: TreeIndex, names: ModuleNames):
             yield call
 
 
+_ONE_SHOT_BUILTINS = frozenset(
+    {"builtins.iter", "builtins.map", "builtins.filter", "builtins.zip", "builtins.enumerate", "builtins.reversed"}
+)
+
+
+def _passed_iterators(tree: TreeIndex, names: ModuleNames) -> List[list]:
+    """Arguments of class constructions (a called name whose last part, less leading
+    underscores, is capitalised) that may be one-shot iterators: ``[callee, position or
+    keyword, "gen" | "iter" | "call", the called function for "call"]``. The index decides
+    whether a "call" makes a generator (a generator function of the project)."""
+    found = []
+    for call in tree.nodes(cst.Call):
+        if not isinstance(call.func, (cst.Name, cst.Attribute)):
+            continue
+        last = (call.func.attr if isinstance(call.func, cst.Attribute) else call.func).value.lstrip("_")
+        if not last[:1].isupper():
+            continue
+        callee = None
+        position = 0
+        for arg in call.args:
+            if arg.star:
+                if arg.keyword is None and arg.star == "*":
+                    position = None  # positions after *args are unknown
+                continue
+            where = arg.keyword.value if arg.keyword is not None else position
+            if arg.keyword is None and position is not None:
+                position += 1
+            if where is None:
+                continue
+            value, kind, target = arg.value, None, None
+            if isinstance(value, cst.GeneratorExp):
+                kind = "gen"
+            elif isinstance(value, cst.Call) and isinstance(value.func, (cst.Name, cst.Attribute)):
+                target = names.qualname(value.func)
+                if target in _ONE_SHOT_BUILTINS and not (target == "builtins.iter" and len(value.args) != 1):
+                    kind, target = "iter", None
+                elif target and not target.startswith("builtins."):
+                    kind = "call"
+            if kind is None:
+                continue
+            callee = callee or names.qualname(call.func)
+            if callee is None:
+                break
+            found.append([callee, where, kind, target])
+    return found
+
+
 def _is_worker_info_ref(node: cst.CSTNode, names: ModuleNames) -> bool:
     parts = dotted_parts(node)
     if not parts or parts[-1] not in names.call_tails({"get_worker_info"}):  # aliases too
@@ -241,4 +288,5 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         "functions": functions,
         "loaders": loaders,
         "references": references,
+        "passed_iterators": _passed_iterators(tree, names),
     }

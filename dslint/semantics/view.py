@@ -87,6 +87,13 @@ class View:
         ] if qual in index.summaries.get(self.path, {}).get("classes", {}) else []
         return self._record("iterable_heirs", [qual, name], heirs)
 
+    def one_shot_arguments(self, qual: str, position: Optional[int], keyword: str) -> List[str]:
+        """Modules that construct this file's class ``qual`` with a one-shot iterator at that
+        parameter of its ``__init__`` (``project.ProjectIndex.one_shot_arguments``)."""
+        known = qual in self._index.summaries.get(self.path, {}).get("classes", {})
+        answer = self._index.one_shot_arguments((self.path, qual), position, keyword) if known else []
+        return self._record("one_shot_arguments", [qual, position, keyword], answer)
+
 
 def replay(index: ProjectIndex, path: str, log: List[list]) -> bool:
     """True when every recorded question still gets the recorded answer."""

@@ -12,7 +12,12 @@ from dslint.semantics.classes import all_methods, find_method, reached_methods
 from dslint.semantics.names import canonical, dotted_parts
 from dslint.semantics.project import ITERABLE
 from dslint.semantics.regions import self_attr, self_name
-from dslint.semantics.streams import CURSOR, FILE, assigned_attrs, target_attrs
+from dslint.semantics.libraries import is_reiterating_wrapper, wraps_without_copy
+from dslint.semantics.loops import is_test_code
+from dslint.semantics.streams import (
+    CURSOR, FILE, GENERATOR, PASSED, assigned_attrs, init_iterators, iterated_attrs, one_shot, returns_self,
+    target_attrs,
+)
 from dslint.semantics.walk import iter_subtree
 from dslint.semantics.worker_info import mentions_worker_info
 
@@ -225,6 +230,16 @@ def rewound_attrs(funcs: Iterable[cst.FunctionDef]) -> Set[str]:
     return found
 
 
+def iteration_methods(ctx, cls, iter_func) -> List[cst.FunctionDef]:
+    """The methods one pass over the dataset runs: what ``__iter__`` reaches, and what
+    ``__next__`` reaches when ``__iter__`` hands back ``self``."""
+    funcs = reached_methods(ctx, cls, iter_func)
+    next_func = find_method(ctx, cls, "__next__")
+    if next_func is not None and returns_self(iter_func):
+        funcs += [f for f in reached_methods(ctx, cls, next_func) if not any(f is g for g in funcs)]
+    return funcs
+
+
 def init_only(ctx, cls, init) -> List[cst.FunctionDef]:
     """``__init__`` and the methods it calls (``self._setup()``) that no other method reaches."""
     helpers = [m for m in reached_methods(ctx, cls, init) if m is not init]
@@ -240,12 +255,63 @@ def state_message(attr: str, flavour: str) -> str:
             "epoch after the first yields 0 samples, with or without workers (forked workers share one file "
             "offset, which stays at end-of-file and splits the lines between workers unpredictably)"
         )
+    if flavour == PASSED:
+        return (
+            f"`self.{attr}` keeps the one-shot iterator that constructions of the class pass in (a generator or "
+            "iterator, made once per dataset) and `__iter__` drains it: the first epoch exhausts it, so every later "
+            "epoch or pass yields 0 samples; pass something re-iterable (a list, or a callable that makes a fresh "
+            "iterator per `__iter__`)"
+        )
     what = "a database cursor" if flavour == CURSOR else "an iterator"
     return (
         f"`self.{attr}` is {what} created once in `__init__` and drained by `__iter__`: the first epoch exhausts "
         "it, so with `num_workers=0` or `persistent_workers=True` every later epoch yields 0 samples "
         "(non-persistent workers hide it by re-forking the parent's untouched copy each epoch)"
     )
+
+
+def drained_init_iterators(ctx, cls) -> List[Tuple[str, cst.CSTNode, str]]:
+    """(attr, creating node, flavour) for each one-shot iterator the construction of ``cls``
+    stores on ``self`` and a pass over the dataset drains, with no method renewing it."""
+    iter_func = find_method(ctx, cls, "__iter__")
+    init = find_method(ctx, cls, "__init__")
+    if iter_func is None or init is None:
+        return []
+    constructors = init_only(ctx, cls, init)
+    candidates = {}
+    for func in reversed(constructors):
+        candidates.update(init_iterators(ctx, cls, func))
+    if not candidates:
+        return []
+    consumed = iterated_attrs(ctx, iteration_methods(ctx, cls, iter_func), iter_func)
+    renewed = rewound_attrs(m for m in all_methods(ctx, cls) if not any(m is c for c in constructors))
+    return [
+        (attr, node, flavour)
+        for attr, (node, flavour) in sorted(candidates.items())
+        if attr in consumed and attr not in renewed
+    ]
+
+
+def wrapped_one_shots(ctx):
+    """(call, message) for each ``IterableWrapper(one_shot_iterator, ...)`` of the file: the
+    pipe re-iterates an iterator the first epoch drained."""
+    for call in ctx.nodes(cst.Call):
+        if not is_reiterating_wrapper(ctx, call) or is_test_code(ctx, call):
+            continue  # a test wraps a generator to drain it once
+        kind = one_shot(ctx, call.args[0].value)
+        if kind is None or (kind != GENERATOR and wraps_without_copy(ctx, call) is not True):
+            continue
+        wrapper = " ".join(ctx.code(call.func).split())
+        why = (
+            "a generator cannot be deep-copied, so the wrapper falls back to the generator itself"
+            if kind == GENERATOR
+            else "with `deepcopy=False` the wrapper iterates that same object"
+        )
+        yield call, (
+            f"`{wrapper}` wraps a one-shot iterator and re-iterates it every epoch ({why}): the first epoch "
+            "drains it, so every later pass over the pipe, and every later epoch of a DataLoader over it, "
+            "yields 0 samples"
+        )
 
 
 # --------------------------------------------------------------------------- DSL304
