@@ -299,7 +299,8 @@ def _passed_iterator(ctx, cls, init: cst.FunctionDef, value) -> Optional[Tuple[c
     if not any(p.name.value == value.value for p in params) or ctx.method_class(init) is not cls:
         return None
     if any(
-        isinstance(node, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign)) and value.value in _bound_names(node.target)
+        isinstance(node, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr))
+        and value.value in _bound_names(node.target)
         for node in iter_subtree(init.body, into_scopes=False)
     ):
         return None  # rebound before or after: not simply what the caller passed
@@ -310,7 +311,14 @@ def _passed_iterator(ctx, cls, init: cst.FunctionDef, value) -> Optional[Tuple[c
 
 
 def _bound_names(target) -> Set[str]:
-    return {n.value for n in iter_subtree(target, into_scopes=False) if isinstance(n, cst.Name)}
+    """Plain names a target binds (``x``, ``a, *b``), not attributes or subscripts."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return {n for e in target.elements for n in _bound_names(e.value)}
+    if isinstance(target, cst.StarredElement):
+        return _bound_names(target.value)
+    return set()
 
 
 def init_iterators(ctx, cls, init: cst.FunctionDef) -> Dict[str, Tuple[cst.CSTNode, str]]:
