@@ -16,6 +16,7 @@ import libcst as cst
 
 from dslint.semantics import lifetimes as lt
 from dslint.semantics.calls import UNKNOWN
+from dslint.semantics.passed_iterators import PASSED, passed_one_shot
 from dslint.semantics.classes import called_method, find_method
 from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.walk import iter_subtree
@@ -118,7 +119,6 @@ class InitValues:
 FILE = "file"
 ITERATOR = "iterator"
 CURSOR = "cursor"
-PASSED = "passed"  # a one-shot iterator the callers of __init__ pass in
 
 _ITER_BUILTINS = frozenset(
     {"builtins.iter", "builtins.map", "builtins.filter", "builtins.zip", "builtins.enumerate", "builtins.reversed"}
@@ -289,38 +289,6 @@ def one_shot(ctx, expr: Optional[cst.CSTNode], depth: int = 0) -> Optional[str]:
     return None
 
 
-def _passed_iterator(ctx, cls, init: cst.FunctionDef, value) -> Optional[Tuple[cst.CSTNode, str]]:
-    """``self.x = param``, a parameter of ``__init__`` never rebound there, where some
-    construction of the class in the project passes a one-shot iterator: (value, PASSED)."""
-    if not isinstance(value, cst.Name) or ctx.enclosing_function(value) is not init:
-        return None
-    positional = [*init.params.posonly_params, *init.params.params]
-    params = positional + list(init.params.kwonly_params)
-    if not any(p.name.value == value.value for p in params) or ctx.method_class(init) is not cls:
-        return None
-    if any(
-        isinstance(node, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr))
-        and value.value in _bound_names(node.target)
-        for node in iter_subtree(init.body, into_scopes=False)
-    ):
-        return None  # rebound before or after: not simply what the caller passed
-    names = [p.name.value for p in positional][1:]  # without self
-    position = names.index(value.value) if value.value in names else None
-    callers = ctx.view.one_shot_arguments(ctx.qualname_of_def(cls), position, value.value)
-    return (value, PASSED) if callers else None
-
-
-def _bound_names(target) -> Set[str]:
-    """Plain names a target binds (``x``, ``a, *b``), not attributes or subscripts."""
-    if isinstance(target, cst.Name):
-        return {target.value}
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return {n for e in target.elements for n in _bound_names(e.value)}
-    if isinstance(target, cst.StarredElement):
-        return _bound_names(target.value)
-    return set()
-
-
 def init_iterators(ctx, cls, init: cst.FunctionDef) -> Dict[str, Tuple[cst.CSTNode, str]]:
     """Attributes ``__init__`` binds to a one-shot iterator: attr -> (creating node, FILE/ITERATOR/CURSOR)."""
     values = InitValues(ctx, init)
@@ -329,7 +297,7 @@ def init_iterators(ctx, cls, init: cst.FunctionDef) -> Dict[str, Tuple[cst.CSTNo
         if len(assigned) != 1 or assigned[0] is None:
             continue
         value = assigned[0]
-        source = _iterator_source(ctx, cls, values, value) or _passed_iterator(ctx, cls, init, value)
+        source = _iterator_source(ctx, cls, values, value) or passed_one_shot(ctx, cls, init, value)
         if source is not None:
             found[attr] = source
             continue
