@@ -348,6 +348,8 @@ class ProjectIndex:
         "collections.abc.Iterator": ("__iter__", "__next__"),
     }
 
+    KNOWN_BASES = _KNOWN_BASES
+
     def class_method(self, qualified: str, from_path: str, name: str) -> Optional[dict]:
         """Kind of the project class named ``qualified`` and whether it has method ``name``.
 
@@ -427,71 +429,3 @@ class ProjectIndex:
                         table.setdefault(located, []).append(facts)
             self._worker_init_table = table
         return table.get(key, [])
-
-    # ---------------------------------------------------------------- inherited iteration
-    def first_definer(self, key: Key, name: str, _seen=None):
-        """The project class whose ``name`` an instance of ``key`` uses, following the bases
-        in order (depth first, as Python's MRO does for these hierarchies): its key, None
-        when no class defines it, or ``"unknown"`` when a base outside the project that
-        may define it (torch's own dataset bases included) comes first."""
-        seen = _seen if _seen is not None else set()
-        if key in seen:
-            return None
-        seen.add(key)
-        info = self.class_info(key)
-        if name in info["methods"]:
-            return key
-        for base in info["bases"]:
-            located = self.locate(canonical(base), key[0]) if base else None
-            if located is None or located == key:
-                known = self._KNOWN_BASES.get(canonical(base)) if base else None
-                if known is not None and name not in known:
-                    continue
-                return "unknown"
-            found = self.first_definer(located, name, seen)
-            if found is not None:
-                return found
-        return None
-
-    def iterable_heirs(self, key: Key, name: str) -> List[Key]:
-        """IterableDataset classes of the project that are not ``key``'s kind themselves but use
-        its method ``name`` (a plain class whose ``__iter__`` a torch subclass inherits)."""
-        if self.class_kind(key) is not None or name not in self.class_info(key)["methods"]:
-            return []
-        heirs = []
-        for path, summary in self.summaries.items():
-            for qual, info in summary["classes"].items():
-                other = (path, qual)
-                if other == key or name in info["methods"] or self.class_kind(other) != ITERABLE:
-                    continue
-                if self.first_definer(other, name) == key:
-                    heirs.append(other)
-        return heirs
-
-    def one_shot_arguments(self, key: Key, position: Optional[int], keyword: str) -> List[str]:
-        """Modules that construct class ``key`` (or a subclass using its ``__init__``) passing a
-        one-shot iterator (a generator expression, ``iter()``/``map()``..., a call of a
-        generator function of the project) at parameter ``position``/``keyword`` of
-        ``__init__`` (position counted without ``self``)."""
-        table = getattr(self, "_passed_table", None)
-        if table is None:
-            table = self._passed_table = {}
-            for path, summary in self.summaries.items():
-                for record in summary.get("passed_iterators", ()):
-                    located = self.locate(canonical(record[0]), path)
-                    if located is not None:
-                        table.setdefault(located, []).append((path, record))
-        found = set()
-        for cls, records in table.items():
-            if cls != key and self.first_definer(cls, "__init__") != key:
-                continue
-            for path, (_, where, kind, target) in records:
-                if where != keyword and (position is None or where != position):
-                    continue
-                if kind == "call":
-                    facts = self.function_by_name(canonical(target), path)
-                    if not (facts and facts.get("gen")):
-                        continue
-                found.add(self.summaries[path]["module"])
-        return sorted(found)
-

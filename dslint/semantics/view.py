@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import List, Optional
 
+from dslint.semantics.inheritance import iterable_heirs, one_shot_arguments
 from dslint.semantics.modules import canonical
 from dslint.semantics.project import ProjectIndex
 
@@ -83,7 +84,7 @@ class View:
         index = self._index
         heirs = [
             {"name": f"{index.summaries[k[0]]['module']}.{k[1]}", "loaders": index.loaders_over(k)}
-            for k in index.iterable_heirs((self.path, qual), name)
+            for k in iterable_heirs(index, (self.path, qual), name)
         ] if qual in index.summaries.get(self.path, {}).get("classes", {}) else []
         return self._record("iterable_heirs", [qual, name], heirs)
 
@@ -91,7 +92,7 @@ class View:
         """Modules that construct this file's class ``qual`` with a one-shot iterator at that
         parameter of its ``__init__`` (``project.ProjectIndex.one_shot_arguments``)."""
         known = qual in self._index.summaries.get(self.path, {}).get("classes", {})
-        answer = self._index.one_shot_arguments((self.path, qual), position, keyword) if known else []
+        answer = one_shot_arguments(self._index, (self.path, qual), position, keyword) if known else []
         return self._record("one_shot_arguments", [qual, position, keyword], answer)
 
 
