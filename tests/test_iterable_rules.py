@@ -747,7 +747,7 @@ def test_more_cases(tmp_path, code, kind, case):
     run_case(tmp_path, code, kind, case)
 
 
-STREAM = """
+PASSED_STREAM = """
 import torch
 
 
@@ -772,7 +772,7 @@ def test_iterators_passed_in_only_by_tests_and_heirs_only_in_tests_are_left_alon
     only in a test does not make a plain class's ``__iter__`` a dataset's."""
     write_files(tmp_path, {
         "pkg/__init__.py": "",
-        "pkg/stream.py": STREAM,
+        "pkg/stream.py": PASSED_STREAM,
         "pkg/lines.py": PLAIN_ITER,
         "pkg/use.py": "from pkg.stream import Stream\n\nds = Stream(['a', 'b'])\n",
         "tests/test_stream.py": (
