@@ -79,7 +79,8 @@ def _collect(paths: Sequence[str], settings: Settings, options: CheckOptions,
     if excluded is not None:
         excluded.extend(discovery.excluded_explicit)
     # the rest of the named files' packages: read for cross-file facts, never reported
-    candidates.extend(context_candidates(paths, candidates, discovery))
+    stdin = [item.abspath for item in inputs if options.stdin_filename]
+    candidates.extend(context_candidates(paths, candidates, discovery, stdin))
     return inputs, candidates
 
 

@@ -77,9 +77,12 @@ def _walk(discovery: Discovery, root: str, whole: bool, found: List[str]) -> boo
     return True
 
 
-def context_candidates(paths: Sequence[str], candidates: Sequence[Candidate], discovery: Discovery) -> List[Candidate]:
+def context_candidates(paths: Sequence[str], candidates: Sequence[Candidate], discovery: Discovery,
+                       stdin: Sequence[str] = ()) -> List[Candidate]:
     """The files of the named files' packages that were not named themselves (a root
-    inside a directory that was named was walked already)."""
+    inside a directory that was named was walked already). ``stdin``: the paths source
+    read from stdin stands for (``--stdin-filename``): its file on disk is not read."""
+    candidates = [*candidates, *(Candidate(path, path) for path in stdin)]
     given: Set[str] = {c.abspath for c in candidates}
     walked = [os.path.abspath(p) for p in paths if p != "-" and os.path.isdir(p)]
     roots: Dict[str, bool] = {}

@@ -185,6 +185,10 @@ def test_findings_do_not_depend_on_which_files_of_the_project_are_named(tmp_path
     for name in CROSS_FILE_PROJECT:
         alone = _findings(run_cli(*flags, name, cwd=repo))
         assert alone == [f for f in whole if f[0].endswith(name)], name
+    # source read from stdin for a file of the package (an editor) sees the package too
+    seeding = "pkg/sub/seeding.py"
+    piped = _findings(run_cli(*flags, "--stdin-filename", seeding, "-", cwd=repo, input=(repo / seeding).read_bytes()))
+    assert [f[1:] for f in piped] == [f[1:] for f in whole if f[0].endswith(seeding)] != []
     # a sub-package named alone sees the rest of its top-level package too
     assert _findings(run_cli(*flags, "pkg/sub", cwd=repo)) == [f for f in whole if "/pkg/sub/" in f[0]]
 
