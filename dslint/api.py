@@ -16,6 +16,7 @@ from dslint.config import Settings
 from dslint.report import Finding
 from dslint.discovery import Discovery
 from dslint.engine import CheckResult, FileInput
+from dslint.project_files import ContextCandidate, context_candidates
 
 if TYPE_CHECKING:  # (the notebook modules load only when a notebook is checked)
     from dslint.notebooks import Notebook
@@ -77,6 +78,9 @@ def _collect(paths: Sequence[str], settings: Settings, options: CheckOptions,
     candidates = discovery.collect(file_paths)
     if excluded is not None:
         excluded.extend(discovery.excluded_explicit)
+    # the rest of the named files' packages: read for cross-file facts, never reported
+    stdin = [item.abspath for item in inputs if options.stdin_filename]
+    candidates.extend(context_candidates(paths, candidates, discovery, stdin))
     return inputs, candidates
 
 
@@ -92,6 +96,12 @@ def _stat(candidate) -> object:
 
 
 def _read(candidate, st, notebooks: Dict[str, Notebook]) -> FileInput:
+    item = _read_file(candidate, st, notebooks)
+    item.context = isinstance(candidate, ContextCandidate)
+    return item
+
+
+def _read_file(candidate, st, notebooks: Dict[str, Notebook]) -> FileInput:
     if candidate.missing:
         return FileInput(candidate.path, candidate.abspath, error=f"{candidate.path}: No such file or directory")
     if candidate.error is not None:
@@ -140,8 +150,9 @@ def _run_record(settings: Settings, options: CheckOptions, inputs, stats) -> Opt
         if st is None or isinstance(st, OSError) or not stat.S_ISREG(st.st_mode) or is_notebook(candidate.path):
             return None
         files.append((candidate.path, candidate.abspath, candidate.explicit, st.st_size, st.st_mtime_ns))
+    context = sorted(c.abspath for c, _ in stats if isinstance(c, ContextCandidate))
     key = json.dumps([settings.analysis_key(), settings.per_file_ignores, str(settings.root), settings.max_file_size,
-                      options.use_prefilter], sort_keys=True)
+                      options.use_prefilter, context], sort_keys=True)
     return RunRecord(default_cache_dir(Path(settings.root), settings.cache_dir), run_key(settings.analysis_key()), key, files)
 
 

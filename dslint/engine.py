@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Set, Tuple
 
 from dslint.config import Settings
+from dslint.project_files import reached_files
 from dslint.report import ERROR, Finding
 from dslint.rules.base import all_rules
 from dslint.semantics.modules import module_name_for
@@ -48,6 +49,8 @@ class FileInput:
     explicit: bool = False
     #: (size, mtime_ns) when read from disk: the cache trusts an unchanged stat before hashing
     stat: Optional[Tuple[int, int]] = None
+    #: a file of a named file's package (``project_files.py``): read for cross-file facts, never reported
+    context: bool = False
 
 
 @dataclass
@@ -109,19 +112,19 @@ class Engine:
         from dslint.source import SourceError, decode
 
         clock = _Clock()
-        result = CheckResult(files=len(inputs), timings=clock.laps)
+        result = CheckResult(files=sum(not item.context for item in inputs), timings=clock.laps)
         self._parsed_now: Set[str] = set()
         texts: Dict[str, str] = {}
         modules: Dict[str, Tuple[str, bool]] = {}
         sizes: Dict[str, int] = {}
         for item in inputs:
-            if item.error is not None:
-                result.diagnostics.append(io_error(item.path, item.error))
-                continue
             try:
+                if item.error is not None:
+                    raise SourceError(item.error)
                 source = decode(item.data or b"", item.path)
             except SourceError as exc:
-                result.diagnostics.append(io_error(item.path, str(exc)))
+                if not item.context:
+                    result.diagnostics.append(io_error(item.path, str(exc)))
                 continue
             texts[item.path] = source.text
             sizes[item.path] = len(item.data or b"")
@@ -141,7 +144,8 @@ class Engine:
         limit = self.settings.max_file_size
         too_large = {path for path, size in sizes.items() if size > limit}
         explicit = {item.path for item in inputs if item.explicit and item.path in texts}
-        refused = (chosen | explicit) & too_large
+        context = {item.path for item in inputs if item.context and item.path in texts}
+        refused = (chosen | explicit) & too_large - context
         for path in sorted(refused):
             result.diagnostics.append(_too_large(path, sizes[path], limit))
         chosen -= too_large
@@ -164,9 +168,9 @@ class Engine:
                 rounds += 1
                 self._phase1(sorted(pending), texts, modules, cached, shards, summaries, result)
                 index = ProjectIndex(summaries, by_module)
-                reached = _reached_files(index, summaries, by_module)
+                reached = reached_files(index, summaries, by_module)
                 pending = {p for p in reached if p not in chosen}
-                for path in sorted(pending & too_large - refused):
+                for path in sorted(pending & too_large - refused - context):
                     refused.add(path)
                     result.diagnostics.append(_too_large(path, sizes[path], limit))
                 pending -= too_large
@@ -174,10 +178,10 @@ class Engine:
             clock.lap("parse + summaries")
             if index is None or pending:  # (otherwise the last round's index is this one)
                 index = ProjectIndex(summaries, by_module)
-            self._phase2(sorted(chosen), texts, modules, cached, shards, summaries, index, result, by_module)
+            self._phase2(sorted(chosen - context), texts, modules, cached, shards, summaries, index, result, by_module)
             clock.lap("rules")
             result.processes = shards.count
-        result.selected = len(chosen)
+        result.selected = len(chosen - context)
         if self.cache is not None:
             self.cache.save()
         self._per_file_ignores(result)
@@ -284,31 +288,6 @@ class _Clock:
         now = self._now()
         self.laps[name] = self.laps.get(name, 0.0) + now - self._last
         self._last = now
-
-
-def _reached_files(index: ProjectIndex, summaries: Dict[str, dict], by_module: Dict[str, List[str]]) -> Set[str]:
-    """Files (not yet summarised) that define something dataset code refers to."""
-    wanted: Set[str] = set()
-    per_sample_by_path: Dict[str, List[tuple]] = {}
-    for key in index.per_sample:
-        per_sample_by_path.setdefault(key[0], []).append(key)
-    for path, summary in summaries.items():
-        for cls in summary["classes"].values():
-            wanted.update(b for b in cls["bases"] if b)
-        for key in per_sample_by_path.get(path, ()):
-            facts = index.function_facts(key)
-            for kind, target, _ in facts["calls"] if facts else ():
-                if kind == "func":
-                    wanted.add(target)
-        wanted.update(summary.get("references", ()))
-    found: Set[str] = set()
-    for qualified in wanted:
-        parts = qualified.split(".")
-        for i in range(len(parts) - 1, 0, -1):
-            for path in by_module.get(".".join(parts[:i]), ()):
-                if path not in summaries:
-                    found.add(path)
-    return found
 
 
 # ---------------------------------------------------------------------- shards

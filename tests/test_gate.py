@@ -95,3 +95,118 @@ def test_noqa_on_the_statement_or_the_argument_line_suppresses_a_multiline_call(
     text = (tmp_path / "loaders.py").read_text()
     assert text.count("# noqa: DSL501") == 3  # DSL001 never removes a noqa that suppresses something
     assert "d = DataLoader(ds, sampler=RandomSampler(ds))" in text
+
+
+# A package whose findings need facts from other files: a dataset base class, a
+# DataLoader built elsewhere over a dataset (its num_workers and worker_init_fn), a
+# worker_init_fn defined in one file and passed to a DataLoader in another, and a
+# script directory (no __init__.py) whose modules import each other by plain name.
+CROSS_FILE_PROJECT = {
+    "pkg/__init__.py": "",
+    "pkg/base.py": (
+        "from torch.utils.data import Dataset\n\n\n"
+        "class Base(Dataset):\n"
+        "    def __init__(self, root):\n        self.root = root\n\n"
+        "    def __len__(self):\n        return 10\n\n\n"
+        "class Reader:\n"
+        "    def __init__(self, files):\n        self.files = files\n\n"
+        "    def __iter__(self):\n"
+        "        for name in self.files:\n"
+        "            with open(name) as f:\n"
+        "                yield from f\n"
+    ),
+    "pkg/data.py": (
+        "from torch.utils.data import IterableDataset\n\n"
+        "from pkg.base import Base, Reader\n\n\n"
+        "class Items(Base):\n"
+        "    def __getitem__(self, index):\n        return index\n\n\n"
+        "class Stream(IterableDataset):\n"
+        "    def __init__(self, files):\n        self.files = files\n\n"
+        "    def __iter__(self):\n"
+        "        for name in self.files:\n"
+        "            with open(name) as f:\n"
+        "                for line in f:\n"
+        "                    yield line\n\n\n"
+        "class Lines(Reader, IterableDataset):\n    pass\n"
+    ),
+    "pkg/sub/__init__.py": "",
+    "pkg/sub/seeding.py": "import numpy as np\n\n\ndef worker_init(worker_id):\n    np.random.seed(0)\n",
+    "pkg/train.py": (
+        "from torch.utils.data import DataLoader\n\n"
+        "from pkg.data import Items, Lines, Stream\n"
+        "from pkg.sub.seeding import worker_init\n\n"
+        "stream = DataLoader(Stream(['a.txt']), num_workers=4, worker_init_fn=worker_init)\n"
+        "lines = DataLoader(Lines(['a.txt']), num_workers=2)\n"
+        "items = DataLoader(Items('root'), batch_size=4, num_workers=2, worker_init_fn=worker_init)\n"
+        "once = Stream(name for name in ['a.txt', 'b.txt'])\n"
+    ),
+    "scripts/shard.py": (
+        "import torch\n\n\n"
+        "def shard(worker_id):\n"
+        "    info = torch.utils.data.get_worker_info()\n"
+        "    info.dataset.files = info.dataset.files[worker_id::info.num_workers]\n"
+    ),
+    "scripts/files.py": (
+        "from torch.utils.data import IterableDataset\n\n\n"
+        "class Files(IterableDataset):\n"
+        "    def __init__(self, files):\n        self.files = files\n\n"
+        "    def __iter__(self):\n"
+        "        for f in self.files:\n"
+        "            yield f\n"
+    ),
+    "scripts/run.py": (
+        "from torch.utils.data import DataLoader\n\n"
+        "from files import Files\nfrom shard import shard\n\n"
+        "loader = DataLoader(Files(['a', 'b']), num_workers=4, worker_init_fn=shard)\n"
+    ),
+}
+
+
+def _findings(run):
+    import json
+
+    assert run.returncode in (0, 1), run.stderr
+    return sorted(
+        (d["filename"], d["location"]["row"], d["location"]["column"], d["code"], d["severity"], d["message"])
+        for d in json.loads(run.stdout)
+    )
+
+
+def test_findings_do_not_depend_on_which_files_of_the_project_are_named(tmp_path):
+    """Every file's findings are the same whether it is checked alone or with its whole
+    project: the rest of its package is read for cross-file facts (never reported)."""
+    repo = _repo(tmp_path, CROSS_FILE_PROJECT, ignore="")
+    flags = ("check", "--no-cache", "--output-format", "json", "--preview", "--select", "ALL")
+    whole = _findings(run_cli(*flags, "pkg", "scripts", cwd=repo))
+    codes = {f[3] for f in whole}
+    # the project exercises cross-file facts of several families
+    assert {"DSL302", "DSL303", "DSL403"} <= codes, whole
+    assert any(f[3] == "DSL303" and f[0].endswith("pkg/base.py") for f in whole), "an inherited __iter__"
+    for name in CROSS_FILE_PROJECT:
+        alone = _findings(run_cli(*flags, name, cwd=repo))
+        assert alone == [f for f in whole if f[0].endswith(name)], name
+    # source read from stdin for a file of the package (an editor) sees the package too
+    seeding = "pkg/sub/seeding.py"
+    piped = _findings(run_cli(*flags, "--stdin-filename", seeding, "-", cwd=repo, input=(repo / seeding).read_bytes()))
+    assert [f[1:] for f in piped] == [f[1:] for f in whole if f[0].endswith(seeding)] != []
+    # a sub-package named alone sees the rest of its top-level package too
+    assert _findings(run_cli(*flags, "pkg/sub", cwd=repo)) == [f for f in whole if "/pkg/sub/" in f[0]]
+
+
+def test_a_named_file_is_rechecked_when_another_file_of_its_package_changes(tmp_path):
+    """The cache (and the record of a whole run) covers the files read for context."""
+    repo = _repo(tmp_path, CROSS_FILE_PROJECT, ignore="")
+    flags = ("check", "--output-format", "json", "--select", "DSL403")
+    first = _findings(run_cli(*flags, "pkg/sub/seeding.py", cwd=repo))
+    assert [f[3] for f in first] == ["DSL403"]
+    assert _findings(run_cli(*flags, "pkg/sub/seeding.py", cwd=repo)) == first
+    train = repo / "pkg/train.py"
+    train.write_text(train.read_text().replace("worker_init_fn=worker_init", "worker_init_fn=None"))
+    assert _findings(run_cli(*flags, "pkg/sub/seeding.py", cwd=repo)) == []
+
+
+def test_excluded_files_of_the_package_are_not_read_for_context(tmp_path):
+    repo = _repo(tmp_path, CROSS_FILE_PROJECT, ignore="")
+    (repo / "pyproject.toml").write_text('[tool.dslint]\nextend-exclude = ["pkg/train.py"]\n')
+    run = run_cli("check", "--no-cache", "--output-format", "json", "--select", "DSL403", "pkg/sub/seeding.py", cwd=repo)
+    assert _findings(run) == []

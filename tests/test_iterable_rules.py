@@ -745,3 +745,43 @@ MORE_CASES = [
 )
 def test_more_cases(tmp_path, code, kind, case):
     run_case(tmp_path, code, kind, case)
+
+
+PASSED_STREAM = """
+import torch
+
+
+class Stream(torch.utils.data.IterableDataset):
+    def __init__(self, rows):
+        self.rows = rows
+
+    def __iter__(self):
+        yield from self.rows
+"""
+
+PLAIN_ITER = """
+class Lines:
+    def __iter__(self):
+        with open(self.path) as f:
+            yield from f
+"""
+
+
+def test_iterators_passed_in_only_by_tests_and_heirs_only_in_tests_are_left_alone(tmp_path):
+    """A test that passes a generator drains it once on purpose; an IterableDataset defined
+    only in a test does not make a plain class's ``__iter__`` a dataset's."""
+    write_files(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/stream.py": PASSED_STREAM,
+        "pkg/lines.py": PLAIN_ITER,
+        "pkg/use.py": "from pkg.stream import Stream\n\nds = Stream(['a', 'b'])\n",
+        "tests/test_stream.py": (
+            "import torch\nfrom pkg.lines import Lines\nfrom pkg.stream import Stream\n\n\n"
+            "class TorchLines(Lines, torch.utils.data.IterableDataset):\n    pass\n\n\n"
+            "def check():\n    assert list(Stream(x for x in 'ab')) == ['a', 'b']\n"
+        ),
+    })
+    assert _findings(tmp_path, "DSL302") == []
+    assert [d for d in _findings(tmp_path, "DSL303") if d.path.endswith("lines.py")] == []
+    (tmp_path / "pkg/use.py").write_text("from pkg.stream import Stream\n\nds = Stream(iter(['a', 'b']))\n")
+    assert [(d.path.rsplit("/", 1)[-1], d.row) for d in _findings(tmp_path, "DSL302")] == [("stream.py", 6)]

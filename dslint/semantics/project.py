@@ -383,6 +383,8 @@ class ProjectIndex:
         "collections.abc.Iterator": ("__iter__", "__next__"),
     }
 
+    KNOWN_BASES = _KNOWN_BASES
+
     def class_method(self, qualified: str, from_path: str, name: str) -> Optional[dict]:
         """Kind of the project class named ``qualified`` and whether it has method ``name``.
 

@@ -16,6 +16,7 @@ import libcst as cst
 
 from dslint.semantics import lifetimes as lt
 from dslint.semantics.calls import UNKNOWN
+from dslint.semantics.passed_iterators import PASSED, passed_one_shot
 from dslint.semantics.classes import called_method, find_method
 from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.walk import iter_subtree
@@ -296,7 +297,7 @@ def init_iterators(ctx, cls, init: cst.FunctionDef) -> Dict[str, Tuple[cst.CSTNo
         if len(assigned) != 1 or assigned[0] is None:
             continue
         value = assigned[0]
-        source = _iterator_source(ctx, cls, values, value)
+        source = _iterator_source(ctx, cls, values, value) or passed_one_shot(ctx, cls, init, value)
         if source is not None:
             found[attr] = source
             continue

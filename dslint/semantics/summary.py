@@ -284,6 +284,55 @@ def _loader_receivers(tree: TreeIndex, names: ModuleNames) -> List[str]:
     return sorted(out)
 
 
+_ONE_SHOT_BUILTINS = frozenset(
+    {"builtins.iter", "builtins.map", "builtins.filter", "builtins.zip", "builtins.enumerate", "builtins.reversed"}
+)
+
+
+def _passed_iterators(tree: TreeIndex, names: ModuleNames) -> List[list]:
+    """Arguments of class constructions (a called name whose last part, less leading
+    underscores, is capitalised) that may be one-shot iterators: ``[callee, position or
+    keyword, "gen" | "iter" | "call", the called function for "call"]``. The index decides
+    whether a "call" makes a generator (a generator function of the project)."""
+    found = []
+    for call in tree.nodes(cst.Call):
+        if not isinstance(call.func, (cst.Name, cst.Attribute)):
+            continue
+        last = (call.func.attr if isinstance(call.func, cst.Attribute) else call.func).value.lstrip("_")
+        if not last[:1].isupper() or any(
+            type(a) is cst.FunctionDef and a.name.value.startswith("test_") for a in tree.ancestors(call)
+        ):
+            continue  # (a test function drains what it passes once, on purpose)
+        callee = None
+        position = 0
+        for arg in call.args:
+            if arg.star:
+                if arg.keyword is None and arg.star == "*":
+                    position = None  # positions after *args are unknown
+                continue
+            where = arg.keyword.value if arg.keyword is not None else position
+            if arg.keyword is None and position is not None:
+                position += 1
+            if where is None:
+                continue
+            value, kind, target = arg.value, None, None
+            if isinstance(value, cst.GeneratorExp):
+                kind = "gen"
+            elif isinstance(value, cst.Call) and isinstance(value.func, (cst.Name, cst.Attribute)):
+                target = names.qualname(value.func)
+                if target in _ONE_SHOT_BUILTINS and not (target == "builtins.iter" and len(value.args) != 1):
+                    kind, target = "iter", None
+                elif target and not target.startswith("builtins."):
+                    kind = "call"
+            if kind is None:
+                continue
+            callee = callee or names.qualname(call.func)
+            if callee is None:
+                break
+            found.append([callee, where, kind, target])
+    return found
+
+
 def _is_worker_info_ref(node: cst.CSTNode, names: ModuleNames) -> bool:
     parts = dotted_parts(node)
     if not parts or parts[-1] not in names.call_tails({"get_worker_info"}):  # aliases too
@@ -330,4 +379,5 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         "epoch_results": epoch_results,
         "set_epoch": any(n.value == "set_epoch" for n in tree.nodes(cst.Name))
         or any("set_epoch" in n.value for n in tree.nodes(cst.SimpleString)),
+        "passed_iterators": _passed_iterators(tree, names),
     }

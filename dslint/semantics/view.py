@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import List, Optional
 
+from dslint.semantics.inheritance import iterable_heirs, one_shot_arguments
 from dslint.semantics.modules import canonical
 from dslint.semantics.project import ProjectIndex
 
@@ -88,6 +89,23 @@ class View:
         index, located = self._index, self._index.locate(canonical(qualified), self.path)
         method = index.find_method(index.mro(located), name) if located is not None else None
         return self._record("method_facts", [qualified, name], index.function_facts(method) if method else None)
+
+    def iterable_heirs(self, qual: str, name: str) -> List[dict]:
+        """The project's IterableDataset classes that inherit method ``name`` of this file's
+        (non-dataset) class ``qual``: their names and the facts of DataLoaders over them."""
+        index = self._index
+        heirs = [
+            {"name": f"{index.summaries[k[0]]['module']}.{k[1]}", "loaders": index.loaders_over(k)}
+            for k in iterable_heirs(index, (self.path, qual), name)
+        ] if qual in index.summaries.get(self.path, {}).get("classes", {}) else []
+        return self._record("iterable_heirs", [qual, name], heirs)
+
+    def one_shot_arguments(self, qual: str, position: Optional[int], keyword: str) -> List[str]:
+        """Modules that construct this file's class ``qual`` with a one-shot iterator at that
+        parameter of its ``__init__`` (``project.ProjectIndex.one_shot_arguments``)."""
+        known = qual in self._index.summaries.get(self.path, {}).get("classes", {})
+        answer = one_shot_arguments(self._index, (self.path, qual), position, keyword) if known else []
+        return self._record("one_shot_arguments", [qual, position, keyword], answer)
 
 
 def replay(index: ProjectIndex, path: str, log: List[list]) -> bool:

@@ -3,7 +3,7 @@ DSL303's judgement of whether a stream shards itself (or cannot be judged)."""
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Optional, Set
+from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -12,8 +12,14 @@ from dslint.semantics.classes import all_methods, find_method, reached_methods
 from dslint.semantics.names import canonical, dotted_parts
 from dslint.semantics.project import ITERABLE
 from dslint.semantics.regions import self_attr, self_name
-from dslint.semantics.streams import CURSOR, FILE, assigned_attrs, target_attrs
+from dslint.semantics.libraries import is_reiterating_wrapper, wraps_without_copy
+from dslint.semantics.loops import is_test_code
+from dslint.semantics.streams import (
+    CURSOR, FILE, GENERATOR, PASSED, assigned_attrs, init_iterators, iterated_attrs, one_shot, returns_self,
+    target_attrs,
+)
 from dslint.semantics.walk import iter_subtree
+from dslint.semantics.worker_info import mentions_worker_info
 
 DATAPIPE_ROOTS = [
     "torch.utils.data.IterDataPipe",
@@ -36,6 +42,55 @@ def is_datapipe_or_chain(ctx, cls: cst.ClassDef) -> bool:
 def iterable_classes(ctx) -> List[cst.ClassDef]:
     """The file's IterableDataset classes, less DataPipes and ChainDatasets."""
     return [c for c in ctx.dataset_classes() if ctx.class_kind(c) == ITERABLE and not is_datapipe_or_chain(ctx, c)]
+
+
+def inherited_iter_bases(ctx) -> List[Tuple[cst.ClassDef, cst.FunctionDef, List[dict]]]:
+    """The file's plain (non-dataset) classes whose ``__iter__`` an IterableDataset of the
+    project inherits (``class TorchStream(Stream, IterableDataset): pass``, in any file):
+    (class, its ``__iter__``, the heirs as ``View.iterable_heirs`` gives them)."""
+    found = []
+    for cls in ctx.nodes(cst.ClassDef):
+        iter_func = find_method(ctx, cls, "__iter__")
+        if iter_func is None or ctx.method_class(iter_func) is not cls or ctx.class_kind(cls) is not None:
+            continue
+        heirs = ctx.view.iterable_heirs(ctx.qualname_of_def(cls), "__iter__")
+        if heirs:
+            found.append((cls, iter_func, heirs))
+    return found
+
+
+def literal_workers(loaders: List[dict]) -> Optional[List[int]]:
+    """The literal ``num_workers`` of DataLoaders over a class; None when there are
+    DataLoaders and every one of them has a literal 0 or 1 (no worker replays anything)."""
+    workers = [facts.get("num_workers") for facts in loaders]
+    literal = [w for w in workers if isinstance(w, int) and not isinstance(w, bool)]
+    if loaders and len(literal) == len(workers) and all(w in (0, 1) for w in literal):
+        return None
+    return literal
+
+
+def sharding_message(ctx, cls: cst.ClassDef, heirs: Optional[List[dict]], many: List[int]) -> str:
+    """DSL303's message for the ``__iter__`` of ``cls`` (inherited by ``heirs``, if any)."""
+    if many:
+        times = f"with `num_workers={many[-1]}` every sample arrives {many[-1]} times per epoch"
+    else:
+        times = "with N workers every sample arrives N times per epoch (2 workers: 200 items, 100 unique)"
+    if any(mentions_worker_info(ctx, f) for f in all_methods(ctx, cls)):
+        consults = (
+            "reads `torch.utils.data.get_worker_info()` only to seed a random generator (or to test it "
+            "for None), which does not split the data,"
+        )
+    else:
+        consults = "never consults `torch.utils.data.get_worker_info()`"
+    heir = ""
+    if heirs:
+        names = ", ".join(f"`{h['name'].rsplit('.', 1)[-1]}`" for h in heirs[:2])
+        heir = f" (inherited by the IterableDataset {names}{' and others' if len(heirs) > 2 else ''})"
+    return (
+        f"`{cls.name.value}.__iter__`{heir} {consults} and no "
+        f"`worker_init_fn` shards it: each DataLoader worker replays the whole stream, so {times}; "
+        "torch's length warning misses it when `batch_size > 1`"
+    )
 
 
 # --------------------------------------------------------------------------- DSL301's fix
@@ -175,6 +230,16 @@ def rewound_attrs(funcs: Iterable[cst.FunctionDef]) -> Set[str]:
     return found
 
 
+def iteration_methods(ctx, cls, iter_func) -> List[cst.FunctionDef]:
+    """The methods one pass over the dataset runs: what ``__iter__`` reaches, and what
+    ``__next__`` reaches when ``__iter__`` hands back ``self``."""
+    funcs = reached_methods(ctx, cls, iter_func)
+    next_func = find_method(ctx, cls, "__next__")
+    if next_func is not None and returns_self(iter_func):
+        funcs += [f for f in reached_methods(ctx, cls, next_func) if not any(f is g for g in funcs)]
+    return funcs
+
+
 def init_only(ctx, cls, init) -> List[cst.FunctionDef]:
     """``__init__`` and the methods it calls (``self._setup()``) that no other method reaches."""
     helpers = [m for m in reached_methods(ctx, cls, init) if m is not init]
@@ -190,12 +255,63 @@ def state_message(attr: str, flavour: str) -> str:
             "epoch after the first yields 0 samples, with or without workers (forked workers share one file "
             "offset, which stays at end-of-file and splits the lines between workers unpredictably)"
         )
+    if flavour == PASSED:
+        return (
+            f"`self.{attr}` keeps the one-shot iterator that constructions of the class pass in (a generator or "
+            "iterator, made once per dataset) and `__iter__` drains it: the first epoch exhausts it, so every later "
+            "epoch or pass yields 0 samples; pass something re-iterable (a list, or a callable that makes a fresh "
+            "iterator per `__iter__`)"
+        )
     what = "a database cursor" if flavour == CURSOR else "an iterator"
     return (
         f"`self.{attr}` is {what} created once in `__init__` and drained by `__iter__`: the first epoch exhausts "
         "it, so with `num_workers=0` or `persistent_workers=True` every later epoch yields 0 samples "
         "(non-persistent workers hide it by re-forking the parent's untouched copy each epoch)"
     )
+
+
+def drained_init_iterators(ctx, cls) -> List[Tuple[str, cst.CSTNode, str]]:
+    """(attr, creating node, flavour) for each one-shot iterator the construction of ``cls``
+    stores on ``self`` and a pass over the dataset drains, with no method renewing it."""
+    iter_func = find_method(ctx, cls, "__iter__")
+    init = find_method(ctx, cls, "__init__")
+    if iter_func is None or init is None:
+        return []
+    constructors = init_only(ctx, cls, init)
+    candidates = {}
+    for func in reversed(constructors):
+        candidates.update(init_iterators(ctx, cls, func))
+    if not candidates:
+        return []
+    consumed = iterated_attrs(ctx, iteration_methods(ctx, cls, iter_func), iter_func)
+    renewed = rewound_attrs(m for m in all_methods(ctx, cls) if not any(m is c for c in constructors))
+    return [
+        (attr, node, flavour)
+        for attr, (node, flavour) in sorted(candidates.items())
+        if attr in consumed and attr not in renewed
+    ]
+
+
+def wrapped_one_shots(ctx):
+    """(call, message) for each ``IterableWrapper(one_shot_iterator, ...)`` of the file: the
+    pipe re-iterates an iterator the first epoch drained."""
+    for call in ctx.nodes(cst.Call):
+        if not is_reiterating_wrapper(ctx, call) or is_test_code(ctx, call):
+            continue  # a test wraps a generator to drain it once
+        kind = one_shot(ctx, call.args[0].value)
+        if kind is None or (kind != GENERATOR and wraps_without_copy(ctx, call) is not True):
+            continue
+        wrapper = " ".join(ctx.code(call.func).split())
+        why = (
+            "a generator cannot be deep-copied, so the wrapper falls back to the generator itself"
+            if kind == GENERATOR
+            else "with `deepcopy=False` the wrapper iterates that same object"
+        )
+        yield call, (
+            f"`{wrapper}` wraps a one-shot iterator and re-iterates it every epoch ({why}): the first epoch "
+            "drains it, so every later pass over the pipe, and every later epoch of a DataLoader over it, "
+            "yields 0 samples"
+        )
 
 
 # --------------------------------------------------------------------------- DSL304

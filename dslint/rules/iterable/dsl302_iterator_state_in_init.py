@@ -5,54 +5,45 @@ from __future__ import annotations
 
 from typing import Set
 
-import libcst as cst
-
 from dslint.rules.base import ERROR, Rule, Symptom
-from dslint.rules.iterable._common import init_only, iterable_classes, rewound_attrs, state_message
-from dslint.semantics.classes import all_methods, find_method, reached_methods
-from dslint.semantics.libraries import is_reiterating_wrapper, wraps_without_copy
-from dslint.semantics.loops import is_test_code
-from dslint.semantics.streams import GENERATOR, init_iterators, iterated_attrs, one_shot
+from dslint.rules.iterable._common import drained_init_iterators, iterable_classes, state_message, wrapped_one_shots
 
 
 class IteratorStateInInit(Rule):
     """
     ## What it does
-    Flags a one-shot iterator created in an `IterableDataset`'s `__init__`,
-    stored on `self` and drained by `__iter__` (or a method it calls): an open
-    file, a `csv.reader`, a database cursor (`conn.execute(...)`,
-    `cursor.execute(...)`), `iter(...)`, `map`/`zip`/`enumerate`/`filter`, an
-    `itertools` iterator, a generator expression, a call to a generator function
-    or method, `os.scandir`/`os.walk`/`glob.iglob`/`Path.glob`, or a chunked
-    pandas reader. "Drained" means iterated by `for`, a comprehension,
-    `yield from`, `next()`, an iterating builtin (`list`, `enumerate`, ...), or
-    returned from `__iter__`.
+    Flags a one-shot iterator created in an `IterableDataset`'s `__init__`, stored on `self` and drained
+    by `__iter__` (or a method it calls): an open file, a `csv.reader`, a database cursor
+    (`conn.execute(...)`, `cursor.execute(...)`), `iter(...)`, `map`/`zip`/`enumerate`/`filter`, an
+    `itertools` iterator, a generator expression, a call to a generator function or method,
+    `os.scandir`/`os.walk`/`glob.iglob`/`Path.glob`, or a chunked pandas reader. "Drained" means
+    iterated by `for`, a comprehension, `yield from`, `next()`, an iterating builtin (`list`,
+    `enumerate`, ...), or returned from `__iter__`.
 
-    The iterator may also be made by a method that `__init__` calls and no other
-    method reaches (`self._open()`), or by a function of this file whose every
-    `return` hands back a fresh iterator (`return (parse(l) for l in f)`).
+    The iterator may also be made by a method that `__init__` calls and no other method reaches
+    (`self._open()`), or by a function of this file whose every `return` hands back a fresh iterator
+    (`return (parse(l) for l in f)`), or be passed in: `self.rows = rows` from a parameter of `__init__`
+    at which some construction of the class in the project (any file) passes a generator expression,
+    `iter()`/`map()`/..., or a call of a generator function. An `__iter__` that returns `self` drains
+    what its `__next__` iterates.
 
-    Also flagged: a DataPipe wrapper that re-iterates what it wraps every epoch
-    (torchdata's / torch's `IterableWrapper`) built over a one-shot iterator: a
-    generator (which cannot be deep-copied, so the wrapper falls back to the
-    generator itself), or any other iterator when `deepcopy` is certainly false
-    (every value seen is `False`; an unresolved one stays silent).
+    Also flagged: a DataPipe wrapper that re-iterates what it wraps every epoch (torchdata's / torch's
+    `IterableWrapper`) built over a one-shot iterator: a generator (which cannot be deep-copied, so the
+    wrapper falls back to the generator itself), or any other iterator when `deepcopy` is certainly
+    false (every value seen is `False`; an unresolved one stays silent).
 
-    Not reported: an attribute that `__iter__` or any other method reassigns (or
-    rewinds with `seek`) - it is renewed for the next epoch; endless iterators
-    (`itertools.count`/`cycle`/`repeat`); a reader over a handle that a `with`
-    block closed in `__init__`. A handle that is only read or seeked (not
+    Not reported: an attribute that `__iter__` or any other method reassigns (or rewinds with `seek`) -
+    it is renewed for the next epoch; endless iterators (`itertools.count`/`cycle`/`repeat`); a reader
+    over a handle that a `with` block closed in `__init__`. A handle that is only read or seeked (not
     iterated) is DSL401's.
 
     ## Why is this bad?
-    An iterator can be iterated once. The first epoch drains it; every later
-    epoch gets an exhausted iterator. Measured on torch 2.13, 100 samples over 3
-    epochs: `iter(list)`, a generator, and a sqlite3 cursor gave 100/0/0 with
-    `num_workers=0` and 200/0/0 with `persistent_workers=True` (non-persistent
-    workers re-fork the parent's untouched copy each epoch and hide it). An open
-    file or a `csv.reader` over one gave 100/0/0 in *every* configuration,
-    including two plain workers: forked workers share the file offset, so the
-    parent's copy is at end-of-file too. Nothing raises.
+    An iterator can be iterated once. The first epoch drains it; every later epoch gets an exhausted
+    iterator. Measured on torch 2.13, 100 samples over 3 epochs: `iter(list)`, a generator, and a
+    sqlite3 cursor gave 100/0/0 with `num_workers=0` and 200/0/0 with `persistent_workers=True`
+    (non-persistent workers re-fork the parent's untouched copy each epoch and hide it). An open file or
+    a `csv.reader` over one gave 100/0/0 in *every* configuration, including two plain workers: forked
+    workers share the file offset, so the parent's copy is at end-of-file too. Nothing raises.
 
     ## Example
     ```python
@@ -90,6 +81,18 @@ class IteratorStateInInit(Rule):
     help = "Create the iterator (open the file, run the query) inside `__iter__`, so every epoch gets a fresh one"
 
     valid = (
+        """
+        from torch.utils.data import IterableDataset
+
+        class Items(IterableDataset):
+            def __init__(self, items):
+                self.items = items
+
+            def __iter__(self):
+                yield from self.items
+
+        ds = Items([line for line in open("a.txt")])  # a list: iterated afresh every epoch
+        """,
         """
         import csv
         from torch.utils.data import IterableDataset
@@ -163,6 +166,26 @@ class IteratorStateInInit(Rule):
         """,
     )
     invalid = (
+        {
+            "rows.py": """
+            import torch
+
+            def lines(path):
+                with open(path) as f:
+                    yield from f
+
+            class Stream(torch.utils.data.IterableDataset):
+                def __init__(self, iterator):
+                    self._iterator = iterator  # expect: DSL302
+
+                def __iter__(self):
+                    return self
+
+                def __next__(self):
+                    return next(self._iterator)
+            """,
+            "news.py": "from rows import Stream, lines\n\nds = Stream(lines('news.txt'))\n",
+        },
         """
         import csv
         from torch.utils.data import IterableDataset
@@ -257,44 +280,13 @@ class IteratorStateInInit(Rule):
     def check(self, ctx):
         reported: Set[int] = set()
         for cls in iterable_classes(ctx):
-            iter_func = find_method(ctx, cls, "__iter__")
-            init = find_method(ctx, cls, "__init__")
-            if iter_func is None or init is None:
-                continue
-            constructors = init_only(ctx, cls, init)
-            candidates = {}
-            for func in reversed(constructors):
-                candidates.update(init_iterators(ctx, cls, func))
-            if not candidates:
-                continue
-            iterating = reached_methods(ctx, cls, iter_func)
-            consumed = iterated_attrs(ctx, iterating, iter_func)
-            renewed = rewound_attrs(m for m in all_methods(ctx, cls) if not any(m is c for c in constructors))
-            for attr, (node, flavour) in sorted(candidates.items()):
-                if attr not in consumed or attr in renewed or id(node) in reported:
-                    continue
-                reported.add(id(node))
-                yield self.report(node, state_message(attr, flavour))
+            for attr, node, flavour in drained_init_iterators(ctx, cls):
+                if id(node) not in reported:
+                    reported.add(id(node))
+                    yield self.report(node, state_message(attr, flavour))
         yield from self._wrapped_iterators(ctx)
 
     def _wrapped_iterators(self, ctx):
         """``IterableWrapper(one_shot_iterator, ...)``: the pipe re-iterates a drained iterator."""
-        for call in ctx.nodes(cst.Call):
-            if not is_reiterating_wrapper(ctx, call) or is_test_code(ctx, call):
-                continue  # a test wraps a generator to drain it once
-            kind = one_shot(ctx, call.args[0].value)
-            if kind is None or (kind != GENERATOR and wraps_without_copy(ctx, call) is not True):
-                continue
-            wrapper = " ".join(ctx.code(call.func).split())
-            why = (
-                "a generator cannot be deep-copied, so the wrapper falls back to the generator itself"
-                if kind == GENERATOR
-                else "with `deepcopy=False` the wrapper iterates that same object"
-            )
-            yield self.report(
-                call,
-                f"`{wrapper}` wraps a one-shot iterator and re-iterates it every epoch ({why}): the first epoch "
-                "drains it, so every later pass over the pipe, and every later epoch of a DataLoader over it, "
-                "yields 0 samples",
-            )
-
+        for call, message in wrapped_one_shots(ctx):
+            yield self.report(call, message)

@@ -4,47 +4,41 @@ stream of an IterableDataset that does not shard by worker."""
 from __future__ import annotations
 
 from dslint.rules.base import ERROR, WARNING, Rule, Symptom
-from dslint.rules.iterable._common import iterable_classes
-from dslint.semantics.classes import all_methods, constructions_of, methods
+from dslint.rules.iterable._common import inherited_iter_bases, iterable_classes, literal_workers, sharding_message
+from dslint.semantics.classes import constructions_of, methods
 from dslint.semantics.libraries import consumed_by_pipeline
 from dslint.semantics.loops import is_test_code
 from dslint.semantics.sharding import shards_or_unknown
-from dslint.semantics.worker_info import mentions_worker_info
 
 
 class IterableWithoutWorkerSharding(Rule):
     """
     ## What it does
-    Flags the `__iter__` of an `IterableDataset` subclass that replays its data
-    source without ever consulting `torch.utils.data.get_worker_info()` - not in
-    `__iter__`, not in any function or method it reaches (across files), not in
-    a property it reads - when no DataLoader over the class has a
-    `worker_init_fn` that shards it.
+    Flags the `__iter__` of an `IterableDataset` subclass that replays its data source without ever
+    consulting `torch.utils.data.get_worker_info()` - not in `__iter__`, not in any function or method
+    it reaches (across files), not in a property it reads - when no DataLoader over the class has a
+    `worker_init_fn` that shards it. An `__iter__` that an `IterableDataset` inherits from a plain class
+    of the project (`class TorchLines(Lines, IterableDataset)`, in any file) is judged, and reported,
+    where it is defined.
 
     Reading the worker info does not count as sharding when all the iteration
     does with it is seed a random generator (`np.random.seed(info.seed)`,
     `default_rng(info.id)`), log it or test it for None: every worker then still
     replays the whole stream, in its own random order.
 
-    It reports at warning level, and at error level when a DataLoader over the
-    class is built with a literal `num_workers` greater than 1. It is silent when
-    every DataLoader known to be built over the class has a literal
-    `num_workers` of 0 or 1, and for streams it cannot judge: DataPipes and
-    `ChainDataset` subclasses, wrappers that iterate another dataset or reader
-    (an attribute named or annotated like a dataset, reader or stream, or built
-    from a dataset class),
-    streams built from libraries that shard for you (webdataset, Hugging Face
-    `datasets`, torchdata, MosaicML streaming, litdata, lhotse), classes whose
-    instances this file hands to a webdataset pipeline (`wds.DataPipeline(Shards(urls),
-    wds.split_by_worker, ...)`, also through a list of stages), whose stages
-    decide the sharding, a DataLoader of this file over the class whose
-    `worker_init_fn` is a bound method, lambda or other callable that cannot be
-    followed, `__iter__` calling
-    methods the project does not define, random or endless generators
-    (`while True: yield torch.randn(...)`) and bare counters
-    (`return iter(range(n))`) that have no data to duplicate, and test code
-    (a `tests/` directory, `test_*.py`), whose fixtures replay fixed streams on
-    purpose.
+    It reports at warning level, and at error level when a DataLoader over the class is built with a
+    literal `num_workers` greater than 1. It is silent when every DataLoader known to be built over the
+    class has a literal `num_workers` of 0 or 1, and for streams it cannot judge: DataPipes and
+    `ChainDataset` subclasses, wrappers that iterate another dataset or reader (an attribute named or
+    annotated like a dataset, reader or stream, or built from a dataset class), streams built from
+    libraries that shard for you (webdataset, Hugging Face `datasets`, torchdata, MosaicML streaming,
+    litdata, lhotse), classes whose instances this file hands to a webdataset pipeline
+    (`wds.DataPipeline(Shards(urls), wds.split_by_worker, ...)`, also through a list of stages), whose
+    stages decide the sharding, a DataLoader of this file over the class whose `worker_init_fn` is a
+    bound method, lambda or other callable that cannot be followed, `__iter__` calling methods the
+    project does not define, random or endless generators (`while True: yield torch.randn(...)`) and
+    bare counters (`return iter(range(n))`) that have no data to duplicate, and test code (a `tests/`
+    directory, `test_*.py`), whose fixtures replay fixed streams on purpose.
 
     ## Why is this bad?
     Every DataLoader worker gets a copy of the dataset and calls `iter()` on it.
@@ -101,6 +95,17 @@ class IterableWithoutWorkerSharding(Rule):
     )
 
     valid = (
+        """
+        from torch.utils.data import IterableDataset
+
+        class Lines:
+            def __iter__(self):
+                with open(self.path) as f:
+                    yield from f
+
+        class TorchLines(IterableDataset, Lines):  # torch's base comes first: not Lines.__iter__
+            pass
+        """,
         """
         from torch.utils.data import IterableDataset, get_worker_info
 
@@ -215,6 +220,21 @@ class IterableWithoutWorkerSharding(Rule):
         """,
     )
     invalid = (
+        {
+            "lines.py": """
+            class Lines:
+                def __iter__(self):  # expect: DSL303
+                    with open(self.path) as f:
+                        yield from f
+            """,
+            "torch_lines.py": """
+            from torch.utils.data import IterableDataset
+            from lines import Lines
+
+            class TorchLines(Lines, IterableDataset):
+                pass
+            """,
+        },
         """
         from torch.utils.data import IterableDataset
 
@@ -262,36 +282,19 @@ class IterableWithoutWorkerSharding(Rule):
     )
 
     def check(self, ctx):
-        for cls in iterable_classes(ctx):
-            iter_func = methods(cls).get("__iter__")
+        judged = [(cls, methods(cls).get("__iter__"), None) for cls in iterable_classes(ctx)]
+        for cls, iter_func, heirs in judged + inherited_iter_bases(ctx):
             if iter_func is None or is_test_code(ctx, cls):
                 continue  # test fixtures replay fixed streams on purpose, and their tests assert what arrives
             qual = ctx.qualname_of_def(cls)
-            loaders = ctx.view.loaders_over(qual)
-            workers = [facts.get("num_workers") for facts in loaders]
-            literal = [w for w in workers if isinstance(w, int) and not isinstance(w, bool)]
-            if loaders and len(literal) == len(workers) and all(w in (0, 1) for w in literal):
-                continue
+            loaders = ctx.view.loaders_over(qual) if heirs is None else [f for h in heirs for f in h["loaders"]]
+            literal = literal_workers(loaders)
+            if literal is None:
+                continue  # every DataLoader over it has 0 or 1 workers
             if shards_or_unknown(ctx, cls, qual, iter_func, loaders):
                 continue
             if any(consumed_by_pipeline(ctx, call) for call in constructions_of(ctx, cls)):
                 continue  # a source of a webdataset pipeline: its stages split by worker (or not)
             many = sorted({w for w in literal if w > 1})
-            level = ERROR if many else WARNING
-            if many:
-                times = f"with `num_workers={many[-1]}` every sample arrives {many[-1]} times per epoch"
-            else:
-                times = "with N workers every sample arrives N times per epoch (2 workers: 200 items, 100 unique)"
-            if any(mentions_worker_info(ctx, f) for f in all_methods(ctx, cls)):
-                consults = (
-                    "reads `torch.utils.data.get_worker_info()` only to seed a random generator (or to test it "
-                    "for None), which does not split the data,"
-                )
-            else:
-                consults = "never consults `torch.utils.data.get_worker_info()`"
-            message = (
-                f"`{cls.name.value}.__iter__` {consults} and no "
-                f"`worker_init_fn` shards it: each DataLoader worker replays the whole stream, so {times}; "
-                "torch's length warning misses it when `batch_size > 1`"
-            )
-            yield self.report(iter_func, message, level=level, end_node=iter_func.name)
+            message = sharding_message(ctx, cls, heirs, many)
+            yield self.report(iter_func, message, level=ERROR if many else WARNING, end_node=iter_func.name)
