@@ -187,6 +187,8 @@ def precision(args) -> int:
     for repo in manifest["repo"]:
         if args.set and repo.get("set") != args.set:
             continue
+        if args.repos and repo["repo"] not in args.repos:
+            continue
         root = checkouts.get(repo["repo"], repo["commit"])
         if root is None:
             missing.append(repo["repo"])
@@ -238,6 +240,7 @@ def main(argv=None) -> int:
     parser.add_argument("--default-set", action="store_true", help="only the default rules (no --select ALL --preview)")
     parser.add_argument("--slack", type=int, default=3, help="lines a finding may be away from the manifest's line")
     parser.add_argument("--set", choices=["tuning", "unseen"], help="precision: only repositories of this set")
+    parser.add_argument("--repos", nargs="*", metavar="OWNER/NAME", help="precision: only these repositories")
     parser.add_argument("--unjudged", action="store_true", help="precision: print every finding without a verdict")
     parser.add_argument("--json", help="recall: also write the figures as JSON")
     parser.add_argument("--codes", nargs="*", metavar="PREFIX", help="only these codes (prefixes such as DSL5)")
