@@ -427,6 +427,133 @@ def test_iterable_protocol_rules_leave_test_fixtures_alone(tmp_path):
 # Cases of this family's rules that do not fit in the rule modules (300 lines each);
 # they run exactly like the embedded ones (tests/test_rule_cases.py).
 MORE_CASES = [
+    # the stream draws its indexes from a project sampler class (another file) whose
+    # ``__iter__`` splits them by worker: sharded
+    ('DSL303', 'valid', {
+        "splitting.py": """
+            import torch
+
+            class PerWorker(torch.utils.data.Sampler):
+                def __init__(self, inner):
+                    self.inner = inner
+
+                def __iter__(self):
+                    info = torch.utils.data.get_worker_info()
+                    indexes = list(self.inner)
+                    if info is not None:
+                        indexes = indexes[info.id::info.num_workers]
+                    return iter(indexes)
+            """,
+        "clips.py": """
+            import torch
+            from splitting import PerWorker
+
+            class Clips(torch.utils.data.IterableDataset):
+                def __init__(self, videos):
+                    self.videos = videos
+                    self.order = None
+
+                def __next__(self):
+                    if self.order is None:
+                        self.order = iter(PerWorker(torch.utils.data.RandomSampler(self.videos)))
+                    return self.videos[next(self.order)]
+
+                def __iter__(self):
+                    return self
+            """,
+    }),
+    # the same class whose ``__iter__`` does not consult worker info: every worker replays it
+    ('DSL303', 'invalid', {
+        "splitting.py": """
+            import torch
+
+            class Shuffled(torch.utils.data.Sampler):
+                def __init__(self, inner):
+                    self.inner = inner
+
+                def __iter__(self):
+                    return iter(list(self.inner))
+            """,
+        "clips.py": """
+            import torch
+            from splitting import Shuffled
+
+            class Clips(torch.utils.data.IterableDataset):
+                def __init__(self, videos):
+                    self.videos = videos
+                    self.order = None
+
+                def __next__(self):
+                    if self.order is None:
+                        self.order = iter(Shuffled(torch.utils.data.RandomSampler(self.videos)))
+                    return self.videos[next(self.order)]
+
+                def __iter__(self):  # expect: DSL303
+                    return self
+            """,
+    }),
+    # the loader's worker_init_fn is a bound method of its own dataset, and the dataset comes from
+    # a factory whose class is unknown here: the method may reconfigure (shard) the instance
+    ('DSL303', 'valid', """
+        from torch.utils.data import DataLoader, IterableDataset
+        from corpora import open_corpus
+
+        class Lines(IterableDataset):
+            def __init__(self, paths):
+                self.paths = paths
+                self.offset, self.stride = 0, 1
+
+            def reshard(self, worker_id):
+                self.offset, self.stride = worker_id, 4
+
+            def __iter__(self):
+                for path in self.paths:
+                    yield path
+
+        data = open_corpus("train")
+        loader = DataLoader(data, num_workers=4, worker_init_fn=data.reshard)
+        """),
+    # a classmethod returning ``cls(...)`` constructs the class: its loader's bound-method
+    # worker_init_fn belongs to that class
+    ('DSL303', 'valid', """
+        from torch.utils.data import DataLoader, IterableDataset
+
+        class Lines(IterableDataset):
+            def __init__(self, paths):
+                self.paths = paths
+
+            @classmethod
+            def from_list(cls, listing):
+                return cls(open(listing).read().split())
+
+            def reshard(self, worker_id):
+                self.paths = self.paths[worker_id::4]
+
+            def __iter__(self):
+                yield from self.paths
+
+        data = Lines.from_list("train.txt")
+        loader = DataLoader(data, num_workers=4, worker_init_fn=data.reshard)
+        """),
+    # the same bound method on a loader over another object does not shard this class
+    ('DSL303', 'invalid', """
+        from torch.utils.data import DataLoader, IterableDataset
+
+        class Lines(IterableDataset):
+            def __init__(self, paths):
+                self.paths = paths
+
+            def reshard(self, worker_id):
+                pass
+
+            def __iter__(self):  # expect: DSL303
+                for path in self.paths:
+                    yield path
+
+        def build(make, other):
+            data = make()
+            return DataLoader(data, num_workers=4, worker_init_fn=other.reshard)
+        """),
     # a generator `__iter__` that draws from `next(self)`: the samples come from `__next__`
     ('DSL303', 'invalid', """
         from torch.utils.data import IterableDataset

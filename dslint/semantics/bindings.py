@@ -141,12 +141,46 @@ def class_ref(tree: TreeIndex, names: ModuleNames, expr: Optional[cst.CSTNode], 
             local = local_class_path(tree, parts[0])
             if local is not None:
                 return ("local", local)
+        if len(parts) == 2:
+            local = local_class_path(tree, parts[0])
+            if local is not None and _constructs_own_class(local, parts[1]):
+                return ("local", local)  # ``Cls.from_config(...)``: a classmethod returning ``cls(...)``
         qualified = names.qualname(func)
         return ("qualified", qualified) if qualified else None
     if isinstance(expr, cst.Name):
         value = single_assignment(tree, expr)
         return class_ref(tree, names, value, _depth + 1) if value is not None else None
     return None
+
+
+def _constructs_own_class(cls: cst.ClassDef, method: str) -> bool:
+    """``method`` is a ``@classmethod`` of ``cls`` whose every ``return`` gives ``cls(...)``."""
+    body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+    for stmt in body:
+        if not (isinstance(stmt, cst.FunctionDef) and stmt.name.value == method):
+            continue
+        if not any(isinstance(d.decorator, cst.Name) and d.decorator.value == "classmethod" for d in stmt.decorators):
+            return False
+        params = stmt.params.params
+        first = params[0].name.value if params else None
+        returns = _returns(stmt.body)
+        return bool(returns) and all(
+            isinstance(r, cst.Call) and isinstance(r.func, cst.Name) and r.func.value == first for r in returns
+        )
+    return False
+
+
+def _returns(node: cst.CSTNode) -> List[Optional[cst.CSTNode]]:
+    """The values of the ``return`` statements of a function body (not of nested functions)."""
+    found: List[Optional[cst.CSTNode]] = []
+    for child in node.children:
+        if isinstance(child, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            continue
+        if isinstance(child, cst.Return):
+            found.append(child.value)
+        else:
+            found.extend(_returns(child))
+    return found
 
 
 def _classes_by_name(tree: TreeIndex) -> Dict[str, List[cst.ClassDef]]:

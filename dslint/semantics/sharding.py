@@ -274,10 +274,14 @@ def _local_loader_hides_worker_init(ctx, cls: cst.ClassDef) -> bool:
     """A DataLoader of this file over the class passes a ``worker_init_fn`` that is a bound
     method (``self.init_worker``, ``ds.shard``), a lambda or a call result: it may shard."""
     for bound in ctx.dataloader_calls():
-        ref = class_ref(ctx.tree, ctx.names, bound.expr("dataset"))
+        dataset = bound.expr("dataset")
+        ref = class_ref(ctx.tree, ctx.names, dataset)
+        target = bound.expr("worker_init_fn")
+        other_local = ref is not None and ref[0] == "local" and ref[1] is not cls
+        if not other_local and _own_method_of(ctx, cls, dataset, target):
+            return True  # ``worker_init_fn=ds.m`` over the loader's own ``ds``, ``m`` a method of ours
         if ref is None or ref[0] != "local" or ref[1] is not cls:
             continue
-        target = bound.expr("worker_init_fn")
         if target is None or (isinstance(target, cst.Name) and target.value == "None"):
             continue
         if isinstance(target, cst.Call) and ctx.call_name(target) == "functools.partial" and target.args:
@@ -285,6 +289,18 @@ def _local_loader_hides_worker_init(ctx, cls: cst.ClassDef) -> bool:
         if not isinstance(target, (cst.Name, cst.Attribute)) or ctx.qualname(target) is None:
             return True
     return False
+
+
+def _own_method_of(ctx, cls: cst.ClassDef, dataset, target) -> bool:
+    """``target`` is a bound method ``x.m`` of the loader's own dataset ``x`` and ``m`` is a
+    method of ``cls``: the loader's ``worker_init_fn`` may reconfigure (shard) an instance of it."""
+    return (
+        isinstance(dataset, cst.Name)
+        and isinstance(target, cst.Attribute)
+        and isinstance(target.value, cst.Name)
+        and target.value.value == dataset.value
+        and find_method(ctx, cls, target.attr.value) is not None
+    )
 
 
 def shards_or_unknown(ctx, cls, qual: str, iter_func: cst.FunctionDef, loaders: List[dict]) -> bool:

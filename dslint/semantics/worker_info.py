@@ -143,14 +143,18 @@ def worker_info_shards(ctx, func: cst.FunctionDef) -> bool:
 
 
 def shards_transitively(ctx, qualified: str, depth: int = 0, seen: Optional[Set[str]] = None) -> Optional[bool]:
-    """Does the project function ``qualified`` (or what it calls) consult worker info? None: unknown."""
+    """Does the project function ``qualified`` (or what it calls), or the ``__iter__`` of the
+    project class ``qualified``, consult worker info? None: unknown."""
     seen = seen if seen is not None else set()
     if qualified in seen or depth > 4:
         return False
     seen.add(qualified)
     facts = ctx.view.function_facts(qualified)
     if facts is None:
-        return None
+        # a project class (a sampler, a reader) whose iteration consults worker info
+        facts = ctx.view.method_facts(qualified, "__iter__")
+        if facts is None:
+            return None
     if facts.get("worker_info"):
         return True
     for kind, target, _ in facts.get("calls", ()):
