@@ -35,7 +35,32 @@ def _codes(values) -> Optional[List[str]]:
     return out
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+#: the runtime companion's commands (dslint/runtime/commands.py): their module is imported
+#: only when one of them runs or the command list is printed, never by ``check``
+RUNTIME_COMMANDS = ("verify", "probe", "bench")
+
+
+class _Group(click.Group):
+    """The ``dslint`` group, with the runtime commands added on first use."""
+
+    def _with_runtime(self) -> None:
+        if RUNTIME_COMMANDS[0] not in self.commands:
+            from dslint.runtime.commands import COMMANDS
+
+            for command in COMMANDS:
+                self.add_command(command)
+
+    def get_command(self, ctx, cmd_name):
+        if cmd_name not in self.commands:
+            self._with_runtime()
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx):
+        self._with_runtime()
+        return super().list_commands(ctx)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "-V", "--version", prog_name="dslint")
 def main() -> None:
     """Find the bugs that make PyTorch data pipelines leak, stall, repeat or crash."""
@@ -310,8 +335,12 @@ def _report(diagnostics, settings, flags: CheckFlags, unsafe_fixes: bool):
         from dslint.formats import statistics
 
         text = statistics.render(diagnostics, env, fmt)
-    else:
+    elif any(getattr(d, "in_cells", None) is not None for d in diagnostics):
         text = formats.render(fmt, diagnostics, env)
+    else:  # no notebook finding: the format as is (the notebook modules are not imported)
+        import importlib
+
+        text = importlib.import_module(f"dslint.formats.{formats.FORMATS[fmt]}").render(list(diagnostics), env)
     if output_file:
         Path(output_file).write_text(text, encoding="utf-8")
     elif text:
@@ -463,16 +492,6 @@ def server(verbose: bool) -> None:
             _fail("`dslint server` needs pygls: pip install 'torch-dslint[server]'")
         raise
     serve(verbose)
-
-
-def _register_runtime_commands() -> None:
-    """``verify``/``probe``/``bench`` live in dslint.runtime (torch is imported only when they run)."""
-    from dslint.runtime.commands import COMMANDS
-    for command in COMMANDS:
-        main.add_command(command)
-
-
-_register_runtime_commands()
 
 
 if __name__ == "__main__":
