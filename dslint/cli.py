@@ -34,16 +34,12 @@ def _codes(values) -> Optional[List[str]]:
     return out
 
 
-#: the runtime companion's commands (dslint/runtime/commands.py): their module is imported
-#: only when one of them runs or the command list is printed, never by ``check``
-RUNTIME_COMMANDS = ("verify", "probe", "bench")
-
-
 class _Group(click.Group):
-    """The ``dslint`` group, with the runtime commands added on first use."""
+    """The ``dslint`` group. The runtime companion's commands (verify, probe, bench) are
+    added when one of them runs or the list is printed: ``check`` never imports them."""
 
     def _with_runtime(self) -> None:
-        if RUNTIME_COMMANDS[0] not in self.commands:
+        if "verify" not in self.commands:
             from dslint.runtime.commands import COMMANDS
 
             for command in COMMANDS:
@@ -160,22 +156,16 @@ def check(**options) -> None:
 class CheckFlags:
     """Every option of ``dslint check``, as click parsed it (one object instead of 32
     parameters). Settings that configuration can also give are turned into the one
-    ``Settings`` object by ``_settings``; the rest steer the command itself.
-
-    Read-only. A plain class, not a frozen dataclass: generating a dataclass's methods
-    for 32 fields costs about 3% of a rerun answered from the cache."""
+    ``Settings`` object by ``_settings``; the rest steer the command itself. Read-only; not a
+    frozen dataclass (its 32 fields' generated methods cost ~3% of a rerun from the cache)."""
 
     def __init__(self, **options) -> None:
-        names = self.__annotations__
-        if set(options) != set(names):
-            raise TypeError(f"CheckFlags: expected {sorted(names)}, got {sorted(options)}")
+        if set(options) != set(self.__annotations__):
+            raise TypeError(f"CheckFlags: expected {sorted(self.__annotations__)}, got {sorted(options)}")
         self.__dict__.update(options)
 
     def __setattr__(self, name, value) -> None:
         raise AttributeError(f"CheckFlags is read-only (cannot set {name})")
-
-    def __repr__(self) -> str:
-        return "CheckFlags(" + ", ".join(f"{k}={v!r}" for k, v in self.__dict__.items()) + ")"
 
     paths: Tuple[str, ...]
     select: Tuple[str, ...]
@@ -351,9 +341,7 @@ def _report(diagnostics, settings, flags: CheckFlags, unsafe_fixes: bool):
     elif any(getattr(d, "in_cells", None) is not None for d in diagnostics):
         text = formats.render(fmt, diagnostics, env)
     else:  # no notebook finding: the format as is (the notebook modules are not imported)
-        import importlib
-
-        text = importlib.import_module(f"dslint.formats.{formats.FORMATS[fmt]}").render(list(diagnostics), env)
+        text = __import__("importlib").import_module(f"dslint.formats.{formats.FORMATS[fmt]}").render(list(diagnostics), env)
     if output_file:
         Path(output_file).write_text(text, encoding="utf-8")
     elif text:
