@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import traceback
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -48,6 +47,8 @@ _FAILED: Dict[str, str] = {}
 
 def internal_error(what: str, path: str, exc: BaseException) -> str:
     """``internal error in WHAT on PATH: Type: message (module.py:line)``, one line."""
+    import traceback  # (only on an internal error)
+
     frames = traceback.extract_tb(exc.__traceback__)
     where = f" ({frames[-1].filename.replace(chr(92), '/').rsplit('/', 1)[-1]}:{frames[-1].lineno})" if frames else ""
     detail = " ".join(describe_error(exc).split())

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Tuple
 
@@ -35,7 +34,28 @@ def _codes(values) -> Optional[List[str]]:
     return out
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Group(click.Group):
+    """The ``dslint`` group. The runtime companion's commands (verify, probe, bench) are
+    added when one of them runs or the list is printed: ``check`` never imports them."""
+
+    def _with_runtime(self) -> None:
+        if "verify" not in self.commands:
+            from dslint.runtime.commands import COMMANDS
+
+            for command in COMMANDS:
+                self.add_command(command)
+
+    def get_command(self, ctx, cmd_name):
+        if cmd_name not in self.commands:
+            self._with_runtime()
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx):
+        self._with_runtime()
+        return super().list_commands(ctx)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "-V", "--version", prog_name="dslint")
 def main() -> None:
     """Find the bugs that make PyTorch data pipelines leak, stall, repeat or crash."""
@@ -133,11 +153,19 @@ def check(**options) -> None:
     sys.exit(EXIT_OK)
 
 
-@dataclass(frozen=True)
 class CheckFlags:
     """Every option of ``dslint check``, as click parsed it (one object instead of 32
     parameters). Settings that configuration can also give are turned into the one
-    ``Settings`` object by ``_settings``; the rest steer the command itself."""
+    ``Settings`` object by ``_settings``; the rest steer the command itself. Read-only; not a
+    frozen dataclass (its 32 fields' generated methods cost ~3% of a rerun from the cache)."""
+
+    def __init__(self, **options) -> None:
+        if set(options) != set(self.__annotations__):
+            raise TypeError(f"CheckFlags: expected {sorted(self.__annotations__)}, got {sorted(options)}")
+        self.__dict__.update(options)
+
+    def __setattr__(self, name, value) -> None:
+        raise AttributeError(f"CheckFlags is read-only (cannot set {name})")
 
     paths: Tuple[str, ...]
     select: Tuple[str, ...]
@@ -310,8 +338,10 @@ def _report(diagnostics, settings, flags: CheckFlags, unsafe_fixes: bool):
         from dslint.formats import statistics
 
         text = statistics.render(diagnostics, env, fmt)
-    else:
+    elif any(getattr(d, "in_cells", None) is not None for d in diagnostics):
         text = formats.render(fmt, diagnostics, env)
+    else:  # no notebook finding: the format as is (the notebook modules are not imported)
+        text = __import__("importlib").import_module(f"dslint.formats.{formats.FORMATS[fmt]}").render(list(diagnostics), env)
     if output_file:
         Path(output_file).write_text(text, encoding="utf-8")
     elif text:
@@ -463,16 +493,6 @@ def server(verbose: bool) -> None:
             _fail("`dslint server` needs pygls: pip install 'torch-dslint[server]'")
         raise
     serve(verbose)
-
-
-def _register_runtime_commands() -> None:
-    """``verify``/``probe``/``bench`` live in dslint.runtime (torch is imported only when they run)."""
-    from dslint.runtime.commands import COMMANDS
-    for command in COMMANDS:
-        main.add_command(command)
-
-
-_register_runtime_commands()
 
 
 if __name__ == "__main__":
