@@ -9,6 +9,7 @@ import libcst as cst
 from dslint.rules.base import ERROR, Rule, Symptom
 from dslint.rules.fork._common import function_target, loader_repeats, local_worker_init, seed_message
 from dslint.semantics.seeding import fixed_seedings, lambda_seedings, positional_params, worker_invariant
+from dslint.semantics.worker_numpy import unseeded_numpy_loaders
 
 
 class WorkerSeedFromWorkerId(Rule):
@@ -241,3 +242,6 @@ class WorkerSeedFromWorkerId(Rule):
                 seed_message(ctx, seedings, params[offset], func, same),
                 end_node=None if isinstance(func, cst.Lambda) else func.name,
             )
+        # torch < 1.9: no worker_init_fn at all, and the dataset draws from numpy's global RNG
+        for call, message in unseeded_numpy_loaders(ctx):
+            yield self.report(call, message, end_node=call.func)
