@@ -103,8 +103,17 @@ def loader_draws(index, dataset: Optional[str], from_path: str, unknown: bool) -
     dataset class of the project that draws: ``[how, where]``, ``how`` one of ``"dataset"``,
     ``"chosen"`` (a callable its dataset was handed), ``"project"`` (dataset unknown). None: none
     can be shown."""
+    memo = index.__dict__.setdefault("numpy_rng_memo", {})
+    key = (dataset, from_path, unknown)
+    if key not in memo:
+        memo[key] = _loader_draws(index, dataset, from_path, unknown)
+    return memo[key]
+
+
+def _loader_draws(index, dataset: Optional[str], from_path: str, unknown: bool) -> Optional[list]:
     if dataset is None:
-        return project_draws(index) if unknown else None
+        where = project_draws(index) if unknown else None
+        return ["project", where] if where else None
     key = index.locate(dataset, from_path)
     if key is None or index.class_kind(key) is None:
         return None

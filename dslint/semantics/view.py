@@ -119,6 +119,17 @@ class View:
         """Where a DataLoader over ``dataset`` may draw from numpy's global RNG per sample (``numpy_rng``)."""
         return self._record("loader_numpy_draws", [dataset, unknown], loader_draws(self._index, dataset, self.path, unknown))
 
+    def loader_subclass(self, qualified: str) -> Optional[bool]:
+        """For a project class deriving from torch's DataLoader: does it (or a project base) choose
+        a ``worker_init_fn`` itself? None: not such a class."""
+        index = self._index
+        bases = index.external_bases(qualified, self.path)
+        answer = None
+        if bases and "torch.utils.data.DataLoader" in bases:
+            located = index.locate(canonical(qualified), self.path)
+            answer = any(index.class_info(key).get("worker_init", True) for key in index.mro(located))
+        return self._record("loader_subclass", [qualified], answer)
+
 
 def replay(index: ProjectIndex, path: str, log: List[list]) -> bool:
     """True when every recorded question still gets the recorded answer."""

@@ -20,12 +20,14 @@ DataLoader call where all of these hold:
 
 from __future__ import annotations
 
-from typing import Iterator, Optional, Tuple
+from typing import Iterator, List, Optional, Tuple
 
 import libcst as cst
 
 from dslint.semantics.batches import evaluation_only, evaluation_split
 from dslint.semantics.bindings import class_ref
+from dslint.semantics.calls import DATALOADER
+from dslint.semantics.context import DATALOADER_NAME
 from dslint.semantics.loops import is_test_code, loader_loops
 from dslint.semantics.summary import local_qualname
 from dslint.semantics.values import possible_arg
@@ -64,11 +66,27 @@ def _no_worker_init(ctx, bound) -> bool:
     return init.must_be(lambda v: v is None)
 
 
+def _loader_constructions(ctx) -> List:
+    """DataLoader calls, and constructions of a project subclass of DataLoader that keeps its
+    ``worker_init_fn`` to its callers (bound as DataLoader's own arguments)."""
+    found = list(ctx.dataloader_calls())
+    asked = {}
+    for call in ctx.nodes(cst.Call):
+        name = ctx.call_name(call)
+        if not name or name == DATALOADER_NAME or not name.rpartition(".")[2][:1].isupper():
+            continue  # (classes are capitalised: a cheap filter before asking the project)
+        if name not in asked:
+            asked[name] = ctx.view.loader_subclass(name)
+        if asked[name] is False:
+            found.append(ctx.bind(call, DATALOADER))
+    return found
+
+
 def unseeded_numpy_loaders(ctx) -> Iterator[Tuple[cst.Call, str]]:
-    calls = ctx.dataloader_calls()
-    if not calls:
-        return
     declared = ctx.view.old_torch()
+    if not declared:
+        return
+    calls = _loader_constructions(ctx)
     if not declared:
         return
     index = None
