@@ -68,7 +68,8 @@ def _no_worker_init(ctx, bound) -> bool:
 
 def _loader_constructions(ctx) -> List:
     """DataLoader calls, and constructions of a project subclass of DataLoader that keeps its
-    ``worker_init_fn`` to its callers (bound as DataLoader's own arguments)."""
+    ``worker_init_fn`` to its callers (bound as DataLoader's own arguments: the dataset first,
+    every other argument by keyword)."""
     found = list(ctx.dataloader_calls())
     asked = {}
     for call in ctx.nodes(cst.Call):
@@ -77,7 +78,8 @@ def _loader_constructions(ctx) -> List:
             continue  # (classes are capitalised: a cheap filter before asking the project)
         if name not in asked:
             asked[name] = ctx.view.loader_subclass(name)
-        if asked[name] is False:
+        # (its own signature is unknown here: only the dataset by position, the rest by keyword)
+        if asked[name] is False and sum(arg.keyword is None for arg in call.args) <= 1:
             found.append(ctx.bind(call, DATALOADER))
     return found
 
