@@ -106,6 +106,19 @@ def _stamp(files: List[str]) -> tuple:
     return tuple(out)
 
 
+def declaration_stamps(paths) -> list:
+    """(path, size, mtime) of the declaring files of every project the given files are in: what a
+    whole-run record must also match (the files are read outside the per-file cache)."""
+    seen_dirs, found = set(), set()
+    for path in paths:
+        directory = os.path.dirname(os.path.abspath(path))
+        if directory in seen_dirs:
+            continue
+        seen_dirs.add(directory)
+        found.update(_stamp(_project_files(directory)[1]))
+    return sorted(found)
+
+
 def old_torch(path: str) -> Optional[Tuple[str, str]]:
     """(declaring file relative to its project directory, the spec as written) when the project
     of the file at ``path`` keeps torch below 1.9; None otherwise."""
