@@ -84,8 +84,18 @@ def chosen_draws(index, attrs: List[str]) -> Optional[str]:
     return None
 
 
+def _test_file(path: str) -> bool:
+    parts = path.replace("\\", "/").split("/")
+    name = parts[-1]
+    return any(p in ("tests", "test", "testing") for p in parts[:-1]) or name.startswith("test_") or name.endswith(
+        "_test.py") or name == "conftest.py"
+
+
 def project_draws(index) -> Optional[str]:
+    """(Dataset classes of test files, which make up data for tests, are not counted.)"""
     for path, summary in index.summaries.items():
+        if _test_file(path):
+            continue
         for cls in summary.get("classes", {}):
             key = (path, cls)
             if index.class_kind(key) is None:
