@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
 
 from dslint import __version__
 from dslint.semantics.modules import module_name_for
+from dslint.semantics.torch_version import declaration_stamps
 
 if TYPE_CHECKING:  # (the project index and its replay load only when a file is checked)
     from dslint.semantics.project import ProjectIndex
@@ -231,7 +232,8 @@ class RunRecord:
     """The findings of the last whole run for one exact set of files (``<key>.run.json``).
 
     Its identity is a digest of the run's settings and of every file's display path,
-    absolute path, module name, size and modification time. When a rerun's digest is
+    absolute path, module name, size and modification time, and of the size and time of
+    the files that declare the projects' dependencies (``torch_version``: read by DSL403). When a rerun's digest is
     the same, nothing changed that the analysis could see: its findings are printed
     without reading, decoding or hashing any file, loading the per-file cache, building
     the project index or importing libcst. Any difference (an edited, added or removed
@@ -250,6 +252,7 @@ class RunRecord:
         now = time.time_ns()
         self.recordable = all(now - f[4] > RACY_NS for f in files)
         rows = [[p, a, bool(e), size, mtime, *module_name_for(a)] for p, a, e, size, mtime in files]
+        rows.append(declaration_stamps([f[1] for f in files]))  # requirements/setup: the torch version
         self.digest = hashlib.blake2b(json.dumps([settings_key, rows]).encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
     def load(self) -> Optional[dict]:

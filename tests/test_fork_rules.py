@@ -696,3 +696,70 @@ MORE_CASES = [
 )
 def test_more_cases(tmp_path, code, kind, case):
     run_case(tmp_path, code, kind, case)
+
+
+# DSL403 on torch < 1.9: the declared torch version, and where a loader stays silent
+_OLD_DATA = """
+    import numpy as np
+    import torch.utils.data as tud
+
+    class Tiles(tud.Dataset):
+        def __getitem__(self, i):
+            return i + np.random.rand()
+    """
+OLD_TORCH_CASES = [
+    ('DSL403', 'valid', {  # the project's DataLoader subclass chooses its own worker_init_fn
+        "requirements.txt": "torch==1.8.1\n", "data.py": _OLD_DATA + """
+    def reseed(worker_id):
+        np.random.seed(tud.get_worker_info().seed % 2**32)
+
+    class Loader(tud.DataLoader):
+        def __init__(self, dataset, **kwargs):
+            super().__init__(dataset, worker_init_fn=reseed, **kwargs)
+    """, "train.py": """
+    from data import Loader, Tiles
+    loader = Loader(Tiles(), shuffle=True, num_workers=4)
+    """}),
+    ('DSL403', 'valid', {  # a subclass called with positional arguments: its own signature is not known
+        "requirements.txt": "torch==1.8.1\n", "data.py": _OLD_DATA + """
+    class Loader(tud.DataLoader):
+        def __init__(self, dataset, workers=0, shuffle=False):
+            super().__init__(dataset, shuffle=shuffle, num_workers=workers)
+    """, "train.py": """
+    from data import Loader, Tiles
+    loader = Loader(Tiles(), 4, True)
+    """}),
+    ('DSL403', 'valid', {  # chosen at run time, and no dataset class of the project draws (a test's does not count)
+        "setup.cfg": "[options]\ninstall_requires =\n    torch<1.9\n",
+        "data.py": "import torch.utils.data as tud\n\nclass Plain(tud.Dataset):\n    def __getitem__(self, i):\n        return i\n",
+        "tests/test_data.py": _OLD_DATA,
+        "train.py": """
+    from torch.utils.data import DataLoader
+    def fit(dataset, n):
+        return DataLoader(dataset, shuffle=True, num_workers=n)
+    """}),
+    ('DSL403', 'valid', {  # one declaration asks for a torch that seeds numpy itself
+        "requirements.txt": "torch==1.6.0\n", "pyproject.toml": '[project]\ndependencies = ["torch>=2.0"]\n',
+        "train.py": _OLD_DATA + "\n    loader = tud.DataLoader(Tiles(), shuffle=True, num_workers=4)\n"}),
+    ('DSL403', 'invalid', {  # a conda environment pins pytorch; setup.py only bounds it from below
+        "environment.yml": "name: x\ndependencies:\n  - pytorch=1.6.0\n",
+        "setup.py": "from setuptools import setup\nsetup(install_requires=['torch>=1.6.0'])\n",
+        "train.py": _OLD_DATA + "\n    loader = tud.DataLoader(Tiles(), shuffle=True, num_workers=4)  # expect: DSL403\n"}),
+]
+
+
+@pytest.mark.parametrize(
+    "code,kind,case", [pytest.param(*case, id=f"{case[0]}-{case[1]}-old-torch-{i}") for i, case in enumerate(OLD_TORCH_CASES)]
+)
+def test_old_torch_cases(tmp_path, code, kind, case):
+    run_case(tmp_path, code, kind, case)
+
+
+@pytest.mark.parametrize("spec,verdict", [
+    ("==1.6.0+cu101", True), ("=1.8", True), (">=1.4,<1.9", True), ("<=1.8.1", True), ("~=1.7.0", True),
+    (" 1.5", True), (">=1.6.0", None), ("<2.0", None), (">=1.9", False), ("==2.1.0", False), ("<1.10", None),
+])
+def test_torch_spec_verdicts(spec, verdict):
+    from dslint.semantics.torch_version import spec_verdict
+
+    assert spec_verdict(spec) is verdict

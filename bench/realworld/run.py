@@ -30,6 +30,7 @@ verdict are listed as unjudged (``--unjudged`` prints them to be judged).
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import os
 import subprocess
@@ -100,7 +101,30 @@ class Checkouts:
                 if blob.returncode == 0:
                     (target / path).parent.mkdir(parents=True, exist_ok=True)
                     (target / path).write_bytes(blob.stdout)
+        _export_declarations(git, commit, target)
         return target
+
+
+#: files that declare the project's dependencies (which torch it runs on), exported beside its sources
+DECLARATIONS = ("*requirements*.txt", "*requirements/*.txt", "*requirements*.in", "*environment*.yml",
+                "*environment*.yaml", "*setup.cfg", "*pyproject.toml")
+
+
+def _export_declarations(git: list, commit: str, target: Path) -> None:
+    listing = subprocess.run([*git, "ls-tree", "-r", "-z", commit], capture_output=True)
+    if listing.returncode != 0:
+        return
+    for entry in listing.stdout.split(b"\0"):
+        meta, _, name = entry.partition(b"\t")
+        if not name or meta.split()[1:2] != [b"blob"] or meta.startswith(b"120000"):
+            continue
+        path = name.decode("utf-8", "surrogateescape")
+        if not any(fnmatch.fnmatchcase(path, p) for p in DECLARATIONS):
+            continue
+        blob = subprocess.run([*git, "cat-file", "blob", meta.split()[2].decode()], capture_output=True)
+        if blob.returncode == 0:
+            (target / path).parent.mkdir(parents=True, exist_ok=True)
+            (target / path).write_bytes(blob.stdout)
 
 
 def findings(root: Path, default_set: bool) -> list:

@@ -353,6 +353,7 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         classes[qual] = {
             "bases": [s.resolve_class_ref(arg.value, node) for arg in node.bases if arg.keyword is None],
             "methods": methods,
+            "worker_init": sets_worker_init(node),
         }
     for node in tree.nodes(cst.FunctionDef):
         parent = tree.parent_of(node)
@@ -381,3 +382,26 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         or any("set_epoch" in n.value for n in tree.nodes(cst.SimpleString)),
         "passed_iterators": _passed_iterators(tree, names),
     }
+
+
+def sets_worker_init(cls: cst.ClassDef) -> bool:
+    """The class body chooses a ``worker_init_fn`` itself: passes ``worker_init_fn=`` anything but
+    a parameter of that name (whose default is ``None``), or assigns an attribute ``worker_init_fn``."""
+    for node in _walk(cls.body):
+        if type(node) is cst.Arg and node.keyword is not None and node.keyword.value == "worker_init_fn":
+            if not (type(node.value) is cst.Name and node.value.value == "worker_init_fn"):
+                return True
+        elif type(node) is cst.AssignTarget and type(node.target) is cst.Attribute and node.target.attr.value == "worker_init_fn":
+            return True
+        elif type(node) is cst.Param and node.name.value == "worker_init_fn" and node.default is not None:
+            if not (type(node.default) is cst.Name and node.default.value == "None"):
+                return True
+    return False
+
+
+def _walk(node: cst.CSTNode):
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(current.children)

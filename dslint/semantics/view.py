@@ -11,7 +11,9 @@ from typing import List, Optional
 
 from dslint.semantics.inheritance import iterable_heirs, one_shot_arguments
 from dslint.semantics.modules import canonical
+from dslint.semantics.numpy_rng import loader_draws
 from dslint.semantics.project import ProjectIndex
+from dslint.semantics.torch_version import old_torch
 
 
 class View:
@@ -106,6 +108,27 @@ class View:
         known = qual in self._index.summaries.get(self.path, {}).get("classes", {})
         answer = one_shot_arguments(self._index, (self.path, qual), position, keyword) if known else []
         return self._record("one_shot_arguments", [qual, position, keyword], answer)
+
+    def old_torch(self) -> Optional[List[str]]:
+        """[file, spec] when the project of this file declares torch below 1.9 (``torch_version``);
+        the declaring files are read again on replay, so an edit to them re-checks the file."""
+        found = old_torch(self.path)
+        return self._record("old_torch", [], list(found) if found else None)
+
+    def loader_numpy_draws(self, dataset: Optional[str], unknown: bool) -> Optional[List[str]]:
+        """Where a DataLoader over ``dataset`` may draw from numpy's global RNG per sample (``numpy_rng``)."""
+        return self._record("loader_numpy_draws", [dataset, unknown], loader_draws(self._index, dataset, self.path, unknown))
+
+    def loader_subclass(self, qualified: str) -> Optional[bool]:
+        """For a project class deriving from torch's DataLoader: does it (or a project base) choose
+        a ``worker_init_fn`` itself? None: not such a class."""
+        index = self._index
+        bases = index.external_bases(qualified, self.path)
+        answer = None
+        if bases and "torch.utils.data.DataLoader" in bases:
+            located = index.locate(canonical(qualified), self.path)
+            answer = any(index.class_info(key).get("worker_init", True) for key in index.mro(located))
+        return self._record("loader_subclass", [qualified], answer)
 
 
 def replay(index: ProjectIndex, path: str, log: List[list]) -> bool:

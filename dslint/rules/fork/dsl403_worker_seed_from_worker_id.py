@@ -9,6 +9,7 @@ import libcst as cst
 from dslint.rules.base import ERROR, Rule, Symptom
 from dslint.rules.fork._common import function_target, loader_repeats, local_worker_init, seed_message
 from dslint.semantics.seeding import fixed_seedings, lambda_seedings, positional_params, worker_invariant
+from dslint.semantics.worker_numpy import unseeded_numpy_loaders
 
 
 class WorkerSeedFromWorkerId(Rule):
@@ -29,6 +30,15 @@ class WorkerSeedFromWorkerId(Rule):
     A seed that also depends on anything else (another parameter, an epoch, an
     unknown value) is not flagged, nor is a function used only with
     `persistent_workers=True` (its streams then continue across epochs).
+
+    If the project pins or caps torch below 1.9 (`requirements*.txt`, `setup.py`/`.cfg`,
+    `pyproject.toml`, conda `environment*.yml`; none asks >=1.9), also a DataLoader (or a
+    project subclass leaving it to callers) with no `worker_init_fn` on any path, workers not 0
+    on every path (unknown: possibly more), whose dataset draws from numpy's global RNG
+    (`np.random.rand`..., not a `Generator`) per sample: in its class, a project function it
+    reaches, or a project function named like a callable it was handed (`self.augment(x)`).
+    A dataset chosen at run time counts for a loader that may shuffle or samples, when some
+    project dataset class draws. Silent: test code and splits, evaluation-only loaders.
 
     ## Why is this bad?
     torch already gives each worker its own seed, `base_seed + worker_id`, where
@@ -55,7 +65,7 @@ class WorkerSeedFromWorkerId(Rule):
 
     ## References
     - PyTorch docs, "Reproducibility: DataLoader" (`seed_worker`)
-    - pytorch/pytorch#5059; xingyizhou/CenterNet#233
+    - pytorch/pytorch#5059; xingyizhou/CenterNet#233; torch 1.9 seeds numpy per worker
     """
 
     code = "DSL403"
@@ -122,6 +132,29 @@ class WorkerSeedFromWorkerId(Rule):
 
         loader = DataLoader(ds, num_workers=2, worker_init_fn=init)
         """,
+        {"requirements.txt": "torch>=1.9\n", "a.py": """
+            import numpy as np
+            from torch.utils.data import DataLoader, Dataset
+            class Jitter(Dataset):
+                def __getitem__(self, i):
+                    return np.random.rand(3)
+            loader = DataLoader(Jitter(), shuffle=True, num_workers=4)  # torch>=1.9 seeds numpy itself
+            """},
+        {"environment.yml": "dependencies:\n  - pytorch=1.8.1\n", "a.py": """
+            import numpy as np
+            import torch
+            from torch.utils.data import DataLoader, Dataset
+            class Own(Dataset):
+                def __getitem__(self, i):
+                    return np.random.default_rng(i).random(3)  # a Generator, not the global state
+            class Jitter(Dataset):
+                def __getitem__(self, i):
+                    return np.random.rand(3)
+            a = DataLoader(Own(), shuffle=True, num_workers=4)
+            b = DataLoader(Jitter(), num_workers=4, worker_init_fn=lambda w: np.random.seed(torch.initial_seed() % 2**32))
+            def predict(dataset, n):  # chosen at run time, not a training loader
+                return DataLoader(dataset, shuffle=False, num_workers=n)
+            """},
     )
     invalid = (
         """
@@ -160,7 +193,6 @@ class WorkerSeedFromWorkerId(Rule):
             "train.py": """
                 from torch.utils.data import DataLoader
                 from utils.seeding import worker_init
-
                 loader = DataLoader(ds, num_workers=8, worker_init_fn=worker_init)
                 """,
         },
@@ -191,6 +223,34 @@ class WorkerSeedFromWorkerId(Rule):
 
         loader = DataLoader(ds, num_workers=4, persistent_workers=True, worker_init_fn=partial(init, rank=0, seed=7))
         """,
+        {"requirements.txt": "torch==1.7.1+cpu\nnumpy\n", "pkg/__init__.py": "", "pkg/data.py": """
+            import numpy as np
+            import torch.utils.data as tud
+            def crop(x):
+                return x[np.random.randint(4):]
+            class Crops(tud.Dataset):
+                def __getitem__(self, i):
+                    return crop(list(range(10)))
+            class Points(tud.Dataset):
+                def __init__(self, augment=None):
+                    self.augment = augment
+                def __getitem__(self, i):
+                    return self.augment(i)
+            class Net:
+                def augment(self, points):
+                    return points * np.random.uniform(0.9, 1.1)
+            class Loader(tud.DataLoader):
+                def __init__(self, dataset, batch_size=1, shuffle=False, num_workers=0, worker_init_fn=None):
+                    super().__init__(dataset, batch_size, shuffle, num_workers=num_workers, worker_init_fn=worker_init_fn)
+            """, "pkg/train.py": """
+            from torch.utils.data import DataLoader
+            from pkg.data import Crops, Loader, Points
+            def fit(cfg, model, registry):
+                a = DataLoader(Crops(), num_workers=cfg.workers)  # expect: DSL403
+                b = DataLoader(Points(augment=model.augment), num_workers=4)  # expect: DSL403
+                c = Loader(registry[cfg.name](), shuffle=True, num_workers=cfg.workers)  # expect: DSL403
+                return a, b, c
+            """},
     )
 
     def check(self, ctx):
@@ -200,9 +260,7 @@ class WorkerSeedFromWorkerId(Rule):
             if ctx.enclosing_function(func) is not None or ctx.method_class(func) is not None:
                 continue
             params = positional_params(func)
-            if not params:
-                continue
-            seedings = fixed_seedings(ctx, func, params[0])
+            seedings = fixed_seedings(ctx, func, params[0]) if params else None
             if not seedings:
                 continue
             same = worker_invariant(ctx, func, params[0], seedings)
@@ -221,23 +279,20 @@ class WorkerSeedFromWorkerId(Rule):
             if func is None or id(func) in reported:
                 continue
             params = positional_params(func)
-            if len(params) <= offset:
-                continue
-            if isinstance(arg.value, cst.Call):
-                continue  # partial(...) of a lambda or method: arguments unknown
+            if len(params) <= offset or isinstance(arg.value, cst.Call):
+                continue  # (partial(...) of a lambda or method: arguments unknown)
             persistent = ctx.value(bound, "persistent_workers")
             workers = ctx.value(bound, "num_workers")
-            seedings = lambda_seedings(ctx, func, params[offset]) if isinstance(func, cst.Lambda) else fixed_seedings(
-                ctx, func, params[offset]
-            )
+            finder = lambda_seedings if isinstance(func, cst.Lambda) else fixed_seedings
+            seedings = finder(ctx, func, params[offset])
             if not seedings:
                 continue
             same = worker_invariant(ctx, func, params[offset], seedings)
             if not loader_repeats({"persistent_workers": persistent, "num_workers": workers}, same):
                 continue
             reported.add(id(func))
-            yield self.report(
-                func,
-                seed_message(ctx, seedings, params[offset], func, same),
-                end_node=None if isinstance(func, cst.Lambda) else func.name,
-            )
+            end = None if isinstance(func, cst.Lambda) else func.name
+            yield self.report(func, seed_message(ctx, seedings, params[offset], func, same), end_node=end)
+        # torch < 1.9: no worker_init_fn at all, and the dataset draws from numpy's global RNG
+        for call, message in unseeded_numpy_loaders(ctx):
+            yield self.report(call, message, end_node=call.func)

@@ -1,0 +1,139 @@
+"""Does a dataset draw from numpy's global RNG per sample (across files, from summaries)?
+
+numpy's module-level functions (``np.random.rand``, ``choice``, ``shuffle``...) draw from one
+global state that a forked worker copies from its parent; a ``Generator`` or ``RandomState``
+object is not counted (whoever made it chose its seed), nor are ``seed``/``get_state``.
+
+``dataset_draws(index, key)`` walks what runs per sample in the project class ``key``
+(``__getitem__``/``__iter__``/``__next__`` and every project function they reach) and answers:
+
+- ``["draws", function]``: a reached function calls numpy's global RNG;
+- ``["chosen", [attrs]]``: none does, but the code calls callables held on the instance
+  (``self.transform(x)`` where ``transform`` is no method of the class: a function handed in
+  at run time), so what runs per sample is chosen at run time;
+- ``None``: neither.
+
+``chosen_draws(index, attrs)``: a callable chosen at run time may be any project function or
+method of that name (the receiver's class is unknown): the first that draws.
+``project_draws(index)``: the first project dataset class whose per-sample code draws.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, List, Optional
+
+NOT_DRAWS = frozenset({
+    "seed", "get_state", "set_state", "default_rng", "RandomState", "Generator", "SeedSequence",
+    "BitGenerator", "PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64",
+})
+PER_SAMPLE = ("__getitem__", "__iter__", "__next__", "__getitems__")
+
+
+def draws(facts: Optional[dict]) -> Optional[str]:
+    """The numpy global-RNG function this function's body calls, if any."""
+    for kind, target, _ in facts["calls"] if facts else ():
+        if kind != "func" or not target.startswith("numpy.random."):
+            continue
+        tail = target[len("numpy.random."):]
+        if "." not in tail and tail not in NOT_DRAWS and tail[:1].islower():
+            return tail
+    return None
+
+
+def _name(index, key) -> str:
+    return f"{index.summaries[key[0]]['module']}.{key[1]}"
+
+
+def dataset_draws(index, key) -> Optional[list]:
+    mro = index.mro(key)
+    chosen: List[str] = []
+    for method in PER_SAMPLE:
+        for func in index.reachable(key, method):
+            facts = index.function_facts(func)
+            tail = draws(facts)
+            if tail:
+                return ["draws", f"{_name(index, func)} (np.random.{tail})"]
+            for kind, target, _ in facts["calls"] if facts else ():
+                if kind == "self" and index.find_method(mro, target) is None and target not in chosen:
+                    chosen.append(target)
+    return ["chosen", chosen] if chosen else None
+
+
+def _all_functions(index) -> Iterable[tuple]:
+    for path, summary in index.summaries.items():
+        for qual in summary.get("functions", {}):
+            yield (path, qual), None, qual.rpartition(".")[2]
+        for cls, facts in summary.get("classes", {}).items():
+            for name in facts.get("methods", {}):
+                yield (path, f"{cls}.{name}"), (path, cls), name
+
+
+def chosen_draws(index, attrs: List[str]) -> Optional[str]:
+    wanted = set(attrs)
+    for func, cls, name in _all_functions(index):
+        if name not in wanted:
+            continue
+        if cls is not None:
+            reached = index.reachable(cls, name)
+        else:
+            reached = [func]
+        for each in reached:
+            tail = draws(index.function_facts(each))
+            if tail:
+                return f"{_name(index, each)} (np.random.{tail})"
+    return None
+
+
+def _test_file(path: str) -> bool:
+    parts = path.replace("\\", "/").split("/")
+    name = parts[-1]
+    return any(p in ("tests", "test", "testing") for p in parts[:-1]) or name.startswith("test_") or name.endswith(
+        "_test.py") or name == "conftest.py"
+
+
+def project_draws(index) -> Optional[str]:
+    """(Dataset classes of test files, which make up data for tests, are not counted.)"""
+    for path, summary in index.summaries.items():
+        if _test_file(path):
+            continue
+        for cls in summary.get("classes", {}):
+            key = (path, cls)
+            if index.class_kind(key) is None:
+                continue
+            found = dataset_draws(index, key)
+            if found and found[0] == "draws":
+                return found[1]
+    return None
+
+
+def loader_draws(index, dataset: Optional[str], from_path: str, unknown: bool) -> Optional[list]:
+    """The numpy global-RNG use a DataLoader over ``dataset`` (a qualified class name; None with
+    ``unknown``: chosen at run time) may run per sample: a dataset class of the project that
+    draws, a function chosen at run time of the name its dataset calls, or (dataset unknown) any
+    dataset class of the project that draws: ``[how, where]``, ``how`` one of ``"dataset"``,
+    ``"chosen"`` (a callable its dataset was handed), ``"project"`` (dataset unknown). None: none
+    can be shown."""
+    memo = index.__dict__.setdefault("numpy_rng_memo", {})
+    key = (dataset, from_path, unknown)
+    if key not in memo:
+        memo[key] = _loader_draws(index, dataset, from_path, unknown)
+    return memo[key]
+
+
+def _loader_draws(index, dataset: Optional[str], from_path: str, unknown: bool) -> Optional[list]:
+    if dataset is None:
+        where = project_draws(index) if unknown else None
+        return ["project", where] if where else None
+    key = index.locate(dataset, from_path)
+    if key is None or index.class_kind(key) is None:
+        return None
+    found = dataset_draws(index, key)
+    if found is None:
+        return None
+    if found[0] == "draws":
+        return ["dataset", found[1]]
+    where = chosen_draws(index, found[1])
+    return ["chosen", where] if where else None
+
+
+__all__ = ["loader_draws", "dataset_draws", "chosen_draws", "project_draws", "draws"]
