@@ -107,6 +107,15 @@ class View:
         answer = one_shot_arguments(self._index, (self.path, qual), position, keyword) if known else []
         return self._record("one_shot_arguments", [qual, position, keyword], answer)
 
+    def handle_function_names(self) -> List[str]:
+        """Names of the project's functions and methods that return a handle they opened."""
+        return self._record("handle_function_names", [], self._index.handle_function_names())
+
+    def returned_handle(self, qualified: str) -> Optional[list]:
+        """[kind, position in a returned tuple or None] when the project function or method
+        ``qualified`` returns a handle it opened (``handle_exports``)."""
+        return self._record("returned_handle", [qualified], self._index.returned_handle(canonical(qualified), self.path))
+
 
 def replay(index: ProjectIndex, path: str, log: List[list]) -> bool:
     """True when every recorded question still gets the recorded answer."""
