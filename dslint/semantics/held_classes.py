@@ -69,6 +69,8 @@ def _attr_class(ctx, cls: Optional[cst.ClassDef], attr: str, depth: int) -> Opti
         parent = ctx.parent(node)
         if isinstance(parent, cst.AssignTarget) or (isinstance(parent, cst.AnnAssign) and parent.target is node):
             value = store_value(ctx, node)
+            if value is None and not (isinstance(parent, cst.AnnAssign) and parent.value is None):
+                return None  # (a value not followed: a tuple unpacked, ...)
             if absent_or_none(value):
                 continue
             found.add(_expr_class(ctx, value, depth))
