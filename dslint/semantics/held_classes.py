@@ -1,7 +1,7 @@
 """Which class an object that a method calls into is an instance of.
 
-``self.reader.read(p)`` runs ``read`` of the class ``self.reader`` holds. That class is
-known when every (non-None) value the class gives ``self.reader`` names the same class:
+``self.reader.read(p)`` runs ``read`` of the class ``self.reader`` holds (``self.read(p)``:
+of the method's own class, along its bases in any file). That class is known when every (non-None) value the class gives ``self.reader`` names the same class:
 
 * ``self.reader = Reader(root)`` (a class called by its qualified name, any module);
 * ``self.reader = reader`` where ``reader`` is a parameter annotated with a class
@@ -48,12 +48,21 @@ def _expr_class(ctx, expr, depth: int) -> Optional[str]:
             return None
         return _attr_class(ctx, ctx.method_class(method), expr.attr.value, depth + 1)
     if isinstance(expr, cst.Name):
+        method = ctx.enclosing_function(expr)
+        owner = ctx.method_class(method) if method is not None else None
+        if depth == 0 and owner is not None and expr.value == self_name(method) and _is_class_body(ctx, owner):
+            return f"{ctx.names.modname}.{ctx.qualname_of_def(owner)}"  # (the class itself)
         param = _parameter(ctx, expr)
         if param is not None:
             return _param_class(ctx, param, depth + 1)
         value = ctx.single_assignment(expr)
         return _expr_class(ctx, value, depth + 1) if isinstance(value, cst.Call) else None
     return None
+
+
+def _is_class_body(ctx, cls: cst.ClassDef) -> bool:
+    """A class defined at module level or in another class (not inside a function)."""
+    return all(not isinstance(a, (cst.FunctionDef, cst.Lambda)) for a in ctx.ancestors(cls))
 
 
 def _attr_class(ctx, cls: Optional[cst.ClassDef], attr: str, depth: int) -> Optional[str]:
