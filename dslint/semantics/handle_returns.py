@@ -6,9 +6,13 @@ owns it, and what becomes of it is decided where the function is called. A call
 to such a function is an opener for the handle rules, with the kind of the handle
 it returns and, for a tuple, its position (``m, meta = self.read(name)``).
 
-Only functions of the checked file are followed: a module-level function called by
-name, and a method called on ``self`` (looked up along the class's bases in this
-file). A function qualifies when every ``return`` in it gives back a handle of the
+The checked file's own functions are followed here: a module-level function called
+by name, and a method called on ``self`` (looked up along the class's bases in this
+file). Other files' functions come from their summaries (``handle_exports``, asked
+through ``ctx.view``): a function imported from another module, and a method called
+on an object whose class is known (``held_classes``: ``self.reader.read(p)`` where
+``__init__`` builds the reader, is handed one, or is annotated with its class).
+A function qualifies when every ``return`` in it gives back a handle of the
 same kind at the same position (both arms of a conditional count), that it opened
 and did not close or load, itself or through another such function of the file
 (a generator, a function that may return something else, or one with no
@@ -23,6 +27,7 @@ import libcst as cst
 
 from dslint.semantics import lifetimes as lt
 from dslint.semantics.classes import called_method
+from dslint.semantics.held_classes import receiver_class
 from dslint.semantics.regions import self_name
 from dslint.semantics.walk import iter_subtree
 
@@ -97,31 +102,65 @@ def helper_calls(ctx) -> Dict[int, Tuple[cst.Call, str, Optional[int], str]]:
     return ctx.memo(("handle_returns.calls",), lambda: _helper_calls(ctx))
 
 
+def returning_functions(ctx) -> List[Tuple[cst.FunctionDef, Returned]]:
+    """(function, (kind, position)) for the functions of the file that return a handle
+    they opened (the candidates: a function with a ``return`` of a handle)."""
+
+    def compute():
+        out: List[Tuple[cst.FunctionDef, Returned]] = []
+        for ret in ctx.nodes(cst.Return):
+            func = ctx.enclosing_function(ret, through_lambdas=False)
+            if func is None or ret.value is None or any(f is func for f, _ in out) or _handle_in(ctx, ret.value) is None:
+                continue
+            answer = returned_handle(ctx, func)
+            if answer is not None:
+                out.append((func, answer))
+        return out
+
+    return ctx.memo(("handle_returns.functions",), compute)
+
+
 def _helper_calls(ctx):
-    # only the functions with a `return` of a handle are candidates (most files have none)
     candidates: Dict[str, List[cst.FunctionDef]] = {}
-    for ret in ctx.nodes(cst.Return):
-        func = ctx.enclosing_function(ret, through_lambdas=False)
-        if func is None or ret.value is None or _handle_in(ctx, ret.value) is None:
-            continue
-        if returned_handle(ctx, func) is not None:
-            known = candidates.setdefault(func.name.value, [])
-            if not any(f is func for f in known):
-                known.append(func)
+    for func, _ in returning_functions(ctx):
+        candidates.setdefault(func.name.value, []).append(func)
+    # the names of the project's functions and methods that return a handle (other files)
+    elsewhere = set(ctx.view.handle_function_names())
     found = {}
-    if not candidates:
+    if not candidates and not elsewhere:
         return found
     for call in ctx.nodes(cst.Call):
         func = call.func
         tail = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else None)
-        if tail not in candidates:
+        target = _called_function(ctx, call, candidates[tail]) if tail in candidates else None
+        if target is None:
+            if tail in elsewhere:
+                answer = _project_answer(ctx, call)
+                if answer is not None:
+                    found[id(call)] = (call, answer[0], answer[1], tail)
             continue
-        target = _called_function(ctx, call, candidates[tail])
-        if target is None or any(a is target for a in ctx.ancestors(call)):
+        if any(a is target for a in ctx.ancestors(call)):
             continue  # (a recursive call is not a new handle)
         answer = returned_handle(ctx, target)
         found[id(call)] = (call, answer[0], answer[1], target.name.value)
     return found
+
+
+def _project_answer(ctx, call: cst.Call) -> Optional[Returned]:
+    """What a call of a project function or method returns, by the project's summaries:
+    ``load(p)`` / ``io.load(p)`` imported from another module, or ``self.reader.read(p)``
+    / ``reader.read(p)`` on an object whose class ``held_classes`` knows."""
+    func = call.func
+    qualified = ctx.call_name(call)
+    if qualified is None and isinstance(func, cst.Attribute):
+        owner = receiver_class(ctx, func.value)
+        qualified = f"{owner}.{func.attr.value}" if owner is not None else None
+    if qualified is None or qualified.startswith("builtins."):
+        return None
+    if isinstance(func, cst.Name) and qualified.startswith(f"{ctx.names.modname}."):
+        return None  # (this file's own function: answered above)
+    answer = ctx.view.returned_handle(qualified)
+    return (answer[0], answer[1]) if answer is not None else None
 
 
 def _called_function(ctx, call: cst.Call, named) -> Optional[cst.FunctionDef]:

@@ -464,3 +464,20 @@ class ProjectIndex:
                         table.setdefault(located, []).append(facts)
             self._worker_init_table = table
         return table.get(key, [])
+
+    # ------------------------------------------------------------ returned handles
+    def handle_function_names(self) -> List[str]:
+        """The names of the project's functions and methods that return a handle they opened."""
+        if getattr(self, "_handle_names", None) is None:
+            self._handle_names = sorted(
+                {qual.rsplit(".", 1)[-1] for summary in self.summaries.values() for qual in summary.get("handle_returns", ())}
+            )
+        return self._handle_names
+
+    def returned_handle(self, qualified: str, from_path: str) -> Optional[list]:
+        """[kind, position] when the project function or method (``mod.Class.method``,
+        along the class's project bases) ``qualified`` returns a handle it opened."""
+        key = self._function_key(qualified, from_path)
+        if key is None:
+            return None
+        return self.summaries[key[0]].get("handle_returns", {}).get(key[1])

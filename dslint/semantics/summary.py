@@ -15,6 +15,7 @@ import libcst as cst
 
 from dslint.semantics.bindings import class_ref
 from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall, literal_value
+from dslint.semantics.handle_exports import exported_handles
 from dslint.semantics.modules import canonical
 from dslint.semantics.names import ModuleNames, dotted_parts
 from dslint.semantics.regions import RegionCache, is_cached
@@ -340,6 +341,23 @@ def _is_worker_info_ref(node: cst.CSTNode, names: ModuleNames) -> bool:
     return names.qualname(node) == WORKER_INFO
 
 
+def _kept_objects(tree: TreeIndex, names: ModuleNames) -> List[str]:
+    """Classes of other modules whose instances a class keeps (``self.reader = Reader(root)``):
+    their methods may hand back what the handle rules follow (``handle_exports``), so
+    their files are summarised too."""
+    out = []
+    for assign in tree.nodes(cst.Assign):
+        value = assign.value
+        if type(value) is not cst.Call or not any(
+            type(t.target) is cst.Attribute and type(t.target.value) is cst.Name and t.target.value.value == "self" for t in assign.targets
+        ):
+            continue
+        qualified = names.qualname(value.func) if isinstance(value.func, (cst.Name, cst.Attribute)) else None
+        if qualified and not qualified.startswith(("builtins.", f"{names.modname}.")):
+            out.append(qualified)
+    return out
+
+
 def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict:
     s = Summarizer(tree, names, regions)
     classes: Dict[str, dict] = {}
@@ -365,6 +383,7 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
     loaders = [s.loader_facts(call) for call in _dataloader_calls(tree, names)]
     references = {ref for facts in loaders for ref in (facts["worker_init_fn"], facts["collate_fn"]) if ref}
     references.update(_loader_receivers(tree, names))
+    references.update(_kept_objects(tree, names))
     epoch_results = _epoch_iterated_results(tree, names)
     references = sorted(references)
     return {
@@ -381,6 +400,8 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         "set_epoch": any(n.value == "set_epoch" for n in tree.nodes(cst.Name))
         or any("set_epoch" in n.value for n in tree.nodes(cst.SimpleString)),
         "passed_iterators": _passed_iterators(tree, names),
+        # functions and methods that return a handle they opened: qualname -> [kind, position]
+        "handle_returns": {local_qualname(f, tree): list(answer) for f, answer in exported_handles(tree, names)},
     }
 
 

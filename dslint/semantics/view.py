@@ -130,6 +130,15 @@ class View:
             answer = any(index.class_info(key).get("worker_init", True) for key in index.mro(located))
         return self._record("loader_subclass", [qualified], answer)
 
+    def handle_function_names(self) -> List[str]:
+        """Names of the project's functions and methods that return a handle they opened."""
+        return self._record("handle_function_names", [], self._index.handle_function_names())
+
+    def returned_handle(self, qualified: str) -> Optional[list]:
+        """[kind, position in a returned tuple or None] when the project function or method
+        ``qualified`` returns a handle it opened (``handle_exports``)."""
+        return self._record("returned_handle", [qualified], self._index.returned_handle(canonical(qualified), self.path))
+
 
 def replay(index: ProjectIndex, path: str, log: List[list]) -> bool:
     """True when every recorded question still gets the recorded answer."""

@@ -20,7 +20,8 @@ from dslint.semantics.walk import iter_subtree
 
 def opened_handles(ctx, kinds):
     """(call, kind, fate) for every opener call in dataset code, and every call to a
-    function of this file that returns a handle it opened (``handle_returns``)."""
+    function (of this file or, through the summaries, of the project) that returns
+    a handle it opened (``handle_returns``)."""
     tails = ctx.names.call_tails(lt.OPENER_TAILS)
     helpers = helper_calls(ctx)
     for call in ctx.nodes(cst.Call):

@@ -51,7 +51,8 @@ class UnclosedImageOpen(Rule):
     - `Image.open` on an in-memory buffer (`io.BytesIO`, `six.BytesIO`), or on a
       file object the code opened and closes.
     - An image returned to the caller (`return image, label`): the caller owns it.
-      A call to a function of the same file that returns the image it opens is
+      A call to a function that returns the image it opens (of this file, of
+      another module, or a method on an object whose class the file names) is
       judged where it is called, as an `Image.open` there.
     - Code that is not dataset code (a `multiprocessing.Pool` job, a script).
 

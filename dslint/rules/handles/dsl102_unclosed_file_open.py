@@ -45,6 +45,11 @@ class UnclosedFileOpen(Rule):
     - A handle closed on every path: a `with` item, `try`/`finally: f.close()`,
       `ExitStack.enter_context`, `open(p, "a").close()`.
     - A handle returned or wrapped for the caller (`return Wrapper(open(p))`).
+      A function that returns the handle it opens (of this file, of another
+      module, or a method on an object whose class the file names: `self.src =
+      Source()`, or a `Source()` handed in where the file builds the dataset) is
+      judged where it is called. A method on an object of unknown class (a
+      parameter nothing in the file builds, two classes) is not followed.
     - One handle the class manages: closed somewhere (`__del__`, `close()`) or
       opened lazily once per worker (`if self.f is None: self.f = open(p)`).
     - `fsspec.open`: a lazy `OpenFile` that holds nothing until it is entered.
@@ -161,8 +166,50 @@ class UnclosedFileOpen(Rule):
                 self.data.seek(i)
                 return self.data.read(1)
         """,
+        # another module's function or method that returns a handle: closed by its caller, or
+        # called on an object whose class the file does not tell (a parameter nothing here builds)
+        {
+            "texts.py": """
+                def open_text(path):
+                    return open(path)
+
+                class Source:
+                    def open(self, path):
+                        return open(path)
+                """,
+            "lines.py": """
+                from torch.utils.data import Dataset
+                from texts import open_text
+
+                class Lines(Dataset):
+                    def __init__(self, paths, source):
+                        self.paths, self.source = paths, source
+
+                    def __getitem__(self, i):
+                        with open_text(self.paths[i]) as f:
+                            first = f.readline()
+                        self.f = self.source.open(self.paths[i])
+                        return first, self.f.readline()
+                """,
+        },
     )
     invalid = (
+        # a function of another module that returns the handle it opens, kept on self per sample
+        {
+            "texts.py": """
+                def open_text(path):
+                    return open(path)
+                """,
+            "lines.py": """
+                from torch.utils.data import Dataset
+                from texts import open_text
+
+                class Lines(Dataset):
+                    def __getitem__(self, i):
+                        self.f = open_text(self.paths[i])  # expect: DSL102
+                        return self.f.readline()
+                """,
+        },
         # library openers: a raster per time step, a NetCDF patch through a lazy import
         {
             "lazy.py": """

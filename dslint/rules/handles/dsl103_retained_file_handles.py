@@ -12,9 +12,12 @@ class RetainedFileHandles(Rule):
     ## What it does
     Flags handles from `Image.open`, `open` and the other openers of DSL102,
     `np.load(..., mmap_mode=...)`, `np.memmap` and `np.load` of an `.npz` path
-    (an `NpzFile` keeps its archive open), or from a function of the same file
-    that returns the handle it opens (alone or in a tuple: `data, meta =
-    self._open(path)`), that dataset code keeps without loading them:
+    (an `NpzFile` keeps its archive open), or from a function that returns the
+    handle it opens (alone or in a tuple: `data, meta = self._open(path)`; also a
+    function of another module, or a method called on an object whose class the
+    file names: `self.reader.read(p)` where `__init__` builds the reader or is
+    handed one by the code of the file that builds the dataset), that dataset
+    code keeps without loading them:
     a new handle stored in a list, dict or cache on every sample, or one handle
     per file opened in `__init__` and kept.
 
@@ -243,6 +246,39 @@ class RetainedFileHandles(Rule):
             def __getitem__(self, i):
                 return self.maps[i][:4]
         """,
+        # the same through a method of another file's class, on a reader the building code hands in
+        {
+            "reader.py": """
+                import numpy as np
+
+                class Reader:
+                    def read(self, path):
+                        data = np.memmap(path, dtype="uint8", mode="r")
+                        return data, {"size": data.shape}
+                """,
+            "chunks.py": """
+                from torch.utils.data import Dataset
+                from reader import Reader
+
+                class Store:
+                    def __init__(self):
+                        self.reader = Reader()
+
+                    def dataset(self, files):
+                        return Chunks(self.reader, files)
+
+                class Chunks(Dataset):
+                    def __init__(self, reader, files):
+                        self.reader = reader
+                        self.maps = []
+                        for f in files:
+                            data, meta = self.reader.read(f)  # expect: DSL103
+                            self.maps.append(data)
+
+                    def __getitem__(self, i):
+                        return self.maps[i][:4]
+                """,
+        },
     )
 
     def check(self, ctx):

@@ -95,8 +95,48 @@ class UnclosedHandleResourceWarning(Rule):
                 self.current = open(self.files[i])  # kept on self per sample: DSL102's
                 return image, record, rasterio.open(self.rasters[i]).read()  # a library handle: DSL102's
         """,
+        # a base class of another file opens and returns the image; a subclass overrides it
+        {
+            "base.py": """
+                from PIL import Image
+
+                class ImageBase:
+                    def load(self, path):
+                        return Image.open(path)
+                """,
+            "faces.py": """
+                import numpy as np
+                from torch.utils.data import Dataset
+                from base import ImageBase
+
+                class Faces(Dataset, ImageBase):
+                    def load(self, path):
+                        return np.load(path)
+
+                    def __getitem__(self, i):
+                        return self.load(self.paths[i]).copy()  # the override runs: an array
+                """,
+        },
     )
     invalid = (
+        # inherited from a base class of another file: the image it returns is loaded and dropped
+        {
+            "base.py": """
+                from PIL import Image
+
+                class ImageBase:
+                    def load(self, path):
+                        return Image.open(path)
+                """,
+            "faces.py": """
+                from torch.utils.data import Dataset
+                from base import ImageBase
+
+                class Faces(Dataset, ImageBase):
+                    def __getitem__(self, i):
+                        return self.load(self.paths[i]).convert("RGB")  # expect: DSL104
+                """,
+        },
         Invalid(
             """
             import json
