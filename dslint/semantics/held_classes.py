@@ -24,7 +24,7 @@ from typing import Optional
 import libcst as cst
 
 from dslint.semantics.classes import class_family
-from dslint.semantics.instance_state import absent_or_none, method_of, store_value
+from dslint.semantics.instance_state import absent_or_none, method_of, self_attr_uses, store_value
 from dslint.semantics.regions import self_name
 
 _DEPTH = 3
@@ -69,14 +69,10 @@ def _is_class_body(ctx, cls: cst.ClassDef) -> bool:
 def _attr_class(ctx, cls: Optional[cst.ClassDef], attr: str, depth: int) -> Optional[str]:
     if cls is None:
         return None
-    family = {id(c) for c in class_family(ctx, cls)}  # (a base or subclass of the file may store another)
     found = set()
-    for node in ctx.nodes(cst.Attribute):
-        if node.attr.value != attr or not isinstance(node.value, cst.Name):
-            continue
-        method = method_of(ctx, node, family)
-        if method is None or node.value.value != self_name(method):
-            continue
+    # (a base or subclass of the file may store another)
+    for use in self_attr_uses(ctx, class_family(ctx, cls), attr):
+        node = use.node
         parent = ctx.parent(node)
         if isinstance(parent, cst.AssignTarget) or (isinstance(parent, cst.AnnAssign) and parent.target is node):
             value = store_value(ctx, node)
