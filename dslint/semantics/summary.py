@@ -90,14 +90,18 @@ class Summarizer:
         uses_worker_info = False
         assigned = set()
         Attribute, Name = cst.Attribute, cst.Name
+        self_stores = set()
         for node in buckets.get(cst.AssignTarget, ()):
             target = node.target
             if type(target) is Attribute:
                 owner = target.value
                 if not (type(owner) is Name and owner.value == self_param):
                     assigned.add(target.attr.value)
+                else:
+                    self_stores.add(target.attr.value)
         plain = not regions._loop_bodies and not regions.lazy_bodies
         parent = tree.parent
+        draws = self_draws(tree, buckets.get(Attribute, ()), self_param, func, regions, plain)
         for node in buckets.get(cst.Call, ()):
             target = self.call_target(node, self_param)
             if target is None:
@@ -133,6 +137,10 @@ class Summarizer:
             # any call at all in the body (builtins included): a method without one only indexes
             "calls_any": bool(buckets.get(cst.Call)),
             "iterates": _iterated_params(func, buckets.get(cst.For, ())),
+            # self attributes whose object is used here: ``self.x.m(...)`` or ``f(self.x)``
+            # ([name, in a per-item loop]), and those given a value (for cross-file DSL402)
+            "self_draws": draws,
+            "self_stores": sorted(self_stores),
         }
 
     def loader_facts(self, call: cst.Call) -> dict:
@@ -192,6 +200,50 @@ class Summarizer:
             if qualified and not qualified.startswith("builtins."):
                 return ("func", qualified)
         return None
+
+
+def self_draws(tree: TreeIndex, attributes, self_param, func, regions, plain: bool) -> List[list]:
+    """[attr, in_loop] for ``self.<attr>`` whose object the body uses: a method called on it
+    (``self.rng.normal()``) or passed as an argument (``f(generator=self.g)``)."""
+    found = {}
+    parent = tree.parent
+    for node in attributes:
+        owner = node.value
+        if not (self_param and type(owner) is cst.Name and owner.value == self_param):
+            continue
+        up = parent.get(id(node))
+        used = type(up) is cst.Arg or (
+            type(up) is cst.Attribute and up.value is node and type(parent.get(id(up))) is cst.Call
+            and parent.get(id(up)).func is up
+        )
+        if not used:
+            continue
+        in_loop = False
+        if not plain:
+            ancestors = []
+            current = up
+            while current is not None and current is not func:
+                ancestors.append(current)
+                current = parent.get(id(current))
+            in_loop, lazy = regions.classify(node, ancestors)
+            if lazy:
+                continue
+        name = node.attr.value
+        found[name] = found.get(name, False) or bool(in_loop)
+    return [[name, found[name]] for name in sorted(found)]
+
+
+RESEED_METHODS = frozenset({"seed", "manual_seed", "set_state", "setstate", "set_seed", "bit_generator"})
+
+
+def _reseeded_attrs(tree: TreeIndex) -> List[str]:
+    """Attributes reseeded anywhere in the file: ``<any>.<attr>.seed(...)`` (a ``worker_init_fn``
+    reseeding ``dataset.rng``), also through ``manual_seed``/``set_state``..."""
+    found = set()
+    for node in tree.nodes(cst.Attribute):
+        if node.attr.value in RESEED_METHODS and type(node.value) is cst.Attribute:
+            found.add(node.value.attr.value)
+    return sorted(found)
 
 
 def _dataloader_calls(tree: TreeIndex, names: ModuleNames):
@@ -380,4 +432,5 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         "set_epoch": any(n.value == "set_epoch" for n in tree.nodes(cst.Name))
         or any("set_epoch" in n.value for n in tree.nodes(cst.SimpleString)),
         "passed_iterators": _passed_iterators(tree, names),
+        "reseeded_attrs": _reseeded_attrs(tree),
     }

@@ -12,6 +12,7 @@ from typing import List, Optional
 from dslint.semantics.inheritance import iterable_heirs, one_shot_arguments
 from dslint.semantics.modules import canonical
 from dslint.semantics.project import ProjectIndex
+from dslint.semantics.rng_heirs import state_heirs
 
 
 class View:
@@ -106,6 +107,14 @@ class View:
         known = qual in self._index.summaries.get(self.path, {}).get("classes", {})
         answer = one_shot_arguments(self._index, (self.path, qual), position, keyword) if known else []
         return self._record("one_shot_arguments", [qual, position, keyword], answer)
+
+    def state_heirs(self, qual: str, attrs: List[str]) -> List[dict]:
+        """The project's dataset classes that run this file's (non-dataset) class ``qual``'s
+        ``__init__`` and use one of ``attrs`` per sample as it left them
+        (``rng_heirs.state_heirs``): names, attributes, DataLoader facts."""
+        known = qual in self._index.summaries.get(self.path, {}).get("classes", {})
+        answer = state_heirs(self._index, (self.path, qual), list(attrs)) if known else []
+        return self._record("state_heirs", [qual, list(attrs)], answer)
 
 
 def replay(index: ProjectIndex, path: str, log: List[list]) -> bool:
