@@ -3,8 +3,9 @@
 A mixin (not a dataset itself) may create a random generator in its ``__init__`` and
 keep it on ``self``; the datasets that derive from it, in any file, run that
 ``__init__`` (inherited, or called through ``super().__init__()``/``Base.__init__(self)``)
-and draw from the attribute per sample. ``state_heirs`` answers, from the summaries
-alone, which dataset classes do so, with the DataLoaders over them; ``shared_elsewhere``
+and draw from the attribute per sample, or hold such an object on ``self`` (a transform)
+and call it per sample. ``state_heirs`` answers, from the summaries alone, which dataset
+classes do so, with the DataLoaders over them; ``shared_elsewhere``
 whether any file of the project reseeds or replaces the attribute on another object.
 
 Plain functions of a ``ProjectIndex`` (no libcst); rules reach them through ``View``.
@@ -92,10 +93,86 @@ def shared_elsewhere(index: ProjectIndex, attrs: set) -> bool:
     return False
 
 
+def _drawing_methods(index: ProjectIndex, cls: Key, wanted: set) -> dict:
+    """Methods of ``cls`` (along its MRO) whose call reaches a use of ``wanted``: name -> attrs."""
+    found = {}
+    for key in index.mro(cls):
+        for name in index.class_info(key)["methods"]:
+            if name in found or name == "__init__":
+                continue
+            used = set()
+            for func in index.reachable(cls, name):
+                facts = index.function_facts(func) or {}
+                used |= wanted & {attr for attr, _ in facts.get("self_draws", ())}
+            if used:
+                found[name] = used
+    return found
+
+
+def _held(index: ProjectIndex, dataset: Key, users: dict) -> dict:
+    """``self.<attr>`` of the dataset's ``__init__`` chain -> the ``users`` class it constructs."""
+    held = {}
+    for key in index.mro(dataset):
+        facts = index.class_info(key)["methods"].get("__init__") or {}
+        for attr, qualified in facts.get("self_news", ()):
+            located = index.locate(canonical(qualified), key[0])
+            if located in users:
+                held[attr] = located
+    return held
+
+
+def _replaced(index: ProjectIndex, dataset: Key, attr: str) -> bool:
+    """``self.<attr>`` is given a value outside the ``__init__`` chain, or on another object."""
+    for key in index.mro(dataset):
+        for name, facts in index.class_info(key)["methods"].items():
+            if name != "__init__" and attr in facts.get("self_stores", ()):
+                return True
+    return shared_elsewhere(index, {attr})
+
+
+def holders(index: ProjectIndex, base: Key, wanted: set) -> List[dict]:
+    """Datasets whose ``__init__`` keeps on ``self`` an object of a plain class that runs
+    ``base.__init__`` (``base`` or a subclass) and that per-sample code calls a method of
+    (``self.t(x)``, ``self.t.apply(x)``) that uses one of ``wanted``."""
+    users = {}
+    for path, summary in index.summaries.items():
+        for qual in summary["classes"]:
+            key = (path, qual)
+            if index.class_kind(key) is None and runs_init_of(index, key, base):
+                users[key] = None
+    found = []
+    for path, summary in index.summaries.items():
+        for qual in summary["classes"] if users and not is_test_path(path) else ():
+            key = (path, qual)
+            if index.class_kind(key) is None:
+                continue
+            held = _held(index, key, users)
+            called = set()
+            for name, _ in ENTRY_POINTS if held else ():
+                for func in index.reachable(key, name):
+                    mode, facts = index.per_sample.get(func), index.function_facts(func) or {}
+                    for attr, method, in_loop in facts.get("held_calls", ()) if mode else ():
+                        if attr in held and (mode[0] == WHOLE or in_loop):
+                            called.add((attr, method))
+            for attr, method in sorted(called):
+                user = held[attr]
+                if _replaced(index, key, attr):
+                    continue  # the dataset (or a worker_init_fn) re-creates the held object
+                if users[user] is None:
+                    users[user] = {} if _touches(index, user, base, wanted) else _drawing_methods(index, user, wanted)
+                if method in users[user] and not _touches(index, key, base, set()):
+                    name = f"{summary['module']}.{qual}"
+                    attrs = sorted(users[user][method])
+                    found.append({"name": name, "attrs": attrs, "loaders": index.loaders_over(key)})
+                    break
+    return found
+
+
 def state_heirs(index: ProjectIndex, base: Key, attrs: List[str]) -> Optional[List[dict]]:
     """The dataset classes (outside test files) that run ``base.__init__`` and use one of
-    ``attrs`` per sample, leaving them as ``base`` made them: ``{"name", "attrs", "loaders"}``
-    each. Empty when the project reseeds or replaces the attributes elsewhere."""
+    ``attrs`` per sample, leaving them as ``base`` made them, then those that hold such an
+    object (``holders``): ``{"name", "attrs", "loaders"}`` each. Empty when the project
+    reseeds or replaces the attributes elsewhere."""
     wanted = set(attrs)
     if index.class_kind(base) is not None or shared_elsewhere(index, wanted):
         return []
@@ -115,4 +192,4 @@ def state_heirs(index: ProjectIndex, base: Key, attrs: List[str]) -> Optional[Li
                 "attrs": sorted(used),
                 "loaders": index.loaders_over(key),
             })
-    return heirs
+    return heirs + holders(index, base, wanted)

@@ -101,7 +101,8 @@ class Summarizer:
                     self_stores.add(target.attr.value)
         plain = not regions._loop_bodies and not regions.lazy_bodies
         parent = tree.parent
-        draws = self_draws(tree, buckets.get(Attribute, ()), self_param, func, regions, plain)
+        draws, held_calls = self_draws(tree, buckets.get(Attribute, ()), self_param, func, regions, plain)
+        news = self.self_news(buckets.get(cst.Assign, ()), self_param)
         for node in buckets.get(cst.Call, ()):
             target = self.call_target(node, self_param)
             if target is None:
@@ -140,8 +141,27 @@ class Summarizer:
             # self attributes whose object is used here: ``self.x.m(...)`` or ``f(self.x)``
             # ([name, in a per-item loop]), and those given a value (for cross-file DSL402)
             "self_draws": draws,
+            # ``self.x(...)`` / ``self.x.m(...)``: [x, "__call__" | m, in a per-item loop]
+            "held_calls": held_calls,
+            # ``self.x = Cls(...)``: [x, qualified name of the callee]
+            "self_news": news,
             "self_stores": sorted(self_stores),
         }
+
+    def self_news(self, assigns, self_param: Optional[str]) -> List[list]:
+        found = []
+        for node in assigns if self_param else ():
+            value = node.value
+            if type(value) is not cst.Call or type(value.func) not in (cst.Name, cst.Attribute):
+                continue
+            qualified = self.names.qualname(value.func)
+            if not qualified or qualified.startswith("builtins."):
+                continue
+            for target in node.targets:
+                t = target.target
+                if type(t) is cst.Attribute and type(t.value) is cst.Name and t.value.value == self_param:
+                    found.append([t.attr.value, qualified])
+        return found
 
     def loader_facts(self, call: cst.Call) -> dict:
         """What other files need to know about a DataLoader built here."""
@@ -202,21 +222,24 @@ class Summarizer:
         return None
 
 
-def self_draws(tree: TreeIndex, attributes, self_param, func, regions, plain: bool) -> List[list]:
+def self_draws(tree: TreeIndex, attributes, self_param, func, regions, plain: bool):
     """[attr, in_loop] for ``self.<attr>`` whose object the body uses: a method called on it
-    (``self.rng.normal()``) or passed as an argument (``f(generator=self.g)``)."""
+    (``self.rng.normal()``) or passed as an argument (``f(generator=self.g)``); and
+    [attr, method, in_loop] for the calls on it (``self.t(x)``: ``"__call__"``)."""
     found = {}
+    held = {}
     parent = tree.parent
     for node in attributes:
         owner = node.value
         if not (self_param and type(owner) is cst.Name and owner.value == self_param):
             continue
         up = parent.get(id(node))
-        used = type(up) is cst.Arg or (
-            type(up) is cst.Attribute and up.value is node and type(parent.get(id(up))) is cst.Call
-            and parent.get(id(up)).func is up
-        )
-        if not used:
+        method = up.attr.value if type(up) is cst.Attribute and up.value is node else None
+        if method is not None and not (type(parent.get(id(up))) is cst.Call and parent.get(id(up)).func is up):
+            method = None
+        if method is None and type(up) is cst.Call and up.func is node:
+            method = "__call__"
+        if method is None and type(up) is not cst.Arg:
             continue
         in_loop = False
         if not plain:
@@ -229,8 +252,11 @@ def self_draws(tree: TreeIndex, attributes, self_param, func, regions, plain: bo
             if lazy:
                 continue
         name = node.attr.value
-        found[name] = found.get(name, False) or bool(in_loop)
-    return [[name, found[name]] for name in sorted(found)]
+        if method != "__call__":
+            found[name] = found.get(name, False) or bool(in_loop)
+        if method is not None:
+            held[(name, method)] = held.get((name, method), False) or bool(in_loop)
+    return [[name, found[name]] for name in sorted(found)], [[*key, held[key]] for key in sorted(held)]
 
 
 RESEED_METHODS = frozenset({"seed", "manual_seed", "set_state", "setstate", "set_seed", "bit_generator"})

@@ -232,8 +232,8 @@ def rngs_in_init(ctx):
 def rng_message(ctx, call: cst.Call, attr: str, heirs: Optional[List[str]]) -> str:
     made = "" if rng_kind(ctx, call) else " (a factory that returns a new random generator object)"
     where = "`__init__`" if heirs is None else (
-        f"construction code that the dataset{'s' * (len(heirs) > 1)} {', '.join(f'`{h}`' for h in heirs[:3])} "
-        "inherit" + "s" * (len(heirs) == 1)
+        f"construction code that runs for the dataset{'s' * (len(heirs) > 1)} {', '.join(f'`{h}`' for h in heirs[:3])} "
+        "(inherited, or an object held on `self`)"
     )
     return (
         f"`{call_text(ctx, call)}`{made} in {where} is kept on `self.{attr}` and drawn from per "
