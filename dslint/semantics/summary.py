@@ -154,13 +154,14 @@ class Summarizer:
             value = node.value
             if type(value) is not cst.Call or type(value.func) not in (cst.Name, cst.Attribute):
                 continue
-            qualified = self.names.qualname(value.func)
-            if not qualified or qualified.startswith("builtins."):
-                continue
-            for target in node.targets:
-                t = target.target
-                if type(t) is cst.Attribute and type(t.value) is cst.Name and t.value.value == self_param:
-                    found.append([t.attr.value, qualified])
+            attrs = [
+                t.target.attr.value for t in node.targets
+                if type(t.target) is cst.Attribute and type(t.target.value) is cst.Name
+                and t.target.value.value == self_param
+            ]
+            qualified = self.names.qualname(value.func) if attrs else None
+            if qualified and not qualified.startswith("builtins."):
+                found.extend([attr, qualified] for attr in attrs)
         return found
 
     def loader_facts(self, call: cst.Call) -> dict:

@@ -249,6 +249,8 @@ def mixin_rngs(ctx):
     whose construction code creates a generator kept on ``self``, run by datasets of the
     project (any file) that draw from it per sample (``rng_heirs.state_heirs``)."""
     reported = set()
+    if not any(rng_kind(ctx, call) for call in ctx.nodes(cst.Call)):
+        return  # (a factory of this file creates one too)
     for cls in ctx.nodes(cst.ClassDef):
         init = methods(cls).get("__init__")
         if init is None or not self_name(init) or ctx.class_kind(cls):
