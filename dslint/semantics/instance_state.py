@@ -147,9 +147,12 @@ def indexed_by_local(ctx, use: AttrUse) -> bool:
     return False
 
 
-def stores_elsewhere(ctx, family: List[cst.ClassDef], attr: str, init: cst.FunctionDef, construction=()) -> bool:
+def stores_elsewhere(
+    ctx, family: List[cst.ClassDef], attr: str, init: cst.FunctionDef, construction=(), copies: bool = True
+) -> bool:
     """Is ``attr`` given a new (non-None) value outside ``init`` (and the ``construction``
-    functions, which run with it before the fork)?
+    functions, which run with it before the fork)? With ``copies=False``, a value that is
+    another attribute (``self.rng = self.parent.rng``) shares an existing object: no re-creation.
 
     On ``self`` in any method of the class family (a lazy or per-worker reopen, a
     ``__setstate__``, a ``worker_init`` method...), on any other object anywhere in
@@ -165,6 +168,8 @@ def stores_elsewhere(ctx, family: List[cst.ClassDef], attr: str, init: cst.Funct
         if isinstance(parent, cst.Del):
             continue
         if absent_or_none(store_value(ctx, node)) and not isinstance(parent, (cst.Element, cst.StarredElement)):
+            continue
+        if not copies and isinstance(store_value(ctx, node), cst.Attribute):
             continue
         method = method_of(ctx, node, None)  # innermost method, of any class
         on_self = method is not None and isinstance(node.value, cst.Name) and node.value.value == self_name(method)

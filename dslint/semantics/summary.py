@@ -15,13 +15,13 @@ import libcst as cst
 
 from dslint.semantics.bindings import class_ref
 from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall, literal_value
+from dslint.semantics.epoch_facts import dataloader_calls, epoch_iterated_results, iterated_params, loader_receivers
 from dslint.semantics.handle_exports import exported_handles
 from dslint.semantics.modules import canonical
 from dslint.semantics.names import ModuleNames, dotted_parts
 from dslint.semantics.regions import RegionCache, is_cached
 from dslint.semantics.walk import TreeIndex, body_buckets
 
-_SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
 WORKER_INFO = "torch.utils.data.get_worker_info"
 
 
@@ -91,14 +91,19 @@ class Summarizer:
         uses_worker_info = False
         assigned = set()
         Attribute, Name = cst.Attribute, cst.Name
+        self_stores = set()
         for node in buckets.get(cst.AssignTarget, ()):
             target = node.target
             if type(target) is Attribute:
                 owner = target.value
                 if not (type(owner) is Name and owner.value == self_param):
                     assigned.add(target.attr.value)
+                else:
+                    self_stores.add(target.attr.value)
         plain = not regions._loop_bodies and not regions.lazy_bodies
         parent = tree.parent
+        draws, held_calls = self_draws(tree, buckets.get(Attribute, ()), self_param, func, regions, plain)
+        news = self.self_news(buckets.get(cst.Assign, ()), self_param)
         for node in buckets.get(cst.Call, ()):
             target = self.call_target(node, self_param)
             if target is None:
@@ -133,8 +138,32 @@ class Summarizer:
             "assigns": sorted(assigned),
             # any call at all in the body (builtins included): a method without one only indexes
             "calls_any": bool(buckets.get(cst.Call)),
-            "iterates": _iterated_params(func, buckets.get(cst.For, ())),
+            "iterates": iterated_params(func, buckets.get(cst.For, ())),
+            # self attributes whose object is used here: ``self.x.m(...)`` or ``f(self.x)``
+            # ([name, in a per-item loop]), and those given a value (for cross-file DSL402)
+            "self_draws": draws,
+            # ``self.x(...)`` / ``self.x.m(...)``: [x, "__call__" | m, in a per-item loop]
+            "held_calls": held_calls,
+            # ``self.x = Cls(...)``: [x, qualified name of the callee]
+            "self_news": news,
+            "self_stores": sorted(self_stores),
         }
+
+    def self_news(self, assigns, self_param: Optional[str]) -> List[list]:
+        found = []
+        for node in assigns if self_param else ():
+            value = node.value
+            if type(value) is not cst.Call or type(value.func) not in (cst.Name, cst.Attribute):
+                continue
+            attrs = [
+                t.target.attr.value for t in node.targets
+                if type(t.target) is cst.Attribute and type(t.target.value) is cst.Name
+                and t.target.value.value == self_param
+            ]
+            qualified = self.names.qualname(value.func) if attrs else None
+            if qualified and not qualified.startswith("builtins."):
+                found.extend([attr, qualified] for attr in attrs)
+        return found
 
     def loader_facts(self, call: cst.Call) -> dict:
         """What other files need to know about a DataLoader built here."""
@@ -195,94 +224,54 @@ class Summarizer:
         return None
 
 
-def _dataloader_calls(tree: TreeIndex, names: ModuleNames):
-    tails = names.call_tails({"DataLoader"})
-    for call in tree.nodes(cst.Call):
-        func = call.func
-        tail = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else None)
-        if tail in tails and names.qualname(func) == "torch.utils.data.DataLoader":
-            yield call
-
-
-def _iterated_params(func: cst.FunctionDef, loops) -> List[list]:
-    """[position, name] of the parameters a ``for`` loop of the body iterates: ``for b in p``, or
-    ``p`` as a positional argument of the loop's call (``enumerate(p)``, ``zip(p, q)``, two deep)."""
-    params = [p.name.value for p in (*func.params.posonly_params, *func.params.params)]
-    found = set()
-    for loop in loops:
-        exprs = [loop.iter]
-        for _ in range(2):
-            calls = [e for e in exprs if isinstance(e, cst.Call)]
-            exprs += [a.value for c in calls for a in c.args if not a.star and a.keyword is None]
-        found.update(e.value for e in exprs if isinstance(e, cst.Name) and e.value in params)
-    return [[params.index(n), n] for n in sorted(found)]
-
-
-_NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"})
-
-
-def _epoch_iterated_results(tree: TreeIndex, names: ModuleNames) -> List[str]:
-    """Functions of other modules whose result (``x = f(...)``, ``a, x = f(...)``) a ``for`` loop
-    iterates inside another loop of the same scope, not under ``no_grad``: re-iterated, epoch by epoch."""
-    out = set()
-    for loop in tree.nodes(cst.For):
-        nested = False
-        for ancestor in tree.ancestors(loop):
-            kind = type(ancestor)
-            if kind in _SCOPES:
-                break
-            if kind is cst.With and any(
-                names.qualname(i.item.func if isinstance(i.item, cst.Call) else i.item) in _NO_GRAD
-                for i in ancestor.items if isinstance(i.item, (cst.Call, cst.Name, cst.Attribute))
-            ):
-                nested = False
-                break
-            if kind in (cst.For, cst.While) and loop is not getattr(ancestor, "iter", None):
-                nested = True
-        if not nested:
+def self_draws(tree: TreeIndex, attributes, self_param, func, regions, plain: bool):
+    """[attr, in_loop] for ``self.<attr>`` whose object the body uses: a method called on it
+    (``self.rng.normal()``) or passed as an argument (``f(generator=self.g)``); and
+    [attr, method, in_loop] for the calls on it (``self.t(x)``: ``"__call__"``)."""
+    found = {}
+    held = {}
+    parent = tree.parent
+    for node in attributes:
+        owner = node.value
+        if not (self_param and type(owner) is cst.Name and owner.value == self_param):
             continue
-        exprs = [loop.iter]
-        exprs += [a.value for a in loop.iter.args if not a.star] if isinstance(loop.iter, cst.Call) else []
-        iterated = {e.value for e in exprs if isinstance(e, cst.Name)}
-        if not iterated:
+        up = parent.get(id(node))
+        method = up.attr.value if type(up) is cst.Attribute and up.value is node else None
+        if method is not None and not (type(parent.get(id(up))) is cst.Call and parent.get(id(up)).func is up):
+            method = None
+        if method is None and type(up) is cst.Call and up.func is node:
+            method = "__call__"
+        if method is None and type(up) is not cst.Arg:
             continue
-        for assign in tree.scope_nodes(tree.scope_node(loop), cst.Assign):
-            value = assign.value
-            if not isinstance(value, cst.Call) or not isinstance(value.func, (cst.Name, cst.Attribute)):
+        in_loop = False
+        if not plain:
+            ancestors = []
+            current = up
+            while current is not None and current is not func:
+                ancestors.append(current)
+                current = parent.get(id(current))
+            in_loop, lazy = regions.classify(node, ancestors)
+            if lazy:
                 continue
-            bound = set()
-            for target in assign.targets:
-                if isinstance(target.target, (cst.Tuple, cst.List)):
-                    elements = [e.value for e in target.target.elements]
-                else:
-                    elements = [target.target]
-                bound.update(e.value for e in elements if isinstance(e, cst.Name))
-            if bound & iterated:
-                qualified = names.qualname(value.func)
-                if qualified and not qualified.startswith(("builtins.", "torch.", names.modname + ".")):
-                    out.add(qualified)
-    return sorted(out)
+        name = node.attr.value
+        if method != "__call__":
+            found[name] = found.get(name, False) or bool(in_loop)
+        if method is not None:
+            held[(name, method)] = held.get((name, method), False) or bool(in_loop)
+    return [[name, found[name]] for name in sorted(found)], [[*key, held[key]] for key in sorted(held)]
 
 
-def _loader_receivers(tree: TreeIndex, names: ModuleNames) -> List[str]:
-    """Functions of other modules this file calls with a name it binds to a ``DataLoader(...)``
-    as an argument (``train_one_epoch(model, loader)``): their files are summarised too."""
-    bound = set()
-    for call in _dataloader_calls(tree, names):
-        parent = tree.parent_of(call)
-        if isinstance(parent, cst.Assign):
-            bound.update(t.target.value for t in parent.targets if isinstance(t.target, cst.Name))
-    out = set()
-    if not bound:
-        return []
-    for call in tree.nodes(cst.Call):
-        if not any(isinstance(a.value, cst.Name) and a.value.value in bound for a in call.args):
-            continue
-        if isinstance(call.func, (cst.Name, cst.Attribute)):
-            qualified = names.qualname(call.func)
-            if qualified and not qualified.startswith(("builtins.", names.modname + ".", "torch.")):
-                out.add(qualified)
-    return sorted(out)
+RESEED_METHODS = frozenset({"seed", "manual_seed", "set_state", "setstate", "set_seed", "bit_generator"})
+
+
+def _reseeded_attrs(tree: TreeIndex) -> List[str]:
+    """Attributes reseeded anywhere in the file: ``<any>.<attr>.seed(...)`` (a ``worker_init_fn``
+    reseeding ``dataset.rng``), also through ``manual_seed``/``set_state``..."""
+    found = set()
+    for node in tree.nodes(cst.Attribute):
+        if node.attr.value in RESEED_METHODS and type(node.value) is cst.Attribute:
+            found.add(node.value.attr.value)
+    return sorted(found)
 
 
 _ONE_SHOT_BUILTINS = frozenset(
@@ -380,11 +369,11 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
             continue
         functions[local_qualname(node, tree)] = s.function_facts(node)
     imports = {k: next(iter(v)) for k, v in names.imports.items() if len(v) == 1}
-    loaders = [s.loader_facts(call) for call in _dataloader_calls(tree, names)]
+    loaders = [s.loader_facts(call) for call in dataloader_calls(tree, names)]
     references = {ref for facts in loaders for ref in (facts["worker_init_fn"], facts["collate_fn"]) if ref}
-    references.update(_loader_receivers(tree, names))
+    references.update(loader_receivers(tree, names))
     references.update(_kept_objects(tree, names))
-    epoch_results = _epoch_iterated_results(tree, names)
+    epoch_results = epoch_iterated_results(tree, names)
     references = sorted(references)
     return {
         "module": names.modname,
@@ -402,6 +391,7 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         "passed_iterators": _passed_iterators(tree, names),
         # functions and methods that return a handle they opened: qualname -> [kind, position]
         "handle_returns": {local_qualname(f, tree): list(answer) for f, answer in exported_handles(tree, names)},
+        "reseeded_attrs": _reseeded_attrs(tree),
     }
 
 

@@ -13,6 +13,7 @@ from dslint.semantics.inheritance import iterable_heirs, one_shot_arguments
 from dslint.semantics.modules import canonical
 from dslint.semantics.numpy_rng import loader_draws
 from dslint.semantics.project import ProjectIndex
+from dslint.semantics.rng_heirs import state_heirs
 from dslint.semantics.torch_version import old_torch
 
 
@@ -138,6 +139,14 @@ class View:
         """[kind, position in a returned tuple or None] when the project function or method
         ``qualified`` returns a handle it opened (``handle_exports``)."""
         return self._record("returned_handle", [qualified], self._index.returned_handle(canonical(qualified), self.path))
+
+    def state_heirs(self, qual: str, attrs: List[str]) -> List[dict]:
+        """The project's dataset classes that run this file's (non-dataset) class ``qual``'s
+        ``__init__`` and use one of ``attrs`` per sample as it left them
+        (``rng_heirs.state_heirs``): names, attributes, DataLoader facts."""
+        known = qual in self._index.summaries.get(self.path, {}).get("classes", {})
+        answer = state_heirs(self._index, (self.path, qual), list(attrs)) if known else []
+        return self._record("state_heirs", [qual, list(attrs)], answer)
 
 
 def replay(index: ProjectIndex, path: str, log: List[list]) -> bool:

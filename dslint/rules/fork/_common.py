@@ -19,7 +19,7 @@ import libcst as cst
 from dslint.semantics import lifetimes as lt
 from dslint.semantics.bindings import class_ref, local_class_path
 from dslint.semantics.calls import UNKNOWN
-from dslint.semantics.classes import class_family, dataset_inits
+from dslint.semantics.classes import class_family, dataset_inits, methods
 from dslint.semantics.init_code import add_aliases, family_construction, held_in_container, init_helpers
 from dslint.semantics.instance_state import (
     HANDLE_DERIVATIONS,
@@ -39,6 +39,7 @@ from dslint.semantics.instance_state import (
 )
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.regions import self_attr, self_name
+from dslint.semantics.reseeding import reseeded
 from dslint.semantics.walk import iter_subtree
 
 WORKER_INFO = "torch.utils.data.get_worker_info"
@@ -105,17 +106,9 @@ def loaders_allow(ctx, cls: cst.ClassDef, attrs: Set[str]) -> bool:
     ``worker_init_fn`` that cannot be resolved, or when every DataLoader found has a
     literal ``num_workers=0`` (there is no fork).
     """
-    qual = ctx.qualname_of_def(cls)
-    loaders = ctx.view.loaders_over(qual)
-    for facts in loaders:
-        ref = facts.get("worker_init_fn")
-        if not ref:
-            continue
-        function = ctx.view.function_facts(ref)
-        if function is None:
-            continue  # a library function cannot know this dataset's attributes
-        if function.get("worker_info") or attrs & set(function.get("assigns", ())):
-            return False
+    loaders = ctx.view.loaders_over(ctx.qualname_of_def(cls))
+    if not project_loaders_allow(ctx, loaders, attrs):
+        return False
     for bound in ctx.dataloader_calls():
         ref = class_ref(ctx.tree, ctx.names, bound.expr("dataset"))
         if ref is None or ref[0] != "local" or ref[1] is not cls:
@@ -126,9 +119,17 @@ def loaders_allow(ctx, cls: cst.ClassDef, attrs: Set[str]) -> bool:
         target = function_target(ctx, arg.value)
         if not isinstance(target, (cst.Name, cst.Attribute)) or ctx.qualname(target) is None:
             return False  # a worker_init_fn we cannot follow
-    if loaders and all(facts.get("num_workers") == 0 for facts in loaders):
-        return False
     return True
+
+
+def project_loaders_allow(ctx, loaders: List[dict], attrs: Set[str]) -> bool:
+    """``loaders_allow`` from the DataLoaders' summary facts alone (any file)."""
+    for facts in loaders:
+        ref = facts.get("worker_init_fn")
+        function = ctx.view.function_facts(ref) if ref else None  # a library function cannot know them
+        if function is not None and (function.get("worker_info") or attrs & set(function.get("assigns", ()))):
+            return False
+    return not (loaders and all(facts.get("num_workers") == 0 for facts in loaders))
 
 
 def inherited_uses(
@@ -140,6 +141,7 @@ def inherited_uses(
     close_methods,
     silenced: Callable[[str, List[AttrUse]], bool],
     construction=(),
+    copies: bool = True,
 ) -> List[str]:
     """The attributes of ``held`` that per-sample code uses while the workers inherit them.
 
@@ -155,7 +157,7 @@ def inherited_uses(
         if dropped_in_init(ctx, init, self_param, attr, site, close_methods):
             continue
         uses = self_attr_uses(ctx, family, attr)
-        if silenced(attr, uses) or stores_elsewhere(ctx, family, attr, init, construction):
+        if silenced(attr, uses) or stores_elsewhere(ctx, family, attr, init, construction, copies):
             return []
         if per_sample_loads(ctx, uses):
             used.append(attr)
@@ -220,10 +222,63 @@ def rngs_in_init(ctx):
         held, construction = held_object(ctx, cls, init, func, self_param, call, ("manual_seed",), False)
         if held is None or any(id(site) in reported for site in held.attrs.values()):
             continue  # e.g. the other arm of `default_rng() if s is None else default_rng(s)`
-        used = inherited_uses(ctx, cls, func, self_param, held, (), partial(reseeded, ctx, func), construction)
+        silenced = partial(reseeded, ctx, func)
+        used = inherited_uses(ctx, cls, func, self_param, held, (), silenced, construction, copies=False)
         if used:
             reported.update(id(site) for site in held.attrs.values())
-            yield call, used[0]
+            yield call, used[0], None
+
+
+def rng_message(ctx, call: cst.Call, attr: str, heirs: Optional[List[str]]) -> str:
+    made = "" if rng_kind(ctx, call) else " (a factory that returns a new random generator object)"
+    where = "`__init__`" if heirs is None else (
+        f"construction code that runs for the dataset{'s' * (len(heirs) > 1)} {', '.join(f'`{h}`' for h in heirs[:3])} "
+        "(inherited, or an object held on `self`)"
+    )
+    return (
+        f"`{call_text(ctx, call)}`{made} in {where} is kept on `self.{attr}` and drawn from per "
+        "sample, but every DataLoader worker inherits a copy of the same generator state: workers "
+        "draw identical numbers (measured with 2 workers: 32 of 64 per-sample draws, e.g. augmentations, "
+        "duplicated per epoch) and every epoch repeats them (64 of 64 identical); torch reseeds only the global "
+        "`random`/`numpy`/`torch` generators per worker"
+    )
+
+
+def mixin_rngs(ctx):
+    """(call, attribute, dataset names) for DSL402 across files: a plain (non-dataset) class
+    whose construction code creates a generator kept on ``self``, run by datasets of the
+    project (any file) that draw from it per sample (``rng_heirs.state_heirs``)."""
+    reported = set()
+    if not any(rng_kind(ctx, call) for call in ctx.nodes(cst.Call)):
+        return  # (a factory of this file creates one too)
+    for cls in ctx.nodes(cst.ClassDef):
+        init = methods(cls).get("__init__")
+        if init is None or not self_name(init) or ctx.class_kind(cls):
+            continue
+        family = class_family(ctx, cls)
+        for func in (init, *init_helpers(ctx, cls, init)):
+            selfp = self_name(func)
+            for call in iter_subtree(func.body, into_scopes=False):
+                kind = isinstance(call, cst.Call) and (
+                    rng_kind(ctx, call) or rng_factory_kind(ctx, call, selfp, family)
+                )
+                if not kind or (kind == "numpy" and isinstance(ctx.parent(call), cst.Arg)):
+                    continue
+                held, construction = held_object(ctx, cls, init, func, selfp, call, ("manual_seed",), False)
+                if held is None or any(id(site) in reported for site in held.attrs.values()):
+                    continue
+                attrs = {a for a, site in held.attrs.items() if not dropped_in_init(ctx, func, selfp, a, site, ())}
+                if not attrs or family_consults_worker(ctx, cls, family) or any(
+                    reseeded(ctx, func, a, self_attr_uses(ctx, family, a), construction)
+                    or stores_elsewhere(ctx, family, a, func, construction, copies=False)
+                    for a in attrs
+                ):
+                    continue
+                heirs = ctx.view.state_heirs(ctx.qualname_of_def(cls), sorted(attrs))
+                heirs = [h for h in heirs if project_loaders_allow(ctx, h["loaders"], attrs)]
+                if heirs:
+                    reported.update(id(site) for site in held.attrs.values())
+                    yield call, heirs[0]["attrs"][0], [h["name"] for h in heirs]
 
 
 # --------------------------------------------------------------------------- DSL401 messages
@@ -375,28 +430,6 @@ def session_used_in_init(ctx, init: cst.FunctionDef, self_param: str, held: Held
                 isinstance(t.target, cst.Name) and t.target.value == owner.value for t in parent.targets
             ):
                 return True
-    return False
-
-
-# --------------------------------------------------------------------------- DSL402 reseeding
-
-RESEED_METHODS = frozenset({"seed", "manual_seed", "set_state", "setstate", "set_seed", "bit_generator"})
-
-
-def reseeded(ctx, init: cst.FunctionDef, attr: str, uses: List[AttrUse]) -> bool:
-    """Reseeded outside ``__init__``: ``self.rng.seed(...)``, ``self.rng.manual_seed(...)``...
-    in another method, or ``<anything>.<attr>.seed(...)`` anywhere (a worker_init_fn reseeding it)."""
-    for use in uses:
-        parent = ctx.parent(use.node)
-        if isinstance(parent, cst.Attribute) and parent.value is use.node and parent.attr.value in RESEED_METHODS:
-            if use.method.name.value != "__init__":
-                return True
-    for node in ctx.nodes(cst.Attribute):
-        if node.attr.value not in RESEED_METHODS:
-            continue
-        owner = node.value
-        if isinstance(owner, cst.Attribute) and owner.attr.value == attr and ctx.enclosing_function(node) is not init:
-            return True
     return False
 
 

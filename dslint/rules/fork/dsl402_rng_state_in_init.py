@@ -3,39 +3,36 @@
 from __future__ import annotations
 
 from dslint.rules.base import ERROR, Rule, Symptom
-from dslint.rules.fork._common import call_text, rngs_in_init
-from dslint.semantics.instance_state import rng_kind
+from dslint.rules.fork._common import mixin_rngs, rng_message, rngs_in_init
 
 class RngStateInInit(Rule):
     """
     ## What it does
-    Flags a random generator object (`np.random.default_rng`, `np.random.RandomState`,
-    `np.random.Generator`, `random.Random`, `torch.Generator`) that a dataset's
-    `__init__` creates and keeps on `self`, when per-sample code draws from it and
-    nothing reseeds it per worker: no `get_worker_info()` or `os.getpid()` in the
-    dataset, no other method or `worker_init_fn` in the project that reassigns or
-    reseeds it.
+    Flags a random generator object (`np.random.default_rng`, `np.random.RandomState`, `np.random.Generator`,
+    `random.Random`, `torch.Generator`) that a dataset's `__init__` creates and keeps on `self`, when per-sample
+    code draws from it and nothing reseeds it per worker: no `get_worker_info()` or `os.getpid()` in the dataset, no
+    other method or `worker_init_fn` in the project that reassigns or reseeds it.
 
-    The generator may be created directly, picked by a conditional (`rng if rng is
-    not None else np.random.default_rng()`, `rng or random.Random()`), or returned by
-    a factory of this file that `__init__` calls (a module-level function or a method
-    of the class whose every `return` hands back a new generator object); a factory
-    in another module, or one that may return anything else, is not followed. Methods
-    `__init__` calls on `self` (at any depth, none called per sample or on another
-    object) count as `__init__`; so do aliases (`self.gen = self.rng`).
+    The generator may be created directly, picked by a conditional (`rng if rng is not None else
+    np.random.default_rng()`, `rng or random.Random()`), or returned by a factory of this file that `__init__` calls
+    (a module-level function or a method of the class whose every `return` hands back a new generator object); a
+    factory in another module, or one that may return anything else, is not followed. Methods `__init__` calls on
+    `self` (at any depth, none called per sample or on another object) count as `__init__`; so do aliases (`self.gen
+    = self.rng`). A base class that is not a dataset (a mixin, in any file) is reported at its creation when a
+    dataset of the project runs its `__init__` (inherited, `super().__init__()`, `Base.__init__(self)`) and draws
+    from the attribute per sample, no class of its MRO reassigning it (`self.rng = parent.rng` only shares a
+    generator); or when a dataset's `__init__` keeps an instance of such a class (`self.t = Jitter()`) that
+    per-sample code calls (`self.t(x)`, `self.t.apply(x)`) and nothing replaces.
 
-    Global RNG use (`np.random.rand()`, `random.random()`, `torch.rand()` in
-    `__getitem__`) is *not* flagged: since torch 1.9 every worker reseeds the
-    global `random`, `numpy` and `torch` generators from its own per-epoch seed.
+    Global RNG use (`np.random.rand()`, `random.random()`, `torch.rand()` in `__getitem__`) is *not* flagged: since
+    torch 1.9 every worker reseeds the global `random`, `numpy` and `torch` generators from its own per-epoch seed.
 
     ## Why is this bad?
-    torch reseeds only the global generators in each worker. A generator *object*
-    created in `__init__` is copied into every forked worker with the same state, so
-    all workers draw the same numbers, and because workers are re-created from the
-    untouched parent copy every epoch, every epoch draws them again. Measured on
-    torch 2.13 with 2 workers and 64 samples: 32 of 64 augmentations duplicated
-    within each epoch, and 64 of 64 identical to the previous epoch's. With
-    `persistent_workers=True` the duplicates remain (epochs then differ).
+    torch reseeds only the global generators in each worker. A generator *object* created in `__init__` is copied
+    into every forked worker with the same state, so all workers draw the same numbers, and because workers are
+    re-created from the untouched parent copy every epoch, every epoch draws them again. Measured on torch 2.13 with
+    2 workers and 64 samples: 32 of 64 augmentations duplicated within each epoch, and 64 of 64 identical to the
+    previous epoch's. With `persistent_workers=True` the duplicates remain (epochs then differ).
 
     ## Example
     ```python
@@ -76,19 +73,15 @@ class RngStateInInit(Rule):
         """
         import numpy as np
         from torch.utils.data import Dataset
-
         class GlobalRng(Dataset):
-            def __getitem__(self, i):
-                return np.random.rand()  # reseeded per worker since torch 1.9
+            def __getitem__(self, i): return np.random.rand()  # reseeded per worker since torch 1.9
         """,
         """
         import numpy as np
         from torch.utils.data import Dataset, get_worker_info
-
         class Reseeded(Dataset):
             def __init__(self):
                 self.rng = np.random.default_rng(0)
-
             def __getitem__(self, i):
                 info = get_worker_info()
                 if info is not None and not getattr(self, "_seeded", False):
@@ -100,28 +93,21 @@ class RngStateInInit(Rule):
         import random
         import torch
         from torch.utils.data import DataLoader, Dataset
-
         class Jitter(Dataset):
             def __init__(self):
                 self.rng = random.Random(0)
-
-            def __getitem__(self, i):
-                return self.rng.random()
-
+            def __getitem__(self, i): return self.rng.random()
         def worker_init_fn(worker_id):
             torch.utils.data.get_worker_info().dataset.rng.seed(torch.initial_seed())
-
         loader = DataLoader(Jitter(), num_workers=2, worker_init_fn=worker_init_fn)
         """,
         """
         import torch
         from torch.utils.data import IterableDataset, get_worker_info
-
         class Shuffled(IterableDataset):
             def __init__(self, items, seed):
                 self.items = items
                 self.g = torch.Generator().manual_seed(seed)
-
             def __iter__(self):
                 order = torch.randperm(len(self.items), generator=self.g)  # once per epoch, same in all workers
                 info = get_worker_info()
@@ -131,12 +117,10 @@ class RngStateInInit(Rule):
         """
         import numpy as np
         from torch.utils.data import Dataset
-
         class PerIndex(Dataset):
             def __init__(self, seed):
                 self.seed = seed
                 self.rng = np.random.RandomState(seed)
-
             def __getitem__(self, i):
                 self.rng.seed(self.seed + i)  # deterministic per index
                 return self.rng.rand()
@@ -144,32 +128,24 @@ class RngStateInInit(Rule):
         """
         import numpy as np
         from torch.utils.data import Dataset
-
         def make_state(seed):
             if seed is None:
                 return None
             return np.random.RandomState(seed)
-
         class MaybeFactory(Dataset):
             def __init__(self, seed=None):
                 self.rng = make_state(seed)  # may return None: not followed
-
-            def __getitem__(self, i):
-                return self.rng.rand() if self.rng else i
+            def __getitem__(self, i): return self.rng.rand() if self.rng else i
         """,
         """
         import numpy as np
         from torch.utils.data import Dataset
-
         class Epochs(Dataset):
             def __init__(self):
                 self.rng = np.random.default_rng(0)
-
             def set_epoch(self, epoch):
                 self.rng = np.random.default_rng(epoch)
-
-            def __getitem__(self, i):
-                return self.rng.random()
+            def __getitem__(self, i): return self.rng.random()
         """,
         """
         import numpy as np
@@ -177,70 +153,83 @@ class RngStateInInit(Rule):
         class Seeded(Dataset):
             def __init__(self, seed):
                 self.reseed(seed)
-
             def reseed(self, seed):  # also run by another method: not construction only
                 self.rng = np.random.default_rng(seed)
-
             def set_epoch(self, epoch):
                 self.reseed(epoch)
-
-            def __getitem__(self, i):
-                return self.rng.random()
+            def __getitem__(self, i): return self.rng.random()
         """,
+        {
+            "seeding.py": """
+                import numpy as np
+                class Seedable:  # a mixin, not a dataset
+                    def __init__(self, seed=None):
+                        self.rng = np.random.default_rng(seed)
+                """,
+            "noise.py": """
+                import numpy as np
+                from torch.utils.data import Dataset, get_worker_info
+                from seeding import Seedable
+                class Noise(Dataset, Seedable):
+                    def __getitem__(self, i): return self.rng.normal()
+                def reseed(worker_id):  # a worker_init_fn: each worker replaces the inherited copy
+                    info = get_worker_info()
+                    info.dataset.rng = np.random.default_rng(info.seed)
+                """,
+            "aug.py": """
+                import random
+                from torch.utils.data import Dataset, get_worker_info
+                class Jitter:  # a transform the dataset holds
+                    def __init__(self, seed=0):
+                        self.gen = random.Random(seed)
+                    def __call__(self, x): return x + self.gen.random()
+                class Items(Dataset):
+                    def __init__(self): self.jitter = Jitter()
+                    def __getitem__(self, i): return self.jitter(i)
+                def worker_init_fn(worker_id):  # each worker makes its own transform
+                    get_worker_info().dataset.jitter = Jitter(get_worker_info().seed)
+                """,
+        },
     )
     invalid = (
         """
         import numpy as np
         from torch.utils.data import Dataset
-
         class Seeded(Dataset):
             def __init__(self, seed=None):
                 self._setup(seed)
-
             def _setup(self, seed):
                 self.np_rng = np.random.default_rng(seed)  # expect: DSL402
                 self.random_generator = self.np_rng
-
-            def __getitem__(self, i):
-                return self.random_generator.random()
+            def __getitem__(self, i): return self.random_generator.random()
         """,
         """
         import numpy as np
         from torch.utils.data import Dataset
-
         class Augmented(Dataset):
             def __init__(self, data, seed=0):
                 self.data = data
                 self.rng = np.random.default_rng(seed)  # expect: DSL402
-
-            def __getitem__(self, i):
-                return self.data[i] + self.rng.normal()
+            def __getitem__(self, i): return self.data[i] + self.rng.normal()
         """,
         """
         from numpy.random import default_rng
         import random as r
         import torch.utils.data as tud
-
         class Two(tud.Dataset):
             def __init__(self):
                 self.np_rng = default_rng()  # expect: DSL402
                 self.py_rng = r.Random(0)  # expect: DSL402
-
-            def __getitem__(self, i):
-                return self.augment(i)
-
-            def augment(self, i):
-                return i + self.np_rng.random() + self.py_rng.random()
+            def __getitem__(self, i): return self.augment(i)
+            def augment(self, i): return i + self.np_rng.random() + self.py_rng.random()
         """,
         """
         import torch
         from torch.utils.data import IterableDataset
-
         class Noisy(IterableDataset):
             def __init__(self, n):
                 self.n = n
                 self.g = torch.Generator().manual_seed(1)  # expect: DSL402
-
             def __iter__(self):
                 for i in range(self.n):
                     yield torch.randn(3, generator=self.g)
@@ -248,53 +237,64 @@ class RngStateInInit(Rule):
         {
             "base.py": """
                 from torch.utils.data import Dataset
-
                 class Base(Dataset):
-                    def __getitem__(self, i):
-                        return self.transform(i)
+                    def __getitem__(self, i): return self.transform(i)
                 """,
             "aug.py": """
                 import numpy.random as npr
                 from base import Base
-
                 class Aug(Base):
                     def __init__(self):
                         self.state = npr.RandomState(0)  # expect: DSL402
-
-                    def transform(self, i):
-                        return i * self.state.uniform()
+                    def transform(self, i): return i * self.state.uniform()
                 """,
         },
         """
         import numpy as np
         from torch.utils.data import Dataset
-
-        def make_state(seed):
-            return np.random.RandomState(seed)
-
+        def make_state(seed): return np.random.RandomState(seed)
         class Factory(Dataset):
             def __init__(self, seed=0, rng=None):
                 self.state = make_state(seed)  # expect: DSL402
                 self.rng = rng if rng is not None else np.random.default_rng(seed)  # expect: DSL402
                 self.other = self._make(seed)  # expect: DSL402
-
             def _make(self, seed):
                 generator = np.random.default_rng(seed)
                 return generator
-
-            def __getitem__(self, i):
-                return self.state.rand() + self.rng.random() + self.other.random()
+            def __getitem__(self, i): return self.state.rand() + self.rng.random() + self.other.random()
         """,
+        {
+            "seeding.py": """
+                import numpy as np
+                class Seedable:  # a mixin, not a dataset
+                    def __init__(self, seed=None, rng=None):
+                        self.reset(seed, rng)
+                    def reset(self, seed, rng):
+                        self.rng = rng if rng is not None else np.random.default_rng(seed)  # expect: DSL402
+                    def share(self, parent):
+                        self.rng = parent.rng  # shares another object's generator: no new one
+                """,
+            "noise.py": """
+                from torch.utils.data import Dataset
+                from seeding import Seedable
+                class Noise(Dataset, Seedable):
+                    def __init__(self, n, **kwargs):
+                        super().__init__(**kwargs)
+                    def __getitem__(self, i): return self.rng.normal()
+                """,
+            "aug.py": """
+                import random
+                from torch.utils.data import Dataset
+                class Jitter:  # a transform the dataset holds and calls per sample
+                    def __init__(self):
+                        self.gen = random.Random(0)  # expect: DSL402
+                    def __call__(self, x): return x + self.gen.random()
+                class Items(Dataset):
+                    def __init__(self): self.jitter = Jitter()
+                    def __getitem__(self, i): return self.jitter(i)
+                """,
+        },
     )
-
     def check(self, ctx):
-        for call, attr in rngs_in_init(ctx):
-            made = "" if rng_kind(ctx, call) else " (a factory that returns a new random generator object)"
-            yield self.report(
-                call,
-                f"`{call_text(ctx, call)}`{made} in `__init__` is kept on `self.{attr}` and drawn from per "
-                "sample, but every DataLoader worker inherits a copy of the same generator state: workers "
-                "draw identical numbers (measured with 2 workers: 32 of 64 per-sample draws, e.g. augmentations, "
-                "duplicated per epoch) and every epoch repeats them (64 of 64 identical); torch reseeds only the global "
-                "`random`/`numpy`/`torch` generators per worker",
-            )
+        for call, attr, heirs in (*rngs_in_init(ctx), *mixin_rngs(ctx)):
+            yield self.report(call, rng_message(ctx, call, attr, heirs))

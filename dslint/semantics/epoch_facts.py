@@ -1,0 +1,105 @@
+"""Loop facts of a file's summary: which parameters a function's loops iterate, which
+results of other modules' functions are re-iterated epoch by epoch, and which functions
+of other modules receive a DataLoader this file builds (their files are summarised too).
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+import libcst as cst
+
+from dslint.semantics.names import ModuleNames
+from dslint.semantics.walk import TreeIndex
+
+_SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
+
+
+def dataloader_calls(tree: TreeIndex, names: ModuleNames):
+    tails = names.call_tails({"DataLoader"})
+    for call in tree.nodes(cst.Call):
+        func = call.func
+        tail = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else None)
+        if tail in tails and names.qualname(func) == "torch.utils.data.DataLoader":
+            yield call
+
+
+def iterated_params(func: cst.FunctionDef, loops) -> List[list]:
+    """[position, name] of the parameters a ``for`` loop of the body iterates: ``for b in p``, or
+    ``p`` as a positional argument of the loop's call (``enumerate(p)``, ``zip(p, q)``, two deep)."""
+    params = [p.name.value for p in (*func.params.posonly_params, *func.params.params)]
+    found = set()
+    for loop in loops:
+        exprs = [loop.iter]
+        for _ in range(2):
+            calls = [e for e in exprs if isinstance(e, cst.Call)]
+            exprs += [a.value for c in calls for a in c.args if not a.star and a.keyword is None]
+        found.update(e.value for e in exprs if isinstance(e, cst.Name) and e.value in params)
+    return [[params.index(n), n] for n in sorted(found)]
+
+
+_NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"})
+
+
+def epoch_iterated_results(tree: TreeIndex, names: ModuleNames) -> List[str]:
+    """Functions of other modules whose result (``x = f(...)``, ``a, x = f(...)``) a ``for`` loop
+    iterates inside another loop of the same scope, not under ``no_grad``: re-iterated, epoch by epoch."""
+    out = set()
+    for loop in tree.nodes(cst.For):
+        nested = False
+        for ancestor in tree.ancestors(loop):
+            kind = type(ancestor)
+            if kind in _SCOPES:
+                break
+            if kind is cst.With and any(
+                names.qualname(i.item.func if isinstance(i.item, cst.Call) else i.item) in _NO_GRAD
+                for i in ancestor.items if isinstance(i.item, (cst.Call, cst.Name, cst.Attribute))
+            ):
+                nested = False
+                break
+            if kind in (cst.For, cst.While) and loop is not getattr(ancestor, "iter", None):
+                nested = True
+        if not nested:
+            continue
+        exprs = [loop.iter]
+        exprs += [a.value for a in loop.iter.args if not a.star] if isinstance(loop.iter, cst.Call) else []
+        iterated = {e.value for e in exprs if isinstance(e, cst.Name)}
+        if not iterated:
+            continue
+        for assign in tree.scope_nodes(tree.scope_node(loop), cst.Assign):
+            value = assign.value
+            if not isinstance(value, cst.Call) or not isinstance(value.func, (cst.Name, cst.Attribute)):
+                continue
+            bound = set()
+            for target in assign.targets:
+                if isinstance(target.target, (cst.Tuple, cst.List)):
+                    elements = [e.value for e in target.target.elements]
+                else:
+                    elements = [target.target]
+                bound.update(e.value for e in elements if isinstance(e, cst.Name))
+            if bound & iterated:
+                qualified = names.qualname(value.func)
+                if qualified and not qualified.startswith(("builtins.", "torch.", names.modname + ".")):
+                    out.add(qualified)
+    return sorted(out)
+
+
+def loader_receivers(tree: TreeIndex, names: ModuleNames) -> List[str]:
+    """Functions of other modules this file calls with a name it binds to a ``DataLoader(...)``
+    as an argument (``train_one_epoch(model, loader)``): their files are summarised too."""
+    bound = set()
+    for call in dataloader_calls(tree, names):
+        parent = tree.parent_of(call)
+        if isinstance(parent, cst.Assign):
+            bound.update(t.target.value for t in parent.targets if isinstance(t.target, cst.Name))
+    out = set()
+    if not bound:
+        return []
+    for call in tree.nodes(cst.Call):
+        if not any(isinstance(a.value, cst.Name) and a.value.value in bound for a in call.args):
+            continue
+        if isinstance(call.func, (cst.Name, cst.Attribute)):
+            qualified = names.qualname(call.func)
+            if qualified and not qualified.startswith(("builtins.", names.modname + ".", "torch.")):
+                out.add(qualified)
+    return sorted(out)
