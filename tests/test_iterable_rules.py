@@ -427,6 +427,24 @@ def test_iterable_protocol_rules_leave_test_fixtures_alone(tmp_path):
 # Cases of this family's rules that do not fit in the rule modules (300 lines each);
 # they run exactly like the embedded ones (tests/test_rule_cases.py).
 MORE_CASES = [
+    # naming the class itself (``super(Cls, self)``) is not a project object that shards:
+    # worker info read only to seed does not split the stream
+    ('DSL303', 'invalid', """
+        import numpy as np
+        import torch
+
+        class Records(torch.utils.data.IterableDataset):
+            def __init__(self, paths):
+                super(Records, self).__init__()
+                self.paths = paths
+
+            def __iter__(self):  # expect: DSL303
+                info = torch.utils.data.get_worker_info()
+                if info is not None:
+                    np.random.seed(info.seed % 2**32)
+                for path in self.paths:
+                    yield path
+        """),
     # the stream draws its indexes from a project sampler class (another file) whose
     # ``__iter__`` splits them by worker: sharded
     ('DSL303', 'valid', {

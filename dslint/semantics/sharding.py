@@ -22,7 +22,7 @@ from dslint.semantics.libraries import SHARDING_LIBRARIES
 from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.streams import InitValues, draws_from_self, mutated_attrs, returns_self
 from dslint.semantics.walk import iter_subtree
-from dslint.semantics.worker_info import shards_transitively, worker_info_shards
+from dslint.semantics.worker_info import iteration_shards, shards_transitively, worker_info_shards
 
 _WRAPPED = re.compile(
     r"(^|_)(datasets?|ds|datapipes?|dp|pipes?|sources?|iterables?|loaders?|streams?|iterators?|readers?)($|_)", re.I
@@ -218,6 +218,10 @@ def _references_sharding_function(ctx, cls: cst.ClassDef) -> bool:
             if len(seen) > 64:
                 return False
             if shards_transitively(ctx, name):
+                return True
+            # an object of another project class whose iteration splits by worker, made here
+            called = isinstance(parent, cst.Call) and parent.func is node
+            if called and name.rsplit(".", 1)[-1] != cls.name.value and iteration_shards(ctx, name):
                 return True
     return False
 

@@ -143,18 +143,14 @@ def worker_info_shards(ctx, func: cst.FunctionDef) -> bool:
 
 
 def shards_transitively(ctx, qualified: str, depth: int = 0, seen: Optional[Set[str]] = None) -> Optional[bool]:
-    """Does the project function ``qualified`` (or what it calls), or the ``__iter__`` of the
-    project class ``qualified``, consult worker info? None: unknown."""
+    """Does the project function ``qualified`` (or what it calls) consult worker info? None: unknown."""
     seen = seen if seen is not None else set()
     if qualified in seen or depth > 4:
         return False
     seen.add(qualified)
     facts = ctx.view.function_facts(qualified)
     if facts is None:
-        # a project class (a sampler, a reader) whose iteration consults worker info
-        facts = ctx.view.method_facts(qualified, "__iter__")
-        if facts is None:
-            return None
+        return None
     if facts.get("worker_info"):
         return True
     for kind, target, _ in facts.get("calls", ()):
@@ -162,3 +158,14 @@ def shards_transitively(ctx, qualified: str, depth: int = 0, seen: Optional[Set[
             if shards_transitively(ctx, target, depth + 1, seen):
                 return True
     return False
+
+
+def iteration_shards(ctx, qualified: str) -> bool:
+    """The ``__iter__`` of the project class ``qualified`` (a sampler, a reader of another
+    file) consults worker info, itself or through the project functions it calls."""
+    facts = ctx.view.method_facts(qualified, "__iter__")
+    if facts is None:
+        return False
+    if facts.get("worker_info"):
+        return True
+    return any(kind == "func" and shards_transitively(ctx, target) for kind, target, _ in facts.get("calls", ()))
