@@ -55,6 +55,10 @@ FORMS = [
     ("image-never-loaded-named", "DSL101", _dataset("", "img = Image.open(p)  # <-\nreturn img.size, img.mode")),
     ("image-kept-on-self", "DSL101", _dataset("", "self.last = Image.open(p)  # <-\nreturn i")),
     ("image-kept-in-list", "DSL103", _dataset("", "self.seen.append(Image.open(p))  # <-\nreturn i")),
+    # a container local to the sample's code ends with the sample: nothing accumulates
+    ("image-in-local-list-returned", None, _dataset("", "views = []\nviews.append(Image.open(p))  # <-\nreturn views")),
+    ("image-in-local-list-loaded", None, _dataset("", "views = []\nviews.append(Image.open(p))  # <-\nreturn [v.resize((8, 8)) for v in views]")),
+    ("file-in-init-local-list-kept", "DSL103", _dataset("handles = []\nfor q in root:\n    handles.append(open(q))  # <-\nself.handles = handles", "return p")),
     ("image-six-buffer", "DSL104", _dataset("", 'return Image.open(six.BytesIO(self.blobs[i])).convert("RGB")  # <-')),
     ("image-io-buffer", None, _dataset("", 'return Image.open(io.BytesIO(self.blobs[i])).convert("RGB")  # <-')),
     ("image-once-in-init", "DSL104", _dataset('self.paths = glob.glob(root + "/*.gif")\nself.first = Image.open(self.paths[0]).convert("RGB")  # <-', "return p")),

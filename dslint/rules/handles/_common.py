@@ -57,6 +57,24 @@ def in_lazy_block(ctx, node) -> bool:
     return ctx.regions.get(func).classify(node, chain)[1] or lt.once_guarded(ctx, node)
 
 
+def in_local_container(ctx, call, fate) -> bool:
+    """A per-sample handle added to a container local to its function (``images.append(
+    Image.open(p))``, ``found[k] = open(p)``): the container ends with the sample, dropped
+    or returned to the caller, so nothing accumulates from one sample to the next."""
+    site = fate.site
+    if isinstance(site, cst.Call) and isinstance(site.func, cst.Attribute):
+        container = site.func.value
+    elif isinstance(site, cst.Assign) and len(site.targets) == 1 and isinstance(site.targets[0].target, cst.Subscript):
+        container = site.targets[0].target.value
+    else:
+        return False
+    func = ctx.enclosing_function(call)
+    if func is None or in_init(ctx, call) or not ctx.is_per_sample(call) or not isinstance(container, cst.Name):
+        return False
+    declared = (g.name.value for stmt in ctx.nodes(cst.Global) + ctx.nodes(cst.Nonlocal) for g in stmt.names)
+    return ctx.enclosing_function(container) is func and container.value not in set(declared)
+
+
 def keyed_by_sample_index(ctx, fate) -> bool:
     """A handle stored under the sample index itself (``self.cache[idx] = open(p)`` in
     ``__getitem__(self, idx)``): a "not opened yet" guard on that key still keeps one

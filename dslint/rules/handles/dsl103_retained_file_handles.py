@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 from dslint.rules.base import ERROR, Rule, Symptom
-from dslint.rules.handles._common import in_init, in_lazy_block, keyed_by_sample_index, opened_handles, opener_text
+from dslint.rules.handles._common import in_init, in_lazy_block, in_local_container, keyed_by_sample_index, opened_handles, opener_text
 from dslint.semantics import lifetimes as lt
+
+PER_FILE = (
+    " opens one handle per file and keeps them all: every worker inherits every open descriptor, "
+    "and enough files exhaust the limit (`OSError: [Errno 24] Too many open files`)"
+)
+PER_SAMPLE = " keeps a new open handle on every sample: each worker gains one descriptor per sample until `OSError: [Errno 24] Too many open files`"
 
 
 class RetainedFileHandles(Rule):
@@ -46,6 +52,8 @@ class RetainedFileHandles(Rule):
       `__getitem__(self, idx)`) is reported even behind such a guard: it keeps
       one handle for every sample the worker has seen.
     - A handle returned to the caller (`return image, label`).
+    - A handle added to a container local to the sample's code (`views.append(
+      Image.open(p))` in `__getitem__`): the container ends with the sample.
     - An unclosed handle that is not kept: DSL101, DSL102 or DSL104.
 
     ## Example
@@ -283,18 +291,8 @@ class RetainedFileHandles(Rule):
 
     def check(self, ctx):
         for call, kind, fate in opened_handles(ctx, ("image", "file", "mmap", lt.NPZ)):
-            if fate.kind != lt.STORED or (in_lazy_block(ctx, call) and not keyed_by_sample_index(ctx, fate)):
+            lazy = in_lazy_block(ctx, call) and not keyed_by_sample_index(ctx, fate)
+            if fate.kind != lt.STORED or lazy or in_local_container(ctx, call, fate):
                 continue
-            text = opener_text(ctx, call)
-            if in_init(ctx, call) or not ctx.is_per_sample(call):
-                message = (
-                    f"{text} opens one handle per file and keeps them all: every worker inherits every "
-                    "open descriptor, and enough files exhaust the limit (`OSError: [Errno 24] Too many "
-                    "open files`)"
-                )
-            else:
-                message = (
-                    f"{text} keeps a new open handle on every sample: each worker gains one descriptor "
-                    "per sample until `OSError: [Errno 24] Too many open files`"
-                )
-            yield self.report(call, message)
+            setup = in_init(ctx, call) or not ctx.is_per_sample(call)
+            yield self.report(call, opener_text(ctx, call) + (PER_FILE if setup else PER_SAMPLE))
