@@ -108,17 +108,9 @@ class Summarizer:
             target = self.call_target(node, self_param)
             if target is None:
                 continue
-            if plain:
-                in_loop = False
-            else:
-                ancestors = []
-                current = parent.get(id(node))
-                while current is not None and current is not func:
-                    ancestors.append(current)
-                    current = parent.get(id(current))
-                in_loop, lazy = regions.classify(node, ancestors)
-                if lazy:
-                    continue
+            in_loop = False if plain else loop_position(node, parent.get(id(node)), func, parent, regions)
+            if in_loop is None:
+                continue
             calls.append([target[0], target[1], in_loop])
         tails = self.worker_info_tails
         for node in buckets.get(Name, ()):
@@ -224,6 +216,18 @@ class Summarizer:
         return None
 
 
+def loop_position(node, start, func, parent, regions) -> Optional[bool]:
+    """Is ``node`` (whose ancestors from ``start`` up to ``func`` are followed through the
+    ``parent`` map) in the function's per-item loop? None: in a lazy block, not counted."""
+    ancestors = []
+    current = start
+    while current is not None and current is not func:
+        ancestors.append(current)
+        current = parent.get(id(current))
+    in_loop, lazy = regions.classify(node, ancestors)
+    return None if lazy else in_loop
+
+
 def self_draws(tree: TreeIndex, attributes, self_param, func, regions, plain: bool):
     """[attr, in_loop] for ``self.<attr>`` whose object the body uses: a method called on it
     (``self.rng.normal()``) or passed as an argument (``f(generator=self.g)``); and
@@ -243,16 +247,9 @@ def self_draws(tree: TreeIndex, attributes, self_param, func, regions, plain: bo
             method = "__call__"
         if method is None and type(up) is not cst.Arg:
             continue
-        in_loop = False
-        if not plain:
-            ancestors = []
-            current = up
-            while current is not None and current is not func:
-                ancestors.append(current)
-                current = parent.get(id(current))
-            in_loop, lazy = regions.classify(node, ancestors)
-            if lazy:
-                continue
+        in_loop = False if plain else loop_position(node, up, func, parent, regions)
+        if in_loop is None:
+            continue
         name = node.attr.value
         if method != "__call__":
             found[name] = found.get(name, False) or bool(in_loop)
