@@ -56,6 +56,29 @@ def run_cli(*args: str, cwd: Optional[Path] = None, input: Optional[bytes] = Non
     return Run(proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"))
 
 
+def run_with_terminal_stderr(args: List[str], cwd: Path, timeout: int = 120):
+    """Run ``python -m dslint *args`` with stderr on a pseudo-terminal (so progress is drawn
+    as on a user's terminal): (returncode, what the terminal showed, stdout)."""
+    import pty
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "dslint", *args], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=slave, env=dict(os.environ, NO_COLOR="1"))
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    out, _ = proc.communicate(timeout=timeout)
+    os.close(master)
+    return proc.returncode, b"".join(chunks).decode("utf-8", "replace"), out.decode()
+
+
 def write_files(root: Path, files: Union[str, Dict[str, str]]) -> List[Path]:
     if isinstance(files, str):
         files = {"example.py": files}

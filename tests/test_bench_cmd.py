@@ -12,16 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-import pty
-import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, run_cli
+from tests.conftest import REPO, run_cli, run_with_terminal_stderr
 
 torch = pytest.importorskip("torch")
 psutil = pytest.importorskip("psutil")
@@ -201,27 +198,11 @@ def test_bad_grid_exits_2(user_file, grid, message):
 
 def test_progress_bar_on_a_terminal_and_the_table_on_stdout(user_file):
     """The real command, stderr on a pseudo-terminal: the bar is drawn there, never on stdout."""
-    master, slave = pty.openpty()
-    env = dict(os.environ, NO_COLOR="1")
-    proc = subprocess.Popen([sys.executable, "-m", "dslint", "bench", f"{user_file}:Sleepy", "--grid", "num_workers=0,2",
-                             "--batch-size", "4", "--batches", "8", "--epochs", "1", "--warmup", "1"],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=slave, env=env)
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 4096)
-        except OSError:
-            break
-        if not data:
-            break
-        chunks.append(data)
-    out, _ = proc.communicate(timeout=120)
-    os.close(master)
-    bar = b"".join(chunks).decode("utf-8", "replace")
-    assert proc.returncode == 0, bar + out.decode()
+    code, bar, text = run_with_terminal_stderr(
+        ["bench", f"{user_file}:Sleepy", "--grid", "num_workers=0,2", "--batch-size", "4", "--batches", "8",
+         "--epochs", "1", "--warmup", "1"], REPO)
+    assert code == 0, bar + text
     assert "[" in bar and "%" in bar and "2/2 num_workers=2" in bar and "#" in bar, bar
-    text = out.decode()
     assert "\r" not in text and "%]" not in text
     assert "target: Sleepy() \u2192 Sleepy" in text and text.rstrip().splitlines()[-1].startswith("best: ")
 

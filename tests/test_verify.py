@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from dslint.rules.base import all_rules
-from tests.conftest import FIXTURES, REPO, run_cli
+from tests.conftest import FIXTURES, REPO, run_cli, run_with_terminal_stderr
 
 pytest.importorskip("torch")
 psutil = pytest.importorskip("psutil")
@@ -225,26 +225,8 @@ def test_ignore_and_rule_names_choose_the_rows(tmp_path):
 
 def test_the_progress_line_names_the_code_once():
     """stderr on a pseudo-terminal: phases read `DSL304 bad: ...`, never `DSL304 DSL304 bad: ...`."""
-    import os
-    import pty
-
-    master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "dslint", "verify", "fixtures", "--select", "DSL304", "-j", "1"],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=slave, env=dict(os.environ, NO_COLOR="1"))
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 4096)
-        except OSError:
-            break
-        if not data:
-            break
-        chunks.append(data)
-    out, _ = proc.communicate(timeout=120)
-    os.close(master)
-    shown = b"".join(chunks).decode("utf-8", "replace")
-    assert proc.returncode == 0, shown + out.decode()
+    code, shown, out = run_with_terminal_stderr(["verify", "fixtures", "--select", "DSL304", "-j", "1"], REPO)
+    assert code == 0, shown + out
     lines = [part.strip() for part in shown.replace("\x1b[K", "").split("\r") if part.strip()]
     assert any(line.startswith("DSL304 bad: ") or line.startswith("DSL304 good: ") for line in lines), lines
     assert not [line for line in lines if "DSL304 DSL304" in line], lines
