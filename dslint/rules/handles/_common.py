@@ -40,6 +40,14 @@ def opened_handles(ctx, kinds):
         yield call, kind, lt.fate(ctx, call)
 
 
+def unclosed_handles(ctx, kinds):
+    """(call, kind, fate, consequence) for each handle of ``kinds`` that is never closed; the
+    consequence (``consequence``) is None for the ResourceWarning-only forms (DSL104's)."""
+    for call, kind, fate in opened_handles(ctx, kinds):
+        if unclosed(ctx, call, fate):
+            yield call, kind, fate, consequence(ctx, call, kind, fate)
+
+
 def in_init(ctx, node) -> bool:
     func = ctx.enclosing_function(node)
     return func is not None and func.name.value == "__init__" and ctx.method_class(func) is not None

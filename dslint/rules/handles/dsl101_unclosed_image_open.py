@@ -6,10 +6,8 @@ from dslint.rules.base import WARNING, Invalid, Rule, Symptom
 from dslint.rules.handles._common import (
     KEPT,
     MULTI_FRAME,
-    consequence,
-    opened_handles,
     opener_text,
-    unclosed,
+    unclosed_handles,
     with_fix,
 )
 
@@ -270,10 +268,7 @@ class UnclosedImageOpen(Rule):
     )
 
     def check(self, ctx):
-        for call, kind, fate in opened_handles(ctx, ("image",)):
-            if not unclosed(ctx, call, fate):
-                continue
-            why = consequence(ctx, call, kind, fate)
+        for call, _, fate, why in unclosed_handles(ctx, ("image",)):
             if why is None:
                 continue
             text = opener_text(ctx, call)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dslint.rules.base import WARNING, Invalid, Rule, Symptom
-from dslint.rules.handles._common import KEPT, consequence, opened_handles, opener_text, unclosed, with_fix
+from dslint.rules.handles._common import KEPT, opener_text, unclosed_handles, with_fix
 
 
 class UnclosedFileOpen(Rule):
@@ -265,10 +265,7 @@ class UnclosedFileOpen(Rule):
     )
 
     def check(self, ctx):
-        for call, kind, fate in opened_handles(ctx, ("file",)):
-            if not unclosed(ctx, call, fate):
-                continue
-            why = consequence(ctx, call, kind, fate)
+        for call, _, fate, why in unclosed_handles(ctx, ("file",)):
             if why is None:
                 continue
             text = opener_text(ctx, call)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dslint.rules.base import WARNING, Invalid, Rule, Symptom
-from dslint.rules.handles._common import consequence, memory_source, opened_handles, opener_text, per_sample, unclosed, with_fix
+from dslint.rules.handles._common import memory_source, opener_text, per_sample, unclosed_handles, with_fix
 
 
 class UnclosedHandleResourceWarning(Rule):
@@ -271,8 +271,8 @@ class UnclosedHandleResourceWarning(Rule):
     )
 
     def check(self, ctx):
-        for call, kind, fate in opened_handles(ctx, ("image", "file")):
-            if not unclosed(ctx, call, fate) or consequence(ctx, call, kind, fate) is not None:
+        for call, kind, fate, why in unclosed_handles(ctx, ("image", "file")):
+            if why is not None:
                 continue
             text = opener_text(ctx, call)
             if not per_sample(ctx, call):
