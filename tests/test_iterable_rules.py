@@ -427,7 +427,7 @@ def test_iterable_protocol_rules_leave_test_fixtures_alone(tmp_path):
 # Cases of this family's rules that do not fit in the rule modules (300 lines each);
 # they run exactly like the embedded ones (tests/test_rule_cases.py).
 MORE_CASES = [
-    # naming the class itself (``super(Cls, self)``) is not a project object that shards:
+    # the class itself (``Cls(...)`` in its own methods) is not a project object that shards:
     # worker info read only to seed does not split the stream
     ('DSL303', 'invalid', """
         import numpy as np
@@ -435,8 +435,11 @@ MORE_CASES = [
 
         class Records(torch.utils.data.IterableDataset):
             def __init__(self, paths):
-                super(Records, self).__init__()
+                super().__init__()
                 self.paths = paths
+
+            def head(self, n):
+                return Records(self.paths[:n])
 
             def __iter__(self):  # expect: DSL303
                 info = torch.utils.data.get_worker_info()

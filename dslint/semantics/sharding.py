@@ -200,10 +200,11 @@ def _stream_source(ctx, cls, iter_func, funcs) -> Optional[str]:
     return None
 
 
-def _references_sharding_function(ctx, cls: cst.ClassDef) -> bool:
+def _references_sharding_function(ctx, cls: cst.ClassDef, qual: str) -> bool:
     """A method of the class names a project function that consults worker info
     (e.g. ``wds.DataPipeline(..., split_by_worker)`` built in ``__init__``)."""
     seen: Set[str] = set()
+    own = f"{ctx.names.modname}.{qual}"  # the class itself (``Cls(...)`` in its own methods)
     for method in all_methods(ctx, cls):
         for node in iter_subtree(method.body, into_scopes=True):
             if not isinstance(node, (cst.Name, cst.Attribute)):
@@ -221,7 +222,7 @@ def _references_sharding_function(ctx, cls: cst.ClassDef) -> bool:
                 return True
             # an object of another project class whose iteration splits by worker, made here
             called = isinstance(parent, cst.Call) and parent.func is node
-            if called and name.rsplit(".", 1)[-1] != cls.name.value and iteration_shards(ctx, name):
+            if called and name != own and iteration_shards(ctx, name):
                 return True
     return False
 
@@ -335,4 +336,4 @@ def shards_or_unknown(ctx, cls, qual: str, iter_func: cst.FunctionDef, loaders: 
         return True  # no data loop we can see (a queue, a socket, a self-sharding source)
     if source == "range" and _uses_rng(ctx, funcs):
         return True  # random samples: each worker draws its own
-    return _references_sharding_function(ctx, cls)
+    return _references_sharding_function(ctx, cls, qual)
