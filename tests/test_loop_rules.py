@@ -253,7 +253,7 @@ def test_a_loader_made_in_the_loop_has_no_epoch_loop(tmp_path):
 
 def test_fixtures_of_the_loop_rules_are_flagged_at_their_markers():
     run = run_cli(
-        "check", "--no-cache", "--isolated", "--select", "DSL505,DSL506,DSL507,DSL508,DSL510,DSL511",
+        "check", "--no-cache", "--isolated", "--preview", "--select", "DSL505,DSL506,DSL507,DSL508,DSL510,DSL511",
         "--output-format", "json", ".", cwd=FIXTURES,
     )
     findings = json.loads(run.stdout)
