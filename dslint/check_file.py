@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import libcst as cst
@@ -26,7 +26,7 @@ from dslint.semantics.regions import RegionCache
 from dslint.semantics.summary import summarize
 from dslint.semantics.walk import TreeIndex, parse_module
 from dslint.source import split_lines
-from dslint.syntax import context_lines, describe_error, gate, syntax_finding
+from dslint.syntax import context_lines, describe_error, gate, python2_indentation, syntax_finding
 
 @dataclass
 class Parsed:
@@ -37,6 +37,9 @@ class Parsed:
     names: ModuleNames
     regions: RegionCache
     summary: dict
+    #: the DSL000 of a file analysed as Python 2 read its indentation (``text`` is then
+    #: the expanded text, and findings carry no fixes)
+    legacy: Optional[Finding] = None
 
 
 _PARSED: Dict[str, Parsed] = {}
@@ -63,10 +66,20 @@ def parse_file(path: str, text: str, modname: str, is_package: bool) -> Tuple[Op
     refused = gate(path, text)
     if refused is not None:
         return None, syntax_finding(path, text, refused)
+    legacy = None
     try:
-        module = parse_module(text)
+        try:
+            module = parse_module(text)
+        except cst.ParserSyntaxError as exc:
+            expanded = python2_indentation(path, text)
+            if expanded is None:
+                raise
+            legacy = syntax_finding(path, text, exc)
+            legacy.message += " (analysed as Python 2 reads it: a tab in the indentation moves to the next multiple of 8 columns)"
+            text = expanded
+            module = parse_module(text)
     except (cst.ParserSyntaxError, RecursionError, MemoryError, ValueError) as exc:
-        return None, syntax_finding(path, text, exc)
+        return None, legacy or syntax_finding(path, text, exc)
     except Exception as exc:  # a parser bug must not take the run down
         _FAILED[path] = internal_error("the parser", path, exc)
         return None, None
@@ -80,7 +93,7 @@ def parse_file(path: str, text: str, modname: str, is_package: bool) -> Tuple[Op
     except Exception as exc:  # a bug in the semantics layer: this file only
         _FAILED[path] = internal_error("the file summary", path, exc)
         return None, None
-    _PARSED[path] = Parsed(path, text, module, tree, names, regions, summary)
+    _PARSED[path] = Parsed(path, text, module, tree, names, regions, summary, legacy)
     return summary, None
 
 
@@ -191,6 +204,8 @@ def check_parsed(parsed: Parsed, index: ProjectIndex, rules: Sequence[Rule], ena
         diagnostics = _to_diagnostics(parsed, reports, errors)
     except (RecursionError, MemoryError) as exc:  # positions regenerate the code recursively
         diagnostics = [syntax_finding(parsed.path, parsed.text, exc)]
+    if parsed.legacy is not None:
+        diagnostics = [replace(d, fix=None) for d in diagnostics] + [parsed.legacy]
     diagnostics = apply_suppressions(parsed.path, parsed.text, diagnostics, enabled)
     return diagnostics, view.log, errors
 

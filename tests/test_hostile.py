@@ -542,3 +542,27 @@ def test_warnings_about_the_checked_code_are_not_printed(tmp_path):
     run = run_cli("check", "--no-cache", "--output-format", "concise", ".", cwd=tmp_path, env={"PYTHONWARNINGS": "default"})
     assert run.returncode == 1 and "escape_error.py:3:" in run.stdout, run.stdout + run.stderr
     assert_clean_stderr(run.stderr)
+
+
+def test_python2_tab_indentation_is_analysed_as_python2_read_it(tmp_path):
+    """Python 3 rejects a mix of tabs and spaces (TabError) that Python 2 ran: the file
+    is a DSL000 and is still checked as Python 2 read it, on the same rows, with no fix."""
+    source = (
+        "from torch.utils.data import DataLoader, RandomSampler\n"
+        "\n"
+        "def make(ds):\n"
+        "        sampler = RandomSampler(ds)\n"  # eight spaces
+        "\tloader = DataLoader(ds, sampler=sampler, shuffle=True)\n"  # a tab: column 8 in Python 2
+        "\treturn loader\n"
+    )
+    (tmp_path / "legacy.py").write_text(source)
+    code, found, stderr = run_json("legacy.py", cwd=tmp_path)
+    assert code == 1, stderr
+    assert_clean_stderr(stderr)
+    assert set(found) == {("legacy.py", "DSL000"), ("legacy.py", "DSL501")}, found
+    row, _, message = found[("legacy.py", "DSL000")]
+    assert "inconsistent use of tabs and spaces" in message and "Python 2" in message
+    assert found[("legacy.py", "DSL501")][0] == 5
+    fixed = run_cli("check", "--no-cache", "--fix", "--unsafe-fixes", "legacy.py", cwd=tmp_path)
+    assert fixed.returncode == 1, fixed.stderr
+    assert (tmp_path / "legacy.py").read_text() == source  # columns of the expanded text: no edit

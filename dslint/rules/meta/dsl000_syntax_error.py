@@ -16,6 +16,13 @@ class SyntaxErrorRule(Rule):
     Files that cannot contain dataset code (see "Which files are parsed" in the
     README) are not parsed, so their syntax errors are not reported unless
     `--no-prefilter` is given.
+
+    One exception is analysed anyway: a file that Python 3 rejects only for
+    mixing tabs and spaces in its indentation (`TabError`), as code written for
+    Python 2 often does. Python 2 reads a tab in the indentation as a move to
+    the next multiple of 8 columns; the file is checked as Python 2 read it,
+    and its findings are reported beside the DSL000, on the same rows, without
+    fixes (their columns are those of the expanded indentation).
     """
 
     code = "DSL000"
