@@ -73,6 +73,13 @@ def _receiver_class(tree: TreeIndex, names: ModuleNames, func: cst.FunctionDef, 
         return None
     attr = receiver.attr.value
     found = set()
+    for node in tree.nodes(cst.Assign):  # ``self.x = p`` with ``p: C`` a parameter of that method
+        method = tree.scope_node(node)
+        target = node.targets[0].target if len(node.targets) == 1 else None
+        if (isinstance(method, cst.FunctionDef) and tree.parent_of(tree.parent_of(method)) is cls
+                and isinstance(target, cst.Attribute) and target.attr.value == attr and isinstance(node.value, cst.Name)
+                and isinstance(target.value, cst.Name) and target.value.value == "self"):
+            found.add(_receiver_class(tree, names, method, node.value))
     for node in tree.nodes(cst.AnnAssign):
         target = node.target
         if not any(a is cls for a in tree.ancestors(node)):
@@ -124,52 +131,54 @@ def _no_grad(names: ModuleNames, with_node: cst.With) -> bool:
 
 
 def _use_kinds(tree: TreeIndex, names: ModuleNames, use, outer, depth: int) -> Set[str]:
-    """How the use ``use`` of a value gets iterated: a nested ``for`` over it (or an element of
-    it) inside ``outer``, or a helper of the module it is passed to that iterates it."""
+    """How the use ``use`` of a value gets iterated: a nested ``for`` over it, over an element of
+    it (``r[k]``; the values of ``r.values()`` or ``r.items()`` iterated in turn) inside ``outer``,
+    or a helper of the module it (or an element) is passed to that iterates it."""
     element, expr = _element_of(tree, use)
     kinds: Set[str] = set()
     loop = _loop_over(tree, expr)
     if loop is not None and (outer is None or any(a is outer for a in tree.ancestors(loop))):
         target = loop.target
-        if element is None and _items_call(tree, use):
-            if isinstance(target, cst.Tuple) and len(target.elements) == 2 and isinstance(target.elements[1].value, cst.Name):
-                value = target.elements[1].value.value
+        if element == "values" or _method_of(tree, expr) == "items":
+            if element != "values":
+                pair = target.elements if isinstance(target, cst.Tuple) and len(target.elements) == 2 else None
+                target = pair[1].value if pair else None
+            if isinstance(target, cst.Name):
                 for inner in tree.scope_nodes(tree.scope_node(loop), cst.Name):
-                    if inner.value == value and inner is not target.elements[1].value and any(a is loop for a in tree.ancestors(inner)):
-                        if _use_kinds(tree, names, inner, None, depth):
+                    if inner.value == target.value and inner is not target and any(a is loop for a in tree.ancestors(inner)):
+                        if "result" in _use_kinds(tree, names, inner, None, depth):
                             kinds.add("element")
-        elif not _keys_only(tree, use):
+        elif _method_of(tree, expr) is None:
             kinds.add(element or "result")
-    if depth < MAX_HELPERS:
+    if depth < MAX_HELPERS and element != "values":
         helper, param = _helper_param(tree, expr)
         if helper is not None:
             for inner in tree.scope_nodes(helper, cst.Name):
                 if inner.value == param:
                     found = _use_kinds(tree, names, inner, None, depth + 1)
-                    kinds |= {element or k for k in found} if element is None else ({"element"} if "result" in found else set())
+                    kinds |= found if element is None else ({"element"} if "result" in found else set())
     return kinds
 
 
 def _element_of(tree: TreeIndex, use):
-    """(``"element"`` or None, the expression to follow): ``r[k]`` and ``r.values()`` are elements."""
+    """(``"element"``, ``"values"`` or None, the expression to follow): ``r[k]`` is an element,
+    ``r.values()`` the values."""
     parent = tree.parent_of(use)
     if isinstance(parent, cst.Subscript) and parent.value is use:
         return "element", parent
     if isinstance(parent, cst.Attribute) and parent.value is use and parent.attr.value == "values":
         call = tree.parent_of(parent)
         if isinstance(call, cst.Call):
-            return "element", call
+            return "values", call
     return None, use
 
 
-def _items_call(tree: TreeIndex, use) -> bool:
-    parent = tree.parent_of(use)
-    return isinstance(parent, cst.Attribute) and parent.attr.value == "items" and isinstance(tree.parent_of(parent), cst.Call)
-
-
-def _keys_only(tree: TreeIndex, use) -> bool:
-    parent = tree.parent_of(use)
-    return isinstance(parent, cst.Attribute) and parent.value is use
+def _method_of(tree: TreeIndex, expr) -> Optional[str]:
+    """``expr.m(...)``: the method name ``m``."""
+    parent = tree.parent_of(expr)
+    if isinstance(parent, cst.Attribute) and parent.value is expr and isinstance(tree.parent_of(parent), cst.Call):
+        return parent.attr.value
+    return None
 
 
 def _loop_over(tree: TreeIndex, expr) -> Optional[cst.For]:
