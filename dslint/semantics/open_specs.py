@@ -26,7 +26,7 @@ import libcst as cst
 
 from dslint.semantics.calls import literal_value
 from dslint.semantics.forwarding import key_shown
-from dslint.semantics.values import mapping_entries, possible
+from dslint.semantics.values import expand_kwargs, possible
 from dslint.semantics.walk import iter_subtree
 
 OBJECT_KEYS = ("dataset", "sampler", "batch_sampler")
@@ -131,8 +131,8 @@ def _merged(ctx, value, name: str) -> List[cst.CSTNode]:
 
 
 def _unlisted(ctx, expr) -> bool:
-    found = mapping_entries(ctx, expr)
-    return found is None or not found[1]
+    """The keys of the mapping ``expr`` cannot all be listed (read as ``**expr`` would be)."""
+    return not expand_kwargs(ctx, cst.Call(cst.Name("dict"), args=[cst.Arg(expr, star="**")]))[1]
 
 
 def _written(ctx, call: cst.Call, name: str) -> Dict[str, cst.BaseExpression]:

@@ -93,12 +93,6 @@ def expand_kwargs(ctx, call: cst.Call) -> Tuple[Dict[str, Possible], bool]:
     return entries, closed
 
 
-def mapping_entries(ctx, expr: cst.CSTNode) -> Optional[Tuple[Dict[str, Possible], bool]]:
-    """The entries of the dict ``expr`` is ({key: Possible}, whether it has no other key), as
-    ``expand_kwargs`` follows a ``**`` dict; None when its construction cannot be followed."""
-    return _Resolver(ctx).dict_entries(expr, 0)
-
-
 # ----------------------------------------------------------------------- the resolver
 
 
