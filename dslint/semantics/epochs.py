@@ -8,8 +8,9 @@ from one epoch to the next:
   stack that binds its parameters);
 * ``distributed_shuffles``: a ``DistributedSampler(...)`` call shuffles (a literal
   ``shuffle`` that is true, or the default);
-* ``samplers_never_given_the_epoch``: the shuffling ``DistributedSampler`` of a loader
-  iterated in training epoch loops that no ``set_epoch`` call can reach, and that
+* ``samplers_never_given_the_epoch``: the shuffling ``DistributedSampler`` of a loader (its
+  ``sampler=``, or written into its ``**`` dict) iterated in training epoch loops that no
+  ``set_epoch`` call can reach, and that
   is not handed to another module inside the epoch loop (which may call it);
 * ``samplers_behind_project_calls``: the same sampler when its loader is handed to
   project code whose result an epoch loop iterates (``wrapped = backend.distribute(loader)``),
@@ -56,7 +57,9 @@ def distributed_shuffles(ctx, sampler: cst.Call) -> bool:
 def samplers_never_given_the_epoch(ctx, index, reported: Set[int]) -> Iterator[Tuple[object, cst.Call, list]]:
     """(loader, sampler, its training epoch loops) for each loader whose one ``DistributedSampler``
     shuffles and is never given the epoch; samplers whose id is in ``reported`` are passed over."""
-    for loader, sampler in _shuffling_samplers(ctx, index, reported):
+    found = list(_shuffling_samplers(ctx, index, reported))
+    found += [pair for pair in entry_samplers(ctx, index, reported) if distributed_shuffles(ctx, pair[1])]
+    for loader, sampler in found:
         loops = [
             loop
             for loop in index.loops_of(loader)

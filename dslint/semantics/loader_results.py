@@ -6,7 +6,7 @@
   returns, epoch after epoch, through an object annotated with the class or a project base
   whose method it overrides (``epoch_methods.py``, ``view.epoch_iterated_method``);
 * ``entry_samplers``: ``(loader, DistributedSampler call)`` where the loader takes its
-  arguments from ``**params`` without a ``sampler`` keyword and its function writes
+  arguments from ``**params`` without a ``sampler`` keyword and its function (or module) writes
   ``params["sampler"] = DistributedSampler(...)`` before it.
 
 Both answer from the loop index's values (``loops.py``); anything else is unknown.
@@ -64,7 +64,7 @@ def _is_loader(index, expr, loader) -> bool:
 
 def entry_samplers(ctx, index, reported: Set[int]) -> Iterator[Tuple[object, cst.Call]]:
     for loader in index.loaders:
-        if loader.framework_driven or loader.function is None or loader.bound.expr("sampler") is not None:
+        if loader.framework_driven or loader.bound.expr("sampler") is not None:
             continue
         stars = [a.value for a in loader.call.args if a.star == "**"]
         if len(stars) != 1 or not isinstance(stars[0], cst.Name):

@@ -7,10 +7,8 @@ from dslint.rules.loader._common import set_epoch_fix
 from dslint.semantics.epochs import samplers_behind_project_calls, samplers_never_given_the_epoch
 from dslint.semantics.loops import loader_loops
 
-_MESSAGE = (
-    "this `DistributedSampler` is never given the epoch (no `set_epoch` call): it shuffles with "
-    "`seed + epoch` and the epoch stays 0, so every epoch visits the samples in the identical order"
-)
+_MESSAGE = ("this `DistributedSampler` is never given the epoch (no `set_epoch` call): it shuffles with `seed + epoch` "
+            "and the epoch stays 0, so every epoch visits the samples in the identical order")
 
 
 class DistributedSamplerWithoutSetEpoch(Rule):
@@ -104,7 +102,9 @@ class DistributedSamplerWithoutSetEpoch(Rule):
 
         loader = DataLoader(ds, sampler=DistributedSampler(ds, shuffle=False))
         other = DataLoader(ds, sampler=DistributedSampler(ds, shuffle=args.shuffle))  # unknown is not wrong
-        once = DataLoader(ds, sampler=DistributedSampler(ds))
+        params = {"dataset": ds}
+        params["sampler"] = DistributedSampler(ds)  # a sampler written into the `**` dict
+        once = DataLoader(**params)
         val_loader = DataLoader(ds, sampler=DistributedSampler(ds))
         for batch in once: step(batch)  # iterated once: no epochs
         for epoch in range(10):
