@@ -56,15 +56,24 @@ def _annotation_class(names: ModuleNames, annotation) -> Optional[str]:
     return qualified
 
 
+def _made_class(names: ModuleNames, value) -> Optional[str]:
+    """``C(...)``: the qualified name ``C`` (the project index keeps it only when it locates a class)."""
+    return _annotation_class(names, value.func) if isinstance(value, cst.Call) else None
+
+
 def _receiver_class(tree: TreeIndex, names: ModuleNames, func: cst.FunctionDef, receiver) -> Optional[str]:
-    """The class ``receiver`` is annotated with: a parameter of ``func``, or ``self.x`` annotated
-    in the class of ``func`` (``self.x: C = ...`` in a method, or ``x: C`` in the class body)."""
+    """The class ``receiver`` is annotated with or made by: a parameter of ``func`` (``p: C``), a
+    name it binds once to ``C(...)``, or ``self.x`` annotated in the class of ``func`` (``self.x:
+    C = ...`` in a method, or ``x: C`` in the class body) or set there to ``C(...)`` or to such a
+    parameter; None when two of these disagree. Only names the project locates as classes count."""
     params = [*func.params.posonly_params, *func.params.params, *func.params.kwonly_params]
     if isinstance(receiver, cst.Name):
         for param in params:
             if param.name.value == receiver.value and param.annotation is not None:
                 return _annotation_class(names, param.annotation.annotation)
-        return None
+        made = [a.value for a in tree.scope_nodes(func, cst.Assign) if any(
+            isinstance(t.target, cst.Name) and t.target.value == receiver.value for t in a.targets)]
+        return _made_class(names, made[0]) if len(made) == 1 else None
     if not (isinstance(receiver, cst.Attribute) and isinstance(receiver.value, cst.Name) and params
             and receiver.value.value == params[0].name.value):
         return None
@@ -77,9 +86,10 @@ def _receiver_class(tree: TreeIndex, names: ModuleNames, func: cst.FunctionDef, 
         method = tree.scope_node(node)
         target = node.targets[0].target if len(node.targets) == 1 else None
         if (isinstance(method, cst.FunctionDef) and tree.parent_of(tree.parent_of(method)) is cls
-                and isinstance(target, cst.Attribute) and target.attr.value == attr and isinstance(node.value, cst.Name)
+                and isinstance(target, cst.Attribute) and target.attr.value == attr
                 and isinstance(target.value, cst.Name) and target.value.value == "self"):
-            found.add(_receiver_class(tree, names, method, node.value))
+            value = node.value
+            found.add(_receiver_class(tree, names, method, value) if isinstance(value, cst.Name) else _made_class(names, value))
     for node in tree.nodes(cst.AnnAssign):
         target = node.target
         if not any(a is cls for a in tree.ancestors(node)):

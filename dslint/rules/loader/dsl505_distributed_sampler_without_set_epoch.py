@@ -25,8 +25,8 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     of another module that iterates it (`train_one_epoch(m, loader)`), returned by a function whose
     result another file iterates in an epoch loop, or returned by a method (itself, or as a value of
     a returned dict or list) that a file calls on an object annotated with its class or a base
-    (`self.experiment: Experiment`) and whose result it re-iterates every epoch, in the loop or in
-    helpers of its class. An object whose class nothing states stays silent.
+    (`self.experiment: Experiment`), or made by it, and whose result it re-iterates every epoch, in
+    the loop or in helpers of its class. An object whose class nothing states stays silent.
 
     Not flagged: `DistributedSampler(..., shuffle=False)`, a sampler or loader made anew on every
     iteration of the outer loop (each is iterated once), evaluation loops (under
