@@ -8,12 +8,16 @@ from one epoch to the next:
   stack that binds its parameters);
 * ``distributed_shuffles``: a ``DistributedSampler(...)`` call shuffles (a literal
   ``shuffle`` that is true, or the default);
-* ``samplers_never_given_the_epoch``: the shuffling ``DistributedSampler`` of a loader
-  iterated in training epoch loops that no ``set_epoch`` call can reach, and that
+* ``samplers_never_given_the_epoch``: the shuffling ``DistributedSampler`` of a loader (its
+  ``sampler=``, or written into its ``**`` dict) iterated in training epoch loops that no
+  ``set_epoch`` call can reach, and that
   is not handed to another module inside the epoch loop (which may call it);
 * ``samplers_behind_project_calls``: the same sampler when its loader is handed to
   project code whose result an epoch loop iterates (``wrapped = backend.distribute(loader)``),
-  and no file of the project names ``set_epoch`` (``ctx.view.project_sets_epoch``);
+  and no file of the project names ``set_epoch`` (``ctx.view.project_sets_epoch``); also a
+  loader returned by a method (itself or as a value of a returned dict or list) that another
+  file re-iterates through an object annotated with the class or a base (``loader_results``),
+  and a sampler written into the ``**`` dict of the loader (``params["sampler"] = ...``);
 * ``set_epoch_insertion``: where ``<sampler>.set_epoch(<epoch>)`` would go: the
   first statement of a ``for <epoch> in range(...)`` loop, with a name for the
   sampler (or the loader's ``.sampler``) bound before that loop.
@@ -29,6 +33,7 @@ from typing import Iterator, List, Optional, Set, Tuple
 import libcst as cst
 
 from dslint.semantics.calls import UNKNOWN, BoundCall
+from dslint.semantics.loader_results import entry_samplers, method_result_iterated
 from dslint.semantics.classes import find_method, reached_methods
 from dslint.semantics.loops import DISTRIBUTED_SAMPLER, DISTRIBUTED_SAMPLER_SIGNATURE, LoaderLoop, is_none, is_test_code, positional_args
 from dslint.semantics.names import dotted_parts
@@ -52,7 +57,9 @@ def distributed_shuffles(ctx, sampler: cst.Call) -> bool:
 def samplers_never_given_the_epoch(ctx, index, reported: Set[int]) -> Iterator[Tuple[object, cst.Call, list]]:
     """(loader, sampler, its training epoch loops) for each loader whose one ``DistributedSampler``
     shuffles and is never given the epoch; samplers whose id is in ``reported`` are passed over."""
-    for loader, sampler in _shuffling_samplers(ctx, index, reported):
+    found = list(_shuffling_samplers(ctx, index, reported))
+    found += [pair for pair in entry_samplers(ctx, index, reported) if distributed_shuffles(ctx, pair[1])]
+    for loader, sampler in found:
         loops = [
             loop
             for loop in index.loops_of(loader)
@@ -79,7 +86,9 @@ def samplers_behind_project_calls(ctx, index, reported: Set[int]) -> Iterator[Tu
     then nothing can give the sampler its epoch. Third-party wrappers (accelerate's
     ``prepare``) and unknown receivers are not followed."""
     pending = [pair for pair in _shuffling_samplers(ctx, index, reported) if not is_test_code(ctx, pair[0].call)]
-    if not pending:
+    entries = [pair for pair in entry_samplers(ctx, index, reported)
+               if distributed_shuffles(ctx, pair[1]) and not is_test_code(ctx, pair[0].call)]
+    if not pending and not entries:
         return
     found: dict = {}
     for loop in ctx.nodes(cst.For):
@@ -115,6 +124,9 @@ def samplers_behind_project_calls(ctx, index, reported: Set[int]) -> Iterator[Tu
     for loader, sampler in pending:
         factory = _factory_of(ctx, index, loader)
         if factory is not None and not index.loops_of(loader) and ctx.view.epoch_iterated(ctx.qualname_of_def(factory)):
+            found.setdefault(id(sampler), (loader, sampler, []))
+    for loader, sampler in pending + entries:
+        if id(sampler) not in found and not index.loops_of(loader) and method_result_iterated(ctx, index, loader):
             found.setdefault(id(sampler), (loader, sampler, []))
     if not found or ctx.view.project_sets_epoch():
         return

@@ -93,6 +93,7 @@ class ProjectIndex:
         self.per_sample: Dict[Key, Tuple[str, str]] = {}
         self._loaders: Optional[Dict[Key, List[dict]]] = None
         self._epoch_keys: Optional[set] = None
+        self._epoch_methods: Optional[set] = None
         self._compute_per_sample()
 
     # ---------------------------------------------------------------- locating
@@ -356,6 +357,18 @@ class ProjectIndex:
                     if located is not None:
                         self._epoch_keys.add(located)
         return key in self._epoch_keys
+
+    def epoch_iterated_method(self, key: Key, method: str, kind: str) -> bool:
+        """Some file calls ``method`` on an object annotated with the class ``key`` or one of its
+        project bases and re-iterates ``kind`` of the result epoch after epoch (``epoch_methods``)."""
+        if self._epoch_methods is None:
+            self._epoch_methods = set()
+            for path, summary in self.summaries.items():
+                for qualified, name, found in summary.get("epoch_methods", ()):
+                    located = self.locate(qualified, path)
+                    if located is not None:
+                        self._epoch_methods.add((located, name, found))
+        return any((base, method, kind) in self._epoch_methods for base in self.mro(key))
 
     def in_project(self, qualified: str) -> bool:
         """The qualified name is in a module of the project (summarised or not)."""

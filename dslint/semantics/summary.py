@@ -15,6 +15,7 @@ import libcst as cst
 
 from dslint.semantics.bindings import class_ref
 from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall, literal_value
+from dslint.semantics.epoch_methods import epoch_iterated_methods
 from dslint.semantics.epoch_facts import dataloader_calls, epoch_iterated_results, iterated_params, loader_receivers
 from dslint.semantics.handle_exports import exported_handles
 from dslint.semantics.modules import canonical
@@ -383,6 +384,8 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         "references": references,
         # the file names ``set_epoch`` (a call, a definition, ``getattr(x, "set_epoch")``)
         "epoch_results": epoch_results,
+        # [class, method, "result" | "element"]: a method of an annotated object re-iterated per epoch
+        "epoch_methods": epoch_iterated_methods(tree, names),
         "set_epoch": any(n.value == "set_epoch" for n in tree.nodes(cst.Name))
         or any("set_epoch" in n.value for n in tree.nodes(cst.SimpleString)),
         "passed_iterators": _passed_iterators(tree, names),

@@ -56,6 +56,12 @@ class View:
         """This file's function ``qual`` returns what a loop of another file re-iterates every epoch."""
         return self._record("epoch_iterated", [qual], self._index.epoch_iterated((self.path, qual)))
 
+    def epoch_iterated_method(self, qual: str, method: str, kind: str) -> bool:
+        """Another file re-iterates ``kind`` ("result" or "element") of what ``method`` of this
+        file's class ``qual`` (or of a project base it overrides) returns, epoch after epoch."""
+        answer = self._index.epoch_iterated_method((self.path, qual), method, kind)
+        return self._record("epoch_iterated_method", [qual, method, kind], answer)
+
     def in_project(self, qualified: str) -> bool:
         """The qualified name is defined in a module of the project (a checked file)."""
         return self._record("in_project", [qualified], self._index.in_project(qualified))

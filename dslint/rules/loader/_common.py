@@ -12,13 +12,14 @@ from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall, Signature, da
 from dslint.semantics.epochs import set_epoch_insertion
 from dslint.semantics.forwarding import caller_key_reaches, handled_before, key_shown, local_callee
 from dslint.semantics.names import dotted_parts
+from dslint.semantics.open_specs import open_spec, test_can_be_true
 from dslint.semantics.libraries import kwargs_loader_calls, library_iterable
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.module_calls import positional_args
 from dslint.semantics.project import ITERABLE, MAP
 from dslint.semantics.scopes import is_none
 from dslint.semantics.user_values import chosen_by_user, kwargs_expr
-from dslint.semantics.values import Possible, expand_kwargs, possible_arg
+from dslint.semantics.values import Possible, expand_kwargs, possible, possible_arg
 from dslint.semantics.walk import iter_subtree
 
 
@@ -172,6 +173,33 @@ def forced_with_supplied_key(ctx, key, forced):
             if shown is not None and not handled_before(ctx, shown, call):
                 yield call, star, shown, callee, names
                 break
+
+
+def forced_over_open_spec(ctx, bound):
+    """(spec, [(option, why)]) for a loader built only from ``**d`` where ``d`` takes the entries
+    of a loader specification the code does not list (``open_specs.open_spec``) and is given, on
+    every path after that, a ``batch_size`` that can be other than 1, or a ``shuffle`` or
+    ``drop_last`` that can be true (a value seen, or a test the code computes); None when the code
+    looks for a ``batch_sampler`` entry before the call (it handles it)."""
+    spec = open_spec(ctx, bound.call)
+    if spec is None or not spec.written:
+        return None
+    for holder in (spec.holder, spec.source):
+        shown = key_shown(ctx, holder, "batch_sampler")
+        if shown is not None and handled_before(ctx, shown, bound.call):
+            return None
+    found = []
+    for name, conflicts in (("batch_size", lambda v: v is None or not (is_int(v) and v == 1)),
+                            ("shuffle", bool), ("drop_last", bool)):
+        expr = spec.written.get(name)
+        if expr is None:
+            continue
+        value = possible(ctx, expr).can_be(conflicts)
+        if value is not None:
+            found.append((name, f"can be `{value.value!r}` {where(ctx, expr, value)}"))
+        elif name != "batch_size" and test_can_be_true(ctx, expr):
+            found.append((name, f"is a test that can be true (line {line_of(ctx, expr)})"))
+    return (spec, found) if found else None
 
 
 def branches_on(ctx, index, call, expr) -> bool:

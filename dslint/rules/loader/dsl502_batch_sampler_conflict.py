@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dslint.rules.base import Rule, Symptom
 from dslint.rules.loader._common import (
-    always_set, branches_on, forced_with_supplied_key, given, is_int, kwargs_entry, line_of, literal_option, loader_calls,
+    always_set, branches_on, forced_over_open_spec, forced_with_supplied_key, given, is_int, kwargs_entry, line_of, literal_option, loader_calls,
     over_iterable, truthy, where,
 )
 from dslint.semantics.calls import UNKNOWN
@@ -39,6 +39,15 @@ class BatchSamplerConflict(Rule):
     of it, or of that function's `**kwargs` elsewhere, and not before the call
     in its own function (a guard). A `**d` that nothing shows carrying a batch
     sampler stays silent.
+
+    A loader built only from `**params` counts too when `params` takes the entries of a
+    mapping the code cannot list (`params = merge(spec, params)`, `params.update(spec)`,
+    `{**spec, ...}`) that the code shows to be a loader specification (it reads or tests
+    its `dataset`, `sampler` or `batch_sampler` entry: it carries the loader's own objects,
+    so it can carry a batch sampler), and every path then sets in `params` a `batch_size`
+    that can be other than 1, or a `shuffle`/`drop_last` that can be true (a value seen, or
+    a test the code computes such as `name == "train"`). Unknown values stay silent, and so
+    does a `params` whose `batch_sampler` entry the code looks for before the call.
 
     ## Why is this bad?
     A batch sampler already decides the batches, their size, order and whether
@@ -97,6 +106,18 @@ class BatchSamplerConflict(Rule):
                 ds, batch_sampler=batches, batch_size=batch_size if batches is None else 1, drop_last=drop_last
             )
 
+        def from_spec(spec, split):  # nothing shows `spec` carrying loader objects
+            params = dict(spec)
+            params["shuffle"] = split == "train"
+            return DataLoader(**params)
+
+        def guarded(spec, split):
+            assert "dataset" in spec
+            params = {**spec, "shuffle": split == "train"}
+            if "batch_sampler" in params:  # the code looks for a batch sampler first
+                raise ValueError("give a batch_sampler without shuffle")
+            return DataLoader(**params)
+
         class Loader(DataLoader):  # forwards both: passing both is the caller's choice
             def __init__(self, dataset, sampler=None, batch_sampler=None):
                 super().__init__(dataset, sampler=sampler, batch_sampler=batch_sampler)
@@ -117,6 +138,18 @@ class BatchSamplerConflict(Rule):
 
             def training(self, ds):
                 return DataLoader(ds, batch_size=64, drop_last=True, **self.options)  # expect: DSL502
+        """,
+        """
+        from torch.utils.data import DataLoader
+
+        def loaders(specs, batch_size):
+            out = {}
+            for split, spec in specs.items():
+                assert "dataset" in spec  # a specification of the loader's own objects
+                params = merge({"batch_size": batch_size}, spec)
+                params["shuffle"] = split == "train" and params.get("sampler") is None
+                out[split] = DataLoader(**params)  # expect: DSL502
+            return out
         """,
         """
         import torch.utils.data as tud
@@ -170,7 +203,20 @@ class BatchSamplerConflict(Rule):
             )
         index = loader_loops(ctx)
         for bound in loader_calls(ctx):
-            if not given(ctx, bound, "batch_sampler") or over_iterable(ctx, bound):
+            if over_iterable(ctx, bound):
+                continue
+            found = None if given(ctx, bound, "batch_sampler") else forced_over_open_spec(ctx, bound)
+            if found is not None:
+                spec, options = found
+                yield self.report(
+                    bound.call,
+                    f"`{spec.holder.value}` takes the entries of `{ctx.code(spec.source).strip()}`, a loader "
+                    f"specification that can hold a `batch_sampler` (line {line_of(ctx, spec.evidence)} reads its "
+                    f"`{spec.key}`), and every path sets {', '.join(f'`{n}`, which {why}' for n, why in options)}: "
+                    "with a batch sampler the DataLoader raises `ValueError: batch_sampler option is mutually "
+                    "exclusive with batch_size, shuffle, sampler, and drop_last`",
+                )
+            if not given(ctx, bound, "batch_sampler"):
                 continue
             conflicts = list(self._literal_conflicts(ctx, bound))
             if not conflicts and always_set(index, bound, "batch_sampler"):

@@ -7,38 +7,38 @@ from dslint.rules.loader._common import set_epoch_fix
 from dslint.semantics.epochs import samplers_behind_project_calls, samplers_never_given_the_epoch
 from dslint.semantics.loops import loader_loops
 
-_MESSAGE = (
-    "this `DistributedSampler` is never given the epoch (no `set_epoch` call): it shuffles with "
-    "`seed + epoch` and the epoch stays 0, so every epoch visits the samples in the identical order"
-)
+_MESSAGE = ("this `DistributedSampler` is never given the epoch (no `set_epoch` call): it shuffles with `seed + epoch` "
+            "and the epoch stays 0, so every epoch visits the samples in the identical order")
 
 
 class DistributedSamplerWithoutSetEpoch(Rule):
     """
     ## What it does
-    Flags a `DistributedSampler` passed as `sampler=` to a `DataLoader` that is
-    iterated inside an epoch loop (an outer `for`/`while`, also around a call of
-    the helper that holds the batch loop), when nothing in the module calls
+    Flags a `DistributedSampler` passed as `sampler=` (or written as the `"sampler"` entry of
+    the `**` dict) to a `DataLoader` that is iterated inside an epoch loop (an outer `for`/`while`,
+    also around a call of the helper that holds the batch loop), when nothing in the module calls
     `set_epoch` on the sampler or on `loader.sampler`.
 
     Also flagged, when no file of the project names `set_epoch` nor imports a library whose
-    trainers call it (Lightning, Accelerate, Ignite...): the loader handed to project code
-    whose result an epoch loop iterates (`batches = Prefetcher(loader)`), in the epoch loop
-    to a function of another module that iterates it (`train_one_epoch(m, loader)`), or
-    returned by a function whose result another file iterates in an epoch loop.
+    trainers call it (Lightning, Accelerate, Ignite...): the loader handed to project code whose
+    result an epoch loop iterates (`batches = Prefetcher(loader)`), in the epoch loop to a function
+    of another module that iterates it (`train_one_epoch(m, loader)`), returned by a function whose
+    result another file iterates in an epoch loop, or returned by a method (itself, or as a value of
+    a returned dict or list) that a file calls on an object annotated with its class or a base
+    (`self.experiment: Experiment`), or made by it, and whose result it re-iterates every epoch, in
+    the loop or in helpers of its class. An object whose class nothing states stays silent.
 
-    Not flagged: `DistributedSampler(..., shuffle=False)`, a sampler or loader made anew
-    on every iteration of the outer loop (each is iterated once), evaluation loops
-    (under `torch.no_grad()`/`torch.inference_mode()`), loaders built in a
-    Lightning `*_dataloader` hook or wrapped by a framework (Lightning and
-    Accelerate call `set_epoch` themselves), and loaders or samplers handed to a
-    function of another module inside the epoch loop (it may call `set_epoch`).
+    Not flagged: `DistributedSampler(..., shuffle=False)`, a sampler or loader made anew on every
+    iteration of the outer loop (each is iterated once), evaluation loops (under
+    `torch.no_grad()`/`torch.inference_mode()`), loaders built in a Lightning `*_dataloader` hook or
+    wrapped by a framework (Lightning and Accelerate call `set_epoch` themselves), and loaders or
+    samplers handed to a function of another module inside the epoch loop (it may call `set_epoch`).
 
     ## Why is this bad?
-    `DistributedSampler` shuffles with the seed `seed + epoch`, and its epoch
-    only changes when `set_epoch` is called. Without it the epoch stays 0, so
-    every epoch visits the samples in the identical order on every rank (measured:
-    `[12, 9, 11, 13, 2, 15, 4, 7]` in all three epochs). Nothing fails; the model sees a fixed order.
+    `DistributedSampler` shuffles with the seed `seed + epoch`, and its epoch only changes when
+    `set_epoch` is called. Without it the epoch stays 0, so every epoch visits the samples in the
+    identical order on every rank (measured: `[12, 9, 11, 13, 2, 15, 4, 7]` in all three epochs).
+    Nothing fails; the model sees a fixed order.
 
     ## Example
     ```python
@@ -60,17 +60,16 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     ```
 
     ## Fix safety
-    When the epoch loop is `for <name> in range(...)` and the sampler (or the loader) has
-    one unambiguous name there, the fix inserts `<sampler>.set_epoch(<name>)` as the first
-    statement of the epoch loop. It is unsafe: it changes the order in which samples are
-    visited (the point), and the loop variable may not count epochs from the value the
-    user expects (when resuming, the epoch should come from the checkpoint).
+    When the epoch loop is `for <name> in range(...)` and the sampler (or the loader) has one
+    unambiguous name there, the fix inserts `<sampler>.set_epoch(<name>)` as the first statement of
+    the epoch loop. It is unsafe: it changes the order in which samples are visited (the point), and
+    the loop variable may not count epochs from the value the user expects (when resuming, the epoch
+    should come from the checkpoint).
 
     ## References
     - [`DistributedSampler`](https://pytorch.org/docs/stable/data.html#torch.utils.data.distributed.DistributedSampler):
-      "calling the `set_epoch()` method at the beginning of each epoch before
-      creating the DataLoader iterator is necessary to make shuffling work
-      properly across multiple epochs."
+      "calling the `set_epoch()` method at the beginning of each epoch before creating the
+      DataLoader iterator is necessary to make shuffling work properly across multiple epochs."
     """
 
     code = "DSL505"
@@ -89,15 +88,13 @@ class DistributedSamplerWithoutSetEpoch(Rule):
         loader = DataLoader(ds, batch_size=8, sampler=sampler)
         for epoch in range(10):
             sampler.set_epoch(epoch)
-            for batch in loader:
-                step(batch)
+            for batch in loader: step(batch)
 
         def main(ds):
             loader = DataLoader(ds, sampler=DistributedSampler(ds))
             for epoch in range(10):
                 loader.sampler.set_epoch(epoch)
-                for batch in loader:
-                    step(batch)
+                for batch in loader: step(batch)
         """,
         """
         import torch
@@ -105,16 +102,30 @@ class DistributedSamplerWithoutSetEpoch(Rule):
 
         loader = DataLoader(ds, sampler=DistributedSampler(ds, shuffle=False))
         other = DataLoader(ds, sampler=DistributedSampler(ds, shuffle=args.shuffle))  # unknown is not wrong
-        once = DataLoader(ds, sampler=DistributedSampler(ds))
+        params = {"dataset": ds}
+        params["sampler"] = DistributedSampler(ds)  # a sampler written into the `**` dict
+        once = DataLoader(**params)
         val_loader = DataLoader(ds, sampler=DistributedSampler(ds))
-        for batch in once:  # iterated once: no epochs
-            step(batch)
+        for batch in once: step(batch)  # iterated once: no epochs
         for epoch in range(10):
-            for batch in zip(loader, other):
-                step(batch)
+            for batch in zip(loader, other): step(batch)
             with torch.no_grad():  # evaluation
-                for batch in val_loader:
-                    evaluate(batch)
+                for batch in val_loader: evaluate(batch)
+        for shard in shards:  # a new dataset, sampler and loader each time: each iterated once
+            data = load(shard)
+            part = DataLoader(data, sampler=DistributedSampler(data))
+            for batch in part: step(batch)
+
+        class Sharded:
+            def get_loaders(self):
+                return {"train": DataLoader(self.ds, sampler=DistributedSampler(self.ds))}
+        class Runner:  # nothing says which class `self.experiment` is: its `get_loaders` is unknown
+            def __init__(self, experiment): self.experiment = experiment
+            def run(self, epochs):
+                loaders = self.experiment.get_loaders()
+                for epoch in range(epochs):
+                    for loader in loaders.values():
+                        for batch in loader: self.step(batch)
         """,
         """
         from torch.utils.data import DataLoader, DistributedSampler
@@ -127,8 +138,7 @@ class DistributedSamplerWithoutSetEpoch(Rule):
             loader = DataLoader(ds, sampler=DistributedSampler(ds))
             model, loader = accelerator.prepare(model, loader)
             for epoch in range(3):
-                for batch in loader:
-                    step(batch)
+                for batch in loader: step(batch)
         """,
         """
         from torch.utils.data import DataLoader, DistributedSampler
@@ -137,30 +147,18 @@ class DistributedSamplerWithoutSetEpoch(Rule):
         def main(ds):
             sampler = DistributedSampler(ds)
             loader = DataLoader(ds, sampler=sampler)
-            for epoch in range(3):
-                train_one_epoch(model, loader, sampler, epoch)  # may call set_epoch
+            for epoch in range(3): train_one_epoch(model, loader, sampler, epoch)  # may call set_epoch
         """,
         """
         from torch.utils.data import DataLoader, DistributedSampler
 
         def run_epoch(loader, sampler, epoch):
             sampler.set_epoch(epoch)
-            for batch in loader:
-                step(batch)
+            for batch in loader: step(batch)
         def main(ds):
             sampler = DistributedSampler(ds)
             loader = DataLoader(ds, sampler=sampler)
-            for epoch in range(3):
-                run_epoch(loader, sampler, epoch)
-        """,
-        """
-        from torch.utils.data import DataLoader, DistributedSampler
-
-        for shard in shards:  # a new dataset, sampler and loader each time: each iterated once
-            data = load(shard)
-            loader = DataLoader(data, sampler=DistributedSampler(data))
-            for batch in loader:
-                step(batch)
+            for epoch in range(3): run_epoch(loader, sampler, epoch)
         """,
         """
         from torch.utils.data import DataLoader, DistributedSampler
@@ -172,8 +170,7 @@ class DistributedSamplerWithoutSetEpoch(Rule):
         loader = DataLoader(ds, sampler=DistributedSampler(ds))
         batches = Prefetcher(loader)
         for epoch in range(3):
-            for batch in batches:
-                step(batch)
+            for batch in batches: step(batch)
         """,
     )
     invalid = (
@@ -185,8 +182,7 @@ class DistributedSamplerWithoutSetEpoch(Rule):
             sampler = DS(ds)  # expect: DSL505
             loader = DataLoader(ds, batch_size=8, sampler=sampler)
             for epoch in range(10):
-                for batch in loader:
-                    step(batch)
+                for batch in loader: step(batch)
             """,
             expected_replacement="""
             from torch.utils.data import DataLoader
@@ -196,8 +192,7 @@ class DistributedSamplerWithoutSetEpoch(Rule):
             loader = DataLoader(ds, batch_size=8, sampler=sampler)
             for epoch in range(10):
                 sampler.set_epoch(epoch)
-                for batch in loader:
-                    step(batch)
+                for batch in loader: step(batch)
             """,
         ),
         """
@@ -205,8 +200,7 @@ class DistributedSamplerWithoutSetEpoch(Rule):
 
         def train_one_epoch(model, loader, optimizer):
             for images, labels in loader:
-                loss = model(images, labels)
-                loss.backward()
+                model(images, labels).backward()
                 optimizer.step()
 
         def main(args):
@@ -223,14 +217,9 @@ class DistributedSamplerWithoutSetEpoch(Rule):
             def __init__(self, ds):
                 self.loader = DataLoader(ds, sampler=DistributedSampler(ds), num_workers=4)  # expect: DSL505
             def train_epoch(self):
-                for batch in self.loader:
-                    self.step(batch)
+                for batch in self.loader: self.step(batch)
             def fit(self, epochs):
-                for epoch in range(epochs):
-                    self.train_epoch()
-        """,
-        """
-        from torch.utils.data import DataLoader, DistributedSampler
+                for epoch in range(epochs): self.train_epoch()
 
         def build(ds):
             sampler = DistributedSampler(ds)  # expect: DSL505
@@ -240,8 +229,26 @@ class DistributedSamplerWithoutSetEpoch(Rule):
             loader = build(ds)
             step = 0
             while step < 1000:
-                for batch in loader:
-                    step += 1
+                for batch in loader: step += 1
+
+        class Experiment:
+            def get_loaders(self): ...
+        class Sharded(Experiment):
+            def get_loaders(self):
+                loaders = {}
+                for name, ds in self.datasets.items():
+                    params = {"dataset": ds, "batch_size": 32}
+                    params["sampler"] = DistributedSampler(ds)  # expect: DSL505
+                    loaders[name] = DataLoader(**params)
+                return loaders
+        class Runner:  # the loaders come from a method of the class the object is annotated with
+            def __init__(self, experiment: Experiment): self.experiment = experiment
+            def run_loader(self, loader):
+                for batch in loader: self.step(batch)
+            def run(self, epochs):
+                loaders = self.experiment.get_loaders()
+                for epoch in range(epochs):
+                    for name in loaders: self.run_loader(loaders[name])
         """,
         """
         from torch.utils.data import DataLoader, DistributedSampler
@@ -249,8 +256,14 @@ class DistributedSamplerWithoutSetEpoch(Rule):
         sampler = DistributedSampler(ds) if distributed else None  # expect: DSL505
         loader = DataLoader(ds, shuffle=True, sampler=sampler)  # DSL501 reports the shuffle
         for epoch in range(3):
-            for batch in loader:
-                step(batch)
+            for batch in loader: step(batch)
+
+        class Prefetcher:  # project code, and no file of the project names set_epoch
+            def __init__(self, loader): self.loader = loader
+            def __iter__(self): return (b.cuda() for b in self.loader)
+        batches = Prefetcher(DataLoader(ds, sampler=DistributedSampler(ds)))  # expect: DSL505
+        for epoch in range(3):
+            for batch in batches: step(batch)
         """,
         Invalid(
             """
@@ -262,8 +275,7 @@ class DistributedSamplerWithoutSetEpoch(Rule):
             val_loader = DataLoader(val_ds, sampler=val_sampler)
             for epoch in range(3):
                 val_sampler.set_epoch(epoch)
-                for batch in train_loader:
-                    step(batch)
+                for batch in train_loader: step(batch)
             """,
             expected_replacement="""
             from torch.utils.data import DataLoader, DistributedSampler
@@ -275,21 +287,9 @@ class DistributedSamplerWithoutSetEpoch(Rule):
             for epoch in range(3):
                 train_sampler.set_epoch(epoch)
                 val_sampler.set_epoch(epoch)
-                for batch in train_loader:
-                    step(batch)
+                for batch in train_loader: step(batch)
             """,
         ),
-        """
-        from torch.utils.data import DataLoader, DistributedSampler
-
-        class Prefetcher:  # project code, and no file of the project names set_epoch
-            def __init__(self, loader): self.loader = loader
-            def __iter__(self): return (b.cuda() for b in self.loader)
-        batches = Prefetcher(DataLoader(ds, sampler=DistributedSampler(ds)))  # expect: DSL505
-        for epoch in range(3):
-            for batch in batches:
-                step(batch)
-        """,
     )
 
     def check(self, ctx):

@@ -1,0 +1,88 @@
+"""Loaders that leave their method as its result, and samplers written into a loader's ``**`` dict.
+
+* ``method_result_iterated``: the loader is returned by a method of a class (itself: kind
+  ``"result"``, or as a value of a returned dict or list, ``loaders[name] = DataLoader(...)``:
+  kind ``"element"``), and some file of the project re-iterates that kind of what the method
+  returns, epoch after epoch, through an object annotated with the class or a project base
+  whose method it overrides (``epoch_methods.py``, ``view.epoch_iterated_method``);
+* ``entry_samplers``: ``(loader, DistributedSampler call)`` where the loader takes its
+  arguments from ``**params`` without a ``sampler`` keyword and its function (or module) writes
+  ``params["sampler"] = DistributedSampler(...)`` before it.
+
+Both answer from the loop index's values (``loops.py``); anything else is unknown.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Optional, Set, Tuple
+
+import libcst as cst
+
+from dslint.semantics.calls import literal_value
+from dslint.semantics.loops import DISTRIBUTED_SAMPLER
+
+
+def method_result_iterated(ctx, index, loader) -> bool:
+    func = loader.function
+    cls = ctx.method_class(func) if func is not None else None
+    if cls is None:
+        return False
+    kind = _returned_kind(ctx, index, func, loader)
+    return kind is not None and ctx.view.epoch_iterated_method(ctx.qualname_of_def(cls), func.name.value, kind)
+
+
+def _returned_kind(ctx, index, func: cst.FunctionDef, loader) -> Optional[str]:
+    returns = index.returns(func) or ()
+    if any(v.node is loader.call for r in returns for v in index.values(r)):
+        return "result"
+    for r in returns:
+        if isinstance(r, cst.Dict) and any(
+                isinstance(e, cst.DictElement) and _is_loader(index, e.value, loader) for e in r.elements):
+            return "element"
+        if isinstance(r, (cst.List, cst.Tuple)) and any(
+                isinstance(e, cst.Element) and _is_loader(index, e.value, loader) for e in r.elements):
+            return "element"
+    names = {r.value for r in returns if isinstance(r, cst.Name)}
+    for node in ctx.tree.scope_nodes(func, cst.Name):
+        if node.value not in names:
+            continue
+        parent = ctx.parent(node)
+        if isinstance(parent, cst.Subscript) and parent.value is node:
+            holder = ctx.parent(parent)
+            if isinstance(holder, cst.AssignTarget) and _is_loader(index, ctx.parent(holder).value, loader):
+                return "element"
+        elif isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value == "append":
+            call = ctx.parent(parent)
+            if isinstance(call, cst.Call) and len(call.args) == 1 and _is_loader(index, call.args[0].value, loader):
+                return "element"
+    return None
+
+
+def _is_loader(index, expr, loader) -> bool:
+    return any(v.node is loader.call for v in index.values(expr))
+
+
+def entry_samplers(ctx, index, reported: Set[int]) -> Iterator[Tuple[object, cst.Call]]:
+    for loader in index.loaders:
+        if loader.framework_driven or loader.bound.expr("sampler") is not None:
+            continue
+        stars = [a.value for a in loader.call.args if a.star == "**"]
+        if len(stars) != 1 or not isinstance(stars[0], cst.Name):
+            continue
+        name = stars[0].value
+        line = ctx.line(loader.call)
+        found = []
+        for node in ctx.tree.scope_nodes(loader.function, cst.Subscript):
+            holder = ctx.parent(node)
+            if not (isinstance(node.value, cst.Name) and node.value.value == name and isinstance(holder, cst.AssignTarget)):
+                continue
+            if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+                continue
+            if literal_value(node.slice[0].slice.value) != "sampler" or ctx.line(node) >= line:
+                continue
+            for value in index.values(ctx.parent(holder).value):
+                call = value.node
+                if isinstance(call, cst.Call) and ctx.call_name(call) == DISTRIBUTED_SAMPLER and id(call) not in reported:
+                    found.append(call)
+        if len(found) == 1:
+            yield loader, found[0]
