@@ -77,8 +77,8 @@ def eval_facts(func: cst.FunctionDef, names, iterated: List[list]) -> dict:
                   and func_expr.value.value in built):
                 objects.append([built[func_expr.value.value], func_expr.attr.value])
         elif isinstance(node, cst.Slice) and node.upper is not None:
-            dedups = dedups or any(isinstance(c, cst.Call) and names.qualname(c.func) == "builtins.len"
-                                   for c in iter_subtree(node.upper) if isinstance(c.func, cst.Name))
+            dedups = dedups or any(isinstance(c, cst.Call) and isinstance(c.func, cst.Name)
+                                   and names.qualname(c.func) == "builtins.len" for c in iter_subtree(node.upper))
         elif isinstance(node, cst.For) and any(isinstance(n, cst.Name) and n.value in params for n in iter_subtree(node.iter)):
             dedups = dedups or any(isinstance(n, cst.Name) and sample_index_name(n.value) for n in iter_subtree(node.target))
     return {"trains": trains_, "dedups": dedups, "gathers": sorted(set(gathers)), "objects": objects}
