@@ -8,7 +8,8 @@ facts cross the file boundary, both recorded in the per-function summary
 * ``evals`` (``eval_facts``), for a function that iterates one of its parameters: does
   it train (a ``.backward()`` call), does it de-duplicate the padding a distributed
   sampler adds (``gather_for_metrics``, a slice bounded by ``len(...)``, results
-  written by index, a batch that carries each sample's index), which collectives it
+  written by index or stored under each sample's id, ``{t["image_id"]: out}``, a batch
+  that carries each sample's index), which collectives it
   calls, and which methods it calls on objects it builds from project classes
   (``logger = MetricLogger(); logger.synchronize()``);
 * ``delegates`` (``delegated_classes``), for a method that calls the method of the same
@@ -39,6 +40,17 @@ from dslint.semantics.walk import iter_subtree
 LIBRARY_PREFIXES = ("builtins.", "torch.", "numpy.", "os.", "sys.", "math.", "random.", "logging.", "time.", "json.",
                     "collections.", "typing.", "functools.", "itertools.")
 INDEX_WORDS = ("index", "indices", "idx", "ids")
+
+
+def sample_id_key(expr: cst.CSTNode) -> bool:
+    """A dictionary key that names each sample (``target["image_id"]``, ``idx``, ``sample.uid``):
+    results stored under it land a padded duplicate on the same entry."""
+    for node in iter_subtree(expr, into_scopes=False):
+        text = (node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute)
+                else node.raw_value if isinstance(node, cst.SimpleString) else None)
+        if text and (text.lower() in ("id", "uid") or text.lower().endswith("_id") or sample_index_name(text)):
+            return True
+    return False
 
 
 def sample_index_name(name: str) -> bool:
@@ -76,6 +88,13 @@ def eval_facts(func: cst.FunctionDef, names, iterated: List[list]) -> dict:
             elif (isinstance(func_expr, cst.Attribute) and isinstance(func_expr.value, cst.Name)
                   and func_expr.value.value in built):
                 objects.append([built[func_expr.value.value], func_expr.attr.value])
+        elif isinstance(node, cst.DictComp) and sample_id_key(node.key):
+            dedups = True
+        elif isinstance(node, cst.Assign) and any(
+                isinstance(t.target, cst.Subscript) and len(t.target.slice) == 1
+                and isinstance(t.target.slice[0].slice, cst.Index) and sample_id_key(t.target.slice[0].slice.value)
+                for t in node.targets):
+            dedups = True
         elif isinstance(node, cst.Slice) and node.upper is not None:
             dedups = dedups or any(isinstance(c, cst.Call) and isinstance(c.func, cst.Name)
                                    and names.qualname(c.func) == "builtins.len" for c in iter_subtree(node.upper))

@@ -83,7 +83,8 @@ class DistributedSamplerOnGatheredEval(Rule):
     A loader handed to a project function of another file
     (`evaluate(model, loader)`) counts when that function iterates the
     parameter, calls no `.backward()`, does not de-duplicate (the same signs
-    as above), and gathers: a collective it calls, a project function that
+    as above, or results stored under each sample's id:
+    `{t["image_id"]: out ...}`), and gathers: a collective it calls, a project function that
     calls one, or a method of an object it builds from a project class
     (`logger = MetricLogger(); logger.synchronize()`) that calls one, also
     through its own methods or the same-named method of the classes of its
@@ -158,13 +159,13 @@ class DistributedSamplerOnGatheredEval(Rule):
             import torch.distributed as dist
 
             @torch.no_grad()
-            def validate(model, loader, total):
-                outputs = []
-                for x, y in loader:
-                    outputs.append(model(x, y))
+            def validate(model, loader):
+                results = {}
+                for images, targets in loader:  # stored under each sample's id: duplicates merge
+                    results.update({t["image_id"]: out for t, out in zip(targets, model(images))})
                 gathered = [None] * dist.get_world_size()
-                dist.all_gather_object(gathered, outputs)
-                return gathered[:len(total)]  # cut back to the dataset length
+                dist.all_gather_object(gathered, results)
+                return gathered
             """,
             "main.py": """
             from torch.utils.data import DataLoader, DistributedSampler
@@ -172,7 +173,7 @@ class DistributedSamplerOnGatheredEval(Rule):
 
             def main(model, val_set):  # evaluated in another file, which de-duplicates
                 loader = DataLoader(val_set, sampler=DistributedSampler(val_set, shuffle=False))
-                print(validate(model, loader, val_set))
+                print(validate(model, loader))
             """,
         },
         """
