@@ -18,6 +18,7 @@ from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall, literal_value
 from dslint.semantics.epoch_methods import epoch_iterated_methods
 from dslint.semantics.epoch_facts import dataloader_calls, epoch_iterated_results, iterated_params, loader_receivers
 from dslint.semantics.handle_exports import exported_handles
+from dslint.semantics.handed_evals import delegated_classes, eval_facts, eval_references
 from dslint.semantics.modules import canonical
 from dslint.semantics.names import ModuleNames, dotted_parts
 from dslint.semantics.regions import RegionCache, is_cached
@@ -123,6 +124,7 @@ class Summarizer:
                 if node.attr.value in tails and _is_worker_info_ref(node, self.names):
                     uses_worker_info = True
                     break
+        iterated = iterated_params(func, buckets.get(cst.For, ()))
         return {
             "calls": calls,
             "gen": regions.is_generator,
@@ -131,7 +133,11 @@ class Summarizer:
             "assigns": sorted(assigned),
             # any call at all in the body (builtins included): a method without one only indexes
             "calls_any": bool(buckets.get(cst.Call)),
-            "iterates": iterated_params(func, buckets.get(cst.For, ())),
+            "iterates": iterated,
+            # for a function that iterates a parameter: trains / de-duplicates / gathers (DSL704, other files)
+            "evals": eval_facts(func, self.names, iterated) if iterated else None,
+            # a method calling its own name on other objects: the classes of this module defining it
+            "delegates": delegated_classes(func, tree, self.names, local_qualname) if self_param else [],
             # self attributes whose object is used here: ``self.x.m(...)`` or ``f(self.x)``
             # ([name, in a per-item loop]), and those given a value (for cross-file DSL402)
             "self_draws": draws,
@@ -371,6 +377,7 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
     references = {ref for facts in loaders for ref in (facts["worker_init_fn"], facts["collate_fn"]) if ref}
     references.update(loader_receivers(tree, names))
     references.update(_kept_objects(tree, names))
+    references.update(eval_references([*functions.values(), *(m for c in classes.values() for m in c["methods"].values())]))
     epoch_results = epoch_iterated_results(tree, names)
     references = sorted(references)
     return {

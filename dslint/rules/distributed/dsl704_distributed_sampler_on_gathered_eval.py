@@ -6,6 +6,7 @@ from dslint.rules.base import ERROR, Rule, Symptom
 from dslint.rules.distributed._common import torch_distributed_samplers
 from dslint.semantics.calls import BoundCall
 from dslint.semantics.distributed import eval_feeds, line_of
+from dslint.semantics.handed_evals import handed_eval
 from dslint.semantics.loops import DISTRIBUTED_SAMPLER_SIGNATURE, is_test_code, loader_loops
 from dslint.semantics.values import possible_arg
 
@@ -25,7 +26,9 @@ class DistributedSamplerOnGatheredEval(Rule):
     - the gathering: `all_gather`, `all_gather_object`, `all_reduce`,
       `gather_object`..., accelerate's `gather`/`reduce`, or a project function
       (any file) that calls them, in the evaluating function or a function
-      that calls it.
+      that calls it;
+    - the evaluation may also be a project function of another file the
+      loader is handed to (see below).
 
     ## Why is this bad?
     `DistributedSampler` gives every rank `ceil(len / world_size)` indices: it
@@ -72,11 +75,20 @@ class DistributedSamplerOnGatheredEval(Rule):
     - the sampler shuffles (or may: a training sampler iterated once under
       `no_grad`, e.g. to fill a memory bank), or the loader also feeds a
       training loop; a project or library sampler (it may not pad);
-    - the loader is handed to a function of another file: whether that
-      function de-duplicates cannot be seen (such evaluations are missed);
     - evaluations that are not gathered (each rank reports its own shard),
-      gathering through methods of objects of another file
-      (`metric_logger.synchronize()`), Lightning hooks; test code.
+      Lightning hooks; test code;
+    - a loader handed to a function this project does not define (a
+      library's `evaluate`), or handed by `*args`: what it does is unknown.
+
+    A loader handed to a project function of another file
+    (`evaluate(model, loader)`) counts when that function iterates the
+    parameter, calls no `.backward()`, does not de-duplicate (the same signs
+    as above, or results stored under each sample's id:
+    `{t["image_id"]: out ...}`), and gathers: a collective it calls, a project function that
+    calls one, or a method of an object it builds from a project class
+    (`logger = MetricLogger(); logger.synchronize()`) that calls one, also
+    through its own methods or the same-named method of the classes of its
+    module that it calls on what it holds (a logger syncing each meter).
 
     Possible and unknown values: the sampler's `shuffle` must be False on every
     path (a literal, or every value the project shows); a `shuffle` that may be
@@ -145,19 +157,21 @@ class DistributedSamplerOnGatheredEval(Rule):
             "engine.py": """
             import torch
             import torch.distributed as dist
-            from torch.utils.data import DataLoader
 
             @torch.no_grad()
-            def validate(model, loader: DataLoader):
-                losses = torch.stack([model(x, y) for x, y in loader])
-                dist.all_reduce(losses)
-                return losses
+            def validate(model, loader):
+                results = {}
+                for images, targets in loader:  # stored under each sample's id: duplicates merge
+                    results.update({t["image_id"]: out for t, out in zip(targets, model(images))})
+                gathered = [None] * dist.get_world_size()
+                dist.all_gather_object(gathered, results)
+                return gathered
             """,
             "main.py": """
             from torch.utils.data import DataLoader, DistributedSampler
             from engine import validate
 
-            def main(model, val_set):  # evaluated in another file: de-duplication there is not seen
+            def main(model, val_set):  # evaluated in another file, which de-duplicates
                 loader = DataLoader(val_set, sampler=DistributedSampler(val_set, shuffle=False))
                 print(validate(model, loader))
             """,
@@ -207,6 +221,54 @@ class DistributedSamplerOnGatheredEval(Rule):
             everything = [None] * dist.get_world_size()
             dist.all_gather_object(everything, preds)
         """,
+        {
+            "meters.py": """
+            import torch
+            import torch.distributed as dist
+
+            class Average:
+                def __init__(self):
+                    self.total, self.count = 0.0, 0
+
+                def sync(self):
+                    t = torch.tensor([self.total, self.count])
+                    dist.all_reduce(t)
+                    self.total, self.count = t.tolist()
+
+            class Board:
+                def __init__(self):
+                    self.meters = {"acc": Average()}
+
+                def sync(self):
+                    for meter in self.meters.values():
+                        meter.sync()  # the board merges each meter across ranks
+            """,
+            "engine.py": """
+            import torch
+            from meters import Board
+
+            @torch.no_grad()
+            def evaluate(model, loader):
+                board = Board()
+                for x, y in loader:
+                    board.meters["acc"].total += (model(x).argmax(1) == y).sum().item()
+                board.sync()
+                return board
+            """,
+            "main.py": """
+            import torch.distributed as dist
+            from torch.utils.data import DataLoader, DistributedSampler, SequentialSampler
+            from engine import evaluate
+
+            def main(args, model, val_set):
+                if args.dist_eval:
+                    sampler = DistributedSampler(val_set, shuffle=False)  # expect: DSL704
+                else:
+                    sampler = SequentialSampler(val_set)
+                loader = DataLoader(val_set, batch_size=64, sampler=sampler)
+                print(evaluate(model, loader))
+            """,
+        },
     )
 
     def check(self, ctx):
@@ -217,7 +279,7 @@ class DistributedSamplerOnGatheredEval(Rule):
             samplers = torch_distributed_samplers(ctx, index, loader)
             if not samplers or is_test_code(ctx, loader.call) or loader.framework_driven:
                 continue
-            feed = eval_feeds(ctx, index, loader, samplers)
+            feed = eval_feeds(ctx, index, loader, samplers) or handed_eval(ctx, index, loader, samplers)
             if feed is None:
                 continue
             for sampler in samplers:

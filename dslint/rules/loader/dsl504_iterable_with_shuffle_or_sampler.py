@@ -5,6 +5,8 @@ from __future__ import annotations
 from dslint.rules.base import Rule, Symptom
 from dslint.rules.loader._common import iterable_dataset, loader_calls, not_none, where
 from dslint.semantics.calls import UNKNOWN
+from dslint.semantics.iterable_evidence import annotated_iterable
+from dslint.semantics.loops import loader_loops
 from dslint.semantics.values import possible
 
 
@@ -23,6 +25,15 @@ class IterableWithShuffleOrSampler(Rule):
     `shuffle` that *can* be true counts: a conditional expression or an
     assignment that gives `True` on some path (the message names the
     condition); an unknown `shuffle` stays silent.
+
+    A dataset the function receives counts when its parameter's annotation
+    allows an `IterableDataset` (`ds: IterableDataset`,
+    `Union[Dataset, IterableDataset]`, `Dataset | IterableDataset`): the
+    caller may pass one, and the loader then raises. It stays silent when the
+    function rebinds the parameter or names `IterableDataset` in its body (an
+    `isinstance` test may choose the options), and for an unannotated
+    parameter, a plain `Dataset` annotation or a docstring: nothing shows that
+    the dataset can be iterable.
 
     ## Why is this bad?
     An iterable dataset decides its own order; there are no indices to sample.
@@ -89,6 +100,17 @@ class IterableWithShuffleOrSampler(Rule):
             pages = DataLoader(load_dataset("text", split="train"), shuffle=True)  # not streaming: map-style
             return loader, pages
         """,
+        """
+        from typing import Union
+        from torch.utils.data import DataLoader, Dataset, IterableDataset
+
+        def make(train: Union[Dataset, IterableDataset], val: Dataset):
+            shuffle = not isinstance(train, IterableDataset)  # the function tests it
+            return DataLoader(train, shuffle=shuffle), DataLoader(val, shuffle=True)
+
+        def plain(ds: Dataset, parts: "list[IterableDataset]"):  # nothing says `ds` can be iterable
+            return DataLoader(ds, shuffle=True)
+        """,
     )
     invalid = (
         """
@@ -149,18 +171,32 @@ class IterableWithShuffleOrSampler(Rule):
         stream = load_dataset("c4", "en", split="train", streaming=True)
         b = DataLoader(stream.map(tokenize), sampler=sampler)  # expect: DSL504
         """,
+        """
+        from typing import Optional, Union
+        from torch.utils.data import DataLoader, Dataset, IterableDataset
+
+        def loaders(train: Optional[Union[Dataset, IterableDataset]], batch_size: int = 8):
+            return DataLoader(train, batch_size=batch_size, shuffle=True)  # expect: DSL504
+        """,
     )
 
     def check(self, ctx):
         for bound in loader_calls(ctx):
             dataset = iterable_dataset(ctx, bound)
-            if dataset is None:
+            annotated = None if dataset is not None else annotated_iterable(ctx, loader_loops(ctx), bound.expr("dataset"))
+            if dataset is None and annotated is None:
                 continue
             option = self._option(ctx, bound)
             if option is None:
                 continue
             text, when = option
-            what = "an IterableDataset" if dataset == "an IterableDataset" else f"the dataset, {dataset} (an IterableDataset),"
+            if annotated is not None:
+                name, annotation, only = annotated
+                what = (f"the dataset `{name}` is annotated `{annotation}`: "
+                        + ("it is an IterableDataset and" if only else "when the caller passes an IterableDataset, it"))
+            else:
+                what = ("an IterableDataset" if dataset == "an IterableDataset"
+                        else f"the dataset, {dataset} (an IterableDataset),")
             yield self.report(
                 bound.call,
                 f"{what} has no indices to shuffle or sample: the DataLoader raises "
