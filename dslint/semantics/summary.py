@@ -20,6 +20,7 @@ from dslint.semantics.handle_exports import exported_handles
 from dslint.semantics.modules import canonical
 from dslint.semantics.names import ModuleNames, dotted_parts
 from dslint.semantics.regions import RegionCache, is_cached
+from dslint.semantics.rng_holders import holder_facts
 from dslint.semantics.walk import TreeIndex, body_buckets
 
 WORKER_INFO = "torch.utils.data.get_worker_info"
@@ -389,6 +390,8 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         # functions and methods that return a handle they opened: qualname -> [kind, position]
         "handle_returns": {local_qualname(f, tree): list(answer) for f, answer in exported_handles(tree, names)},
         "reseeded_attrs": _reseeded_attrs(tree),
+        # functions that return an object holding a random generator they create (``rng_holders``)
+        "rng_holders": holder_facts(tree, names, local_qualname),
     }
 
 

@@ -14,6 +14,7 @@ from dslint.semantics.modules import canonical
 from dslint.semantics.numpy_rng import loader_draws
 from dslint.semantics.project import ProjectIndex
 from dslint.semantics.rng_heirs import state_heirs
+from dslint.semantics.rng_holders import holder_returned
 from dslint.semantics.torch_version import old_torch
 
 
@@ -147,6 +148,12 @@ class View:
         known = qual in self._index.summaries.get(self.path, {}).get("classes", {})
         answer = state_heirs(self._index, (self.path, qual), list(attrs)) if known else []
         return self._record("state_heirs", [qual, list(attrs)], answer)
+
+    def rng_holder(self, qualified: str, method: Optional[str]) -> bool:
+        """Calling the project function ``qualified`` (or its ``method`` on an instance of what
+        it names) returns an object holding a random generator it created (``rng_holders``)."""
+        answer = holder_returned(self._index, qualified, method, self.path)
+        return self._record("rng_holder", [qualified, method], answer)
 
 
 def replay(index: ProjectIndex, path: str, log: List[list]) -> bool:
