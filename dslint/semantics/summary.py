@@ -15,6 +15,7 @@ import libcst as cst
 
 from dslint.semantics.bindings import class_ref
 from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall, literal_value
+from dslint.semantics.epoch_hooks import hook_facts
 from dslint.semantics.epoch_facts import dataloader_calls, epoch_iterated_results, iterated_params, loader_receivers
 from dslint.semantics.handle_exports import exported_handles
 from dslint.semantics.modules import canonical
@@ -392,6 +393,8 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         "reseeded_attrs": _reseeded_attrs(tree),
         # functions that return an object holding a random generator they create (``rng_holders``)
         "rng_holders": holder_facts(tree, names, local_qualname),
+        # persistent loaders whose dataset's own set_epoch a library calls (``epoch_hooks``)
+        "epoch_hooks": hook_facts(tree, names, local_qualname),
     }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import List, Optional
 
+from dslint.semantics.epoch_hooks import hook_loaders
 from dslint.semantics.inheritance import iterable_heirs, one_shot_arguments
 from dslint.semantics.modules import canonical
 from dslint.semantics.numpy_rng import loader_draws
@@ -154,6 +155,12 @@ class View:
         it names) returns an object holding a random generator it created (``rng_holders``)."""
         answer = holder_returned(self._index, qualified, method, self.path)
         return self._record("rng_holder", [qualified, method], answer)
+
+    def epoch_hook_loaders(self, qual: str) -> List[str]:
+        """Modules with a persistent loader over this file's dataset class ``qual`` in a project whose
+        library calls the dataset's ``set_epoch`` every epoch (``epoch_hooks``)."""
+        known = qual in self._index.summaries.get(self.path, {}).get("classes", {})
+        return self._record("epoch_hook_loaders", [qual], hook_loaders(self._index, (self.path, qual)) if known else [])
 
 
 def replay(index: ProjectIndex, path: str, log: List[list]) -> bool:
