@@ -15,7 +15,8 @@ values its ``return`` statements hand back:
   The construction is a class when its callee is a capitalised name (``Flip(...)``), or a local
   bound to ``getattr(...)`` here or to a call of a function that returns ``getattr(...)``
   (``picks``: a class picked from a module by name); a plain function that receives a generator
-  may use it up and return data, and is not followed;
+  may use it up and return data, and is not followed, nor are torch's loaders and samplers
+  (``MAIN_PROCESS_USERS``: they draw in the main process);
 * ``via``: calls whose result the returned value is or wraps (``return self.make(c)``,
   ``return Compose([self.make(c) for c in cfg])``): ``["self", method]`` or ``["func", qualified]``;
 * ``returns``: the qualified callees of returned calls (``return Transformer(cfg)``), so that a
@@ -42,6 +43,8 @@ GENERATORS = frozenset({
     "numpy.random.mtrand.RandomState", "random.Random", "torch.Generator",
 })
 _DEPTH = 6
+#: classes given a generator that they use in the main process, not in the workers
+MAIN_PROCESS_USERS = ("torch.utils.data.",)
 
 
 def _is_generator(names: ModuleNames, node) -> bool:
@@ -101,6 +104,8 @@ def _class_callee(names, func, local, call: cst.Call):
     """True: the callee is a class; a list: a class if that call target returns ``getattr(...)``;
     None: not known to be a class."""
     callee = call.func
+    if isinstance(callee, (cst.Name, cst.Attribute)) and (names.qualname(callee) or "").startswith(MAIN_PROCESS_USERS):
+        return None  # a loader or sampler draws in the main process (DSL402 is about the workers' copies)
     if isinstance(callee, (cst.Name, cst.Attribute)):
         last = callee.attr.value if isinstance(callee, cst.Attribute) else callee.value
         if last[:1].isupper() and (not isinstance(callee, cst.Name) or callee.value not in local):

@@ -19,23 +19,24 @@ class RngStateInInit(Rule):
     in what a project function (any file, or a method of a held object of known class) returns: every `return` hands
     back a generator it creates or a class construction (capitalised, or picked by `getattr(module, name)`) given one
     (argument, local, `**d` entry), through returns and wrappers (`Compose([self.make(c) for c in cfg])`); the object
-    is taken to draw from it. A generator handed to a plain function (it may use it up and return data), or a factory
-    that may return anything else, is not followed. Methods `__init__` calls on `self` (at any depth, none called per
-    sample or on another object) count as `__init__`; so do aliases (`self.gen = self.rng`). A base class that is not
-    a dataset (a mixin, in any file) is reported at its creation when a dataset of the project runs its `__init__`
-    (inherited, `super().__init__()`, `Base.__init__(self)`) and draws from the attribute per sample, no class of its
-    MRO reassigning it (`self.rng = parent.rng` only shares a generator); or when a dataset's `__init__` keeps an
-    instance of such a class (`self.t = Jitter()`) that per-sample code calls (`self.t(x)`) and nothing replaces.
+    is taken to draw from it (torch's loaders and samplers draw in the main process: not followed). A generator handed
+    to a plain function (it may use it up and return data), or a factory that may return anything else, is not
+    followed. Methods `__init__` calls on `self` (at any depth, none called per sample or on another object) count as
+    `__init__`; so do aliases (`self.gen = self.rng`). A base class that is not a dataset (a mixin, in any file) is
+    reported at its creation when a dataset of the project runs its `__init__` (inherited, `super().__init__()`,
+    `Base.__init__(self)`) and draws from the attribute per sample, no class of its MRO reassigning it (`self.rng =
+    parent.rng` only shares a generator); or when a dataset's `__init__` keeps an instance of such a class (`self.t =
+    Jitter()`) that per-sample code calls (`self.t(x)`) and nothing replaces.
 
     Global RNG use (`np.random.rand()`, `random.random()`, `torch.rand()` in `__getitem__`) is *not* flagged: since
     torch 1.9 every worker reseeds the global `random`, `numpy` and `torch` generators from its own per-epoch seed.
 
     ## Why is this bad?
-    torch reseeds only the global generators in each worker. A generator *object* created in `__init__` is copied
-    into every forked worker with the same state, so all workers draw the same numbers, and because workers are
-    re-created from the untouched parent copy every epoch, every epoch draws them again. Measured on torch 2.13 with
-    2 workers and 64 samples: 32 of 64 augmentations duplicated within each epoch, and 64 of 64 identical to the
-    previous epoch's. With `persistent_workers=True` the duplicates remain (epochs then differ).
+    torch reseeds only the global generators in each worker. A generator *object* created in `__init__` is copied into
+    every forked worker with the same state, so all workers draw the same numbers, and because workers are re-created
+    from the untouched parent copy every epoch, every epoch draws them again. Measured on torch 2.13 with 2 workers
+    and 64 samples: 32 of 64 augmentations duplicated within each epoch, and 64 of 64 identical to the previous
+    epoch's. With `persistent_workers=True` the duplicates remain (epochs then differ).
 
     ## Example
     ```python
@@ -75,12 +76,12 @@ class RngStateInInit(Rule):
     valid = (
         """
         import numpy as np
-        from torch.utils.data import Dataset, get_worker_info
+        import torch
+        from torch.utils.data import Dataset, RandomSampler, get_worker_info
         class GlobalRng(Dataset):
             def __getitem__(self, i): return np.random.rand()  # reseeded per worker since torch 1.9
         class Reseeded(Dataset):
-            def __init__(self):
-                self.rng = np.random.default_rng(0)
+            def __init__(self): self.rng = np.random.default_rng(0)
             def __getitem__(self, i):
                 info = get_worker_info()
                 if info is not None and not getattr(self, "_seeded", False):
@@ -99,12 +100,10 @@ class RngStateInInit(Rule):
                 return None
             return np.random.RandomState(seed)
         class MaybeFactory(Dataset):
-            def __init__(self, seed=None):
-                self.rng = make_state(seed)  # may return None: not followed
+            def __init__(self, seed=None): self.rng = make_state(seed)  # may return None: not followed
             def __getitem__(self, i): return self.rng.rand() if self.rng else i
         class Epochs(Dataset):
-            def __init__(self):
-                self.rng = np.random.default_rng(0)
+            def __init__(self): self.rng = np.random.default_rng(0)
             def set_epoch(self, epoch):
                 self.rng = np.random.default_rng(epoch)
             def __getitem__(self, i): return self.rng.random()
@@ -118,17 +117,19 @@ class RngStateInInit(Rule):
             def __getitem__(self, i): return self.rng.random()
         def shuffle(items, rng): return [items[k] for k in rng.permutation(len(items))]
         def shuffled(items): return shuffle(items, np.random.RandomState(0))  # a function uses the generator up
+        def order(items): return RandomSampler(items, generator=torch.Generator())
         class Items(Dataset):
-            def __init__(self, items): self.items = shuffled(items)  # data, not an object holding the generator
-            def __getitem__(self, i): return self.items[i]
+            def __init__(self, items):
+                self.items = shuffled(items)  # data, not an object holding the generator
+                self.order = order(items)  # a sampler: it draws in the main process
+            def __getitem__(self, i): return self.items[i] + len(self.order)
         """,
         """
         import random
         import torch
         from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
         class Jitter(Dataset):
-            def __init__(self):
-                self.rng = random.Random(0)
+            def __init__(self): self.rng = random.Random(0)
             def __getitem__(self, i): return self.rng.random()
         def worker_init_fn(worker_id):
             torch.utils.data.get_worker_info().dataset.rng.seed(torch.initial_seed())
@@ -147,8 +148,7 @@ class RngStateInInit(Rule):
             "seeding.py": """
                 import numpy as np
                 class Seedable:  # a mixin, not a dataset
-                    def __init__(self, seed=None):
-                        self.rng = np.random.default_rng(seed)
+                    def __init__(self, seed=None): self.rng = np.random.default_rng(seed)
                 """,
             "noise.py": """
                 import numpy as np
