@@ -20,7 +20,7 @@ Phase 1 (``hook_facts``) records per file:
 * ``returns``: the functions whose every ``return`` constructs the same class (capitalised callee),
   so that a loader over ``build_dataset(cfg)`` is known to be over that class.
 
-``hook_loaders(index, key)`` answers, for a project dataset class, whether such a loader is built
+``epoch_hook_index.hook_loaders(index, key)`` answers, for a project dataset class, whether such a loader is built
 over it (or a subclass) in a project that imports accelerate.
 """
 
@@ -34,16 +34,10 @@ from dslint.semantics.bindings import single_assignment
 from dslint.semantics.classes import find_method
 from dslint.semantics.epoch_facts import dataloader_calls
 from dslint.semantics.epochs import per_sample_state_set_by
-from dslint.semantics.modules import canonical
 from dslint.semantics.names import ModuleNames
 from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.walk import TreeIndex, iter_subtree
 
-#: what prepares loaders that call ``dataset.set_epoch(epoch)`` every epoch (accelerate)
-DATASET_EPOCH_CALLERS = frozenset({
-    "accelerate.Accelerator", "accelerate.accelerator.Accelerator", "accelerate.prepare_data_loader",
-    "accelerate.data_loader.prepare_data_loader",
-})
 _SAMPLING = ("shuffle", "sampler", "batch_sampler")
 
 
@@ -190,30 +184,6 @@ def hook_facts(tree: TreeIndex, names: ModuleNames, qualname) -> dict:
         if made:
             returns[qualname(func, tree)] = made
     return {"loaders": loaders, "returns": returns}
-
-
-# ---------------------------------------------------------------- across files (the project index)
-
-
-def hook_loaders(index, key) -> List[str]:
-    """Modules with a loader (``hook_facts``) over an instance of the class ``key`` or a subclass,
-    when the project imports what prepares loaders that call the dataset's ``set_epoch`` every epoch."""
-    if not any(target in DATASET_EPOCH_CALLERS
-               for summary in index.summaries.values() for target in summary.get("imports", {}).values()):
-        return []
-    found = []
-    for path, summary in index.summaries.items():
-        for facts in summary.get("epoch_hooks", {}).get("loaders", ()):
-            made = canonical(facts["dataset"])
-            located = index.locate(made, path)
-            if located is None:
-                function = index.locate(made, path, table="functions")
-                returned = index.summaries[function[0]].get("epoch_hooks", {}).get("returns", {}).get(
-                    function[1]) if function is not None else None
-                located = index.locate(canonical(returned), function[0]) if returned else None
-            if located is not None and key in index.mro(located):
-                found.append(summary["module"])
-    return sorted(set(found))
 
 
 # ---------------------------------------------------------------- the dataset's file

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from dslint.semantics.epoch_hooks import hook_loaders
+from dslint.semantics.epoch_hook_index import hook_loaders
 from dslint.semantics.inheritance import iterable_heirs, one_shot_arguments
 from dslint.semantics.modules import canonical
 from dslint.semantics.numpy_rng import loader_draws
 from dslint.semantics.project import ProjectIndex
 from dslint.semantics.rng_heirs import state_heirs
-from dslint.semantics.rng_holders import holder_returned
+from dslint.semantics.rng_holder_index import holder_returned
 from dslint.semantics.torch_version import old_torch
 
 
