@@ -17,10 +17,13 @@ DATASET_EPOCH_CALLERS = frozenset({
 
 def hook_loaders(index, key) -> List[str]:
     """Modules with a loader (``hook_facts``) over an instance of the class ``key`` or a subclass,
-    when the project imports what prepares loaders that call the dataset's ``set_epoch`` every epoch."""
-    if not any(target in DATASET_EPOCH_CALLERS
-               for summary in index.summaries.values() for target in summary.get("imports", {}).values()):
+    when the project imports what prepares loaders that call the dataset's ``set_epoch`` every epoch
+    and some file calls its ``prepare``."""
+    summaries = index.summaries.values()
+    if not any(target in DATASET_EPOCH_CALLERS for summary in summaries for target in summary.get("imports", {}).values()):
         return []
+    if not any(summary.get("epoch_hooks", {}).get("prepares") for summary in summaries):
+        return []  # nothing is prepared: no loader of the project is accelerate's
     found = []
     for path, summary in index.summaries.items():
         for facts in summary.get("epoch_hooks", {}).get("loaders", ()):

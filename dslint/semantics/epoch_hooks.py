@@ -18,10 +18,11 @@ Phase 1 (``hook_facts``) records per file:
   is its ``num_workers``); each with the qualified callee that made its dataset (``Mixture(...)``,
   ``ds = build_dataset(cfg)``: a class, or a function);
 * ``returns``: the functions whose every ``return`` constructs the same class (capitalised callee),
-  so that a loader over ``build_dataset(cfg)`` is known to be over that class.
+  so that a loader over ``build_dataset(cfg)`` is known to be over that class;
+* ``prepares``: the file calls ``x.prepare(...)``/``x.prepare_data_loader(...)`` with arguments.
 
 ``epoch_hook_index.hook_loaders(index, key)`` answers, for a project dataset class, whether such a loader is built
-over it (or a subclass) in a project that imports accelerate.
+over it (or a subclass) in a project that imports accelerate's ``Accelerator`` and prepares something.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.walk import TreeIndex, iter_subtree
 
 _SAMPLING = ("shuffle", "sampler", "batch_sampler")
+#: the calls that wrap a loader into one that calls ``dataset.set_epoch`` (``accelerator.prepare(loader)``)
+PREPARE = frozenset({"prepare", "prepare_data_loader"})
 
 
 def _key_of(node) -> Optional[str]:
@@ -183,7 +186,8 @@ def hook_facts(tree: TreeIndex, names: ModuleNames, qualname) -> dict:
         made = _returned_class(tree, names, func)
         if made:
             returns[qualname(func, tree)] = made
-    return {"loaders": loaders, "returns": returns}
+    prepares = any(isinstance(c.func, cst.Attribute) and c.func.attr.value in PREPARE and c.args for c in tree.nodes(cst.Call))
+    return {"loaders": loaders, "returns": returns, "prepares": prepares}
 
 
 # ---------------------------------------------------------------- the dataset's file

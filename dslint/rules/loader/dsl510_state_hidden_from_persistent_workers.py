@@ -25,10 +25,11 @@ class StateHiddenFromPersistentWorkers(Rule):
     of a class defined elsewhere is not followed.
 
     A dataset's own `set_epoch` is flagged at its assignments to per-sample state when the project imports
-    accelerate (its prepared loaders call `dataset.set_epoch(epoch)` every epoch when the sampler has none) and a
-    DataLoader over the class (or a project function's result whose every `return` constructs it) has no `shuffle`
-    or `sampler` and keeps its workers by default: `True`, or a config lookup's default (`cfg.get(k, True)`), also
-    as a `**dict` entry, set unconditionally or only when it has workers.
+    accelerate's `Accelerator` and calls a `prepare` (its prepared loaders call `dataset.set_epoch(epoch)` every
+    epoch when the sampler has none) and a DataLoader over the class (or a project function's result whose every
+    `return` constructs it) has no `shuffle` or `sampler` and keeps its workers by default: `True`, or a config
+    lookup's default (`cfg.get(k, True)`), also as a `**dict` entry, set unconditionally or only when it has
+    workers.
 
     Not flagged: loaders without `persistent_workers=True` (each epoch starts new workers from the current dataset),
     loaders created inside the epoch loop, and changes to other objects.
@@ -160,8 +161,9 @@ class StateHiddenFromPersistentWorkers(Rule):
             def __init__(self, parts): self.parts, self.epoch = parts, 0
             def set_epoch(self, epoch): self.epoch = epoch
             def __getitem__(self, i): return self.parts[hash((self.epoch, i)) % len(self.parts)]
-        shuffled = DataLoader(Mixture(parts), shuffle=True, num_workers=2, persistent_workers=True)  # sampler's set_epoch
-        chosen = DataLoader(Mixture(parts), num_workers=2, persistent_workers=cfg.persistent)  # unknown
+        acc = Accelerator()
+        shuffled = acc.prepare(DataLoader(Mixture(parts), shuffle=True, num_workers=2, persistent_workers=True))  # sampler
+        chosen = acc.prepare(DataLoader(Mixture(parts), num_workers=2, persistent_workers=cfg.persistent))  # unknown
         """,
     )
     invalid = (
