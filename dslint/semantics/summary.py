@@ -15,6 +15,7 @@ import libcst as cst
 
 from dslint.semantics.bindings import class_ref
 from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall, literal_value
+from dslint.semantics.epoch_hooks import hook_facts
 from dslint.semantics.epoch_methods import epoch_iterated_methods
 from dslint.semantics.epoch_facts import dataloader_calls, epoch_iterated_results, iterated_params, loader_receivers
 from dslint.semantics.handle_exports import exported_handles
@@ -22,6 +23,7 @@ from dslint.semantics.handed_evals import delegated_classes, eval_facts, eval_re
 from dslint.semantics.modules import canonical
 from dslint.semantics.names import ModuleNames, dotted_parts
 from dslint.semantics.regions import RegionCache, is_cached
+from dslint.semantics.rng_holders import holder_facts
 from dslint.semantics.walk import TreeIndex, body_buckets
 
 WORKER_INFO = "torch.utils.data.get_worker_info"
@@ -399,6 +401,10 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         # functions and methods that return a handle they opened: qualname -> [kind, position]
         "handle_returns": {local_qualname(f, tree): list(answer) for f, answer in exported_handles(tree, names)},
         "reseeded_attrs": _reseeded_attrs(tree),
+        # functions that return an object holding a random generator they create (``rng_holders``)
+        "rng_holders": holder_facts(tree, names, local_qualname),
+        # persistent loaders whose dataset's own set_epoch a library calls (``epoch_hooks``)
+        "epoch_hooks": hook_facts(tree, names, local_qualname),
     }
 
 

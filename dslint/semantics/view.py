@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from typing import List, Optional
 
+from dslint.semantics.epoch_hook_index import hook_loaders
 from dslint.semantics.inheritance import iterable_heirs, one_shot_arguments
 from dslint.semantics.modules import canonical
 from dslint.semantics.numpy_rng import loader_draws
 from dslint.semantics.project import ProjectIndex
 from dslint.semantics.rng_heirs import state_heirs
+from dslint.semantics.rng_holder_index import holder_returned
 from dslint.semantics.torch_version import old_torch
 
 
@@ -153,6 +155,18 @@ class View:
         known = qual in self._index.summaries.get(self.path, {}).get("classes", {})
         answer = state_heirs(self._index, (self.path, qual), list(attrs)) if known else []
         return self._record("state_heirs", [qual, list(attrs)], answer)
+
+    def rng_holder(self, qualified: str, method: Optional[str]) -> bool:
+        """Calling the project function ``qualified`` (or its ``method`` on an instance of what
+        it names) returns an object holding a random generator it created (``rng_holders``)."""
+        answer = holder_returned(self._index, qualified, method, self.path)
+        return self._record("rng_holder", [qualified, method], answer)
+
+    def epoch_hook_loaders(self, qual: str) -> List[str]:
+        """Modules with a persistent loader over this file's dataset class ``qual`` in a project whose
+        library calls the dataset's ``set_epoch`` every epoch (``epoch_hooks``)."""
+        known = qual in self._index.summaries.get(self.path, {}).get("classes", {})
+        return self._record("epoch_hook_loaders", [qual], hook_loaders(self._index, (self.path, qual)) if known else [])
 
 
 def replay(index: ProjectIndex, path: str, log: List[list]) -> bool:

@@ -40,6 +40,7 @@ from dslint.semantics.instance_state import (
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.reseeding import reseeded
+from dslint.semantics.rng_holders import returns_holder
 from dslint.semantics.walk import iter_subtree
 
 WORKER_INFO = "torch.utils.data.get_worker_info"
@@ -216,7 +217,8 @@ def rngs_in_init(ctx):
     from per sample while nothing reseeds it per worker."""
     reported = set()
     for cls, init, func, self_param, call in construction_calls(ctx):
-        kind = rng_kind(ctx, call) or rng_factory_kind(ctx, call, self_param, class_family(ctx, cls))
+        kind = rng_kind(ctx, call) or rng_factory_kind(ctx, call, self_param, class_family(ctx, cls)) or (
+            "holder" if returns_holder(ctx, call) else None)
         if kind is None or (kind == "numpy" and isinstance(ctx.parent(call), cst.Arg)):
             continue  # e.g. Generator(PCG64(...)) is reported at the outer call
         held, construction = held_object(ctx, cls, init, func, self_param, call, ("manual_seed",), False)
@@ -230,7 +232,7 @@ def rngs_in_init(ctx):
 
 
 def rng_message(ctx, call: cst.Call, attr: str, heirs: Optional[List[str]]) -> str:
-    made = "" if rng_kind(ctx, call) else " (a factory that returns a new random generator object)"
+    made = "" if rng_kind(ctx, call) else " (a factory that returns a new random generator, or an object holding one)"
     where = "`__init__`" if heirs is None else (
         f"construction code that runs for the dataset{'s' * (len(heirs) > 1)} {', '.join(f'`{h}`' for h in heirs[:3])} "
         "(inherited, or an object held on `self`)"

@@ -15,24 +15,28 @@ class RngStateInInit(Rule):
 
     The generator may be created directly, picked by a conditional (`rng if rng is not None else
     np.random.default_rng()`, `rng or random.Random()`), or returned by a factory of this file that `__init__` calls
-    (a module-level function or a method of the class whose every `return` hands back a new generator object); a
-    factory in another module, or one that may return anything else, is not followed. Methods `__init__` calls on
-    `self` (at any depth, none called per sample or on another object) count as `__init__`; so do aliases (`self.gen
-    = self.rng`). A base class that is not a dataset (a mixin, in any file) is reported at its creation when a
-    dataset of the project runs its `__init__` (inherited, `super().__init__()`, `Base.__init__(self)`) and draws
-    from the attribute per sample, no class of its MRO reassigning it (`self.rng = parent.rng` only shares a
-    generator); or when a dataset's `__init__` keeps an instance of such a class (`self.t = Jitter()`) that
-    per-sample code calls (`self.t(x)`, `self.t.apply(x)`) and nothing replaces.
+    (a module-level function or a method of the class whose every `return` hands back a new generator object), or held
+    in what a project function (any file, or a method of a held object of known class) returns: every `return` hands
+    back a generator it creates or a class construction (capitalised, or picked by `getattr(module, name)`) given one
+    (argument, local, `**d` entry), through returns and wrappers (`Compose([self.make(c) for c in cfg])`); the object
+    is taken to draw from it (torch's loaders and samplers draw in the main process: not followed). A generator handed
+    to a plain function (it may use it up and return data), or a factory that may return anything else, is not
+    followed. Methods `__init__` calls on `self` (at any depth, none called per sample or on another object) count as
+    `__init__`; so do aliases (`self.gen = self.rng`). A base class that is not a dataset (a mixin, in any file) is
+    reported at its creation when a dataset of the project runs its `__init__` (inherited, `super().__init__()`,
+    `Base.__init__(self)`) and draws from the attribute per sample, no class of its MRO reassigning it (`self.rng =
+    parent.rng` only shares a generator); or when a dataset's `__init__` keeps an instance of such a class (`self.t =
+    Jitter()`) that per-sample code calls (`self.t(x)`) and nothing replaces.
 
     Global RNG use (`np.random.rand()`, `random.random()`, `torch.rand()` in `__getitem__`) is *not* flagged: since
     torch 1.9 every worker reseeds the global `random`, `numpy` and `torch` generators from its own per-epoch seed.
 
     ## Why is this bad?
-    torch reseeds only the global generators in each worker. A generator *object* created in `__init__` is copied
-    into every forked worker with the same state, so all workers draw the same numbers, and because workers are
-    re-created from the untouched parent copy every epoch, every epoch draws them again. Measured on torch 2.13 with
-    2 workers and 64 samples: 32 of 64 augmentations duplicated within each epoch, and 64 of 64 identical to the
-    previous epoch's. With `persistent_workers=True` the duplicates remain (epochs then differ).
+    torch reseeds only the global generators in each worker. A generator *object* created in `__init__` is copied into
+    every forked worker with the same state, so all workers draw the same numbers, and because workers are re-created
+    from the untouched parent copy every epoch, every epoch draws them again. Measured on torch 2.13 with 2 workers
+    and 64 samples: 32 of 64 augmentations duplicated within each epoch, and 64 of 64 identical to the previous
+    epoch's. With `persistent_workers=True` the duplicates remain (epochs then differ).
 
     ## Example
     ```python
@@ -72,38 +76,64 @@ class RngStateInInit(Rule):
     valid = (
         """
         import numpy as np
-        from torch.utils.data import Dataset
+        import torch
+        from torch.utils.data import Dataset, RandomSampler, get_worker_info
         class GlobalRng(Dataset):
             def __getitem__(self, i): return np.random.rand()  # reseeded per worker since torch 1.9
-        """,
-        """
-        import numpy as np
-        from torch.utils.data import Dataset, get_worker_info
         class Reseeded(Dataset):
-            def __init__(self):
-                self.rng = np.random.default_rng(0)
+            def __init__(self): self.rng = np.random.default_rng(0)
             def __getitem__(self, i):
                 info = get_worker_info()
                 if info is not None and not getattr(self, "_seeded", False):
                     self.rng = np.random.default_rng(info.seed)
                     self._seeded = True
                 return self.rng.random()
+        class PerIndex(Dataset):
+            def __init__(self, seed):
+                self.seed = seed
+                self.rng = np.random.RandomState(seed)
+            def __getitem__(self, i):
+                self.rng.seed(self.seed + i)  # deterministic per index
+                return self.rng.rand()
+        def make_state(seed):
+            if seed is None:
+                return None
+            return np.random.RandomState(seed)
+        class MaybeFactory(Dataset):
+            def __init__(self, seed=None): self.rng = make_state(seed)  # may return None: not followed
+            def __getitem__(self, i): return self.rng.rand() if self.rng else i
+        class Epochs(Dataset):
+            def __init__(self): self.rng = np.random.default_rng(0)
+            def set_epoch(self, epoch):
+                self.rng = np.random.default_rng(epoch)
+            def __getitem__(self, i): return self.rng.random()
+        class Seeded(Dataset):
+            def __init__(self, seed):
+                self.reseed(seed)
+            def reseed(self, seed):  # also run by another method: not construction only
+                self.rng = np.random.default_rng(seed)
+            def set_epoch(self, epoch):
+                self.reseed(epoch)
+            def __getitem__(self, i): return self.rng.random()
+        def shuffle(items, rng): return [items[k] for k in rng.permutation(len(items))]
+        def shuffled(items): return shuffle(items, np.random.RandomState(0))  # a function uses the generator up
+        def order(items): return RandomSampler(items, generator=torch.Generator())
+        class Items(Dataset):
+            def __init__(self, items):
+                self.items = shuffled(items)  # data, not an object holding the generator
+                self.order = order(items)  # a sampler: it draws in the main process
+            def __getitem__(self, i): return self.items[i] + len(self.order)
         """,
         """
         import random
         import torch
-        from torch.utils.data import DataLoader, Dataset
+        from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
         class Jitter(Dataset):
-            def __init__(self):
-                self.rng = random.Random(0)
+            def __init__(self): self.rng = random.Random(0)
             def __getitem__(self, i): return self.rng.random()
         def worker_init_fn(worker_id):
             torch.utils.data.get_worker_info().dataset.rng.seed(torch.initial_seed())
         loader = DataLoader(Jitter(), num_workers=2, worker_init_fn=worker_init_fn)
-        """,
-        """
-        import torch
-        from torch.utils.data import IterableDataset, get_worker_info
         class Shuffled(IterableDataset):
             def __init__(self, items, seed):
                 self.items = items
@@ -114,57 +144,11 @@ class RngStateInInit(Rule):
                 for k in order[info.id :: info.num_workers]:
                     yield self.items[k]
         """,
-        """
-        import numpy as np
-        from torch.utils.data import Dataset
-        class PerIndex(Dataset):
-            def __init__(self, seed):
-                self.seed = seed
-                self.rng = np.random.RandomState(seed)
-            def __getitem__(self, i):
-                self.rng.seed(self.seed + i)  # deterministic per index
-                return self.rng.rand()
-        """,
-        """
-        import numpy as np
-        from torch.utils.data import Dataset
-        def make_state(seed):
-            if seed is None:
-                return None
-            return np.random.RandomState(seed)
-        class MaybeFactory(Dataset):
-            def __init__(self, seed=None):
-                self.rng = make_state(seed)  # may return None: not followed
-            def __getitem__(self, i): return self.rng.rand() if self.rng else i
-        """,
-        """
-        import numpy as np
-        from torch.utils.data import Dataset
-        class Epochs(Dataset):
-            def __init__(self):
-                self.rng = np.random.default_rng(0)
-            def set_epoch(self, epoch):
-                self.rng = np.random.default_rng(epoch)
-            def __getitem__(self, i): return self.rng.random()
-        """,
-        """
-        import numpy as np
-        from torch.utils.data import Dataset
-        class Seeded(Dataset):
-            def __init__(self, seed):
-                self.reseed(seed)
-            def reseed(self, seed):  # also run by another method: not construction only
-                self.rng = np.random.default_rng(seed)
-            def set_epoch(self, epoch):
-                self.reseed(epoch)
-            def __getitem__(self, i): return self.rng.random()
-        """,
         {
             "seeding.py": """
                 import numpy as np
                 class Seedable:  # a mixin, not a dataset
-                    def __init__(self, seed=None):
-                        self.rng = np.random.default_rng(seed)
+                    def __init__(self, seed=None): self.rng = np.random.default_rng(seed)
                 """,
             "noise.py": """
                 import numpy as np
@@ -194,7 +178,8 @@ class RngStateInInit(Rule):
     invalid = (
         """
         import numpy as np
-        from torch.utils.data import Dataset
+        import torch
+        from torch.utils.data import Dataset, IterableDataset
         class Seeded(Dataset):
             def __init__(self, seed=None):
                 self._setup(seed)
@@ -202,15 +187,28 @@ class RngStateInInit(Rule):
                 self.np_rng = np.random.default_rng(seed)  # expect: DSL402
                 self.random_generator = self.np_rng
             def __getitem__(self, i): return self.random_generator.random()
-        """,
-        """
-        import numpy as np
-        from torch.utils.data import Dataset
         class Augmented(Dataset):
             def __init__(self, data, seed=0):
                 self.data = data
                 self.rng = np.random.default_rng(seed)  # expect: DSL402
             def __getitem__(self, i): return self.data[i] + self.rng.normal()
+        class Noisy(IterableDataset):
+            def __init__(self, n):
+                self.n = n
+                self.g = torch.Generator().manual_seed(1)  # expect: DSL402
+            def __iter__(self):
+                for i in range(self.n):
+                    yield torch.randn(3, generator=self.g)
+        def make_state(seed): return np.random.RandomState(seed)
+        class Factory(Dataset):
+            def __init__(self, seed=0, rng=None):
+                self.state = make_state(seed)  # expect: DSL402
+                self.rng = rng if rng is not None else np.random.default_rng(seed)  # expect: DSL402
+                self.other = self._make(seed)  # expect: DSL402
+            def _make(self, seed):
+                generator = np.random.default_rng(seed)
+                return generator
+            def __getitem__(self, i): return self.state.rand() + self.rng.random() + self.other.random()
         """,
         """
         from numpy.random import default_rng
@@ -222,17 +220,6 @@ class RngStateInInit(Rule):
                 self.py_rng = r.Random(0)  # expect: DSL402
             def __getitem__(self, i): return self.augment(i)
             def augment(self, i): return i + self.np_rng.random() + self.py_rng.random()
-        """,
-        """
-        import torch
-        from torch.utils.data import IterableDataset
-        class Noisy(IterableDataset):
-            def __init__(self, n):
-                self.n = n
-                self.g = torch.Generator().manual_seed(1)  # expect: DSL402
-            def __iter__(self):
-                for i in range(self.n):
-                    yield torch.randn(3, generator=self.g)
         """,
         {
             "base.py": """
@@ -249,20 +236,6 @@ class RngStateInInit(Rule):
                     def transform(self, i): return i * self.state.uniform()
                 """,
         },
-        """
-        import numpy as np
-        from torch.utils.data import Dataset
-        def make_state(seed): return np.random.RandomState(seed)
-        class Factory(Dataset):
-            def __init__(self, seed=0, rng=None):
-                self.state = make_state(seed)  # expect: DSL402
-                self.rng = rng if rng is not None else np.random.default_rng(seed)  # expect: DSL402
-                self.other = self._make(seed)  # expect: DSL402
-            def _make(self, seed):
-                generator = np.random.default_rng(seed)
-                return generator
-            def __getitem__(self, i): return self.state.rand() + self.rng.random() + self.other.random()
-        """,
         {
             "seeding.py": """
                 import numpy as np
@@ -292,6 +265,33 @@ class RngStateInInit(Rule):
                 class Items(Dataset):
                     def __init__(self): self.jitter = Jitter()
                     def __getitem__(self, i): return self.jitter(i)
+                """,
+        },
+        {
+            "augs.py": """
+                import importlib
+                import numpy as np
+                from torchvision.transforms import Compose
+                class Flip:
+                    def __init__(self, random_state, **kwargs): self.random_state = random_state
+                    def __call__(self, x): return x[::-1] if self.random_state.rand() < 0.5 else x
+                class Builder:  # the augmentations a config names, each given its own RandomState
+                    def pick(self, name): return getattr(importlib.import_module("augs"), name)
+                    def one(self, name):
+                        params = {"p": 0.5, "random_state": np.random.RandomState(0)}
+                        cls = self.pick(name)
+                        return cls(**params)
+                    def build(self, names): return Compose([self.one(n) for n in names])
+                def make_builder(cfg): return Builder()
+                """,
+            "data.py": """
+                from torch.utils.data import Dataset
+                from augs import make_builder
+                class Volumes(Dataset):
+                    def __init__(self, items, cfg):
+                        self.builder = make_builder(cfg)
+                        self.augment = self.builder.build(cfg["augs"])  # expect: DSL402
+                    def __getitem__(self, i): return self.augment(i)
                 """,
         },
     )

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import libcst as cst
-
 from dslint.rules.base import ERROR, Rule, Symptom
 from dslint.rules.loader._common import literal_zero
-from dslint.semantics.calls import UNKNOWN
-from dslint.semantics.bindings import local_class_path
-from dslint.semantics.epochs import epoch_blocks, per_sample_state_set_by, persistent_workers
+from dslint.semantics.epoch_changes import change_of, is_loader_dataset, method_changes
+from dslint.semantics.epoch_hooks import hidden_set_epochs
+from dslint.semantics.epochs import epoch_blocks, persistent_workers
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.scopes import is_none
 
@@ -16,23 +14,25 @@ from dslint.semantics.scopes import is_none
 class StateHiddenFromPersistentWorkers(Rule):
     """
     ## What it does
-    Flags `dataset.set_epoch(...)`, `dataset.<attr> = ...` and
-    `dataset.<method>(...)` inside the epoch loop (or a helper it calls) when
-    the dataset belongs to a `DataLoader` created once, before that loop, with
-    `persistent_workers=True`: a literal, the value it certainly takes on that
-    loader's path (a factory's argument or parameter default, a `**kwargs` entry),
-    or the default of a command-line option (the default configuration loses the
-    change); other possible values and unknown ones stay silent. The dataset is the object passed as
-    `dataset` (followed through names, `self` attributes and helper
-    parameters) or `loader.dataset`. A method counts when its class is
-    defined in this file and the method (or a method it calls on `self`)
-    assigns a `self` attribute that `__getitem__`/`__iter__` (or what they
-    call) reads, outside a lazy `if self.x is None:`; a method of a class
-    defined elsewhere is not followed.
+    Flags `dataset.set_epoch(...)`, `dataset.<attr> = ...` and `dataset.<method>(...)` inside the epoch loop (or a
+    helper it calls) when the dataset belongs to a `DataLoader` created once, before that loop, with
+    `persistent_workers=True`: a literal, the value it certainly takes on that loader's path (a factory's argument
+    or parameter default, a `**kwargs` entry), or the default of a command-line option (the default configuration
+    loses the change); other possible values and unknown ones stay silent. The dataset is the object passed as
+    `dataset` (followed through names, `self` attributes and helper parameters) or `loader.dataset`. A method counts
+    when its class is defined in this file and the method (or a method it calls on `self`) assigns a `self`
+    attribute that `__getitem__`/`__iter__` (or what they call) reads, outside a lazy `if self.x is None:`; a method
+    of a class defined elsewhere is not followed.
 
-    Not flagged: loaders without `persistent_workers=True` (each epoch starts
-    new workers from the current dataset), loaders created inside the epoch
-    loop, and changes to other objects.
+    A dataset's own `set_epoch` is flagged at its assignments to per-sample state when the project imports
+    accelerate's `Accelerator` and calls a `prepare` (its prepared loaders call `dataset.set_epoch(epoch)` every
+    epoch when the sampler has none) and a DataLoader over the class (or a project function's result whose every
+    `return` constructs it) has no `shuffle` or `sampler` and keeps its workers by default: `True`, or a config
+    lookup's default (`cfg.get(k, True)`), also as a `**dict` entry, set unconditionally or only when it has
+    workers.
+
+    Not flagged: loaders without `persistent_workers=True` (each epoch starts new workers from the current dataset),
+    loaders created inside the epoch loop, and changes to other objects.
 
     ## Why is this bad?
     Each worker process holds its own copy of the dataset, made when the
@@ -154,6 +154,17 @@ class StateHiddenFromPersistentWorkers(Rule):
             for batch in zip(loader, other):
                 step(batch)
         """,
+        """
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader, Dataset
+        class Mixture(Dataset):
+            def __init__(self, parts): self.parts, self.epoch = parts, 0
+            def set_epoch(self, epoch): self.epoch = epoch
+            def __getitem__(self, i): return self.parts[hash((self.epoch, i)) % len(self.parts)]
+        acc = Accelerator()
+        shuffled = acc.prepare(DataLoader(Mixture(parts), shuffle=True, num_workers=2, persistent_workers=True))  # sampler
+        chosen = acc.prepare(DataLoader(Mixture(parts), num_workers=2, persistent_workers=cfg.persistent))  # unknown
+        """,
     )
     invalid = (
         """
@@ -222,9 +233,35 @@ class StateHiddenFromPersistentWorkers(Rule):
             for batch in loader:
                 step(batch)
         """,
+        {
+            "data.py": """
+                from torch.utils.data import Dataset
+                class Mixture(Dataset):
+                    def __init__(self, parts): self.parts, self.epoch = parts, 0
+                    def set_epoch(self, epoch): self.epoch = epoch  # expect: DSL510
+                    def __getitem__(self, i): return self.parts[hash((self.epoch, i)) % len(self.parts)]
+                def build_dataset(cfg): return Mixture(cfg["parts"])
+                """,
+            "train.py": """
+                from accelerate import Accelerator
+                from torch.utils.data import DataLoader
+                from data import build_dataset
+                def make_loader(cfg):
+                    workers = int(cfg.get("num_workers", 4))
+                    kwargs = {"batch_size": 8, "num_workers": workers}
+                    if workers > 0:
+                        kwargs["persistent_workers"] = bool(cfg.get("persistent_workers", True))
+                    return Accelerator().prepare(DataLoader(build_dataset(cfg), **kwargs))  # set_epoch every epoch
+                """,
+        },
     )
 
     def check(self, ctx):
+        for node, attr, files in hidden_set_epochs(ctx):
+            yield self.report(node, f"`set_epoch` changes `self.{attr}` (read per sample) in the main process only: "
+                f"accelerate's prepared loader calls it every epoch, but the DataLoader over this dataset (in `{files[0]}`) "
+                "keeps its workers (`persistent_workers=True` by default), which keep the copy made at the first epoch "
+                "(measured: workers saw epochs [0, 0, 0] while the main process set 0, 1, 2)")
         index = loader_loops(ctx)
         reported = set()
         for loop in index.loops:
@@ -243,14 +280,14 @@ class StateHiddenFromPersistentWorkers(Rule):
                 dataset = None
             for block, stack in epoch_blocks(index, loop):
                 for node in index.body_nodes(block):
-                    found = self._change(node)
+                    found = change_of(node)
                     if found is None or id(found[0]) in reported:
                         continue
                     report_node, receiver, what = found
-                    if not self._is_dataset(index, loader, dataset, receiver, stack):
+                    if not is_loader_dataset(index, loader, dataset, receiver, stack):
                         continue
                     if what.endswith("()`"):
-                        changed = self._method_changes(ctx, dataset, report_node.func.attr.value)
+                        changed = method_changes(ctx, dataset, report_node.func.attr.value)
                         if not changed:
                             continue
                         what = f"{what} (it sets {', '.join(f'`self.{a}`' for a in changed)}, read per sample)"
@@ -261,39 +298,3 @@ class StateHiddenFromPersistentWorkers(Rule):
                         "the workers keep the copy they made at the first epoch and never see it (measured: "
                         "workers saw epochs [0, 0, 0] while the main process set 0, 1, 2)",
                     )
-
-    @staticmethod
-    def _method_changes(ctx, dataset, method):
-        """The per-sample state a method of the dataset's class (a class of this file) sets."""
-        node = dataset[0] if dataset else None
-        if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Name):
-            return []
-        cls = local_class_path(ctx.tree, node.func.value)
-        return per_sample_state_set_by(ctx, cls, method) if cls is not None else []
-
-    @staticmethod
-    def _change(node):
-        """(node to report, receiver, description) for ``X.set_epoch(...)``, ``X.attr = ...`` or
-        ``X.method(...)`` (a method whose changes are checked by the caller)."""
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "set_epoch":
-            return node, node.func.value, "`set_epoch`"
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and not node.func.attr.value.startswith("__"):
-            return node, node.func.value, f"`{node.func.attr.value}()`"
-        targets = []
-        if isinstance(node, cst.Assign):
-            targets = [t.target for t in node.targets]
-        elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
-            targets = [node.target]
-        for target in targets:
-            if isinstance(target, cst.Attribute):
-                return node, target.value, f"assigning `.{target.attr.value}`"
-        return None
-
-    @staticmethod
-    def _is_dataset(index, loader, dataset, receiver, stack) -> bool:
-        if isinstance(receiver, cst.Attribute) and receiver.attr.value == "dataset":
-            if index.is_loader(receiver.value, loader, stack=stack):
-                return True
-        if dataset is None:
-            return False
-        return index.value_nodes(receiver, stack=stack) == dataset
