@@ -7,7 +7,9 @@ Both read manifests next to this script, which hold references only (repository,
 commit, path, line, code, a link and a one-line diagnosis or verdict), never code:
 
 - ``defects.toml``: ``[[defect]]`` entries taken from public bug reports and fix PRs
-  (the buggy commit, the line a linter should point at, the expected code).
+  (the buggy commit, the line a linter should point at, the expected code). A
+  ``batch`` field names entries collected together after the rules were built, so that
+  ``recall --batch NAME`` scores them apart: defects nobody tuned the rules on.
 - ``precision.toml``: ``[[repo]]`` entries (repository, commit, ``set = "tuning"`` or
   ``"unseen"``) and ``[[finding]]`` verdicts (``tp``, ``fp`` or ``borderline``, with the
   reason) for every finding dslint reported there.
@@ -164,7 +166,8 @@ def near(finding: dict, entry: dict, slack: int) -> bool:
 
 
 def recall(args) -> int:
-    defects = [d for d in load("defects.toml")["defect"] if _wanted(d["code"], args.codes)]
+    defects = [d for d in load("defects.toml")["defect"] if _wanted(d["code"], args.codes)
+               and (args.batch is None or d.get("batch") == args.batch)]
     checkouts = Checkouts(args.mirrors, args.checkouts)
     groups = defaultdict(list)
     for entry in defects:
@@ -267,6 +270,7 @@ def main(argv=None) -> int:
     parser.add_argument("--repos", nargs="*", metavar="OWNER/NAME", help="precision: only these repositories")
     parser.add_argument("--unjudged", action="store_true", help="precision: print every finding without a verdict")
     parser.add_argument("--json", help="recall: also write the figures as JSON")
+    parser.add_argument("--batch", help="recall: only the defects collected in this batch (their `batch` field)")
     parser.add_argument("--codes", nargs="*", metavar="PREFIX", help="only these codes (prefixes such as DSL5)")
     parser.add_argument("-v", "--verbose", action="store_true", help="recall: list the missed defects")
     args = parser.parse_args(argv)
