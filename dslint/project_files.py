@@ -121,6 +121,11 @@ def reached_files(index: "ProjectIndex", summaries: Dict[str, dict], by_module: 
                 if kind == "func":
                     wanted.add(target)
         wanted.update(summary.get("references", ()))
+    receivers = {qualified for summary in summaries.values() for qualified in summary.get("receivers", ())}
+    for summary in summaries.values():
+        for qualified, refs in summary.get("eval_references", {}).items():
+            if qualified in receivers:
+                wanted.update(refs)
     found: Set[str] = set()
     for qualified in wanted:
         parts = qualified.split(".")

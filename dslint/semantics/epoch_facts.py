@@ -84,9 +84,10 @@ def epoch_iterated_results(tree: TreeIndex, names: ModuleNames) -> List[str]:
     return sorted(out)
 
 
-def loader_receivers(tree: TreeIndex, names: ModuleNames) -> List[str]:
-    """Functions of other modules this file calls with a name it binds to a ``DataLoader(...)``
-    as an argument (``train_one_epoch(model, loader)``): their files are summarised too."""
+def loader_receivers(tree: TreeIndex, names: ModuleNames, same_module: bool = False) -> List[str]:
+    """Functions of other modules (and of this one, with ``same_module``) this file calls with
+    a name it binds to a ``DataLoader(...)`` as an argument (``train_one_epoch(model, loader)``):
+    their files are summarised too."""
     bound = set()
     for call in dataloader_calls(tree, names):
         parent = tree.parent_of(call)
@@ -100,6 +101,7 @@ def loader_receivers(tree: TreeIndex, names: ModuleNames) -> List[str]:
             continue
         if isinstance(call.func, (cst.Name, cst.Attribute)):
             qualified = names.qualname(call.func)
-            if qualified and not qualified.startswith(("builtins.", names.modname + ".", "torch.")):
+            if qualified and not qualified.startswith(("builtins.", "torch.")) and (
+                    same_module or not qualified.startswith(names.modname + ".")):
                 out.add(qualified)
     return sorted(out)

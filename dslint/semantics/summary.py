@@ -377,9 +377,14 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
     imports = {k: next(iter(v)) for k, v in names.imports.items() if len(v) == 1}
     loaders = [s.loader_facts(call) for call in dataloader_calls(tree, names)]
     references = {ref for facts in loaders for ref in (facts["worker_init_fn"], facts["collate_fn"]) if ref}
-    references.update(loader_receivers(tree, names))
+    receivers = loader_receivers(tree, names, same_module=True)
+    references.update(r for r in receivers if not r.startswith(names.modname + "."))
     references.update(_kept_objects(tree, names))
-    references.update(eval_references([*functions.values(), *(m for c in classes.values() for m in c["methods"].values())]))
+    # what a function that evaluates a loader calls into: followed only for the functions some
+    # file hands a loader to (``project_files.reached_files``)
+    evaluated = list(functions.items())
+    evaluated += [(f"{cls}.{name}", facts) for cls, c in classes.items() for name, facts in c["methods"].items()]
+    eval_refs = {f"{names.modname}.{qual}": refs for qual, facts in evaluated if (refs := eval_references([facts]))}
     epoch_results = epoch_iterated_results(tree, names)
     references = sorted(references)
     return {
@@ -391,6 +396,10 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         "functions": functions,
         "loaders": loaders,
         "references": references,
+        # {function: [what it calls into]} for functions that evaluate a loader they are given,
+        # and the functions this file hands a loader to (this module's included)
+        "eval_references": eval_refs,
+        "receivers": receivers,
         # the file names ``set_epoch`` (a call, a definition, ``getattr(x, "set_epoch")``)
         "epoch_results": epoch_results,
         # [class, method, "result" | "element"]: a method of an annotated object re-iterated per epoch
