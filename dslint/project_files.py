@@ -121,7 +121,7 @@ def reached_files(index: "ProjectIndex", summaries: Dict[str, dict], by_module: 
                 if kind == "func":
                     wanted.add(target)
         wanted.update(summary.get("references", ()))
-    found: Set[str] = set()
+    found: Set[str] = {path for path in index.wanted_paths if path not in summaries}  # (through star imports)
     for qualified in wanted:
         parts = qualified.split(".")
         for i in range(len(parts) - 1, 0, -1):

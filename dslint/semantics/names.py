@@ -222,6 +222,10 @@ class Scope:
         return False, None
 
 
+# Statements whose body may or may not run (a star import under one is a possible binding).
+_BRANCH_TYPES = (cst.If, cst.Else, cst.Try, cst.TryStar, cst.ExceptHandler, cst.ExceptStarHandler, cst.For, cst.While)
+
+
 class ModuleNames:
     """Module-level bindings of one file; shared by the summary and the rules."""
 
@@ -232,6 +236,9 @@ class ModuleNames:
         self.defs: Dict[str, str] = {}
         self.assigns: Dict[str, List[cst.CSTNode]] = {}
         self.star_imports: List[str] = []
+        # star imports in a branch of an ``if``/``try`` (``if tf: from .tf import *`` /
+        # ``else: from .pt import *``): each may bind the names, none surely does
+        self.branch_stars: Set[str] = set()
         self._tree = tree
         self._scopes: Dict[int, Scope] = {}
         self._tails: Dict[frozenset, Set[str]] = {}
@@ -243,6 +250,8 @@ class ModuleNames:
                 target = resolve_relative(len(node.relative), module, modname, is_package) if node.relative else module
                 if target:
                     self.star_imports.append(target)
+                    if any(type(a) in _BRANCH_TYPES for a in tree.ancestors(node)):
+                        self.branch_stars.add(target)
                 continue
             for local, full in import_bindings(node, modname, is_package):
                 self.imports.setdefault(local, set()).add(full)

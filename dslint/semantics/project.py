@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from typing import Dict, List, Optional, Tuple
 
+from dslint.semantics.alternatives import base_alternatives, construction_reach, duck_roots, locate_all
 from dslint.semantics.modules import canonical
 
 # How a function runs per sample (also ``regions.WHOLE``/``regions.LOOP``; defined
@@ -93,7 +94,11 @@ class ProjectIndex:
         self.per_sample: Dict[Key, Tuple[str, str]] = {}
         self._loaders: Optional[Dict[Key, List[dict]]] = None
         self._epoch_keys: Optional[set] = None
+        # (``alternatives``) files a name led to that are not summarised; datasets without a torch base
+        self.alternatives_memo, self.wanted_paths, self.duck_roots = {}, set(), set()
+        self.duck_roots, self._kind = duck_roots(self), {}
         self._compute_per_sample()
+        self.built = construction_reach(self)
 
     # ---------------------------------------------------------------- locating
     def _pick(self, paths: List[str], from_path: Optional[str]) -> Optional[str]:
@@ -182,6 +187,9 @@ class ProjectIndex:
                     kind = self.class_kind(located)
             if kind:
                 kinds.add(kind)
+        kinds.update(self.class_kind(k) for k in base_alternatives(self, key))  # star imports in branches
+        if key in self.duck_roots:
+            kinds.add(MAP)
         result = ITERABLE if ITERABLE in kinds else (MAP if MAP in kinds else None)
         self._kind[key] = result
         return result
@@ -279,16 +287,20 @@ class ProjectIndex:
             owner = (func[0], func[1].rpartition(".")[0])
             for kind, target, in_loop in facts["calls"]:
                 strong = mode == WHOLE or in_loop
-                callee = self._callee(kind, target, mro, owner, func[0])
-                if callee is None:
-                    continue
-                callee_facts = self.function_facts(callee)
-                if callee_facts is None:
-                    continue
-                if strong:
-                    work.append((callee, LOOP if callee_facts["gen"] else WHOLE))
-                elif callee_facts["gen"]:
-                    work.append((callee, LOOP))
+                for callee in self._callees(kind, target, mro, owner, func[0]):
+                    callee_facts = self.function_facts(callee)
+                    if callee_facts is None:
+                        continue
+                    if strong:
+                        work.append((callee, LOOP if callee_facts["gen"] else WHOLE))
+                    elif callee_facts["gen"]:
+                        work.append((callee, LOOP))
+
+    def _callees(self, kind: str, target: str, mro: List[Key], owner: Key, path: str) -> List[Key]:
+        if kind == "func":
+            return locate_all(self, target, path, "functions")
+        callee = self._callee(kind, target, mro, owner, path)
+        return [callee] if callee is not None else []
 
     def _callee(self, kind: str, target: str, mro: List[Key], owner: Key, path: str) -> Optional[Key]:
         if kind == "self":
@@ -297,6 +309,9 @@ class ProjectIndex:
             return self.find_method(mro, target, after=owner)
         located = self.locate(target, path, table="functions")
         return located
+
+    # for the modules that walk the index (``alternatives``)
+    root_kind, pick, namespace_paths = staticmethod(root_kind), _pick, _namespace_paths
 
     # ---------------------------------------------------------------- loaders & helpers
     def has_method(self, key: Key, name: str) -> bool:

@@ -13,7 +13,7 @@ from typing import Dict, List, Optional
 
 import libcst as cst
 
-from dslint.semantics.bindings import class_ref
+from dslint.semantics.bindings import class_ref, enclosing_scope, scope_assignments
 from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall, literal_value
 from dslint.semantics.epoch_facts import dataloader_calls, epoch_iterated_results, iterated_params, loader_receivers
 from dslint.semantics.handle_exports import exported_handles
@@ -377,9 +377,12 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         "package": names.is_package,
         "imports": imports,
         "star_imports": list(names.star_imports),
+        # those in a branch of an ``if``/``try``: each may bind a name (``ProjectIndex.locate_all``)
+        "star_branches": sorted(names.branch_stars),
         "classes": classes,
         "functions": functions,
         "loaders": loaders,
+        "loader_classes": loader_classes(tree, names),
         "references": references,
         # the file names ``set_epoch`` (a call, a definition, ``getattr(x, "set_epoch")``)
         "epoch_results": epoch_results,
@@ -413,3 +416,24 @@ def _walk(node: cst.CSTNode):
         current = stack.pop()
         yield current
         stack.extend(current.children)
+
+
+def loader_classes(tree: TreeIndex, names: ModuleNames) -> List[str]:
+    """Every class whose instance a ``DataLoader(...)`` of the file may receive as its dataset:
+    the construction passed, or each construction assigned to the name passed, in any branch
+    (``ds = A(...)`` / ``else: ds = B(...)``; both arms of a conditional expression)."""
+    found = set()
+    for call in dataloader_calls(tree, names):
+        expr = BoundCall(call, DATALOADER).expr("dataset")
+        values = [expr]
+        if isinstance(expr, cst.Name):
+            values = scope_assignments(tree, enclosing_scope(tree, expr), expr.value) or []
+        while values:
+            value = values.pop()
+            if isinstance(value, cst.IfExp):
+                values += [value.body, value.orelse]
+                continue
+            ref = class_ref(tree, names, value) if isinstance(value, cst.Call) else None
+            if ref is not None:
+                found.add(f"{names.modname}.{local_qualname(ref[1], tree)}" if ref[0] == "local" else ref[1])
+    return sorted(found)

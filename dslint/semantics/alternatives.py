@@ -1,0 +1,146 @@
+"""Project facts that need every definition a name may have, asked of the project index.
+
+* ``locate_all``: every class or function a qualified name may name. A package that
+  picks its implementation at import time (``if tf_available(): from .tf import *`` /
+  ``elif torch_available(): from .pt import *``) binds a name to one of several
+  definitions; each is a possible one, and code reached through the name may be any of
+  them. A later star import outside any branch replaces what came before, as Python does.
+* ``duck_roots``: project classes that are datasets without a torch base: the class
+  defining the ``__getitem__`` (with a ``__len__``) of an instance that a ``DataLoader``
+  of the project receives is the project's own dataset base, and every class deriving
+  from it is a dataset, as a subclass of torch's ``Dataset`` is.
+* ``construction_reach``: the functions that run while a dataset object is built:
+  reached from its ``__init__`` through ``self.m()``, ``super().m()`` and plain calls,
+  across files (a module-level helper called for every image while ``__init__`` builds
+  the index).
+
+Plain functions of a ``ProjectIndex`` (no libcst); files the index wanted but did not
+have (a star-imported module not summarised yet) are noted in ``index.wanted_paths``,
+which the engine pulls into the next round.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Set, Tuple
+
+from dslint.semantics.modules import canonical
+
+Key = Tuple[str, str]
+
+MAX_DEPTH = 6  #: import and star-import steps followed for one name
+
+
+def locate_all(index, qualified: str, from_path: Optional[str], table: str = "classes", _depth: int = 0) -> List[Key]:
+    """Where the class (or function, ``table="functions"``) ``qualified`` may be defined:
+    one key, several when star imports in branches each bring a definition, none when
+    it is not a (summarised) project definition."""
+    memo = index.alternatives_memo
+    memo_key = (qualified, from_path, table)
+    if memo_key in memo:
+        return memo[memo_key]
+    memo[memo_key] = []  # cycle guard
+    found = _locate_all(index, qualified, from_path, table, _depth)
+    memo[memo_key] = found
+    return found
+
+
+def _locate_all(index, qualified: str, from_path: Optional[str], table: str, depth: int) -> List[Key]:
+    parts = qualified.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        paths = index.by_module.get(".".join(parts[:i])) or index.namespace_paths(parts[:i])
+        if not paths:
+            continue
+        path = index.pick(paths, from_path)
+        if path is None:
+            return []
+        if path not in index.summaries:
+            index.wanted_paths.add(path)
+            return []
+        summary = index.summaries[path]
+        rest = parts[i:]
+        name = ".".join(rest)
+        if name in summary[table]:
+            return [(path, name)]
+        if depth >= MAX_DEPTH:
+            return []
+        target = summary["imports"].get(rest[0])
+        if target is not None:
+            return locate_all(index, canonical(".".join([target, *rest[1:]])), path, table, depth + 1)
+        branched = set(summary.get("star_branches", ()))
+        found: List[Key] = []
+        for star in summary["star_imports"]:
+            here = locate_all(index, f"{star}.{name}", path, table, depth + 1)
+            if here:
+                found = found + [k for k in here if k not in found] if star in branched else list(here)
+        return found
+    return []
+
+
+def base_alternatives(index, key: Key) -> List[Key]:
+    """Every project class each base of class ``key`` may be (torch's roots excluded)."""
+    found: List[Key] = []
+    for base in index.class_info(key)["bases"]:
+        if base and index.root_kind(base) is None:
+            found.extend(k for k in locate_all(index, canonical(base), key[0]) if k != key and k not in found)
+    return found
+
+
+def _protocol_owner(index, key: Key) -> Optional[Key]:
+    """The project class defining the ``__getitem__`` an instance of ``key`` uses, when that
+    class (through its own bases) also has a ``__len__``: the map-style protocol's home."""
+    method = index.find_method(index.mro(key), "__getitem__")
+    if method is None:
+        return None
+    owner = (method[0], method[1].rpartition(".")[0])
+    if index.find_method(index.mro(owner), "__len__") is None:
+        return None
+    return owner
+
+
+def duck_roots(index) -> Set[Key]:
+    """Project classes without a dataset base that a ``DataLoader`` shows to be datasets
+    (the summaries' ``loader_classes``): for each class received, the class defining its
+    ``__getitem__`` (see the module doc). Asked before any ``class_kind`` is memoized."""
+    roots: Set[Key] = set()
+    for path, summary in index.summaries.items():
+        for qualified in summary.get("loader_classes", ()):
+            for key in locate_all(index, canonical(qualified), path):
+                if index.class_kind(key) is None:
+                    owner = _protocol_owner(index, key)
+                    if owner is not None:
+                        roots.add(owner)
+    return roots
+
+
+def construction_reach(index) -> Dict[Key, str]:
+    """Functions reached from the ``__init__`` of a dataset class (the first class to reach
+    one names it), through ``self``/``super()`` methods along its MRO and plain calls to
+    project functions, any definition a name may have."""
+    built: Dict[Key, str] = {}
+    for path, summary in index.summaries.items():
+        for qual in summary["classes"]:
+            key = (path, qual)
+            if index.class_kind(key) is None:
+                continue
+            mro = index.mro(key)
+            start = index.find_method(mro, "__init__")
+            if start is None:
+                continue
+            label = f"{summary['module']}.{qual}"
+            work, seen = [start], {start}
+            while work:
+                func = work.pop()
+                built.setdefault(func, label)
+                facts = index.function_facts(func)
+                owner = (func[0], func[1].rpartition(".")[0])
+                for kind, target, _ in facts["calls"] if facts else ():
+                    if kind == "func":
+                        callees = locate_all(index, target, func[0], "functions")
+                    else:
+                        callee = index.find_method(mro, target, after=owner if kind == "super" else None)
+                        callees = [callee] if callee is not None else []
+                    for callee in callees:
+                        if callee not in seen and index.function_facts(callee) is not None:
+                            seen.add(callee)
+                            work.append(callee)
+    return built
