@@ -28,6 +28,7 @@ from dslint.semantics.modules import canonical
 Key = Tuple[str, str]
 
 MAX_DEPTH = 6  #: import and star-import steps followed for one name
+MAX_VARIANTS = 4  #: MROs followed for one class
 
 
 def locate_all(index, qualified: str, from_path: Optional[str], table: str = "classes", _depth: int = 0) -> List[Key]:
@@ -74,6 +75,43 @@ def _locate_all(index, qualified: str, from_path: Optional[str], table: str, dep
                 found = found + [k for k in here if k not in found] if star in branched else list(here)
         return found
     return []
+
+
+def callees(index, kind: str, target: str, mro: List[Key], owner: Key, path: str) -> List[Key]:
+    """Every definition a call recorded in a summary may run: ``self.m()`` and ``super().m()``
+    along ``mro``, a plain call any definition its name may have."""
+    if kind == "func":
+        return locate_all(index, target, path, "functions")
+    callee = index.find_method(mro, target, after=owner if kind == "super" else None)
+    return [callee] if callee is not None else []
+
+
+def mro_variants(index, key: Key) -> List[List[Key]]:
+    """The MROs an instance of class ``key`` may have: the index's own, then one for each
+    other definition a class of it may have (a base star-imported in branches), at most
+    ``MAX_VARIANTS``."""
+    first = index.mro(key)
+    variants = [first]
+    for cls in first:
+        for base in index.class_info(cls)["bases"]:
+            if not base or index.root_kind(base) is not None:
+                continue
+            chosen = index.locate(base, cls[0])
+            for other in locate_all(index, canonical(base), cls[0]):
+                if chosen is not None and other not in (chosen, cls) and len(variants) < MAX_VARIANTS:
+                    variants.append(_mro_with(index, key, {chosen: other}))
+    return variants
+
+
+def _mro_with(index, key: Key, swap: Dict[Key, Key]) -> List[Key]:
+    order: List[Key] = []
+    stack = [key]
+    while stack:
+        current = stack.pop(0)
+        if current not in order:
+            order.append(current)
+            stack[0:0] = [swap.get(k, k) for k in index.base_keys(current)]
+    return order
 
 
 def base_alternatives(index, key: Key) -> List[Key]:
@@ -134,12 +172,7 @@ def construction_reach(index) -> Dict[Key, str]:
                 facts = index.function_facts(func)
                 owner = (func[0], func[1].rpartition(".")[0])
                 for kind, target, _ in facts["calls"] if facts else ():
-                    if kind == "func":
-                        callees = locate_all(index, target, func[0], "functions")
-                    else:
-                        callee = index.find_method(mro, target, after=owner if kind == "super" else None)
-                        callees = [callee] if callee is not None else []
-                    for callee in callees:
+                    for callee in callees(index, kind, target, mro, owner, func[0]):
                         if callee not in seen and index.function_facts(callee) is not None:
                             seen.add(callee)
                             work.append(callee)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from typing import Dict, List, Optional, Tuple
 
-from dslint.semantics.alternatives import base_alternatives, construction_reach, duck_roots, locate_all
+from dslint.semantics.alternatives import base_alternatives, callees, construction_reach, duck_roots, mro_variants
 from dslint.semantics.modules import canonical
 
 # How a function runs per sample (also ``regions.WHOLE``/``regions.LOOP``; defined
@@ -259,7 +259,10 @@ class ProjectIndex:
                 self._reach_from(key)
 
     def _reach_from(self, cls: Key) -> None:
-        mro = self.mro(cls)
+        for mro in mro_variants(self, cls):  # one for each definition a base may have (``alternatives``)
+            self._reach_along(cls, mro)
+
+    def _reach_along(self, cls: Key, mro: List[Key]) -> None:
         label = f"{self.summaries[cls[0]]['module']}.{cls[1]}"
         work: List[Tuple[Key, str]] = []
         for name, mode in ENTRY_POINTS:
@@ -287,7 +290,7 @@ class ProjectIndex:
             owner = (func[0], func[1].rpartition(".")[0])
             for kind, target, in_loop in facts["calls"]:
                 strong = mode == WHOLE or in_loop
-                for callee in self._callees(kind, target, mro, owner, func[0]):
+                for callee in callees(self, kind, target, mro, owner, func[0]):
                     callee_facts = self.function_facts(callee)
                     if callee_facts is None:
                         continue
@@ -295,12 +298,6 @@ class ProjectIndex:
                         work.append((callee, LOOP if callee_facts["gen"] else WHOLE))
                     elif callee_facts["gen"]:
                         work.append((callee, LOOP))
-
-    def _callees(self, kind: str, target: str, mro: List[Key], owner: Key, path: str) -> List[Key]:
-        if kind == "func":
-            return locate_all(self, target, path, "functions")
-        callee = self._callee(kind, target, mro, owner, path)
-        return [callee] if callee is not None else []
 
     def _callee(self, kind: str, target: str, mro: List[Key], owner: Key, path: str) -> Optional[Key]:
         if kind == "self":
