@@ -51,9 +51,12 @@ STAR_EXPORTS = {
 STAR_LIBRARIES = ("torch", "numpy", "os", "math", "typing", "torchvision", "PIL")
 
 
-def star_target(star_imports: List[str], name: str) -> Optional[str]:
+def star_target(star_imports: List[str], name: str, own: Optional[str] = None) -> Optional[str]:
     """The qualified name a module-level ``name`` bound by nothing else gets from the
-    file's star imports, or None when it cannot be told."""
+    file's star imports, or None when it cannot be told. With several star imports of
+    modules that are not libraries (``if tf: from .tf import *`` / ``else: from .pt import
+    *``), the name is the module ``own``'s attribute: the project index follows each of
+    its star imports (``alternatives.locate_all``)."""
     unknown = []
     for module in star_imports:
         exports = STAR_EXPORTS.get(module)
@@ -66,7 +69,9 @@ def star_target(star_imports: List[str], name: str) -> Optional[str]:
         if module.split(".", 1)[0] in STAR_LIBRARIES:
             continue
         unknown.append(module)
-    return f"{unknown[0]}.{name}" if len(unknown) == 1 else None
+    if len(unknown) > 1:
+        return f"{own}.{name}" if own else None
+    return f"{unknown[0]}.{name}" if unknown else None
 
 
 def dotted_parts(node: cst.CSTNode) -> Optional[List[str]]:
@@ -328,7 +333,7 @@ class ModuleNames:
         if name in BUILTIN_NAMES:
             return f"builtins.{name}"
         if self.star_imports:
-            return star_target(self.star_imports, name)
+            return star_target(self.star_imports, name, self.modname)
         return None
 
     def resolve_name(self, name: str, at: cst.CSTNode) -> Optional[str]:

@@ -154,7 +154,7 @@ class ProjectIndex:
             target = summary["imports"].get(rest[0])
             if target is not None:
                 return self.locate(canonical(".".join([target, *rest[1:]])), path, table, depth + 1)
-            for star in summary["star_imports"]:
+            for star in reversed(summary["star_imports"]):  # the last one binding the name wins
                 found = self.locate(f"{star}.{key}", path, table, depth + 1)
                 if found is not None:
                     return found
