@@ -108,3 +108,28 @@ def test_a_class_a_dataloader_receives_shows_its_protocol_base_to_be_a_dataset(t
     assert kinds == {"Base": "map", "Lines": "map", "Pages": "map", "Table": None, "Half": None}
     assert index.built.get((path, "crop")) == "ducks.Pages"  # called by a dataset's __init__, not Table's
     assert (path, "Table.__init__") not in index.built
+
+
+def test_a_class_that_subset_or_concat_dataset_wraps_is_a_dataset(tmp_path):
+    source = """
+from torch.utils.data import ConcatDataset, Subset
+
+class Rows:
+    def __len__(self):
+        return 3
+    def __getitem__(self, i):
+        return i
+
+class Cols(Rows):
+    pass
+
+class Cells(Rows):
+    pass
+
+cols = Cols()
+both = ConcatDataset([Subset(Rows(), [0, 1]), cols])
+"""
+    index = _index(tmp_path, {"grid.py": source})
+    path = str(tmp_path / "grid.py")
+    assert index.duck_roots == {(path, "Rows")}
+    assert index.class_kind((path, "Cells")) == "map"  # a sibling: the same protocol base

@@ -418,22 +418,36 @@ def _walk(node: cst.CSTNode):
         stack.extend(current.children)
 
 
+# Calls that index the dataset(s) they are given per sample, as a DataLoader does.
+_DATASET_WRAPPERS = frozenset({"torch.utils.data.Subset", "torch.utils.data.random_split", "torch.utils.data.ConcatDataset"})
+
+
 def loader_classes(tree: TreeIndex, names: ModuleNames) -> List[str]:
-    """Every class whose instance a ``DataLoader(...)`` of the file may receive as its dataset:
-    the construction passed, or each construction assigned to the name passed, in any branch
-    (``ds = A(...)`` / ``else: ds = B(...)``; both arms of a conditional expression)."""
-    found = set()
-    for call in dataloader_calls(tree, names):
-        expr = BoundCall(call, DATALOADER).expr("dataset")
-        values = [expr]
-        if isinstance(expr, cst.Name):
-            values = scope_assignments(tree, enclosing_scope(tree, expr), expr.value) or []
-        while values:
-            value = values.pop()
-            if isinstance(value, cst.IfExp):
-                values += [value.body, value.orelse]
-                continue
-            ref = class_ref(tree, names, value) if isinstance(value, cst.Call) else None
+    """Every class whose instance a ``DataLoader(...)`` of the file may receive as its dataset, or
+    ``Subset``/``random_split``/``ConcatDataset`` wraps: the construction passed, or each construction
+    assigned to the name passed, in any branch (``ds = A(...)`` / ``else: ds = B(...)``; both arms
+    of a conditional expression; the elements of a list)."""
+    values = [BoundCall(call, DATALOADER).expr("dataset") for call in dataloader_calls(tree, names)]
+    tails = names.call_tails({"Subset", "random_split", "ConcatDataset"})
+    for call in tree.nodes(cst.Call):
+        func = call.func
+        tail = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else None)
+        if tail in tails and call.args and not call.args[0].star and names.qualname(func) in _DATASET_WRAPPERS:
+            values.append(call.args[0].value)
+    found, seen = set(), set()
+    while values:
+        value = values.pop()
+        if value is None or id(value) in seen:
+            continue
+        seen.add(id(value))
+        if isinstance(value, cst.Name):
+            values += scope_assignments(tree, enclosing_scope(tree, value), value.value) or []
+        elif isinstance(value, cst.IfExp):
+            values += [value.body, value.orelse]
+        elif isinstance(value, (cst.List, cst.Tuple)):
+            values += [e.value for e in value.elements if not isinstance(e, cst.StarredElement)]
+        elif isinstance(value, cst.Call):
+            ref = class_ref(tree, names, value)
             if ref is not None:
                 found.add(f"{names.modname}.{local_qualname(ref[1], tree)}" if ref[0] == "local" else ref[1])
     return sorted(found)

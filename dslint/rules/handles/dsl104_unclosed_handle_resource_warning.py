@@ -28,8 +28,8 @@ class UnclosedHandleResourceWarning(Rule):
     - `Image.open` on an in-memory buffer (`six.BytesIO`, a name bound to one).
 
     Dataset code includes a project class without a torch base whose
-    `__getitem__` and `__len__` serve an instance a `DataLoader` receives (and
-    the other subclasses of that class), and a function a package binds by a
+    `__getitem__`/`__len__` serve an instance a `DataLoader` or `Subset` takes
+    (and the other subclasses of that class), and a function a package binds by a
     star import in one branch of an `if`/`try` (each branch's is followed).
 
     This is an opt-in rule: it runs only with `--preview` (or `preview = true`).
