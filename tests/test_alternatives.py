@@ -133,3 +133,29 @@ both = ConcatDataset([Subset(Rows(), [0, 1]), cols])
     path = str(tmp_path / "grid.py")
     assert index.duck_roots == {(path, "Rows")}
     assert index.class_kind((path, "Cells")) == "map"  # a sibling: the same protocol base
+
+
+def test_a_class_passed_to_a_function_that_hands_it_to_a_dataloader_is_a_dataset(tmp_path):
+    files = {
+        "loaders.py": "from torch.utils.data import DataLoader\n\n"
+        "def make_loader(name, ds, workers=2):\n    return DataLoader(ds, num_workers=workers)\n",
+        "rows.py": "class Rows:\n    def __len__(self):\n        return 3\n    def __getitem__(self, i):\n        return i\n"
+        "class Table(Rows):\n    pass\n",
+        "train.py": "from loaders import make_loader\nfrom rows import Rows, Table\n\n"
+        "loader = make_loader('rows', ds=Rows())\nshow('table', Table())\n",
+    }
+    index = _index(tmp_path, files)
+    path = str(tmp_path / "rows.py")
+    assert index.duck_roots == {(path, "Rows")}
+    # (``show`` is bound nowhere: its call is not recorded)
+    assert index.summaries[str(tmp_path / "train.py")]["class_args"] == [["loaders.make_loader", "ds", "rows.Rows"]]
+
+
+def test_a_class_passed_elsewhere_at_the_position_is_not_a_dataset(tmp_path):
+    files = {
+        "loaders.py": "from torch.utils.data import DataLoader\n\n"
+        "def make_loader(ds, sampler):\n    return DataLoader(ds, sampler=sampler)\n",
+        "rows.py": "class Rows:\n    def __len__(self):\n        return 3\n    def __getitem__(self, i):\n        return i\n",
+        "train.py": "from loaders import make_loader\nfrom rows import Rows\n\nloader = make_loader(data, Rows())\n",
+    }
+    assert _index(tmp_path, files).duck_roots == set()

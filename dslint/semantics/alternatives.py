@@ -7,8 +7,10 @@
   them. A later star import outside any branch replaces what came before, as Python does.
 * ``duck_roots``: project classes that are datasets without a torch base: the class
   defining the ``__getitem__`` (with a ``__len__``) of an instance that a ``DataLoader``
-  of the project receives is the project's own dataset base, and every class deriving
-  from it is a dataset, as a subclass of torch's ``Dataset`` is.
+  of the project receives (directly, wrapped by ``Subset``/``ConcatDataset``, or through
+  a parameter of a project function: ``dataset_uses``) is the project's own dataset
+  base, and every class deriving from it is a dataset, as a subclass of torch's
+  ``Dataset`` is.
 * ``construction_reach``: the functions that run while a dataset object is built:
   reached from its ``__init__`` through ``self.m()``, ``super().m()`` and plain calls,
   across files (a module-level helper called for every image while ``__init__`` builds
@@ -140,14 +142,33 @@ def duck_roots(index) -> Set[Key]:
     (the summaries' ``loader_classes``): for each class received, the class defining its
     ``__getitem__`` (see the module doc). Asked before any ``class_kind`` is memoized."""
     roots: Set[Key] = set()
-    for path, summary in index.summaries.items():
-        for qualified in summary.get("loader_classes", ()):
-            for key in locate_all(index, canonical(qualified), path):
-                if index.class_kind(key) is None:
-                    owner = _protocol_owner(index, key)
-                    if owner is not None:
-                        roots.add(owner)
+    for path, qualified in _received(index):
+        for key in locate_all(index, canonical(qualified), path):
+            if index.class_kind(key) is None:
+                owner = _protocol_owner(index, key)
+                if owner is not None:
+                    roots.add(owner)
     return roots
+
+
+def _received(index) -> List[Tuple[str, str]]:
+    """(path, class) for each class a file shows to be used as a dataset: handed to a
+    ``DataLoader`` (or ``Subset``...) there, or to a project function that hands that
+    parameter to one (``dataset_uses``)."""
+    found = [(path, q) for path, summary in index.summaries.items() for q in summary.get("loader_classes", ())]
+    params: Dict[Key, List[tuple]] = {}
+    for path, summary in index.summaries.items():
+        for qual, position, name in summary.get("loader_params", ()):
+            params.setdefault((path, qual), []).append((position, name))
+    tails = {key[1].rsplit(".", 1)[-1] for key in params}
+    for path, summary in index.summaries.items():
+        for callee, where, cls in summary.get("class_args", ()):
+            if callee.rsplit(".", 1)[-1] not in tails:
+                continue
+            for key in locate_all(index, canonical(callee), path, "functions"):
+                if any(where in (position, name) for position, name in params.get(key, ())):
+                    found.append((path, cls))
+    return found
 
 
 def construction_reach(index) -> Dict[Key, str]:

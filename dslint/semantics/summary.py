@@ -13,7 +13,8 @@ from typing import Dict, List, Optional
 
 import libcst as cst
 
-from dslint.semantics.bindings import class_ref, enclosing_scope, scope_assignments
+from dslint.semantics.bindings import class_ref
+from dslint.semantics.dataset_uses import class_args, loader_classes, loader_params
 from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall, literal_value
 from dslint.semantics.epoch_facts import dataloader_calls, epoch_iterated_results, iterated_params, loader_receivers
 from dslint.semantics.handle_exports import exported_handles
@@ -346,6 +347,9 @@ def _kept_objects(tree: TreeIndex, names: ModuleNames) -> List[str]:
 
 def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict:
     s = Summarizer(tree, names, regions)
+
+    def qualname_of(node):
+        return local_qualname(node, tree)
     classes: Dict[str, dict] = {}
     functions: Dict[str, dict] = {}
     for node in tree.nodes(cst.ClassDef):
@@ -382,7 +386,10 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         "classes": classes,
         "functions": functions,
         "loaders": loaders,
-        "loader_classes": loader_classes(tree, names),
+        # (``dataset_uses``) classes used as datasets, parameters a DataLoader receives, constructions passed
+        "loader_classes": loader_classes(tree, names, qualname_of),
+        "loader_params": loader_params(tree, names, qualname_of),
+        "class_args": class_args(tree, names, qualname_of),
         "references": references,
         # the file names ``set_epoch`` (a call, a definition, ``getattr(x, "set_epoch")``)
         "epoch_results": epoch_results,
@@ -416,38 +423,3 @@ def _walk(node: cst.CSTNode):
         current = stack.pop()
         yield current
         stack.extend(current.children)
-
-
-# Calls that index the dataset(s) they are given per sample, as a DataLoader does.
-_DATASET_WRAPPERS = frozenset({"torch.utils.data.Subset", "torch.utils.data.random_split", "torch.utils.data.ConcatDataset"})
-
-
-def loader_classes(tree: TreeIndex, names: ModuleNames) -> List[str]:
-    """Every class whose instance a ``DataLoader(...)`` of the file may receive as its dataset, or
-    ``Subset``/``random_split``/``ConcatDataset`` wraps: the construction passed, or each construction
-    assigned to the name passed, in any branch (``ds = A(...)`` / ``else: ds = B(...)``; both arms
-    of a conditional expression; the elements of a list)."""
-    values = [BoundCall(call, DATALOADER).expr("dataset") for call in dataloader_calls(tree, names)]
-    tails = names.call_tails({"Subset", "random_split", "ConcatDataset"})
-    for call in tree.nodes(cst.Call):
-        func = call.func
-        tail = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else None)
-        if tail in tails and call.args and not call.args[0].star and names.qualname(func) in _DATASET_WRAPPERS:
-            values.append(call.args[0].value)
-    found, seen = set(), set()
-    while values:
-        value = values.pop()
-        if value is None or id(value) in seen:
-            continue
-        seen.add(id(value))
-        if isinstance(value, cst.Name):
-            values += scope_assignments(tree, enclosing_scope(tree, value), value.value) or []
-        elif isinstance(value, cst.IfExp):
-            values += [value.body, value.orelse]
-        elif isinstance(value, (cst.List, cst.Tuple)):
-            values += [e.value for e in value.elements if not isinstance(e, cst.StarredElement)]
-        elif isinstance(value, cst.Call):
-            ref = class_ref(tree, names, value)
-            if ref is not None:
-                found.add(f"{names.modname}.{local_qualname(ref[1], tree)}" if ref[0] == "local" else ref[1])
-    return sorted(found)
