@@ -37,46 +37,49 @@ def locate_all(index, qualified: str, from_path: Optional[str], table: str = "cl
     """Where the class (or function, ``table="functions"``) ``qualified`` may be defined:
     one key, several when star imports in branches each bring a definition, none when
     it is not a (summarised) project definition."""
-    memo = index.alternatives_memo
-    memo_key = (qualified, from_path, table)
+    parts = qualified.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        found = _module_file(index, parts[:i], from_path)
+        if found is not None:
+            return _in_module(index, found, parts[i:], table, _depth) if found else []
+    return []
+
+
+def _module_file(index, parts: List[str], from_path: Optional[str]):
+    """The summarised file of module ``parts``; "" when it is in the project but ambiguous or
+    not summarised (noted in ``wanted_paths``); None when no checked file is that module."""
+    paths = index.by_module.get(".".join(parts)) or index.namespace_paths(parts)
+    if not paths:
+        return None
+    path = index.pick(paths, from_path)
+    if path is not None and path not in index.summaries:
+        index.wanted_paths.add(path)
+    return path if path is not None and path in index.summaries else ""
+
+
+def _in_module(index, path: str, rest: List[str], table: str, depth: int) -> List[Key]:
+    """What module ``path`` binds ``rest`` to, once per (file, name): a name asked through many
+    star imports is looked up once. A star import names its module exactly."""
+    memo, memo_key = index.alternatives_memo, (path, ".".join(rest), table)
     if memo_key in memo:
         return memo[memo_key]
     memo[memo_key] = []  # cycle guard
-    found = _locate_all(index, qualified, from_path, table, _depth)
-    memo[memo_key] = found
-    return found
-
-
-def _locate_all(index, qualified: str, from_path: Optional[str], table: str, depth: int) -> List[Key]:
-    parts = qualified.split(".")
-    for i in range(len(parts) - 1, 0, -1):
-        paths = index.by_module.get(".".join(parts[:i])) or index.namespace_paths(parts[:i])
-        if not paths:
-            continue
-        path = index.pick(paths, from_path)
-        if path is None:
-            return []
-        if path not in index.summaries:
-            index.wanted_paths.add(path)
-            return []
-        summary = index.summaries[path]
-        rest = parts[i:]
-        name = ".".join(rest)
-        if name in summary[table]:
-            return [(path, name)]
-        if depth >= MAX_DEPTH:
-            return []
-        target = summary["imports"].get(rest[0])
-        if target is not None:
-            return locate_all(index, canonical(".".join([target, *rest[1:]])), path, table, depth + 1)
+    summary = index.summaries[path]
+    name = ".".join(rest)
+    found: List[Key] = []
+    if name in summary[table]:
+        found = [(path, name)]
+    elif depth < MAX_DEPTH and summary["imports"].get(rest[0]) is not None:
+        found = locate_all(index, canonical(".".join([summary["imports"][rest[0]], *rest[1:]])), path, table, depth + 1)
+    elif depth < MAX_DEPTH:
         branched = set(summary.get("star_branches", ()))
-        found: List[Key] = []
         for star in summary["star_imports"]:
-            here = locate_all(index, f"{star}.{name}", path, table, depth + 1)
+            module = _module_file(index, star.split("."), path)
+            here = _in_module(index, module, rest, table, depth + 1) if module else []
             if here:
                 found = found + [k for k in here if k not in found] if star in branched else list(here)
-        return found
-    return []
+    memo[memo_key] = found
+    return found
 
 
 def callees(index, kind: str, target: str, mro: List[Key], owner: Key, path: str) -> List[Key]:
