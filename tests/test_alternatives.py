@@ -159,3 +159,33 @@ def test_a_class_passed_elsewhere_at_the_position_is_not_a_dataset(tmp_path):
         "train.py": "from loaders import make_loader\nfrom rows import Rows\n\nloader = make_loader(data, Rows())\n",
     }
     assert _index(tmp_path, files).duck_roots == set()
+
+
+def test_a_class_held_on_self_and_handed_to_a_dataloader_is_a_dataset(tmp_path):
+    source = """
+from torch.utils.data import DataLoader
+
+class Rows:
+    def __len__(self):
+        return 3
+    def __getitem__(self, i):
+        return i
+
+class Other(Rows):
+    pass
+
+class Module:
+    def setup(self):
+        self.rows = Rows()
+        self.other = Other()
+    def train_dataloader(self):
+        return DataLoader(self.rows, num_workers=2)
+
+class Unrelated:
+    def loader(self):
+        return DataLoader(self.other)
+"""
+    index = _index(tmp_path, {"dm.py": source})
+    path = str(tmp_path / "dm.py")
+    assert index.summaries[path]["loader_classes"] == ["dm.Rows"]  # not Other: held by another class
+    assert index.duck_roots == {(path, "Rows")}

@@ -9,8 +9,8 @@ a torch base to be one (``alternatives.duck_roots`` reads them across files).
   matched against ``loader_params`` across files by the index.
 
 A construction is a call whose class ``bindings.class_ref`` resolves, passed directly or
-through each assignment of a name in its scope (any branch), either arm of a conditional
-expression, or the elements of a list.
+through each assignment of a name in its scope (any branch) or of ``self.<attr>`` in any
+method of the class, either arm of a conditional expression, or the elements of a list.
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ def constructed(tree: TreeIndex, names: ModuleNames, values: list, qualname_of: 
             values += [value.body, value.orelse]
         elif isinstance(value, (cst.List, cst.Tuple)):
             values += [e.value for e in value.elements if not isinstance(e, cst.StarredElement)]
+        elif isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name):
+            values += _self_assignments(tree, value)
         elif isinstance(value, cst.Call):
             ref = class_ref(tree, names, value)
             if ref is not None:
@@ -110,3 +112,23 @@ def class_args(tree: TreeIndex, names: ModuleNames, qualname_of: QualnameOf) -> 
 
 def _capitalised(qualified: str) -> bool:
     return qualified.rsplit(".", 1)[-1].lstrip("_")[:1].isupper()
+
+
+def _self_assignments(tree: TreeIndex, attr: cst.Attribute) -> list:
+    """The values assigned to ``self.<attr>`` in any method of the class whose method reads
+    it there (``self.train_set = Pages()`` in ``setup``, ``DataLoader(self.train_set)``)."""
+    method = tree.scope_node(attr)
+    cls = tree.scope_node(method) if type(method) is cst.FunctionDef else None
+    params = method.params.params if cls is not None and type(cls) is cst.ClassDef else ()
+    if not params or params[0].name.value != attr.value.value:
+        return []
+    found = []
+    for target in tree.nodes(cst.AssignTarget):
+        node = target.target
+        if type(node) is not cst.Attribute or node.attr.value != attr.attr.value or type(node.value) is not cst.Name:
+            continue
+        where = tree.scope_node(target)
+        if type(where) is cst.FunctionDef and tree.scope_node(where) is cls and where.params.params:
+            if where.params.params[0].name.value == node.value.value:
+                found.append(tree.parent_of(target).value)
+    return found
