@@ -126,7 +126,7 @@ def reached_files(index: "ProjectIndex", summaries: Dict[str, dict], by_module: 
         for qualified, refs in summary.get("eval_references", {}).items():
             if qualified in receivers:
                 wanted.update(refs)
-    found: Set[str] = set()
+    found: Set[str] = {path for path in index.wanted_paths if path not in summaries}  # (through star imports)
     for qualified in wanted:
         parts = qualified.split(".")
         for i in range(len(parts) - 1, 0, -1):

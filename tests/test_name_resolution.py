@@ -35,10 +35,28 @@ def test_star_import_of_a_project_module(tmp_path):
     assert _codes(tmp_path, files) == [("images.py", 6, "DSL102")]
 
 
-def test_two_unknown_star_imports_are_ambiguous(tmp_path):
+def test_two_star_imports_resolve_through_the_module_that_defines_the_name(tmp_path):
     files = {
         "base.py": "from torch.utils.data import Dataset\n\n\nclass Base(Dataset):\n    pass\n",
         "other.py": "X = 1\n",
+        "images.py": "from base import *\nfrom other import *\n\n\nclass Images(Base):" + PER_SAMPLE_OPEN,
+    }
+    assert _codes(tmp_path, files) == [("images.py", 7, "DSL102")]
+
+
+def test_a_later_star_import_that_binds_the_name_wins(tmp_path):
+    files = {
+        "base.py": "from torch.utils.data import Dataset\n\n\nclass Base(Dataset):\n    pass\n",
+        "other.py": "class Base:\n    pass\n",
+        "images.py": "from base import *\nfrom other import *\n\n\nclass Images(Base):" + PER_SAMPLE_OPEN,
+    }
+    assert _codes(tmp_path, files) == []
+
+
+def test_a_name_unknown_to_every_star_imported_module_stays_unknown(tmp_path):
+    files = {
+        "base.py": "X = 1\n",
+        "other.py": "Y = 1\n",
         "images.py": "from base import *\nfrom other import *\n\n\nclass Images(Base):" + PER_SAMPLE_OPEN,
     }
     assert _codes(tmp_path, files) == []

@@ -51,9 +51,12 @@ STAR_EXPORTS = {
 STAR_LIBRARIES = ("torch", "numpy", "os", "math", "typing", "torchvision", "PIL")
 
 
-def star_target(star_imports: List[str], name: str) -> Optional[str]:
+def star_target(star_imports: List[str], name: str, own: Optional[str] = None) -> Optional[str]:
     """The qualified name a module-level ``name`` bound by nothing else gets from the
-    file's star imports, or None when it cannot be told."""
+    file's star imports, or None when it cannot be told. With several star imports of
+    modules that are not libraries (``if tf: from .tf import *`` / ``else: from .pt import
+    *``), the name is the module ``own``'s attribute: the project index follows each of
+    its star imports (``alternatives.locate_all``)."""
     unknown = []
     for module in star_imports:
         exports = STAR_EXPORTS.get(module)
@@ -66,7 +69,9 @@ def star_target(star_imports: List[str], name: str) -> Optional[str]:
         if module.split(".", 1)[0] in STAR_LIBRARIES:
             continue
         unknown.append(module)
-    return f"{unknown[0]}.{name}" if len(unknown) == 1 else None
+    if len(unknown) > 1:
+        return f"{own}.{name}" if own else None
+    return f"{unknown[0]}.{name}" if unknown else None
 
 
 def dotted_parts(node: cst.CSTNode) -> Optional[List[str]]:
@@ -222,6 +227,10 @@ class Scope:
         return False, None
 
 
+# Statements whose body may or may not run (a star import under one is a possible binding).
+_BRANCH_TYPES = (cst.If, cst.Else, cst.Try, cst.TryStar, cst.ExceptHandler, cst.ExceptStarHandler, cst.For, cst.While)
+
+
 class ModuleNames:
     """Module-level bindings of one file; shared by the summary and the rules."""
 
@@ -232,6 +241,9 @@ class ModuleNames:
         self.defs: Dict[str, str] = {}
         self.assigns: Dict[str, List[cst.CSTNode]] = {}
         self.star_imports: List[str] = []
+        # star imports in a branch of an ``if``/``try`` (``if tf: from .tf import *`` /
+        # ``else: from .pt import *``): each may bind the names, none surely does
+        self.branch_stars: Set[str] = set()
         self._tree = tree
         self._scopes: Dict[int, Scope] = {}
         self._tails: Dict[frozenset, Set[str]] = {}
@@ -243,6 +255,8 @@ class ModuleNames:
                 target = resolve_relative(len(node.relative), module, modname, is_package) if node.relative else module
                 if target:
                     self.star_imports.append(target)
+                    if any(type(a) in _BRANCH_TYPES for a in tree.ancestors(node)):
+                        self.branch_stars.add(target)
                 continue
             for local, full in import_bindings(node, modname, is_package):
                 self.imports.setdefault(local, set()).add(full)
@@ -319,7 +333,7 @@ class ModuleNames:
         if name in BUILTIN_NAMES:
             return f"builtins.{name}"
         if self.star_imports:
-            return star_target(self.star_imports, name)
+            return star_target(self.star_imports, name, self.modname)
         return None
 
     def resolve_name(self, name: str, at: cst.CSTNode) -> Optional[str]:

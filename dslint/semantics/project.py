@@ -17,7 +17,9 @@ from __future__ import annotations
 import os
 from typing import Dict, List, Optional, Tuple
 
+from dslint.semantics.alternatives import base_alternatives, callees, construction_reach, duck_roots, mro_variants
 from dslint.semantics.modules import canonical
+from dslint.semantics.project_loaders import LoaderQueries
 
 # How a function runs per sample (also ``regions.WHOLE``/``regions.LOOP``; defined
 # here so that the index, which a warm run builds from cached summaries, needs no libcst).
@@ -65,14 +67,8 @@ def root_kind(qualified: Optional[str]) -> Optional[str]:
     return None
 
 
-#: libraries whose training loops call ``set_epoch`` on the samplers of the loaders handed to them
-EPOCH_DRIVERS = frozenset({
-    "accelerate", "lightning", "pytorch_lightning", "lightning_fabric", "ignite", "mmcv", "mmengine",
-    "composer", "ray", "speechbrain", "colossalai", "torchtnt", "fastai",
-})
 
-
-class ProjectIndex:
+class ProjectIndex(LoaderQueries):
     def __init__(self, summaries: Dict[str, dict], module_paths: Optional[Dict[str, List[str]]] = None) -> None:
         """``module_paths``: module name -> every checked file with that name (summarised
         or not), so that a name shared by several files is ambiguous whichever of them
@@ -94,7 +90,11 @@ class ProjectIndex:
         self._loaders: Optional[Dict[Key, List[dict]]] = None
         self._epoch_keys: Optional[set] = None
         self._epoch_methods: Optional[set] = None
+        # (``alternatives``) files a name led to that are not summarised; datasets without a torch base
+        self.alternatives_memo, self.wanted_paths, self.duck_roots = {}, set(), set()
+        self.duck_roots, self._kind = duck_roots(self), {}
         self._compute_per_sample()
+        self.built = construction_reach(self)
 
     # ---------------------------------------------------------------- locating
     def _pick(self, paths: List[str], from_path: Optional[str]) -> Optional[str]:
@@ -150,7 +150,7 @@ class ProjectIndex:
             target = summary["imports"].get(rest[0])
             if target is not None:
                 return self.locate(canonical(".".join([target, *rest[1:]])), path, table, depth + 1)
-            for star in summary["star_imports"]:
+            for star in reversed(summary["star_imports"]):  # the last one binding the name wins
                 found = self.locate(f"{star}.{key}", path, table, depth + 1)
                 if found is not None:
                     return found
@@ -183,6 +183,9 @@ class ProjectIndex:
                     kind = self.class_kind(located)
             if kind:
                 kinds.add(kind)
+        kinds.update(self.class_kind(k) for k in base_alternatives(self, key))  # star imports in branches
+        if key in self.duck_roots:
+            kinds.add(MAP)
         result = ITERABLE if ITERABLE in kinds else (MAP if MAP in kinds else None)
         self._kind[key] = result
         return result
@@ -252,7 +255,10 @@ class ProjectIndex:
                 self._reach_from(key)
 
     def _reach_from(self, cls: Key) -> None:
-        mro = self.mro(cls)
+        for mro in mro_variants(self, cls):  # one for each definition a base may have (``alternatives``)
+            self._reach_along(cls, mro)
+
+    def _reach_along(self, cls: Key, mro: List[Key]) -> None:
         label = f"{self.summaries[cls[0]]['module']}.{cls[1]}"
         work: List[Tuple[Key, str]] = []
         for name, mode in ENTRY_POINTS:
@@ -280,16 +286,14 @@ class ProjectIndex:
             owner = (func[0], func[1].rpartition(".")[0])
             for kind, target, in_loop in facts["calls"]:
                 strong = mode == WHOLE or in_loop
-                callee = self._callee(kind, target, mro, owner, func[0])
-                if callee is None:
-                    continue
-                callee_facts = self.function_facts(callee)
-                if callee_facts is None:
-                    continue
-                if strong:
-                    work.append((callee, LOOP if callee_facts["gen"] else WHOLE))
-                elif callee_facts["gen"]:
-                    work.append((callee, LOOP))
+                for callee in callees(self, kind, target, mro, owner, func[0]):
+                    callee_facts = self.function_facts(callee)
+                    if callee_facts is None:
+                        continue
+                    if strong:
+                        work.append((callee, LOOP if callee_facts["gen"] else WHOLE))
+                    elif callee_facts["gen"]:
+                        work.append((callee, LOOP))
 
     def _callee(self, kind: str, target: str, mro: List[Key], owner: Key, path: str) -> Optional[Key]:
         if kind == "self":
@@ -298,6 +302,9 @@ class ProjectIndex:
             return self.find_method(mro, target, after=owner)
         located = self.locate(target, path, table="functions")
         return located
+
+    # for the modules that walk the index (``alternatives``)
+    root_kind, pick, namespace_paths = staticmethod(root_kind), _pick, _namespace_paths
 
     # ---------------------------------------------------------------- loaders & helpers
     def has_method(self, key: Key, name: str) -> bool:
@@ -322,53 +329,6 @@ class ProjectIndex:
                     seen.append(callee)
                     work.append(callee)
         return seen
-
-    def loaders_over(self, key: Key) -> List[dict]:
-        """Facts of every DataLoader in the project built over an instance of class ``key``."""
-        if self._loaders is None:
-            self._loaders = {}
-            for path, summary in self.summaries.items():
-                for facts in summary.get("loaders", ()):
-                    if not facts["dataset"]:
-                        continue
-                    located = self.locate(facts["dataset"], path)
-                    if located is not None:
-                        self._loaders.setdefault(located, []).append(facts)
-        return self._loaders.get(key, [])
-
-    def sets_epoch(self) -> bool:
-        """Some file of the project names ``set_epoch`` (a summary without the fact counts), or
-        imports a library whose trainers call it on the samplers of the loaders they are given."""
-        for summary in self.summaries.values():
-            if summary.get("set_epoch", True):
-                return True
-            if any(target.split(".")[0] in EPOCH_DRIVERS for target in summary.get("imports", {}).values()):
-                return True
-        return False
-
-    def epoch_iterated(self, key: Key) -> bool:
-        """The project function ``key`` returns what a loop of another file re-iterates inside an
-        outer loop (``loader = build(...)`` ... ``for epoch ...: for batch in loader``)."""
-        if self._epoch_keys is None:
-            self._epoch_keys = set()
-            for path, summary in self.summaries.items():
-                for qualified in summary.get("epoch_results", ()):
-                    located = self.locate(qualified, path, table="functions")
-                    if located is not None:
-                        self._epoch_keys.add(located)
-        return key in self._epoch_keys
-
-    def epoch_iterated_method(self, key: Key, method: str, kind: str) -> bool:
-        """Some file calls ``method`` on an object annotated with the class ``key`` or one of its
-        project bases and re-iterates ``kind`` of the result epoch after epoch (``epoch_methods``)."""
-        if self._epoch_methods is None:
-            self._epoch_methods = set()
-            for path, summary in self.summaries.items():
-                for qualified, name, found in summary.get("epoch_methods", ()):
-                    located = self.locate(qualified, path)
-                    if located is not None:
-                        self._epoch_methods.add((located, name, found))
-        return any((base, method, kind) in self._epoch_methods for base in self.mro(key))
 
     def in_project(self, qualified: str) -> bool:
         """The qualified name is in a module of the project (summarised or not)."""
@@ -440,20 +400,6 @@ class ProjectIndex:
                     found.add(canonical(base))
         return sorted(found)
 
-    def collate_loaders(self, key: Key) -> List[dict]:
-        """Facts of every DataLoader in the project whose ``collate_fn`` is the function ``key``."""
-        table = getattr(self, "_collate_table", None)
-        if table is None:
-            table = {}
-            for path, summary in self.summaries.items():
-                for facts in summary.get("loaders", ()):
-                    ref = facts.get("collate_fn")
-                    located = self._function_key(canonical(ref), path) if ref else None
-                    if located is not None:
-                        table.setdefault(located, []).append(facts)
-            self._collate_table = table
-        return table.get(key, [])
-
     def _function_key(self, qualified: str, from_path: str) -> Optional[Key]:
         """Where a function or a method (``mod.Class.method``) named ``qualified`` is defined."""
         located = self.locate(qualified, from_path, table="functions")
@@ -463,20 +409,6 @@ class ProjectIndex:
             if cls is not None:
                 located = self.find_method(self.mro(cls), name)
         return located
-
-    def worker_init_loaders(self, key: Key) -> List[dict]:
-        """Facts of every DataLoader in the project whose ``worker_init_fn`` is the function ``key``."""
-        table = getattr(self, "_worker_init_table", None)
-        if table is None:
-            table = {}
-            for path, summary in self.summaries.items():
-                for facts in summary.get("loaders", ()):
-                    ref = facts.get("worker_init_fn")
-                    located = self._function_key(canonical(ref), path) if ref else None
-                    if located is not None:
-                        table.setdefault(located, []).append(facts)
-            self._worker_init_table = table
-        return table.get(key, [])
 
     # ------------------------------------------------------------ returned handles
     def handle_function_names(self) -> List[str]:

@@ -14,6 +14,7 @@ from typing import Dict, List, Optional
 import libcst as cst
 
 from dslint.semantics.bindings import class_ref
+from dslint.semantics.dataset_uses import class_args, loader_classes, loader_params
 from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall, literal_value
 from dslint.semantics.epoch_hooks import hook_facts
 from dslint.semantics.epoch_methods import epoch_iterated_methods
@@ -355,6 +356,9 @@ def _kept_objects(tree: TreeIndex, names: ModuleNames) -> List[str]:
 
 def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict:
     s = Summarizer(tree, names, regions)
+
+    def qualname_of(node):
+        return local_qualname(node, tree)
     classes: Dict[str, dict] = {}
     functions: Dict[str, dict] = {}
     for node in tree.nodes(cst.ClassDef):
@@ -392,9 +396,15 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         "package": names.is_package,
         "imports": imports,
         "star_imports": list(names.star_imports),
+        # those in a branch of an ``if``/``try``: each may bind a name (``ProjectIndex.locate_all``)
+        "star_branches": sorted(names.branch_stars),
         "classes": classes,
         "functions": functions,
         "loaders": loaders,
+        # (``dataset_uses``) classes used as datasets, parameters a DataLoader receives, constructions passed
+        "loader_classes": loader_classes(tree, names, qualname_of),
+        "loader_params": loader_params(tree, names, qualname_of),
+        "class_args": class_args(tree, names, qualname_of),
         "references": references,
         # {function: [what it calls into]} for functions that evaluate a loader they are given,
         # and the functions this file hands a loader to (this module's included)

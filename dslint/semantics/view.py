@@ -41,6 +41,10 @@ class View:
         answer = self._index.per_sample_mode(self.path, qual)
         return self._record("per_sample", [qual], list(answer) if answer else None)
 
+    def built_by(self, qual: str) -> Optional[str]:
+        """The dataset class whose ``__init__`` reaches this file's function ``qual`` (``alternatives``)."""
+        return self._record("built_by", [qual], self._index.built.get((self.path, qual)))
+
     def is_subclass(self, qual: str, roots: List[str]) -> bool:
         key = (self.path, qual)
         answer = self._index.is_subclass_of(key, frozenset(roots)) if qual in self._index.summaries.get(self.path, {}).get("classes", {}) else False

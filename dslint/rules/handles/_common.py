@@ -18,16 +18,21 @@ from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.walk import iter_subtree
 
 
-def opened_handles(ctx, kinds):
+def opened_handles(ctx, kinds, built=False):
     """(call, kind, fate) for every opener call in dataset code, and every call to a
     function (of this file or, through the summaries, of the project) that returns
-    a handle it opened (``handle_returns``)."""
+    a handle it opened (``handle_returns``); with ``built``, also in the functions that
+    run while a dataset is built (``in_construction``)."""
     tails = ctx.names.call_tails(lt.OPENER_TAILS)
     helpers = helper_calls(ctx)
+
+    def wanted(call) -> bool:
+        return ctx.in_dataset_code(call) or in_per_example_function(ctx, call) or (built and in_construction(ctx, call))
+
     for call in ctx.nodes(cst.Call):
         helper = helpers.get(id(call))
         if helper is not None:
-            if helper[1] in kinds and (ctx.in_dataset_code(call) or in_per_example_function(ctx, call)):
+            if helper[1] in kinds and wanted(call):
                 yield call, helper[1], lt.fate(ctx, call, helper[2])
             continue
         func = call.func
@@ -35,15 +40,27 @@ def opened_handles(ctx, kinds):
         if tail not in tails and not (isinstance(func, cst.Attribute) and tail in lt.OPENER_TAILS):
             continue
         kind = lt.opener_kind(ctx, call)
-        if kind not in kinds or not (ctx.in_dataset_code(call) or in_per_example_function(ctx, call)):
+        if kind not in kinds or not wanted(call):
             continue
         yield call, kind, lt.fate(ctx, call)
 
 
+def in_construction(ctx, node) -> bool:
+    """In a function (of any file) that a dataset class's ``__init__`` reaches: it runs
+    while the dataset is built, once per object, not per sample (``view.built_by``)."""
+    func = ctx.enclosing_function(node)
+    while func is not None:
+        if ctx.view.built_by(ctx.qualname_of_def(func)):
+            return True
+        func = ctx.enclosing_function(func)
+    return False
+
+
 def unclosed_handles(ctx, kinds):
     """(call, kind, fate, consequence) for each handle of ``kinds`` that is never closed; the
-    consequence (``consequence``) is None for the ResourceWarning-only forms (DSL104's)."""
-    for call, kind, fate in opened_handles(ctx, kinds):
+    consequence (``consequence``) is None for the ResourceWarning-only forms (DSL104's),
+    and for the handles opened while a dataset is built."""
+    for call, kind, fate in opened_handles(ctx, kinds, built=True):
         if unclosed(ctx, call, fate):
             yield call, kind, fate, consequence(ctx, call, kind, fate)
 
@@ -224,6 +241,20 @@ _MULTI_FRAME_ATTRIBUTES = frozenset({"n_frames", "is_animated", "seek"})
 def per_sample(ctx, node) -> bool:
     """Runs once per sample: per-sample dataset code, or a per-example function."""
     return ctx.is_per_sample(node) or in_per_example_function(ctx, node)
+
+
+def released_how(ctx, call, kind) -> str:
+    """How a handle with no ``consequence`` is released, as DSL104's message says it."""
+    if not per_sample(ctx, call):
+        return "it does not run per sample, and it is released when it is dropped (a ResourceWarning)"
+    if kind == "image" and memory_source(ctx, call):
+        return "it reads an in-memory buffer, which holds no descriptor"
+    if kind == "image":
+        return (
+            "Pillow closes single-frame files (JPEG, PNG) when it loads them and the image is dropped "
+            "after its sample; only a ResourceWarning for other formats"
+        )
+    return "CPython's reference counting closes it when it is dropped, with a ResourceWarning in each worker"
 
 
 def consequence(ctx, call, kind, fate) -> Optional[str]:

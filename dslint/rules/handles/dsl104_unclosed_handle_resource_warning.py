@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dslint.rules.base import WARNING, Invalid, Rule, Symptom
-from dslint.rules.handles._common import memory_source, opener_text, per_sample, unclosed_handles, with_fix
+from dslint.rules.handles._common import opener_text, released_how, unclosed_handles, with_fix
+
+
+IMAGE_BASE = "from PIL import Image\nclass ImageBase:\n    def load(self, path):\n        return Image.open(path)\n"
 
 
 class UnclosedHandleResourceWarning(Rule):
@@ -20,8 +23,14 @@ class UnclosedHandleResourceWarning(Rule):
       `rows = csv.reader(open(p))`;
     - any handle opened once, not per sample: `json.load(open(p))` or
       `open(p).readlines()` in `__init__`, `h5py.File(p)` in `process()`, an
-      `Image.open` in a setup method;
+      `Image.open` in a setup method or in a helper of any file that `__init__`
+      calls for every image while it builds the dataset;
     - `Image.open` on an in-memory buffer (`six.BytesIO`, a name bound to one).
+
+    Dataset code includes a project class without a torch base whose
+    `__getitem__`/`__len__` serve an instance a `DataLoader` or `Subset` takes
+    (and the other subclasses of that class), and a function a package binds by a
+    star import in one branch of an `if`/`try` (each branch's is followed).
 
     This is an opt-in rule: it runs only with `--preview` (or `preview = true`).
 
@@ -81,12 +90,10 @@ class UnclosedHandleResourceWarning(Rule):
         import rasterio
         from PIL import Image
         from torch.utils.data import Dataset
-
         class D(Dataset):
             def __init__(self, index):
                 with open(index) as f:
                     self.files = json.load(f)
-
             def __getitem__(self, i):
                 with Image.open(self.paths[i]) as im:
                     image = im.convert("RGB")
@@ -97,41 +104,69 @@ class UnclosedHandleResourceWarning(Rule):
         """,
         # a base class of another file opens and returns the image; a subclass overrides it
         {
-            "base.py": """
-                from PIL import Image
-
-                class ImageBase:
-                    def load(self, path):
-                        return Image.open(path)
-                """,
+            "base.py": IMAGE_BASE,
             "faces.py": """
                 import numpy as np
                 from torch.utils.data import Dataset
                 from base import ImageBase
-
                 class Faces(Dataset, ImageBase):
                     def load(self, path):
                         return np.load(path)
-
                     def __getitem__(self, i):
                         return self.load(self.paths[i]).copy()  # the override runs: an array
                 """,
         },
+        # a container no DataLoader receives; a later star import outside a branch replaces the first reader
+        {
+            "imgio/__init__.py": "from .slow import *\nfrom .fast import *\n",
+            "imgio/slow.py": "from PIL import Image\ndef read(p):\n    return Image.open(p).convert('RGB')\n",
+            "imgio/fast.py": "def read(p):\n    return decode(p)\n",
+            "pages.py": """
+                from PIL import Image
+                from torch.utils.data import DataLoader, Dataset
+                from imgio import read
+                def thumb(p):
+                    return Image.open(p).convert("L")
+                class Table:
+                    def __init__(self, paths): self.rows = [thumb(p) for p in paths]
+                    def __len__(self): return len(self.rows)
+                    def __getitem__(self, i): return self.rows[i]
+                class Pages(Dataset):
+                    def __getitem__(self, i): return read(self.paths[i])
+                loader, rows = DataLoader(Pages(), num_workers=4), Table(paths)
+                """,
+        },
     )
     invalid = (
+        # a reader picked by a star import in each branch; a dataset base without a torch base, shown by a
+        # DataLoader over a subclass; a helper the __init__ of a sibling calls while it builds the dataset
+        {
+            "imgio/__init__.py": "if fast():\n    from .fast import *\nelse:\n    from .slow import *\n",
+            "imgio/fast.py": "def read(p):\n    return decode(p)\n",
+            "imgio/slow.py": "from PIL import Image\ndef read(p):\n    im = Image.open(p)  # expect: DSL104\n    return im.convert('RGB')\n",
+            "pages.py": """
+                from PIL import Image
+                from torch.utils.data import DataLoader
+                from imgio import read
+                def crops(p):
+                    page = Image.open(p)  # expect: DSL104
+                    return cut(page.convert("L"))
+                class Base:
+                    def __len__(self): return len(self.items)
+                    def __getitem__(self, i): return read(self.items[i])
+                class Lines(Base):
+                    pass
+                class Pages(Base):
+                    def __init__(self, paths): self.items = [c for p in paths for c in crops(p)]
+                loader = DataLoader(Lines() if lines else None, num_workers=4)
+                """,
+        },
         # inherited from a base class of another file: the image it returns is loaded and dropped
         {
-            "base.py": """
-                from PIL import Image
-
-                class ImageBase:
-                    def load(self, path):
-                        return Image.open(path)
-                """,
+            "base.py": IMAGE_BASE,
             "faces.py": """
                 from torch.utils.data import Dataset
                 from base import ImageBase
-
                 class Faces(Dataset, ImageBase):
                     def __getitem__(self, i):
                         return self.load(self.paths[i]).convert("RGB")  # expect: DSL104
@@ -142,7 +177,6 @@ class UnclosedHandleResourceWarning(Rule):
             import json
             from PIL import Image
             from torch.utils.data import Dataset
-
             class D(Dataset):
                 def __getitem__(self, i):
                     image = Image.open(self.paths[i]).convert("RGB")  # expect: DSL104
@@ -152,7 +186,6 @@ class UnclosedHandleResourceWarning(Rule):
             import json
             from PIL import Image
             from torch.utils.data import Dataset
-
             class D(Dataset):
                 def __getitem__(self, i):
                     with Image.open(self.paths[i]) as im:
@@ -166,7 +199,6 @@ class UnclosedHandleResourceWarning(Rule):
         import six
         from PIL import Image as I
         import torch.utils.data as tud
-
         class D(tud.Dataset):
             def __getitem__(self, i):
                 image = I.open(self.paths[i])  # expect: DSL104
@@ -187,14 +219,12 @@ class UnclosedHandleResourceWarning(Rule):
             import xarray as xr
             from PIL import Image
             from torch.utils.data import Dataset
-
             class D(Dataset):
                 def __init__(self, index, tsv, cube, palette):
                     self.files = json.load(open(index))  # expect: DSL104
                     self.lines = open(tsv, "r").readlines()  # expect: DSL104
                     self.attrs = xr.open_dataset(cube).attrs  # expect: DSL104
                     self.palette = Image.open(palette).getpalette()  # expect: DSL104
-
                 def process(self):
                     for name in self.raw:
                         h5 = h5py.File(name)  # expect: DSL104
@@ -206,7 +236,6 @@ class UnclosedHandleResourceWarning(Rule):
             import xarray as xr
             from PIL import Image
             from torch.utils.data import Dataset
-
             class D(Dataset):
                 def __init__(self, index, tsv, cube, palette):
                     with open(index) as f:
@@ -217,7 +246,6 @@ class UnclosedHandleResourceWarning(Rule):
                         self.attrs = f.attrs  # expect: DSL104
                     with Image.open(palette) as im:
                         self.palette = im.getpalette()  # expect: DSL104
-
                 def process(self):
                     for name in self.raw:
                         h5 = h5py.File(name)  # expect: DSL104
@@ -230,7 +258,6 @@ class UnclosedHandleResourceWarning(Rule):
             import csv
             import gzip as gz
             from torch.utils.data import Dataset
-
             class D(Dataset):
                 def __getitem__(self, i):
                     f = gz.open(self.files[i])  # expect: DSL104
@@ -241,7 +268,6 @@ class UnclosedHandleResourceWarning(Rule):
             import csv
             import gzip as gz
             from torch.utils.data import Dataset
-
             class D(Dataset):
                 def __getitem__(self, i):
                     f = gz.open(self.files[i])  # expect: DSL104
@@ -255,36 +281,20 @@ class UnclosedHandleResourceWarning(Rule):
         from datasets import load_dataset
         from PIL import Image
         from torch.utils.data import DataLoader
-
         def read(path):
             image = Image.open(path)  # expect: DSL104
             return to_array(image.convert("RGB"))
-
         def decode(batch):
             batch["image"] = [read(p) for p in batch["path"]]
             return batch
-
         train = load_dataset("csv", data_files="x.csv")["train"]
         train.set_transform(decode)
         loader = DataLoader(train, batch_size=8, num_workers=4)
         """,
     )
-
     def check(self, ctx):
         for call, kind, fate, why in unclosed_handles(ctx, ("image", "file")):
-            if why is not None:
-                continue
-            text = opener_text(ctx, call)
-            if not per_sample(ctx, call):
-                what = "it does not run per sample, and it is released when it is dropped (a ResourceWarning)"
-            elif kind == "image" and memory_source(ctx, call):
-                what = "it reads an in-memory buffer, which holds no descriptor"
-            elif kind == "image":
-                what = (
-                    "Pillow closes single-frame files (JPEG, PNG) when it loads them and the image is dropped "
-                    "after its sample; only a ResourceWarning for other formats"
-                )
-            else:
-                what = "CPython's reference counting closes it when it is dropped, with a ResourceWarning in each worker"
-            names = ("im", "image", "pil_image") if kind == "image" else ("f", "fh", "handle")
-            yield self.report(call, f"{text} is never closed, but {what}", fix=with_fix(ctx, call, fate, names))
+            if why is None:
+                names = ("im", "image", "pil_image") if kind == "image" else ("f", "fh", "handle")
+                message = f"{opener_text(ctx, call)} is never closed, but {released_how(ctx, call, kind)}"
+                yield self.report(call, message, fix=with_fix(ctx, call, fate, names))

@@ -1,0 +1,134 @@
+"""Where a file uses objects as datasets: summary facts that show a project class without
+a torch base to be one (``alternatives.duck_roots`` reads them across files).
+
+* ``loader_classes``: the classes whose instances a ``DataLoader`` receives as its dataset,
+  or ``Subset``/``random_split``/``ConcatDataset`` wraps (all index them per sample);
+* ``loader_params``: the parameters of a function that its ``DataLoader`` receives as the
+  dataset (``def make_loader(ds): return DataLoader(ds)``);
+* ``class_args``: the constructions a file passes to functions (``make_loader(Pages())``),
+  matched against ``loader_params`` across files by the index.
+
+A construction is a call whose class ``bindings.class_ref`` resolves, passed directly or
+through each assignment of a name in its scope (any branch) or of ``self.<attr>`` in any
+method of the class, either arm of a conditional expression, or the elements of a list.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, List, Set
+
+import libcst as cst
+
+from dslint.semantics.bindings import class_ref, enclosing_scope, scope_assignments
+from dslint.semantics.calls import DATALOADER, BoundCall
+from dslint.semantics.epoch_facts import dataloader_calls
+from dslint.semantics.names import ModuleNames
+from dslint.semantics.walk import TreeIndex
+
+QualnameOf = Callable[[cst.CSTNode], str]  # a def's local qualified name (``summary.local_qualname``)
+
+# Calls that index the dataset(s) they are given per sample, as a DataLoader does.
+DATASET_WRAPPERS = frozenset({"torch.utils.data.Subset", "torch.utils.data.random_split", "torch.utils.data.ConcatDataset"})
+
+
+def constructed(tree: TreeIndex, names: ModuleNames, values: list, qualname_of: QualnameOf) -> Set[str]:
+    """Qualified names of the classes the expressions ``values`` may construct."""
+    found, seen = set(), set()
+    while values:
+        value = values.pop()
+        if value is None or id(value) in seen:
+            continue
+        seen.add(id(value))
+        if isinstance(value, cst.Name):
+            values += scope_assignments(tree, enclosing_scope(tree, value), value.value) or []
+        elif isinstance(value, cst.IfExp):
+            values += [value.body, value.orelse]
+        elif isinstance(value, (cst.List, cst.Tuple)):
+            values += [e.value for e in value.elements if not isinstance(e, cst.StarredElement)]
+        elif isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name):
+            values += _self_assignments(tree, value)
+        elif isinstance(value, cst.Call):
+            ref = class_ref(tree, names, value)
+            if ref is not None:
+                found.add(f"{names.modname}.{qualname_of(ref[1])}" if ref[0] == "local" else ref[1])
+    return found
+
+
+def loader_classes(tree: TreeIndex, names: ModuleNames, qualname_of: QualnameOf) -> List[str]:
+    values = [BoundCall(call, DATALOADER).expr("dataset") for call in dataloader_calls(tree, names)]
+    tails = names.call_tails({"Subset", "random_split", "ConcatDataset"})
+    for call in tree.nodes(cst.Call):
+        func = call.func
+        tail = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else None)
+        if tail in tails and call.args and not call.args[0].star and names.qualname(func) in DATASET_WRAPPERS:
+            values.append(call.args[0].value)
+    return sorted(constructed(tree, names, values, qualname_of))
+
+
+def loader_params(tree: TreeIndex, names: ModuleNames, qualname_of: QualnameOf) -> List[list]:
+    """[function, position or None, name] for each parameter of a function (not a method) that
+    a ``DataLoader`` of its body receives as the dataset, never rebound there."""
+    found = []
+    for call in dataloader_calls(tree, names):
+        expr = BoundCall(call, DATALOADER).expr("dataset")
+        func = tree.scope_node(expr) if isinstance(expr, cst.Name) else None
+        if type(func) is not cst.FunctionDef or type(tree.scope_node(func)) is cst.ClassDef:
+            continue
+        positional = [p.name.value for p in (*func.params.posonly_params, *func.params.params)]
+        if expr.value not in positional + [p.name.value for p in func.params.kwonly_params]:
+            continue
+        if scope_assignments(tree, func, expr.value) != []:
+            continue
+        position = positional.index(expr.value) if expr.value in positional else None
+        found.append([qualname_of(func), position, expr.value])
+    return found
+
+
+def class_args(tree: TreeIndex, names: ModuleNames, qualname_of: QualnameOf) -> List[list]:
+    """[callee, position or keyword, class] for each construction of a class (a capitalised name)
+    passed to a call of a project-looking function (a lower-case name, not a builtin)."""
+    found = []
+    for call in tree.nodes(cst.Call):
+        func = call.func
+        tail = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else None)
+        if not tail or not tail[:1].islower() or not call.args:
+            continue
+        callee, position = None, 0
+        for arg in call.args:
+            if arg.star:
+                position = None if arg.star == "*" else position
+                continue
+            where = arg.keyword.value if arg.keyword is not None else position
+            if arg.keyword is None and position is not None:
+                position += 1
+            if where is None or not isinstance(arg.value, (cst.Name, cst.Call)):
+                continue
+            classes = [c for c in constructed(tree, names, [arg.value], qualname_of) if _capitalised(c)]
+            callee = callee or (names.qualname(func) if classes else None)
+            if callee and not callee.startswith("builtins."):
+                found.extend([callee, where, c] for c in sorted(classes))
+    return found
+
+
+def _capitalised(qualified: str) -> bool:
+    return qualified.rsplit(".", 1)[-1].lstrip("_")[:1].isupper()
+
+
+def _self_assignments(tree: TreeIndex, attr: cst.Attribute) -> list:
+    """The values assigned to ``self.<attr>`` in any method of the class whose method reads
+    it there (``self.train_set = Pages()`` in ``setup``, ``DataLoader(self.train_set)``)."""
+    method = tree.scope_node(attr)
+    cls = tree.scope_node(method) if type(method) is cst.FunctionDef else None
+    params = method.params.params if cls is not None and type(cls) is cst.ClassDef else ()
+    if not params or params[0].name.value != attr.value.value:
+        return []
+    found = []
+    for target in tree.nodes(cst.AssignTarget):
+        node = target.target
+        if type(node) is not cst.Attribute or node.attr.value != attr.attr.value or type(node.value) is not cst.Name:
+            continue
+        where = tree.scope_node(target)
+        if type(where) is cst.FunctionDef and tree.scope_node(where) is cls and where.params.params:
+            if where.params.params[0].name.value == node.value.value:
+                found.append(tree.parent_of(target).value)
+    return found

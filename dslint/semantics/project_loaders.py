@@ -1,0 +1,94 @@
+"""The project index's questions about DataLoaders: which loaders are built over a class or
+take a function as their ``collate_fn``/``worker_init_fn``, and which results are iterated
+epoch after epoch. A mixin of ``ProjectIndex`` (``project.py``), over the same summaries."""
+
+from __future__ import annotations
+
+from typing import List, Tuple
+
+from dslint.semantics.modules import canonical
+
+Key = Tuple[str, str]  # (path, local qualified name)
+
+#: libraries whose training loops call ``set_epoch`` on the samplers of the loaders handed to them
+EPOCH_DRIVERS = frozenset({
+    "accelerate", "lightning", "pytorch_lightning", "lightning_fabric", "ignite", "mmcv", "mmengine",
+    "composer", "ray", "speechbrain", "colossalai", "torchtnt", "fastai",
+})
+
+
+class LoaderQueries:
+    def loaders_over(self, key: Key) -> List[dict]:
+        """Facts of every DataLoader in the project built over an instance of class ``key``."""
+        if self._loaders is None:
+            self._loaders = {}
+            for path, summary in self.summaries.items():
+                for facts in summary.get("loaders", ()):
+                    if not facts["dataset"]:
+                        continue
+                    located = self.locate(facts["dataset"], path)
+                    if located is not None:
+                        self._loaders.setdefault(located, []).append(facts)
+        return self._loaders.get(key, [])
+
+    def sets_epoch(self) -> bool:
+        """Some file of the project names ``set_epoch`` (a summary without the fact counts), or
+        imports a library whose trainers call it on the samplers of the loaders they are given."""
+        for summary in self.summaries.values():
+            if summary.get("set_epoch", True):
+                return True
+            if any(target.split(".")[0] in EPOCH_DRIVERS for target in summary.get("imports", {}).values()):
+                return True
+        return False
+
+    def epoch_iterated(self, key: Key) -> bool:
+        """The project function ``key`` returns what a loop of another file re-iterates inside an
+        outer loop (``loader = build(...)`` ... ``for epoch ...: for batch in loader``)."""
+        if self._epoch_keys is None:
+            self._epoch_keys = set()
+            for path, summary in self.summaries.items():
+                for qualified in summary.get("epoch_results", ()):
+                    located = self.locate(qualified, path, table="functions")
+                    if located is not None:
+                        self._epoch_keys.add(located)
+        return key in self._epoch_keys
+
+    def epoch_iterated_method(self, key: Key, method: str, kind: str) -> bool:
+        """Some file calls ``method`` on an object annotated with the class ``key`` or one of its
+        project bases and re-iterates ``kind`` of the result epoch after epoch (``epoch_methods``)."""
+        if self._epoch_methods is None:
+            self._epoch_methods = set()
+            for path, summary in self.summaries.items():
+                for qualified, name, found in summary.get("epoch_methods", ()):
+                    located = self.locate(qualified, path)
+                    if located is not None:
+                        self._epoch_methods.add((located, name, found))
+        return any((base, method, kind) in self._epoch_methods for base in self.mro(key))
+
+    def collate_loaders(self, key: Key) -> List[dict]:
+        """Facts of every DataLoader in the project whose ``collate_fn`` is the function ``key``."""
+        table = getattr(self, "_collate_table", None)
+        if table is None:
+            table = {}
+            for path, summary in self.summaries.items():
+                for facts in summary.get("loaders", ()):
+                    ref = facts.get("collate_fn")
+                    located = self._function_key(canonical(ref), path) if ref else None
+                    if located is not None:
+                        table.setdefault(located, []).append(facts)
+            self._collate_table = table
+        return table.get(key, [])
+
+    def worker_init_loaders(self, key: Key) -> List[dict]:
+        """Facts of every DataLoader in the project whose ``worker_init_fn`` is the function ``key``."""
+        table = getattr(self, "_worker_init_table", None)
+        if table is None:
+            table = {}
+            for path, summary in self.summaries.items():
+                for facts in summary.get("loaders", ()):
+                    ref = facts.get("worker_init_fn")
+                    located = self._function_key(canonical(ref), path) if ref else None
+                    if located is not None:
+                        table.setdefault(located, []).append(facts)
+            self._worker_init_table = table
+        return table.get(key, [])
