@@ -62,7 +62,7 @@ def samplers_never_given_the_epoch(ctx, index, reported: Set[int]) -> Iterator[T
     for loader, sampler in found:
         loops = [
             loop
-            for loop in index.loops_of(loader)
+            for loop in index.loops_of(loader) + alternative_loops(ctx, index, loader)
             if index.epoch(loop) is not None and not index.is_eval(loop)
         ]
         loops = [loop for loop in loops if index.in_epoch(loop, sampler) is None]  # one sampler per iteration
@@ -73,6 +73,15 @@ def samplers_never_given_the_epoch(ctx, index, reported: Set[int]) -> Iterator[T
         if any(_escapes(ctx, index, loop, (sampler, loader.call)) for loop in loops):
             continue
         yield loader, sampler, loops
+
+
+def samplers_without_epoch(ctx, index) -> Iterator[Tuple[object, cst.Call, list]]:
+    """``samplers_never_given_the_epoch`` then ``samplers_behind_project_calls``, each sampler once."""
+    reported: Set[int] = set()
+    for found in (samplers_never_given_the_epoch, samplers_behind_project_calls):
+        for loader, sampler, loops in found(ctx, index, reported):
+            reported.add(id(sampler))
+            yield loader, sampler, loops
 
 
 def samplers_behind_project_calls(ctx, index, reported: Set[int]) -> Iterator[Tuple[object, cst.Call, list]]:
@@ -133,6 +142,33 @@ def samplers_behind_project_calls(ctx, index, reported: Set[int]) -> Iterator[Tu
     for loader, sampler, loops in found.values():
         if not any(_escapes(ctx, index, loop, (sampler, loader.call), to_project=False) for loop in loops):
             yield loader, sampler, loops
+
+
+def alternative_loops(ctx, index, loader) -> List[LoaderLoop]:
+    """Loops over a name that is ``loader`` on one branch and another of the module's loaders on the
+    other (``if distributed: loader = DataLoader(ds, sampler=s)`` / ``else: loader = DataLoader(ds)``):
+    the loop iterates ``loader`` whenever its branch was taken. Every alternative must be a known
+    ``DataLoader`` call (an unknown value keeps the loop out)."""
+    return [loop for loop in _alternative_loops(ctx, index) if loop.loader is loader]
+
+
+def _alternative_loops(ctx, index) -> List[LoaderLoop]:
+    def compute():
+        out = []
+        for loop in ctx.nodes(cst.For):
+            for part in index.iter_parts(loop.iter):
+                groups: dict = {}
+                for value in index.values(part, wrappers=True):
+                    groups.setdefault(tuple(id(c) for c in value.path), []).append(value)
+                for values in groups.values():
+                    nodes = {id(v.node): v for v in values}
+                    loaders = [index.loader_of_call(v.node) if v.node is not None else None for v in nodes.values()]
+                    if len(nodes) < 2 or any(x is None for x in loaders):
+                        continue
+                    for value, loader in zip(nodes.values(), loaders):
+                        out.append(LoaderLoop(loop, part, loader, value.origin or loader.call, value.path))
+        return out
+    return ctx.memo(("epochs.alternative_loops",), compute)
 
 
 def _shuffling_samplers(ctx, index, reported: Set[int]) -> Iterator[Tuple[object, cst.Call]]:
@@ -271,7 +307,10 @@ def set_epoch_insertion(ctx, index, loader, sampler, loops) -> Optional[Tuple[cs
     when the loader's sampler is certainly ``sampler`` and an epoch loop counts epochs with a name."""
     if not all(v.node is sampler for v in index.sampler_values(loader)):
         return None
+    alternatives = {id(loop) for loop in _alternative_loops(ctx, index)}
     for loop in loops:
+        if id(loop) in alternatives:
+            continue  # on the other branch the sampler's name is unbound
         epoch = index.epoch(loop)
         if not isinstance(epoch, cst.For) or not isinstance(epoch.target, cst.Name) or epoch.target.value == "_":
             continue

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from dslint.rules.base import ERROR, Invalid, Rule, Symptom
 from dslint.rules.loader._common import set_epoch_fix
-from dslint.semantics.epochs import samplers_behind_project_calls, samplers_never_given_the_epoch
+from dslint.semantics.epochs import samplers_without_epoch
 from dslint.semantics.loops import loader_loops
 
-_MESSAGE = ("this `DistributedSampler` is never given the epoch (no `set_epoch` call): it shuffles with `seed + epoch` "
-            "and the epoch stays 0, so every epoch visits the samples in the identical order")
+_MESSAGE = "this `DistributedSampler` is never given the epoch (no `set_epoch` call): it shuffles with `seed + epoch` and the epoch stays 0, so every epoch visits the samples in the identical order"
 
 
 class DistributedSamplerWithoutSetEpoch(Rule):
@@ -17,16 +16,18 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     Flags a `DistributedSampler` passed as `sampler=` (or written as the `"sampler"` entry of
     the `**` dict) to a `DataLoader` that is iterated inside an epoch loop (an outer `for`/`while`,
     also around a call of the helper that holds the batch loop), when nothing in the module calls
-    `set_epoch` on the sampler or on `loader.sampler`.
+    `set_epoch` on the sampler or on `loader.sampler`. The loop may iterate the loader on one
+    branch only (a name bound to it under `if distributed:` and to another `DataLoader(...)` of the
+    file otherwise); no fix is offered there.
 
     Also flagged, when no file of the project names `set_epoch` nor imports a library whose
     trainers call it (Lightning, Accelerate, Ignite...): the loader handed to project code whose
     result an epoch loop iterates (`batches = Prefetcher(loader)`), in the epoch loop to a function
     of another module that iterates it (`train_one_epoch(m, loader)`), returned by a function whose
-    result another file iterates in an epoch loop, or returned by a method (itself, or as a value of
-    a returned dict or list) that a file calls on an object annotated with its class or a base
-    (`self.experiment: Experiment`), or made by it, and whose result it re-iterates every epoch, in
-    the loop or in helpers of its class. An object whose class nothing states stays silent.
+    result another file iterates in an epoch loop, or returned by a method (itself, or in a returned
+    dict or list) that a file calls on an object annotated with (or made by) its class or a base
+    (`self.experiment: Experiment`) and whose result it re-iterates every epoch, in the loop or in
+    helpers of its class. An object whose class nothing states stays silent.
 
     Not flagged: `DistributedSampler(..., shuffle=False)`, a sampler or loader made anew on every
     iteration of the outer loop (each is iterated once), evaluation loops (under
@@ -83,7 +84,6 @@ class DistributedSamplerWithoutSetEpoch(Rule):
         """
         from torch.utils.data import DataLoader
         from torch.utils.data.distributed import DistributedSampler
-
         sampler = DistributedSampler(ds)
         loader = DataLoader(ds, batch_size=8, sampler=sampler)
         for epoch in range(10):
@@ -99,7 +99,6 @@ class DistributedSamplerWithoutSetEpoch(Rule):
         """
         import torch
         from torch.utils.data import DataLoader, DistributedSampler
-
         loader = DataLoader(ds, sampler=DistributedSampler(ds, shuffle=False))
         other = DataLoader(ds, sampler=DistributedSampler(ds, shuffle=args.shuffle))  # unknown is not wrong
         params = {"dataset": ds}
@@ -111,14 +110,17 @@ class DistributedSamplerWithoutSetEpoch(Rule):
             for batch in zip(loader, other): step(batch)
             with torch.no_grad():  # evaluation
                 for batch in val_loader: evaluate(batch)
+        def branches(args, ds, make_loader):  # `make_loader` is unknown: so is the loop's loader
+            loader = DataLoader(ds, sampler=DistributedSampler(ds)) if args.distributed else make_loader(ds)
+            for epoch in range(10):
+                for batch in loader: step(batch)
         for shard in shards:  # a new dataset, sampler and loader each time: each iterated once
             data = load(shard)
             part = DataLoader(data, sampler=DistributedSampler(data))
             for batch in part: step(batch)
 
         class Sharded:
-            def get_loaders(self):
-                return {"train": DataLoader(self.ds, sampler=DistributedSampler(self.ds))}
+            def get_loaders(self): return {"train": DataLoader(self.ds, sampler=DistributedSampler(self.ds))}
         class Runner:  # nothing says which class `self.experiment` is: its `get_loaders` is unknown
             def __init__(self, experiment): self.experiment = experiment
             def run(self, epochs):
@@ -130,7 +132,6 @@ class DistributedSamplerWithoutSetEpoch(Rule):
         """
         from torch.utils.data import DataLoader, DistributedSampler
         import pytorch_lightning as pl
-
         class Model(pl.LightningModule):
             def train_dataloader(self):
                 return DataLoader(self.ds, sampler=DistributedSampler(self.ds))
@@ -143,7 +144,6 @@ class DistributedSamplerWithoutSetEpoch(Rule):
         """
         from torch.utils.data import DataLoader, DistributedSampler
         from engine import train_one_epoch
-
         def main(ds):
             sampler = DistributedSampler(ds)
             loader = DataLoader(ds, sampler=sampler)
@@ -151,7 +151,6 @@ class DistributedSamplerWithoutSetEpoch(Rule):
         """,
         """
         from torch.utils.data import DataLoader, DistributedSampler
-
         def run_epoch(loader, sampler, epoch):
             sampler.set_epoch(epoch)
             for batch in loader: step(batch)
@@ -159,9 +158,6 @@ class DistributedSamplerWithoutSetEpoch(Rule):
             sampler = DistributedSampler(ds)
             loader = DataLoader(ds, sampler=sampler)
             for epoch in range(3): run_epoch(loader, sampler, epoch)
-        """,
-        """
-        from torch.utils.data import DataLoader, DistributedSampler
 
         class Prefetcher:  # the project names set_epoch: it may reach the sampler
             def __init__(self, loader): self.loader = loader
@@ -178,7 +174,6 @@ class DistributedSamplerWithoutSetEpoch(Rule):
             """
             from torch.utils.data import DataLoader
             from torch.utils.data.distributed import DistributedSampler as DS
-
             sampler = DS(ds)  # expect: DSL505
             loader = DataLoader(ds, batch_size=8, sampler=sampler)
             for epoch in range(10):
@@ -187,7 +182,6 @@ class DistributedSamplerWithoutSetEpoch(Rule):
             expected_replacement="""
             from torch.utils.data import DataLoader
             from torch.utils.data.distributed import DistributedSampler as DS
-
             sampler = DS(ds)  # expect: DSL505
             loader = DataLoader(ds, batch_size=8, sampler=sampler)
             for epoch in range(10):
@@ -197,7 +191,6 @@ class DistributedSamplerWithoutSetEpoch(Rule):
         ),
         """
         import torch.utils.data as tud
-
         def train_one_epoch(model, loader, optimizer):
             for images, labels in loader:
                 model(images, labels).backward()
@@ -258,6 +251,14 @@ class DistributedSamplerWithoutSetEpoch(Rule):
         for epoch in range(3):
             for batch in loader: step(batch)
 
+        def main(args, ds):  # the loop iterates the loader of the branch that ran
+            if args.distributed:
+                sampler = DistributedSampler(ds)  # expect: DSL505
+                loader = DataLoader(ds, sampler=sampler)
+            else: loader = DataLoader(ds, shuffle=True)
+            for epoch in range(10 ** 6):
+                for i, batch in enumerate(loader): step(batch)
+
         class Prefetcher:  # project code, and no file of the project names set_epoch
             def __init__(self, loader): self.loader = loader
             def __iter__(self): return (b.cuda() for b in self.loader)
@@ -293,8 +294,6 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     )
 
     def check(self, ctx):
-        index, reported = loader_loops(ctx), set()
-        for found in (samplers_never_given_the_epoch, samplers_behind_project_calls):
-            for loader, sampler, loops in found(ctx, index, reported):
-                reported.add(id(sampler))
-                yield self.report(sampler, _MESSAGE, fix=set_epoch_fix(ctx, index, loader, sampler, loops))
+        index = loader_loops(ctx)
+        for loader, sampler, loops in samplers_without_epoch(ctx, index):
+            yield self.report(sampler, _MESSAGE, fix=set_epoch_fix(ctx, index, loader, sampler, loops))
