@@ -54,11 +54,20 @@ def distributed_shuffles(ctx, sampler: cst.Call) -> bool:
     return shuffle is not UNKNOWN and bool(shuffle)
 
 
+def may_shuffle(ctx, sampler: cst.Call) -> bool:
+    """The ``DistributedSampler(...)`` call may shuffle: ``shuffle`` is not certainly false. A value read
+    from a configuration this file cannot see (a dict loaded from a file, an unresolved option) counts:
+    the code offers shuffled epochs, and on every configuration that shuffles, each epoch repeats one
+    order (``set_epoch`` costs nothing when it is false)."""
+    found = possible_arg(ctx, BoundCall(sampler, DISTRIBUTED_SAMPLER_SIGNATURE), "shuffle")
+    return not found.must_be(lambda v: not v)
+
+
 def samplers_never_given_the_epoch(ctx, index, reported: Set[int]) -> Iterator[Tuple[object, cst.Call, list]]:
     """(loader, sampler, its training epoch loops) for each loader whose one ``DistributedSampler``
     shuffles and is never given the epoch; samplers whose id is in ``reported`` are passed over."""
     found = list(_shuffling_samplers(ctx, index, reported))
-    found += [pair for pair in entry_samplers(ctx, index, reported) if distributed_shuffles(ctx, pair[1])]
+    found += [pair for pair in entry_samplers(ctx, index, reported) if may_shuffle(ctx, pair[1])]
     for loader, sampler in found:
         loops = [
             loop
@@ -96,7 +105,7 @@ def samplers_behind_project_calls(ctx, index, reported: Set[int]) -> Iterator[Tu
     ``prepare``) and unknown receivers are not followed."""
     pending = [pair for pair in _shuffling_samplers(ctx, index, reported) if not is_test_code(ctx, pair[0].call)]
     entries = [pair for pair in entry_samplers(ctx, index, reported)
-               if distributed_shuffles(ctx, pair[1]) and not is_test_code(ctx, pair[0].call)]
+               if may_shuffle(ctx, pair[1]) and not is_test_code(ctx, pair[0].call)]
     if not pending and not entries:
         return
     found: dict = {}
@@ -190,7 +199,7 @@ def _shuffling_samplers(ctx, index, reported: Set[int]) -> Iterator[Tuple[object
                 break
         if len(samplers) != 1 or id(samplers[0]) in reported:
             continue
-        if distributed_shuffles(ctx, samplers[0]):
+        if may_shuffle(ctx, samplers[0]):
             yield loader, samplers[0]
 
 

@@ -13,12 +13,11 @@ _MESSAGE = "this `DistributedSampler` is never given the epoch (no `set_epoch` c
 class DistributedSamplerWithoutSetEpoch(Rule):
     """
     ## What it does
-    Flags a `DistributedSampler` passed as `sampler=` (or written as the `"sampler"` entry of
-    the `**` dict) to a `DataLoader` that is iterated inside an epoch loop (an outer `for`/`while`,
-    also around a call of the helper that holds the batch loop), when nothing in the module calls
-    `set_epoch` on the sampler or on `loader.sampler`. The loop may iterate the loader on one
-    branch only (a name bound to it under `if distributed:` and to another `DataLoader(...)` of the
-    file otherwise); no fix is offered there.
+    Flags a `DistributedSampler` passed as `sampler=` (or as the `"sampler"` entry of the `**` dict)
+    to a `DataLoader` iterated inside an epoch loop (an outer `for`/`while`, also around a call of
+    the helper that holds the batch loop), when nothing in the module calls `set_epoch` on the
+    sampler or on `loader.sampler`. The loop may iterate the loader on one branch only (a name bound
+    to it under `if distributed:` and to another `DataLoader(...)` otherwise; no fix is offered).
 
     Also flagged, when no file of the project names `set_epoch` nor imports a library whose
     trainers call it (Lightning, Accelerate, Ignite...): the loader handed to project code whose
@@ -29,11 +28,12 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     (`self.experiment: Experiment`) and whose result it re-iterates every epoch, in the loop or in
     helpers of its class. An object whose class nothing states stays silent.
 
-    Not flagged: `DistributedSampler(..., shuffle=False)`, a sampler or loader made anew on every
-    iteration of the outer loop (each is iterated once), evaluation loops (under
-    `torch.no_grad()`/`torch.inference_mode()`), loaders built in a Lightning `*_dataloader` hook or
-    wrapped by a framework (Lightning and Accelerate call `set_epoch` themselves), and loaders or
-    samplers handed to a function of another module inside the epoch loop (it may call `set_epoch`).
+    Not flagged: a `shuffle` certainly false (`shuffle=False`; a value read from a configuration the
+    file cannot see counts: where it is true, the order repeats), a sampler or loader made anew on
+    every iteration of the outer loop (each is iterated once), evaluation loops (under `no_grad()`/
+    `inference_mode()`), loaders built in a Lightning `*_dataloader` hook or wrapped by a framework
+    (Lightning and Accelerate call `set_epoch` themselves), and loaders or samplers handed to a
+    function of another module inside the epoch loop (it may call `set_epoch`).
 
     ## Why is this bad?
     `DistributedSampler` shuffles with the seed `seed + epoch`, and its epoch only changes when
@@ -100,7 +100,8 @@ class DistributedSamplerWithoutSetEpoch(Rule):
         import torch
         from torch.utils.data import DataLoader, DistributedSampler
         loader = DataLoader(ds, sampler=DistributedSampler(ds, shuffle=False))
-        other = DataLoader(ds, sampler=DistributedSampler(ds, shuffle=args.shuffle))  # unknown is not wrong
+        ordered = False
+        other = DataLoader(ds, sampler=DistributedSampler(ds, shuffle=ordered))  # certainly false
         params = {"dataset": ds}
         params["sampler"] = DistributedSampler(ds)  # a sampler written into the `**` dict
         once = DataLoader(**params)
@@ -252,8 +253,8 @@ class DistributedSamplerWithoutSetEpoch(Rule):
             for batch in loader: step(batch)
 
         def main(args, ds):  # the loop iterates the loader of the branch that ran
-            if args.distributed:
-                sampler = DistributedSampler(ds)  # expect: DSL505
+            if args.distributed:  # a `shuffle` read from a configuration may be true
+                sampler = DistributedSampler(ds, shuffle=args.config["shuffle"])  # expect: DSL505
                 loader = DataLoader(ds, sampler=sampler)
             else: loader = DataLoader(ds, shuffle=True)
             for epoch in range(10 ** 6):
