@@ -6,12 +6,16 @@ from one epoch to the next:
 * ``epoch_blocks``: the code that runs once per epoch of a loader loop (the epoch
   loop's body and the helpers between it and the loader loop, each with the call
   stack that binds its parameters);
-* ``distributed_shuffles``: a ``DistributedSampler(...)`` call shuffles (a literal
+* ``may_shuffle``: a ``DistributedSampler(...)`` call may shuffle (its ``shuffle`` is not certainly
+  false); ``distributed_shuffles``: it shuffles (a literal
   ``shuffle`` that is true, or the default);
 * ``samplers_never_given_the_epoch``: the shuffling ``DistributedSampler`` of a loader (its
   ``sampler=``, or written into its ``**`` dict) iterated in training epoch loops that no
   ``set_epoch`` call can reach, and that
-  is not handed to another module inside the epoch loop (which may call it);
+  is not handed to another module inside the epoch loop (which may call it); the loops
+  include ``alternative_loops`` (the name is this loader on one branch, another loader of
+  the file on the other) and ``self.m(loader)`` calls of a static method handed the
+  instance as ``self`` whose method trains over it (``instance_params.py``);
 * ``samplers_behind_project_calls``: the same sampler when its loader is handed to
   project code whose result an epoch loop iterates (``wrapped = backend.distribute(loader)``),
   and no file of the project names ``set_epoch`` (``ctx.view.project_sets_epoch``); also a
@@ -33,6 +37,7 @@ from typing import Iterator, List, Optional, Set, Tuple
 import libcst as cst
 
 from dslint.semantics.calls import UNKNOWN, BoundCall
+from dslint.semantics.instance_params import instance_method_target, training_loops_over
 from dslint.semantics.loader_results import entry_samplers, method_result_iterated
 from dslint.semantics.classes import find_method, reached_methods
 from dslint.semantics.loops import DISTRIBUTED_SAMPLER, DISTRIBUTED_SAMPLER_SIGNATURE, LoaderLoop, is_none, is_test_code, positional_args
@@ -71,7 +76,7 @@ def samplers_never_given_the_epoch(ctx, index, reported: Set[int]) -> Iterator[T
     for loader, sampler in found:
         loops = [
             loop
-            for loop in index.loops_of(loader) + alternative_loops(ctx, index, loader)
+            for loop in index.loops_of(loader) + alternative_loops(ctx, index, loader) + _instance_calls(ctx, index, loader)
             if index.epoch(loop) is not None and not index.is_eval(loop)
         ]
         loops = [loop for loop in loops if index.in_epoch(loop, sampler) is None]  # one sampler per iteration
@@ -159,6 +164,18 @@ def alternative_loops(ctx, index, loader) -> List[LoaderLoop]:
     the loop iterates ``loader`` whenever its branch was taken. Every alternative must be a known
     ``DataLoader`` call (an unknown value keeps the loop out)."""
     return [loop for loop in _alternative_loops(ctx, index) if loop.loader is loader]
+
+
+def _instance_calls(ctx, index, loader) -> List[LoaderLoop]:
+    """Calls ``self.m(loader)`` from a static method handed the instance as ``self`` whose method
+    ``m`` trains in a loop over the parameter bound to the loader (``instance_params``); the call
+    stands for the loop, as for a callee of another module."""
+    out = []
+    for call in ctx.nodes(cst.Call):
+        target = instance_method_target(ctx, index, call)
+        if target is not None and training_loops_over(ctx, index, call, target, loader.call):
+            out.append(LoaderLoop(call, call, loader, loader.call, ()))
+    return out
 
 
 def _alternative_loops(ctx, index) -> List[LoaderLoop]:
@@ -301,6 +318,8 @@ def _escapes(ctx, index, loop, objects, to_project: bool = True) -> bool:
         for node in index.body_nodes(block):
             if not isinstance(node, cst.Call) or index.wrapper_kind(node) or index.call_target(node):
                 continue
+            if instance_method_target(ctx, index, node) is not None:
+                continue  # a method of this file's class: its `set_epoch` calls are in this module
             if (ctx.call_name(node) or "").startswith(("builtins.", "torch.utils.data.")):
                 continue  # neither Python's builtins nor torch's data API call `set_epoch`
             if not to_project and _project_code(ctx, index, node):

@@ -17,7 +17,8 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     to a `DataLoader` iterated inside an epoch loop (an outer `for`/`while`, also around a call of
     the helper that holds the batch loop), when nothing in the module calls `set_epoch` on the
     sampler or on `loader.sampler`. The loop may iterate the loader on one branch only (a name bound
-    to it under `if distributed:` and to another `DataLoader(...)` otherwise; no fix is offered).
+    to it under `if distributed:` and to another `DataLoader(...)` otherwise; no fix is offered), or
+    be a training loop (`.backward()`) of `self.m(loader)` where `self` is a static method's parameter.
 
     Also flagged, when no file of the project names `set_epoch` nor imports a library whose
     trainers call it (Lightning, Accelerate, Ignite...): the loader handed to project code whose
@@ -89,7 +90,6 @@ class DistributedSamplerWithoutSetEpoch(Rule):
         for epoch in range(10):
             sampler.set_epoch(epoch)
             for batch in loader: step(batch)
-
         def main(ds):
             loader = DataLoader(ds, sampler=DistributedSampler(ds))
             for epoch in range(10):
@@ -119,7 +119,6 @@ class DistributedSamplerWithoutSetEpoch(Rule):
             data = load(shard)
             part = DataLoader(data, sampler=DistributedSampler(data))
             for batch in part: step(batch)
-
         class Sharded:
             def get_loaders(self): return {"train": DataLoader(self.ds, sampler=DistributedSampler(self.ds))}
         class Runner:  # nothing says which class `self.experiment` is: its `get_loaders` is unknown
@@ -159,7 +158,6 @@ class DistributedSamplerWithoutSetEpoch(Rule):
             sampler = DistributedSampler(ds)
             loader = DataLoader(ds, sampler=sampler)
             for epoch in range(3): run_epoch(loader, sampler, epoch)
-
         class Prefetcher:  # the project names set_epoch: it may reach the sampler
             def __init__(self, loader): self.loader = loader
             def __iter__(self): return (b.cuda() for b in self.loader)
@@ -196,7 +194,6 @@ class DistributedSamplerWithoutSetEpoch(Rule):
             for images, labels in loader:
                 model(images, labels).backward()
                 optimizer.step()
-
         def main(args):
             train_set = make_dataset(args)
             sampler = tud.DistributedSampler(train_set) if args.distributed else None  # expect: DSL505
@@ -206,7 +203,6 @@ class DistributedSamplerWithoutSetEpoch(Rule):
         """,
         """
         from torch.utils.data import DataLoader, DistributedSampler
-
         class Trainer:
             def __init__(self, ds):
                 self.loader = DataLoader(ds, sampler=DistributedSampler(ds), num_workers=4)  # expect: DSL505
@@ -214,17 +210,14 @@ class DistributedSamplerWithoutSetEpoch(Rule):
                 for batch in self.loader: self.step(batch)
             def fit(self, epochs):
                 for epoch in range(epochs): self.train_epoch()
-
         def build(ds):
             sampler = DistributedSampler(ds)  # expect: DSL505
             return DataLoader(ds, sampler=sampler)
-
         def main(ds):
             loader = build(ds)
             step = 0
             while step < 1000:
                 for batch in loader: step += 1
-
         class Experiment:
             def get_loaders(self): ...
         class Sharded(Experiment):
@@ -246,12 +239,10 @@ class DistributedSamplerWithoutSetEpoch(Rule):
         """,
         """
         from torch.utils.data import DataLoader, DistributedSampler
-
         sampler = DistributedSampler(ds) if distributed else None  # expect: DSL505
         loader = DataLoader(ds, shuffle=True, sampler=sampler)  # DSL501 reports the shuffle
         for epoch in range(3):
             for batch in loader: step(batch)
-
         def main(args, ds):  # the loop iterates the loader of the branch that ran
             if args.distributed:  # a `shuffle` read from a configuration may be true
                 sampler = DistributedSampler(ds, shuffle=args.config["shuffle"])  # expect: DSL505
@@ -259,7 +250,18 @@ class DistributedSamplerWithoutSetEpoch(Rule):
             else: loader = DataLoader(ds, shuffle=True)
             for epoch in range(10 ** 6):
                 for i, batch in enumerate(loader): step(batch)
-
+        class Worker:  # a static method handed the instance as `self` (`mp.spawn(w._run, args=(w, ds))`)
+            @staticmethod
+            def _run(rank, self, ds):
+                loader = DataLoader(ds, sampler=DistributedSampler(ds))  # expect: DSL505
+                scored = DataLoader(ds, sampler=DistributedSampler(ds))  # its loop does not train
+                for epoch in self.epochs:
+                    self._train(loader)
+                    self._score(scored)
+            def _train(self, loader):
+                for batch in loader: self.model(batch).backward()
+            def _score(self, loader):
+                for batch in loader: self.model(batch)
         class Prefetcher:  # project code, and no file of the project names set_epoch
             def __init__(self, loader): self.loader = loader
             def __iter__(self): return (b.cuda() for b in self.loader)
@@ -270,7 +272,6 @@ class DistributedSamplerWithoutSetEpoch(Rule):
         Invalid(
             """
             from torch.utils.data import DataLoader, DistributedSampler
-
             train_sampler = DistributedSampler(train_ds)  # expect: DSL505
             val_sampler = DistributedSampler(val_ds, shuffle=False)
             train_loader = DataLoader(train_ds, sampler=train_sampler)
@@ -281,7 +282,6 @@ class DistributedSamplerWithoutSetEpoch(Rule):
             """,
             expected_replacement="""
             from torch.utils.data import DataLoader, DistributedSampler
-
             train_sampler = DistributedSampler(train_ds)  # expect: DSL505
             val_sampler = DistributedSampler(val_ds, shuffle=False)
             train_loader = DataLoader(train_ds, sampler=train_sampler)
