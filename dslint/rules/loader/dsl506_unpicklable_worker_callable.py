@@ -31,8 +31,8 @@ class UnpicklableWorkerCallable(Rule):
 
     Not flagged: module-level functions and classes, `functools.partial` of a
     module-level function, bound methods, a factory that may return anything
-    else (a module-level function, `None` by falling off its end), a decorated
-    factory, `num_workers` absent or `0`, a plain
+    else (a module-level function; for a factory of another file also `None`
+    by falling off its end, or any decorator, which may change the result), `num_workers` absent or `0`, a plain
     `DataLoader(...)` call whose workers come only from an unknown `**kwargs`,
     and an explicit `multiprocessing_context="fork"`.
 
