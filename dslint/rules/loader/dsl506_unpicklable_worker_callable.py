@@ -122,22 +122,40 @@ class UnpicklableWorkerCallable(Rule):
         def make(ds, collate, **kw):
             return DataLoader(ds, collate_fn=lambda b: collate(b), **kw)  # workers unknown
         """,
-        """
-        from torch.utils.data import DataLoader
+        {
+            "collating.py": """
+                import functools
+                from torch.utils.data import default_collate
 
-        def default_collate(batch):
-            return batch
+                def make_collate(pad):
+                    if pad is None:
+                        return default_collate  # a module-level function: picklable
+                    def collate(batch):
+                        return [pad] + batch
+                    return collate
 
-        def make_collate(pad):
-            if pad is None:
-                return default_collate  # a module-level function: picklable
-            def collate(batch):
-                return [pad] + batch
-            return collate
+                def pick_collate(pad):
+                    if pad:
+                        def collate(batch):
+                            return [pad] + batch
+                        return collate  # otherwise None: the default collate
 
-        def loader(ds):
-            return DataLoader(ds, num_workers=4, collate_fn=make_collate(None))
-        """,
+                @functools.cache
+                def wrapped_collate():
+                    def collate(batch):
+                        return batch
+                    return collate
+                """,
+            "train.py": """
+                from torch.utils.data import DataLoader
+                from collating import make_collate, pick_collate, wrapped_collate
+
+                def loaders(ds):
+                    return (DataLoader(ds, num_workers=4, collate_fn=make_collate(None)),
+                            DataLoader(ds, num_workers=4, collate_fn=pick_collate(0)),
+                            DataLoader(ds, num_workers=4, collate_fn=wrapped_collate()))
+                """,
+        },
         """
         from torch.utils.data import DataLoader
 
@@ -160,17 +178,23 @@ class UnpicklableWorkerCallable(Rule):
         """,
     )
     invalid = (
-        """
-        from torch.utils.data import DataLoader
+        {
+            "collating.py": """
+                from torch.utils.data import default_collate
 
-        def make_collate(pad):
-            def collate(batch):
-                return [pad] + batch
-            return collate
+                def make_collate(pad):
+                    def collate(batch):
+                        return default_collate([pad] + batch)
+                    return collate
+                """,
+            "train.py": """
+                from torch.utils.data import DataLoader
+                from collating import make_collate
 
-        def train_loader(ds, workers):
-            return DataLoader(ds, num_workers=workers, collate_fn=make_collate(0))  # expect: DSL506
-        """,
+                def train_loader(ds, workers):
+                    return DataLoader(ds, num_workers=workers, collate_fn=make_collate(0))  # expect: DSL506
+                """,
+        },
         """
         from torch.utils.data import DataLoader
         loader = DataLoader(ds, batch_size=8, num_workers=2, collate_fn=lambda batch: batch)  # expect: DSL506
