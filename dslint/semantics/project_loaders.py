@@ -92,3 +92,11 @@ class LoaderQueries:
                         table.setdefault(located, []).append(facts)
             self._worker_init_table = table
         return table.get(key, [])
+
+    def returned_closure(self, qualified: str, from_path: str):
+        """[what, pickle's name] when the project's module-level function ``qualified`` returns
+        a function or lambda defined inside it (``returned_closures``)."""
+        located = self.locate(qualified, from_path, table="functions")
+        if located is None:
+            return None
+        return self.summaries[located[0]].get("closure_returns", {}).get(located[1])

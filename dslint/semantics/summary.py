@@ -25,6 +25,7 @@ from dslint.semantics.modules import canonical
 from dslint.semantics.names import ModuleNames, dotted_parts
 from dslint.semantics.regions import RegionCache, is_cached
 from dslint.semantics.rng_holders import holder_facts
+from dslint.semantics.returned_closures import closure_returns
 from dslint.semantics.walk import TreeIndex, body_buckets
 
 WORKER_INFO = "torch.utils.data.get_worker_info"
@@ -424,6 +425,8 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         "rng_holders": holder_facts(tree, names, local_qualname),
         # persistent loaders whose dataset's own set_epoch a library calls (``epoch_hooks``)
         "epoch_hooks": hook_facts(tree, names, local_qualname),
+        # module-level functions that return a function or lambda defined inside them (``returned_closures``)
+        "closure_returns": closure_returns(tree, qualname_of),
     }
 
 

@@ -172,6 +172,11 @@ class View:
         known = qual in self._index.summaries.get(self.path, {}).get("classes", {})
         return self._record("epoch_hook_loaders", [qual], hook_loaders(self._index, (self.path, qual)) if known else [])
 
+    def returned_closure(self, qualified: str) -> Optional[list]:
+        """[what, pickle's name] when the project's module-level function ``qualified`` returns a
+        function or lambda defined inside it (``returned_closures``)."""
+        return self._record("returned_closure", [qualified], self._index.returned_closure(canonical(qualified), self.path))
+
 
 def replay(index: ProjectIndex, path: str, log: List[list]) -> bool:
     """True when every recorded question still gets the recorded answer."""

@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-import libcst as cst
-
 from dslint.rules.base import ERROR, Rule, Symptom
 from dslint.rules.loader._common import fork_context, fork_everywhere, literal_zero, local_callers_pass_no_workers
 from dslint.semantics.calls import UNKNOWN, SubclassInit, dataloader_constructions
 from dslint.semantics.loops import loader_loops
-from dslint.semantics.module_calls import positional_args
 from dslint.semantics.forwarding import forwarded_option
-
-_PARTIAL = frozenset({"functools.partial"})
-
-
-def _is_local(ctx, node: cst.CSTNode) -> bool:
-    """Defined inside a function (so pickle cannot find it by name)."""
-    return any(isinstance(a, (cst.FunctionDef, cst.Lambda)) for a in ctx.ancestors(node))
+from dslint.semantics.unpicklable import local_instance, unpicklable
 
 
 class UnpicklableWorkerCallable(Rule):
@@ -26,7 +17,10 @@ class UnpicklableWorkerCallable(Rule):
     0) whose `collate_fn` or `worker_init_fn` is a lambda, a function defined
     inside another function, or an instance of a class defined inside a
     function (also through `functools.partial`), or whose `dataset` is an
-    instance of a class defined inside a function.
+    instance of a class defined inside a function. A call of a module-level
+    project function (in this file or another) whose every `return` gives a
+    function or lambda defined inside it (a collate *factory*, and its body
+    ends with that `return`) counts as that nested function.
 
     A `DataLoader` subclass counts too: the `super().__init__(...)` call in its
     `__init__` is a DataLoader construction. When the subclass forwards
@@ -36,7 +30,9 @@ class UnpicklableWorkerCallable(Rule):
     forwarded dict itself without `num_workers`).
 
     Not flagged: module-level functions and classes, `functools.partial` of a
-    module-level function, bound methods, `num_workers` absent or `0`, a plain
+    module-level function, bound methods, a factory that may return anything
+    else (a module-level function; for a factory of another file also `None`
+    by falling off its end, or any decorator, which may change the result), `num_workers` absent or `0`, a plain
     `DataLoader(...)` call whose workers come only from an unknown `**kwargs`,
     and an explicit `multiprocessing_context="fork"`.
 
@@ -126,6 +122,40 @@ class UnpicklableWorkerCallable(Rule):
         def make(ds, collate, **kw):
             return DataLoader(ds, collate_fn=lambda b: collate(b), **kw)  # workers unknown
         """,
+        {
+            "collating.py": """
+                import functools
+                from torch.utils.data import default_collate
+
+                def make_collate(pad):
+                    if pad is None:
+                        return default_collate  # a module-level function: picklable
+                    def collate(batch):
+                        return [pad] + batch
+                    return collate
+
+                def pick_collate(pad):
+                    if pad:
+                        def collate(batch):
+                            return [pad] + batch
+                        return collate  # otherwise None: the default collate
+
+                @functools.cache
+                def wrapped_collate():
+                    def collate(batch):
+                        return batch
+                    return collate
+                """,
+            "train.py": """
+                from torch.utils.data import DataLoader
+                from collating import make_collate, pick_collate, wrapped_collate
+
+                def loaders(ds):
+                    return (DataLoader(ds, num_workers=4, collate_fn=make_collate(None)),
+                            DataLoader(ds, num_workers=4, collate_fn=pick_collate(0)),
+                            DataLoader(ds, num_workers=4, collate_fn=wrapped_collate()))
+                """,
+        },
         """
         from torch.utils.data import DataLoader
 
@@ -148,6 +178,23 @@ class UnpicklableWorkerCallable(Rule):
         """,
     )
     invalid = (
+        {
+            "collating.py": """
+                from torch.utils.data import default_collate
+
+                def make_collate(pad):
+                    def collate(batch):
+                        return default_collate([pad] + batch)
+                    return collate
+                """,
+            "train.py": """
+                from torch.utils.data import DataLoader
+                from collating import make_collate
+
+                def train_loader(ds, workers):
+                    return DataLoader(ds, num_workers=workers, collate_fn=make_collate(0))  # expect: DSL506
+                """,
+        },
         """
         from torch.utils.data import DataLoader
         loader = DataLoader(ds, batch_size=8, num_workers=2, collate_fn=lambda batch: batch)  # expect: DSL506
@@ -204,10 +251,10 @@ class UnpicklableWorkerCallable(Rule):
                 continue
             problems = []
             for param in ("collate_fn", "worker_init_fn"):
-                problem = self._unpicklable(ctx, index, bound.expr(param))
+                problem = unpicklable(ctx, index, bound.expr(param))
                 if problem:
                     problems.append((f"`{param}`", problem))
-            dataset = self._local_instance(ctx, index, bound.expr("dataset"))
+            dataset = local_instance(ctx, index, bound.expr("dataset"))
             if dataset:
                 problems.append(("the dataset", dataset))
             if not problems:
@@ -237,60 +284,3 @@ class UnpicklableWorkerCallable(Rule):
         if workers is not None and (workers.can_be(lambda v: not (v == 0 or v is None)) or not workers.complete):
             return True
         return open_ and not local_callers_pass_no_workers(ctx, bound.owner)
-
-    def _unpicklable(self, ctx, index, expr, _depth: int = 0):
-        """(description, error) when every value of ``expr`` is an unpicklable callable."""
-        if expr is None or _depth > 3:
-            return None
-        nodes = index.value_nodes(expr)
-        if not nodes:
-            return None
-        found = []
-        for node in nodes:
-            problem = None
-            if isinstance(node, cst.Lambda):
-                owner = ctx.enclosing_function(node, through_lambdas=False)
-                if owner is not None:
-                    error = f"AttributeError: Can't pickle local object '{ctx.qualname_of_def(owner)}.<locals>.<lambda>'"
-                else:
-                    error = "_pickle.PicklingError: Can't pickle <function <lambda> ...>: attribute lookup <lambda> failed"
-                problem = ("a lambda", error)
-            elif isinstance(node, cst.FunctionDef) and _is_local(ctx, node):
-                qual = ctx.qualname_of_def(node)
-                problem = (f"the nested function `{node.name.value}`", f"AttributeError: Can't pickle local object '{qual}'")
-            elif isinstance(node, cst.Call):
-                if ctx.call_name(node) in _PARTIAL:
-                    args = positional_args(node)
-                    inner = self._unpicklable(ctx, index, args[0], _depth + 1) if args else None
-                    if inner:
-                        problem = (f"`functools.partial` of {inner[0]}", inner[1])
-                else:
-                    problem = self._local_instance(ctx, index, node)
-            if problem is None:
-                return None
-            found.append(problem)
-        return found[0]
-
-    @staticmethod
-    def _local_instance(ctx, index, expr):
-        """(description, error) when ``expr`` is always an instance of a class defined in a function."""
-        if expr is None:
-            return None
-        nodes = index.value_nodes(expr)
-        if not nodes:
-            return None
-        found = None
-        for node in nodes:
-            if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Name):
-                return None
-            _, bindings = index.name_bindings(node.func.value, node)
-            if not bindings or len(bindings) != 1 or not isinstance(bindings[0].node, cst.ClassDef):
-                return None
-            cls = bindings[0].node
-            if not _is_local(ctx, cls):
-                return None
-            found = found or (
-                f"an instance of the local class `{cls.name.value}`",
-                f"AttributeError: Can't pickle local object '{ctx.qualname_of_def(cls)}'",
-            )
-        return found

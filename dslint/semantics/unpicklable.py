@@ -1,0 +1,112 @@
+"""Is a value a callable or object that pickle cannot send to a DataLoader worker?
+
+A lambda, a function or class defined inside a function (pickle stores them by importable
+name, and they have none), ``functools.partial`` of one, and the result of a project
+factory that returns such a closure (``returned_closures``, across files through the
+summaries). Answers ``(description, error)`` only when *every* value of the expression is
+unpicklable; any other or unknown value gives None (the rules stay silent).
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import libcst as cst
+
+from dslint.semantics.module_calls import positional_args
+from dslint.semantics.returned_closures import returned_closure
+
+_PARTIAL = frozenset({"functools.partial"})
+
+Problem = Tuple[str, str]
+
+
+def is_local_def(ctx, node: cst.CSTNode) -> bool:
+    """Defined inside a function (so pickle cannot find it by name)."""
+    return any(isinstance(a, (cst.FunctionDef, cst.Lambda)) for a in ctx.ancestors(node))
+
+
+def unpicklable(ctx, index, expr, depth: int = 0) -> Optional[Problem]:
+    """(description, error) when every value of ``expr`` is an unpicklable callable."""
+    if expr is None or depth > 3:
+        return None
+    nodes = index.value_nodes(expr)
+    if not nodes:
+        return None
+    found = []
+    for node in nodes:
+        problem = None
+        if isinstance(node, cst.Lambda):
+            owner = ctx.enclosing_function(node, through_lambdas=False)
+            if owner is not None:
+                error = f"AttributeError: Can't pickle local object '{ctx.qualname_of_def(owner)}.<locals>.<lambda>'"
+            else:
+                error = "_pickle.PicklingError: Can't pickle <function <lambda> ...>: attribute lookup <lambda> failed"
+            problem = ("a lambda", error)
+        elif isinstance(node, cst.FunctionDef) and is_local_def(ctx, node):
+            qual = ctx.qualname_of_def(node)
+            problem = (f"the nested function `{node.name.value}`", f"AttributeError: Can't pickle local object '{qual}'")
+        elif isinstance(node, cst.Call):
+            if ctx.call_name(node) in _PARTIAL:
+                args = positional_args(node)
+                inner = unpicklable(ctx, index, args[0], depth + 1) if args else None
+                if inner:
+                    problem = (f"`functools.partial` of {inner[0]}", inner[1])
+            else:
+                problem = local_instance(ctx, index, node) or factory_closure(ctx, index, node)
+        if problem is None:
+            return None
+        found.append(problem)
+    return found[0]
+
+
+def factory_closure(ctx, index, call: cst.Call) -> Optional[Problem]:
+    """(description, error) when ``call`` calls a module-level function of the project (this
+    file or another) whose every return value is a function or lambda defined inside it."""
+    func = call.func
+    answer = None
+    if isinstance(func, cst.Name):
+        _, bindings = index.name_bindings(func.value, call)
+        if bindings is not None and len(bindings) == 1 and isinstance(bindings[0].node, cst.FunctionDef):
+            target = bindings[0].node
+            if is_local_def(ctx, target) or target.decorators:
+                return None
+            answer = returned_closure(target, ctx.qualname_of_def)
+            return _described(target.name.value, answer)
+    if not isinstance(func, (cst.Name, cst.Attribute)):
+        return None
+    qualified = ctx.call_name(call)
+    if qualified is None or qualified.startswith("builtins.") or "." not in qualified:
+        return None
+    answer = ctx.view.returned_closure(qualified)
+    return _described(qualified.rsplit(".", 1)[-1], answer)
+
+
+def _described(factory: str, answer) -> Optional[Problem]:
+    if not answer:
+        return None
+    return (f"{answer[0]} returned by `{factory}(...)`", f"AttributeError: Can't pickle local object '{answer[1]}'")
+
+
+def local_instance(ctx, index, expr) -> Optional[Problem]:
+    """(description, error) when ``expr`` is always an instance of a class defined in a function."""
+    if expr is None:
+        return None
+    nodes = index.value_nodes(expr)
+    if not nodes:
+        return None
+    found = None
+    for node in nodes:
+        if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Name):
+            return None
+        _, bindings = index.name_bindings(node.func.value, node)
+        if not bindings or len(bindings) != 1 or not isinstance(bindings[0].node, cst.ClassDef):
+            return None
+        cls = bindings[0].node
+        if not is_local_def(ctx, cls):
+            return None
+        found = found or (
+            f"an instance of the local class `{cls.name.value}`",
+            f"AttributeError: Can't pickle local object '{ctx.qualname_of_def(cls)}'",
+        )
+    return found
