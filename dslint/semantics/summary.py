@@ -14,6 +14,7 @@ from typing import Dict, List, Optional
 import libcst as cst
 
 from dslint.semantics.bindings import class_ref
+from dslint.semantics.bound_collates import bound_collates
 from dslint.semantics.dataset_uses import class_args, loader_classes, loader_params
 from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall, literal_value
 from dslint.semantics.epoch_hooks import hook_facts
@@ -424,6 +425,8 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         "rng_holders": holder_facts(tree, names, local_qualname),
         # persistent loaders whose dataset's own set_epoch a library calls (``epoch_hooks``)
         "epoch_hooks": hook_facts(tree, names, local_qualname),
+        # [collate, num_workers]: ``collate_fn=self.m`` and ``loader.collate_fn = f`` (``bound_collates``)
+        "bound_collates": bound_collates(tree, names, qualname_of, s.loader_facts),
     }
 
 
