@@ -96,6 +96,12 @@ def may_be_cuda(ctx, expr, depth: int = 0) -> Optional[str]:
                 if found is not None:
                     return found
             return None
+        # a parameter the function rebinds (``if device is None: device = "cuda" if ... else "cpu"``):
+        # the values it assigns are possible too
+        for value in (df.bound_values(ctx, expr) or ()) if ctx.enclosing_function(expr) is not None else ():
+            found = may_be_cuda(ctx, value, depth + 1) if value is not None else None
+            if found is not None:
+                return found
     hit = possible(ctx, expr).can_be(_cuda_text)
     return f"{hit.origin} is {hit.value!r}" if hit is not None else None
 

@@ -76,6 +76,10 @@ class LoaderQueries:
                     located = self._function_key(canonical(ref), path) if ref else None
                     if located is not None:
                         table.setdefault(located, []).append(facts)
+                for ref, workers in summary.get("bound_collates", ()):
+                    located = self._function_key(canonical(ref), path)
+                    if located is not None:
+                        table.setdefault(located, []).append({"collate_fn": ref, "num_workers": workers})
             self._collate_table = table
         return table.get(key, [])
 

@@ -14,6 +14,7 @@ from typing import Dict, List, Optional
 import libcst as cst
 
 from dslint.semantics.bindings import class_ref
+from dslint.semantics.bound_collates import bound_collates
 from dslint.semantics.dataset_uses import class_args, loader_classes, loader_params
 from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall, literal_value
 from dslint.semantics.epoch_hooks import hook_facts
@@ -427,6 +428,8 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         "epoch_hooks": hook_facts(tree, names, local_qualname),
         # module-level functions that return a function or lambda defined inside them (``returned_closures``)
         "closure_returns": closure_returns(tree, qualname_of),
+        # [collate, num_workers]: ``collate_fn=self.m`` and ``loader.collate_fn = f`` (``bound_collates``)
+        "bound_collates": bound_collates(tree, names, qualname_of, s.loader_facts),
     }
 
 

@@ -8,6 +8,7 @@ from dslint.edits import remove_args
 from dslint.report import FixSpec
 from dslint.rules.base import Invalid, Rule, Symptom
 from dslint.rules.loader._common import fixed_by_code, forwarding_loader_calls, must_be, truthy, user_zero_workers, zero_workers
+from dslint.semantics.builder_defaults import defaulted_option
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.loops import loader_loops
 
@@ -41,7 +42,10 @@ class WorkerOptionWithoutWorkers(Rule):
     (`max(1, n)`, `os.cpu_count()`), when argparse `choices` list every
     value, when this file's calls pass it, when it is a name the file does
     not bind (an unknown global), and when the loader's own function branches
-    on the worker count before building it (`if workers > 0:`).
+    on the worker count before building it (`if workers > 0:`). A builder whose
+    count is a parameter without a default and whose own default turns
+    `persistent_workers` on (`def build(ds, workers, persistent_workers=True)`,
+    directly or via `kwargs[...] = ...` and `**kwargs`) counts.
 
     Third-party DataLoader subclasses that hand torch's arguments through
     (PyG's `DataLoader`, `DataListLoader`, `DenseDataLoader`) are checked the
@@ -91,19 +95,13 @@ class WorkerOptionWithoutWorkers(Rule):
     valid = (
         """
         from torch.utils.data import DataLoader
+        from torch_geometric.loader import DataLoader as GraphLoader
+
         loader = DataLoader(ds, num_workers=4, prefetch_factor=4, persistent_workers=True, timeout=30)
-        """,
-        """
-        from torch.utils.data import DataLoader
         loader = DataLoader(ds, num_workers=args.workers, persistent_workers=True)
-        """,
-        """
-        from torch.utils.data import DataLoader
         loader = DataLoader(ds, prefetch_factor=None, persistent_workers=False, timeout=0)
-        """,
-        """
-        from torch.utils.data import DataLoader
         loader = DataLoader(ds, persistent_workers=True, **loader_kwargs)
+        graphs = GraphLoader(dataset, 32, True, None, None, num_workers=4, persistent_workers=True)
         """,
         """
         import argparse
@@ -132,11 +130,9 @@ class WorkerOptionWithoutWorkers(Rule):
 
         def create_loader(ds, num_workers=4, persistent_workers=True):  # the caller sets both
             return DataLoader(ds, num_workers=num_workers, persistent_workers=persistent_workers)
-        """,
-        """
-        from torch_geometric.loader import DataLoader
-
-        graphs = DataLoader(dataset, 32, True, None, None, num_workers=4, persistent_workers=True)
+        def build(ds, workers, persistent_workers=False, **kwargs):  # the builder's default is off
+            kwargs["persistent_workers"] = persistent_workers
+            return DataLoader(ds, num_workers=workers, **kwargs)
         """,
         """
         import argparse
@@ -230,6 +226,13 @@ class WorkerOptionWithoutWorkers(Rule):
 
         def make_loader(ds, workers):
             return DataLoader(ds, num_workers=workers, prefetch_factor=2)  # expect: DSL503
+
+        def build(ds, per_gpu, dist, gpus=1, persistent_workers=True, **kwargs):  # 0 workers per GPU fails
+            workers = per_gpu
+            if not dist:
+                workers = gpus * per_gpu
+            kwargs["persistent_workers"] = persistent_workers
+            return DataLoader(ds, num_workers=workers, **kwargs)  # expect: DSL503
         """,
         Invalid(
             """
@@ -253,17 +256,14 @@ class WorkerOptionWithoutWorkers(Rule):
                 continue
             certain = zero == "is 0"
             problems = [p for p in self._options(ctx, bound, certain) if p is not None]
-            if zero.startswith("comes from"):  # the user's count: only an option the code hard-codes
-                problems = [p for p in problems if fixed_by_code(ctx, bound, p[1])]
+            if zero.startswith("comes from"):  # the user's count: an option the code hard-codes, or a builder's default
+                problems = [p for p in problems if fixed_by_code(ctx, bound, p[1]) or defaulted_option(ctx, bound, p[1])]
             if not problems:
                 continue
-            fix = None
-            if certain and all(bound.arg(p[1]) is not None for p in problems):
-                fix = FixSpec(
-                    "unsafe",
-                    f"Remove {', '.join(f'`{p[1]}`' for p in problems)}",
-                    remove_args(bound.call, [bound.arg(p[1]) for p in problems]),
-                )
+            removed, fix = [bound.arg(p[1]) for p in problems], None
+            if certain and all(arg is not None for arg in removed):
+                shown = ", ".join(f"`{p[1]}`" for p in problems)
+                fix = FixSpec("unsafe", f"Remove {shown}", remove_args(bound.call, removed))
             names = " and ".join(f"`{p[0]}`" for p in problems)
             verb = "raises" if certain else "then raises"
             tail = f"the DataLoader {verb} {problems[0][2]}"
@@ -290,7 +290,7 @@ class WorkerOptionWithoutWorkers(Rule):
         if given("prefetch_factor", lambda v: v is not None):
             yield "prefetch_factor", "prefetch_factor", "`ValueError: prefetch_factor option could only be specified in multiprocessing`"
         persistent = must_be(ctx, bound, "persistent_workers", lambda v: v is True) if not certain else None
-        if truthy(ctx.value(bound, "persistent_workers")) or persistent is not None:
+        if truthy(ctx.value(bound, "persistent_workers")) or persistent or defaulted_option(ctx, bound, "persistent_workers"):
             yield "persistent_workers=True", "persistent_workers", "`ValueError: persistent_workers option needs num_workers > 0`"
         if given("multiprocessing_context", lambda v: v is not None):
             yield "multiprocessing_context", "multiprocessing_context", "`ValueError: multiprocessing_context can only be used with multi-process loading`"

@@ -1,5 +1,6 @@
-"""What the per-sample cost rules (DSL201-DSL203) share: finding candidate calls,
-showing a call and where it runs per sample, and one finding per defect."""
+"""What the per-sample rules (DSL201-DSL204) share: finding candidate calls,
+showing a call and where it runs per sample, one finding per defect, and the CUDA
+work in worker code (DSL204)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import libcst as cst
 
 from dslint.rules.base import Symptom
 from dslint.semantics.call_facts import last_name
+from dslint.semantics.cuda import collate_lambdas, cuda_model_call, cuda_use, loading_context, may_touch_cuda
+from dslint.semantics.loops import is_test_code
 from dslint.semantics.regions import LOOP
 
 #: what the runtime companion measures for a per-sample cost
@@ -112,3 +115,33 @@ def setup_message(text: str, kind: str, where: str) -> str:
     """DSL203's message for a construction of ``kind`` shown as ``text``."""
     what, cost = _SETUP_MESSAGES[kind]
     return f"`{text}` {what} ({where}): {cost}"
+
+
+def cuda_sites(ctx) -> Iterator[Tuple[cst.Call, str, str, str]]:
+    """(call, what touches CUDA, "sample" | "init" | "collate", where) for the CUDA work in
+    data-loading code (``dslint.semantics.cuda``), one per statement; test code is left out
+    (a test's dataset that uses CUDA is there to exercise it, under spawn)."""
+    lambdas = collate_lambdas(ctx)
+    cuda_imports = any(target.startswith("torch.cuda") for targets in ctx.names.imports.values() for target in targets)
+    seen_statements = set()
+    for call in ctx.nodes(cst.Call):
+        what = cuda_use(ctx, call) if may_touch_cuda(call, cuda_imports) else None
+        runs_model = what is None and isinstance(call.func, cst.Attribute) and ctx.is_per_sample(call)
+        if runs_model:
+            what = cuda_model_call(ctx, call)
+        if what is None:
+            continue
+        context = loading_context(ctx, call, lambdas)
+        if context is None or is_test_code(ctx, call) or (runs_model and context[0] != "sample"):
+            continue
+        statement = next(
+            (a for a in ctx.ancestors(call) if isinstance(a, (cst.SimpleStatementLine, cst.BaseCompoundStatement))), None
+        )
+        if statement is not None:
+            if id(statement) in seen_statements:
+                continue  # one finding per statement
+            seen_statements.add(id(statement))
+        kind, where = context
+        if kind == "init" and not what.startswith(("`.cuda()", "`.to(", "`device=")):
+            continue  # pinning or a CUDA query in the main process: workers may never touch CUDA
+        yield call, what, kind, where

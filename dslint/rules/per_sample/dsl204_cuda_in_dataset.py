@@ -3,13 +3,8 @@ in forked DataLoader workers (CUDA use and where code runs: ``dslint.semantics.c
 
 from __future__ import annotations
 
-from typing import Set
-
-import libcst as cst
-
 from dslint.rules.base import ERROR, WARNING, Rule, Symptom
-from dslint.semantics.cuda import collate_lambdas, cuda_model_call, cuda_use, loading_context, may_touch_cuda
-from dslint.semantics.loops import is_test_code
+from dslint.rules.per_sample._common import cuda_sites
 
 FORK_ERROR = (
     "`RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, "
@@ -27,6 +22,12 @@ class CudaInDataset(Rule):
     function used as a DataLoader's `collate_fn`, and (at warning level) in a
     dataset's `__init__`.
 
+    A `collate_fn` is a function a DataLoader in any file is given by name or
+    as a bound method (`collate_fn=self.collate`, found along the class's
+    bases), or one code installs on a loader it was handed (`loader.collate_fn
+    = self.collate`: its worker count is the caller's, so it may be > 0; the
+    object's own `self.collate_fn = ...` does not count).
+
     Not reported: `torch.cuda.is_available()`, `device_count()`,
     `manual_seed*()` and the other queries that do not initialise CUDA; device
     values nothing in the file shows (`.to(self.device)` for a `device`
@@ -41,8 +42,10 @@ class CudaInDataset(Rule):
 
     A device that *can* be CUDA counts: `"cuda" if torch.cuda.is_available()
     else "cpu"`, `self.device` when a method stores such a value (or a
-    parameter whose default, or an argument this file passes, is `"cuda"`), and
-    an argparse option whose default is `"cuda"`.
+    parameter whose default, or an argument this file passes, is `"cuda"`, or
+    a parameter the function rebinds to such a value: `if device is None:
+    device = "cuda" if torch.cuda.is_available() else "cpu"`), and an argparse
+    option whose default is `"cuda"`.
 
     ## Why is this bad?
     DataLoader workers are forked from the main process (the Linux default).
@@ -160,8 +163,44 @@ class CudaInDataset(Rule):
 
         loader = DataLoader(list(range(8)), collate_fn=collate, num_workers=2, pin_memory=True)
         """,
+        # a bound-method collate: unknown device, a loader without workers, the object's own attribute
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        class Trainer:
+            def __init__(self, device=None):
+                self.device = device
+                self.collate_fn = self.collate
+            def collate(self, batch):
+                return torch.stack(batch).to(self.device)
+            def gpu_collate(self, batch):
+                return torch.stack(batch).cuda()
+            def loaders(self, ds, old):
+                old.collate_fn = self.collate
+                return DataLoader(ds, collate_fn=self.gpu_collate, num_workers=0)
+        """,
     )
     invalid = (
+        # collates given as bound methods, or installed on a loader the caller built
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        class Trainer:
+            def __init__(self, device=None):
+                if device is None:
+                    device = "cuda" if torch.cuda.is_available() else "cpu"
+                self.target = torch.device(device)
+            def collate(self, batch):
+                return torch.stack(batch).to(self.target)  # expect: DSL204
+            def gpu_collate(self, batch):
+                return torch.stack(batch).cuda()  # expect: DSL204
+            def fit(self, ds, loaders):
+                for loader in loaders:
+                    loader.collate_fn = self.collate
+                return DataLoader(ds, collate_fn=self.gpu_collate, num_workers=4)
+        """,
         """
         import torch
         from torch.utils.data import Dataset
@@ -171,7 +210,6 @@ class CudaInDataset(Rule):
         class D(Dataset):
             def __init__(self, data):
                 self.data = torch.as_tensor(data).cuda()  # expect: DSL204
-
             def __getitem__(self, idx):
                 x = self.data[idx].to("cuda:0", non_blocking=True)  # expect: DSL204
                 y = torch.zeros(3, device="cuda")  # expect: DSL204
@@ -211,7 +249,6 @@ class CudaInDataset(Rule):
                 self.data = data
                 self.device = device
                 self.gpu = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
             def __getitem__(self, idx):
                 x = self.data[idx].to(self.device)  # expect: DSL204
                 return x, torch.ones(2, device=self.gpu)  # expect: DSL204
@@ -221,7 +258,6 @@ class CudaInDataset(Rule):
                 self.items = items
                 self.net = build().eval().to(torch.device("cuda"))  # expect: DSL204
                 self.cpu_net = build()
-
             def __getitem__(self, idx):
                 with torch.no_grad():
                     return self.net.encode(self.items[idx]), self.cpu_net(self.items[idx])  # expect: DSL204
@@ -248,29 +284,7 @@ class CudaInDataset(Rule):
     )
 
     def check(self, ctx):
-        lambdas = collate_lambdas(ctx)
-        cuda_imports = any(
-            target.startswith("torch.cuda") for targets in ctx.names.imports.values() for target in targets
-        )
-        seen_statements: Set[int] = set()
-        for call in ctx.nodes(cst.Call):
-            what = cuda_use(ctx, call) if may_touch_cuda(call, cuda_imports) else None
-            runs_model = what is None and isinstance(call.func, cst.Attribute) and ctx.is_per_sample(call)
-            if runs_model:
-                what = cuda_model_call(ctx, call)
-            if what is None:
-                continue
-            context = loading_context(ctx, call, lambdas)
-            if context is None or is_test_code(ctx, call) or (runs_model and context[0] != "sample"):
-                continue  # a test's dataset that uses CUDA is there to exercise it (under spawn)
-            statement = _statement(ctx, call)
-            if statement is not None:
-                if id(statement) in seen_statements:
-                    continue  # one finding per statement
-                seen_statements.add(id(statement))
-            kind, where = context
-            if kind == "init" and not _puts_data_on_cuda(what):
-                continue  # pinning or a CUDA query in the main process: workers may never touch CUDA
+        for call, what, kind, where in cuda_sites(ctx):
             if kind == "init":
                 yield self.report(
                     call,
@@ -284,14 +298,3 @@ class CudaInDataset(Rule):
                     f"{what} in code that runs in DataLoader workers ({where}): with fork workers after the "
                     f"main process initialised CUDA this raises {FORK_ERROR}",
                 )
-
-
-def _puts_data_on_cuda(what: str) -> bool:
-    return what.startswith(("`.cuda()", "`.to(", "`device="))
-
-
-def _statement(ctx, node):
-    for ancestor in ctx.ancestors(node):
-        if isinstance(ancestor, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
-            return ancestor
-    return None
