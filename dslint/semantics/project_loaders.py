@@ -104,3 +104,7 @@ class LoaderQueries:
         if located is None:
             return None
         return self.summaries[located[0]].get("closure_returns", {}).get(located[1])
+
+    def start_methods(self) -> List[str]:
+        """The start methods the project's files set for new processes (``start_methods``)."""
+        return sorted({m for summary in self.summaries.values() for m in summary.get("start_methods", ())})

@@ -27,6 +27,7 @@ from dslint.semantics.names import ModuleNames, dotted_parts
 from dslint.semantics.regions import RegionCache, is_cached
 from dslint.semantics.rng_holders import holder_facts
 from dslint.semantics.returned_closures import closure_returns
+from dslint.semantics.start_methods import start_methods
 from dslint.semantics.walk import TreeIndex, body_buckets
 
 WORKER_INFO = "torch.utils.data.get_worker_info"
@@ -430,6 +431,8 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         "closure_returns": closure_returns(tree, qualname_of),
         # [collate, num_workers]: ``collate_fn=self.m`` and ``loader.collate_fn = f`` (``bound_collates``)
         "bound_collates": bound_collates(tree, names, qualname_of, s.loader_facts),
+        # the start methods the file sets (``multiprocessing.set_start_method``; ``start_methods``)
+        "start_methods": start_methods(tree, names),
     }
 
 

@@ -178,6 +178,11 @@ class View:
         return self._record("returned_closure", [qualified], self._index.returned_closure(canonical(qualified), self.path))
 
 
+    def project_start_methods(self) -> List[str]:
+        """The start methods some file of the project sets (``set_start_method``)."""
+        return self._record("project_start_methods", [], self._index.start_methods())
+
+
 def replay(index: ProjectIndex, path: str, log: List[list]) -> bool:
     """True when every recorded question still gets the recorded answer."""
     view = View(index, path)

@@ -13,6 +13,7 @@ from dslint.semantics.call_facts import last_name
 from dslint.semantics.cuda import collate_lambdas, cuda_model_call, cuda_use, loading_context, may_touch_cuda
 from dslint.semantics.loops import is_test_code
 from dslint.semantics.regions import LOOP
+from dslint.semantics.start_methods import workers_not_forked
 
 #: what the runtime companion measures for a per-sample cost
 TIME_RATIO = Symptom("time_ratio", "per-sample time, bad / good", exclusive=True)
@@ -144,4 +145,6 @@ def cuda_sites(ctx) -> Iterator[Tuple[cst.Call, str, str, str]]:
         kind, where = context
         if kind == "init" and not what.startswith(("`.cuda()", "`.to(", "`device=")):
             continue  # pinning or a CUDA query in the main process: workers may never touch CUDA
+        if workers_not_forked(ctx.view.project_start_methods()):
+            return  # the project starts its processes with spawn/forkserver: its workers are not forks
         yield call, what, kind, where

@@ -6,10 +6,8 @@ from __future__ import annotations
 from dslint.rules.base import ERROR, WARNING, Rule, Symptom
 from dslint.rules.per_sample._common import cuda_sites
 
-FORK_ERROR = (
-    "`RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, "
-    "you must use the 'spawn' start method`"
-)
+FORK_ERROR = ("`RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, "
+              "you must use the 'spawn' start method`")
 
 
 class CudaInDataset(Rule):
@@ -33,8 +31,10 @@ class CudaInDataset(Rule):
     values nothing in the file shows (`.to(self.device)` for a `device`
     parameter without a default or a call: unknown is not wrong);
     datasets or collate functions whose every DataLoader has `num_workers=0`;
-    and test code (a `tests/` directory, `test_*.py`), whose CUDA datasets are
-    there to exercise CUDA in workers (under `spawn`).
+    test code (a `tests/` directory, `test_*.py`), whose CUDA datasets are
+    there to exercise CUDA in workers (under `spawn`); and projects whose every
+    `multiprocessing.set_start_method` (torch's too) sets `spawn` or
+    `forkserver`: their workers are not forks (each pays for a CUDA context).
 
     A model that a method of the dataset stores on such a device
     (`self.net = build().cuda()`) and that per-sample code runs
