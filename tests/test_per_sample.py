@@ -430,3 +430,27 @@ def test_devices_that_can_be_cuda(tmp_path):
     calls = [c for c in ctx.nodes(cst.Call) if ctx.code(c.func) == "use"]
     answers = {ctx.code(a.value): may_be_cuda(ctx, a.value) is not None for c in calls for a in c.args}
     assert answers == {"self.b": False, "self.auto": True, "self.c": False, "self.unknown": False, "device": True}
+
+
+def test_readlines_of_a_fixed_file_per_sample_is_dsl202(tmp_path):
+    """A list file re-read whole for every sample to take one row is DSL202; a file that
+    changes with the index, or lines read once in ``__init__``, are not."""
+    source = '''
+from torch.utils.data import Dataset
+
+class Rows(Dataset):
+    def __init__(self, list_path, paths):
+        self.list_path = list_path
+        self.paths = paths
+        with open(list_path) as handle:
+            self.rows = handle.readlines()
+
+    def __getitem__(self, index):
+        with open(self.list_path) as handle:
+            rows = handle.readlines()
+        with open(self.paths[index]) as own:
+            text = own.readlines()
+        return rows[index], text, self.rows[index]
+'''
+    found = [(row, code) for _, row, code in _codes(tmp_path, {"rows.py": source}, "DSL202") if code == "DSL202"]
+    assert found == [(12, "DSL202")]

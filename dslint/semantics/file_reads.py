@@ -8,7 +8,7 @@ once and read incrementally, whole-file texts (``open(p).read()``,
 ``Path(p).read_text()``) and iterators consumed to the end. "Per sample" and
 "index-invariant" come from ``dslint.semantics.dataflow``.
 
-API: ``reads_fixed_file(ctx, call, qualified)``, ``READERS`` (qualified name ->
+API: ``reads_fixed_file(ctx, call, qualified)``, ``rereads_fixed_lines(ctx, call)``, ``READERS`` (qualified name ->
 how its source is given), ``READER_TAILS``.
 """
 
@@ -122,6 +122,14 @@ def fresh_handle(ctx, expr) -> bool:
         if opener is None or has_star(opener) or not df.per_item(ctx, opener) or df.inputs_depend(ctx, opener):
             return False
     return True
+
+
+def rereads_fixed_lines(ctx, call: cst.Call) -> bool:
+    """``h.readlines()`` of a handle opened per sample from an index-invariant path: every line
+    of the same file, read again for every sample (a list file re-read to pick one row)."""
+    func = call.func
+    return (isinstance(func, cst.Attribute) and func.attr.value == "readlines" and not call.args
+            and df.per_item(ctx, call) and fresh_handle(ctx, func.value))
 
 
 def opened_outside_sample(ctx, expr) -> bool:

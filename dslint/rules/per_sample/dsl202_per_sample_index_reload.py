@@ -6,7 +6,7 @@ from __future__ import annotations
 from dslint.rules.base import WARNING, Rule
 from dslint.rules.per_sample._common import TIME_RATIO, candidates, outermost, reader_display, reload_cost, where
 from dslint.semantics import dataflow as df
-from dslint.semantics.file_reads import READER_TAILS, READERS, reads_fixed_file, reads_shared_file_record
+from dslint.semantics.file_reads import READER_TAILS, READERS, reads_fixed_file, reads_shared_file_record, rereads_fixed_lines
 
 
 class PerSampleIndexReload(Rule):
@@ -15,8 +15,8 @@ class PerSampleIndexReload(Rule):
     Flags reads and parses of a file that is the same for every sample, done in
     per-sample code: `json.load` (and `json.loads(open(p).read())`), `pd.read_*`,
     `yaml.load`/`safe_load`/`full_load`, `pickle.load`, `np.load`/`np.loadtxt`/
-    `np.genfromtxt` and `torch.load` of a fixed path, and `csv.reader`/`DictReader`
-    iterated over a whole file.
+    `np.genfromtxt` and `torch.load` of a fixed path, `csv.reader`/`DictReader`
+    iterated over a whole file, and `.readlines()` of a fixed file opened per sample.
 
     A per-sample path is reported when the sample is addressed as a (file,
     record) pair and the read takes only that record: `path, row =
@@ -289,5 +289,9 @@ class PerSampleIndexReload(Rule):
             else:
                 continue
             found.append((call, f"`{reader_display(qualified)}` {what} ({where(ctx, call)}): {reload_cost(qualified)}"))
+        for call in candidates(ctx, ("readlines",)):
+            if rereads_fixed_lines(ctx, call):
+                found.append((call, f"`.readlines()` reads every line of the same file again for every sample "
+                                    f"({where(ctx, call)}): {reload_cost('builtins.open')}"))
         for node, message in outermost(ctx, found):
             yield self.report(node, message)
