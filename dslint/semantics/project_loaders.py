@@ -66,16 +66,12 @@ class LoaderQueries:
         return any((base, method, kind) in self._epoch_methods for base in self.mro(key))
 
     def collate_loaders(self, key: Key) -> List[dict]:
-        """Facts of every DataLoader in the project whose ``collate_fn`` is the function ``key``."""
+        """Facts of every DataLoader in the project whose ``collate_fn`` is the function ``key``
+        (given by name, as a bound method, or installed on a loader: ``bound_collates``)."""
         table = getattr(self, "_collate_table", None)
         if table is None:
-            table = {}
+            table = self._loaders_by_function("collate_fn")
             for path, summary in self.summaries.items():
-                for facts in summary.get("loaders", ()):
-                    ref = facts.get("collate_fn")
-                    located = self._function_key(canonical(ref), path) if ref else None
-                    if located is not None:
-                        table.setdefault(located, []).append(facts)
                 for ref, workers in summary.get("bound_collates", ()):
                     located = self._function_key(canonical(ref), path)
                     if located is not None:
@@ -87,15 +83,19 @@ class LoaderQueries:
         """Facts of every DataLoader in the project whose ``worker_init_fn`` is the function ``key``."""
         table = getattr(self, "_worker_init_table", None)
         if table is None:
-            table = {}
-            for path, summary in self.summaries.items():
-                for facts in summary.get("loaders", ()):
-                    ref = facts.get("worker_init_fn")
-                    located = self._function_key(canonical(ref), path) if ref else None
-                    if located is not None:
-                        table.setdefault(located, []).append(facts)
-            self._worker_init_table = table
+            table = self._worker_init_table = self._loaders_by_function("worker_init_fn")
         return table.get(key, [])
+
+    def _loaders_by_function(self, argument: str) -> dict:
+        """{function key: [loader facts]} for the loaders whose ``argument`` names a project function."""
+        table: dict = {}
+        for path, summary in self.summaries.items():
+            for facts in summary.get("loaders", ()):
+                ref = facts.get(argument)
+                located = self._function_key(canonical(ref), path) if ref else None
+                if located is not None:
+                    table.setdefault(located, []).append(facts)
+        return table
 
     def returned_closure(self, qualified: str, from_path: str):
         """[what, pickle's name] when the project's module-level function ``qualified`` returns
