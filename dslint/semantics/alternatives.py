@@ -52,7 +52,7 @@ def _module_file(index, parts: List[str], from_path: Optional[str]):
     if not paths:
         return None
     path = index.pick(paths, from_path)
-    if path is not None and path not in index.summaries:
+    if path is not None and path not in index.summaries and getattr(index, "pull_wanted", True):
         index.wanted_paths.add(path)
     return path if path is not None and path in index.summaries else ""
 
@@ -178,6 +178,17 @@ def construction_reach(index) -> Dict[Key, str]:
     """Functions reached from the ``__init__`` of a dataset class (the first class to reach
     one names it), through ``self``/``super()`` methods along its MRO and plain calls to
     project functions, any definition a name may have."""
+    # Construction code is followed only through files already summarised: pulling every
+    # module a dataset's __init__ calls into (downloads, parsers, io helpers) would parse
+    # them for every run, for the opt-in DSL104 alone.
+    index.pull_wanted = False
+    try:
+        return _construction_reach(index)
+    finally:
+        index.pull_wanted = True
+
+
+def _construction_reach(index) -> Dict[Key, str]:
     built: Dict[Key, str] = {}
     for path, summary in index.summaries.items():
         for qual in summary["classes"]:
