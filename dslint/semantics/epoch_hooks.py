@@ -37,7 +37,7 @@ from dslint.semantics.epoch_facts import dataloader_calls
 from dslint.semantics.epochs import per_sample_state_set_by
 from dslint.semantics.names import ModuleNames
 from dslint.semantics.regions import self_attr, self_name
-from dslint.semantics.walk import TreeIndex, iter_subtree
+from dslint.semantics.walk import TreeIndex, iter_subtree, plain_returns
 
 _SAMPLING = ("shuffle", "sampler", "batch_sampler")
 #: the calls that wrap a loader into one that calls ``dataset.set_epoch`` (``accelerator.prepare(loader)``)
@@ -163,17 +163,17 @@ def _false(expr) -> bool:
 
 
 def _returned_class(tree, names, func: cst.FunctionDef) -> Optional[str]:
+    returns = plain_returns(func)
+    if returns is None:
+        return None
     found = set()
-    for node in iter_subtree(func.body, into_scopes=False):
-        if isinstance(node, (cst.Yield, cst.Await)):
+    for node in returns:
+        value = node.value
+        if isinstance(value, cst.Name):
+            value = single_assignment(tree, value)
+        if not isinstance(value, cst.Call) or not isinstance(value.func, (cst.Name, cst.Attribute)):
             return None
-        if isinstance(node, cst.Return):
-            value = node.value
-            if isinstance(value, cst.Name):
-                value = single_assignment(tree, value)
-            if not isinstance(value, cst.Call) or not isinstance(value.func, (cst.Name, cst.Attribute)):
-                return None
-            found.add(names.qualname(value.func))
+        found.add(names.qualname(value.func))
     made = found.pop() if len(found) == 1 else None
     return made if made and made.rpartition(".")[2][:1].isupper() else None
 

@@ -29,7 +29,7 @@ from dslint.semantics import lifetimes as lt
 from dslint.semantics.classes import called_method
 from dslint.semantics.held_classes import receiver_class
 from dslint.semantics.regions import self_name
-from dslint.semantics.walk import iter_subtree
+from dslint.semantics.walk import plain_returns
 
 # What a function returns: (the kind of the handle, its index in a returned tuple or None).
 Returned = Tuple[str, Optional[int]]
@@ -45,12 +45,11 @@ def returned_handle(ctx, func: cst.FunctionDef) -> Optional[Returned]:
 
 
 def _returned_handle(ctx, func: cst.FunctionDef) -> Optional[Returned]:
+    returns = plain_returns(func)
+    if returns is None:
+        return None
     found: List[Returned] = []
-    for node in iter_subtree(func.body, into_scopes=False):
-        if isinstance(node, (cst.Yield, cst.Await)):
-            return None
-        if not isinstance(node, cst.Return):
-            continue
+    for node in returns:
         answer = _handle_in(ctx, node.value) if node.value is not None else None
         if answer is None:
             return None

@@ -22,7 +22,7 @@ from dslint.semantics.bindings import single_assignment
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.classes import methods
 from dslint.semantics.regions import LOOP, self_attr, self_name
-from dslint.semantics.walk import iter_subtree
+from dslint.semantics.walk import iter_subtree, plain_returns
 
 
 def method_of(ctx, node: cst.CSTNode, family_ids: Optional[Set[int]]) -> Optional[cst.FunctionDef]:
@@ -456,12 +456,11 @@ def rng_kind(ctx, call: cst.Call) -> Optional[str]:
 
 def _returned_kind(ctx, func: cst.FunctionDef) -> Optional[str]:
     """The RNG kind every ``return`` of ``func`` hands back, directly or through a local."""
+    returns = plain_returns(func)
+    if returns is None:
+        return None
     kinds = set()
-    for node in iter_subtree(func.body, into_scopes=False):
-        if isinstance(node, (cst.Yield, cst.Await)):
-            return None
-        if not isinstance(node, cst.Return):
-            continue
+    for node in returns:
         value = node.value
         if isinstance(value, cst.Name):
             value = single_assignment(ctx.tree, value)

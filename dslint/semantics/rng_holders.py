@@ -35,7 +35,7 @@ import libcst as cst
 
 from dslint.semantics.held_classes import receiver_class
 from dslint.semantics.names import ModuleNames
-from dslint.semantics.walk import TreeIndex, iter_subtree
+from dslint.semantics.walk import TreeIndex, iter_subtree, plain_returns
 
 GENERATORS = frozenset({
     "numpy.random.default_rng", "numpy.random.RandomState", "numpy.random.Generator",
@@ -118,12 +118,11 @@ def _class_callee(names, func, local, call: cst.Call):
 
 def _function_facts(names: ModuleNames, func: cst.FunctionDef) -> Optional[dict]:
     local = _locals(func)
+    statements = plain_returns(func)
+    if statements is None:
+        return None
     each, returns, getattrs = [], [], []
-    for node in iter_subtree(func.body, into_scopes=False):
-        if isinstance(node, (cst.Yield, cst.Await)):
-            return None
-        if not isinstance(node, cst.Return):
-            continue
+    for node in statements:
         value = node.value
         value = _single(local, value) or value
         fresh, via, picks = False, [], []

@@ -311,3 +311,15 @@ def iter_subtree(node: cst.CSTNode, *, into_scopes: bool = True):
 
 
 _SCOPE_NODES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
+
+
+def plain_returns(func: cst.FunctionDef) -> Optional[List[cst.Return]]:
+    """The ``return`` statements of ``func``'s own body (not of nested scopes), in source order;
+    None when the function is a generator or a coroutine (a ``yield`` or ``await`` in it)."""
+    found: List[cst.Return] = []
+    for node in iter_subtree(func.body, into_scopes=False):
+        if isinstance(node, (cst.Yield, cst.Await)):
+            return None
+        if isinstance(node, cst.Return):
+            found.append(node)
+    return found
