@@ -454,7 +454,7 @@ def eval_feeds(ctx, index, loader, samplers) -> Optional[Tuple[str, str, cst.Cal
 
 
 INDEX_WRITES = frozenset({"index_copy_", "index_copy", "index_put_", "index_put", "index_add_", "scatter_", "scatter"})
-_INDEX_WORDS = ("index", "indices", "idx", "ids")
+INDEX_WORDS = ("index", "indices", "idx", "ids")
 
 
 def _keyed_by_index(ctx, loop, blocks) -> bool:
@@ -467,7 +467,7 @@ def _keyed_by_index(ctx, loop, blocks) -> bool:
     if (isinstance(header, cst.Call) and ctx.call_name(header) == "builtins.enumerate"
             and isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2):
         target = target.elements[1].value
-    if any(isinstance(n, cst.Name) and _index_word(n.value) for n in iter_subtree(target)):
+    if any(isinstance(n, cst.Name) and sample_index_name(n.value) for n in iter_subtree(target)):
         return True
     for block in blocks:
         for node in iter_subtree(block, into_scopes=False):
@@ -475,17 +475,17 @@ def _keyed_by_index(ctx, loop, blocks) -> bool:
                 return True
             if isinstance(node, (cst.CompFor, cst.For)) and node is not loop.loop:
                 parts = dotted_parts(node.iter) if isinstance(node.iter, (cst.Name, cst.Attribute)) else None
-                if parts and _index_word(parts[-1]):
+                if parts and sample_index_name(parts[-1]):
                     return True
     return False
 
 
-def _index_word(name: str) -> bool:
+def sample_index_name(name: str) -> bool:
     """A name for sample indices (``index``, ``idx``, ``original_indices``), not a counter (``batch_idx``)."""
     lower = name.lower()
     if lower.startswith(("batch", "step", "epoch", "iter", "it_")):
         return False
-    return lower in _INDEX_WORDS or lower.endswith(("_index", "_indices", "_idx", "_ids", "index", "indices"))
+    return lower in INDEX_WORDS or lower.endswith(("_index", "_indices", "_idx", "_ids", "index", "indices"))
 
 
 def _caller_scopes(ctx, index, func):

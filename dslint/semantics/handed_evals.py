@@ -31,7 +31,7 @@ import libcst as cst
 
 from dslint.semantics.calls import BoundCall
 from dslint.semantics.distributed import (DEDUP_METHODS, GATHER_CALLS, INDEX_WRITES, method_name, project_calls_any,
-                                          trains)
+                                          sample_index_name, trains)
 from dslint.semantics.loops import DISTRIBUTED_SAMPLER_SIGNATURE
 from dslint.semantics.values import possible_arg
 from dslint.semantics.walk import iter_subtree
@@ -39,7 +39,6 @@ from dslint.semantics.walk import iter_subtree
 #: qualified-name prefixes that are not project code
 LIBRARY_PREFIXES = ("builtins.", "torch.", "numpy.", "os.", "sys.", "math.", "random.", "logging.", "time.", "json.",
                     "collections.", "typing.", "functools.", "itertools.")
-INDEX_WORDS = ("index", "indices", "idx", "ids")
 
 
 def sample_id_key(expr: cst.CSTNode) -> bool:
@@ -51,14 +50,6 @@ def sample_id_key(expr: cst.CSTNode) -> bool:
         if text and (text.lower() in ("id", "uid") or text.lower().endswith("_id") or sample_index_name(text)):
             return True
     return False
-
-
-def sample_index_name(name: str) -> bool:
-    """A name for sample indices (``index``, ``idx``, ``sample_ids``), not a counter (``batch_idx``)."""
-    lower = name.lower()
-    if lower.startswith(("batch", "step", "epoch", "iter", "it_")):
-        return False
-    return lower in INDEX_WORDS or lower.endswith(("_index", "_indices", "_idx", "_ids", "index", "indices"))
 
 
 # ----------------------------------------------------------------------- summary side
