@@ -125,6 +125,7 @@ def cuda_sites(ctx) -> Iterator[Tuple[cst.Call, str, str, str]]:
     lambdas = collate_lambdas(ctx)
     cuda_imports = any(target.startswith("torch.cuda") for targets in ctx.names.imports.values() for target in targets)
     seen_statements = set()
+    asked = False
     for call in ctx.nodes(cst.Call):
         what = cuda_use(ctx, call) if may_touch_cuda(call, cuda_imports) else None
         runs_model = what is None and isinstance(call.func, cst.Attribute) and ctx.is_per_sample(call)
@@ -145,6 +146,8 @@ def cuda_sites(ctx) -> Iterator[Tuple[cst.Call, str, str, str]]:
         kind, where = context
         if kind == "init" and not what.startswith(("`.cuda()", "`.to(", "`device=")):
             continue  # pinning or a CUDA query in the main process: workers may never touch CUDA
-        if workers_not_forked(ctx.view.project_start_methods()):
-            return  # the project starts its processes with spawn/forkserver: its workers are not forks
+        if not asked:  # the project's answer, asked once at the first site
+            asked = True
+            if workers_not_forked(ctx.view.project_start_methods()):
+                return  # the project starts its processes with spawn/forkserver: its workers are not forks
         yield call, what, kind, where
