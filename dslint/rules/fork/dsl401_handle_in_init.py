@@ -5,6 +5,7 @@ from __future__ import annotations
 from dslint.rules.base import ERROR, WARNING, Rule, Symptom
 from dslint.rules.fork._common import handle_message, handles_in_init
 
+
 class HandleInInit(Rule):
     """
     ## What it does
@@ -16,13 +17,13 @@ class HandleInInit(Rule):
     the yielding loop of `__iter__`, and what they call) uses it. Methods `__init__`
     calls on `self` (at any depth, none called per sample) run before the fork too.
 
-    It stays silent for the lazy pattern (`self.db = None` in `__init__`, opened on
-    first use in each worker), for handles that the project re-creates per worker
-    (reassigned in another method or in a `worker_init_fn`, or a dataset that checks
-    `get_worker_info()` or `os.getpid()`), for read-only `np.load(mmap_mode=...)`
-    maps (a shared read-only mapping is safe), for handles that `__iter__` consumes
-    by iteration (DSL302 reports those), and when every DataLoader over the class
-    has `num_workers=0`.
+    ## When it does not fire
+    - The lazy pattern: `self.db = None` in `__init__`, opened on first use in each worker.
+    - Handles the project re-creates per worker (reassigned in another method or
+      a `worker_init_fn`, or a dataset that checks `get_worker_info()`/`os.getpid()`).
+    - Read-only `np.load(mmap_mode=...)` maps: a shared read-only mapping is safe.
+    - Handles that `__iter__` consumes by iteration (DSL302 reports those), and
+      classes whose every DataLoader has `num_workers=0`.
 
     ## Why is this bad?
     DataLoader workers are forked from the process that built the dataset, so they

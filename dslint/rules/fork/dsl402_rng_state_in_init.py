@@ -5,31 +5,34 @@ from __future__ import annotations
 from dslint.rules.base import ERROR, Rule, Symptom
 from dslint.rules.fork._common import mixin_rngs, rng_message, rngs_in_init
 
+
 class RngStateInInit(Rule):
     """
     ## What it does
     Flags a random generator object (`np.random.default_rng`, `np.random.RandomState`, `np.random.Generator`,
-    `random.Random`, `torch.Generator`) that a dataset's `__init__` creates and keeps on `self`, when per-sample
-    code draws from it and nothing reseeds it per worker: no `get_worker_info()` or `os.getpid()` in the dataset, no
-    other method or `worker_init_fn` in the project that reassigns or reseeds it.
+    `random.Random`, `torch.Generator`) that a dataset's `__init__` creates and keeps on `self`, when per-sample code
+    draws from it and nothing in the project reseeds or replaces it per worker.
 
     The generator may be created directly, picked by a conditional (`rng if rng is not None else
-    np.random.default_rng()`, `rng or random.Random()`), or returned by a factory of this file that `__init__` calls
-    (a module-level function or a method of the class whose every `return` hands back a new generator object), or held
-    in what a project function (any file, or a method of a held object of known class) returns: every `return` hands
-    back a generator it creates or a class construction (capitalised, or picked by `getattr(module, name)`) given one
-    (argument, local, `**d` entry), through returns and wrappers (`Compose([self.make(c) for c in cfg])`); the object
-    is taken to draw from it (torch's loaders and samplers draw in the main process: not followed). A generator handed
-    to a plain function (it may use it up and return data), or a factory that may return anything else, is not
-    followed. Methods `__init__` calls on `self` (at any depth, none called per sample or on another object) count as
-    `__init__`; so do aliases (`self.gen = self.rng`). A base class that is not a dataset (a mixin, in any file) is
-    reported at its creation when a dataset of the project runs its `__init__` (inherited, `super().__init__()`,
-    `Base.__init__(self)`) and draws from the attribute per sample, no class of its MRO reassigning it (`self.rng =
-    parent.rng` only shares a generator); or when a dataset's `__init__` keeps an instance of such a class (`self.t =
-    Jitter()`) that per-sample code calls (`self.t(x)`) and nothing replaces.
+    np.random.default_rng()`, `rng or random.Random()`), or returned by a factory of this file that `__init__` calls (a
+    function or method whose every `return` hands back a new generator), or held in what a project function (any file,
+    or a method of a held object of known class) returns: every `return` hands back a generator it creates or a class
+    construction (capitalised, or picked by `getattr(module, name)`) given one (argument, local, `**d` entry), through
+    returns and wrappers (`Compose([self.make(c) for c in cfg])`); the object is taken to draw from it. Methods
+    `__init__` calls on `self` (at any depth, none called per sample or on another object) count as `__init__`; so do
+    aliases (`self.gen = self.rng`). A base class that is not a dataset (a mixin, in any file) is reported at its
+    creation when a dataset of the project runs its `__init__` (inherited, `super().__init__()`, `Base.__init__(self)`)
+    and draws from the attribute per sample, no class of its MRO reassigning it (`self.rng = parent.rng` only shares a
+    generator); or when a dataset's `__init__` keeps an instance of such a class (`self.t = Jitter()`) that per-sample
+    code calls (`self.t(x)`) and nothing replaces.
 
-    Global RNG use (`np.random.rand()`, `random.random()`, `torch.rand()` in `__getitem__`) is *not* flagged: since
-    torch 1.9 every worker reseeds the global `random`, `numpy` and `torch` generators from its own per-epoch seed.
+    ## When it does not fire
+    - Global RNG use (`np.random.rand()`, `random.random()`, `torch.rand()` per sample): since torch 1.9 every worker
+      reseeds the global `random`, `numpy` and `torch` generators from its own per-epoch seed.
+    - A generator reseeded per worker, per epoch or per index: `get_worker_info()`/`os.getpid()` in the dataset, a
+      `worker_init_fn` or another method (`set_epoch`) that reassigns it, `self.rng.seed(self.seed + i)`.
+    - A generator handed to a plain function (it may use it up and return data), a factory that may return anything
+      else, and generators given to torch's samplers and loaders (they draw in the main process).
 
     ## Why is this bad?
     torch reseeds only the global generators in each worker. A generator *object* created in `__init__` is copied into
@@ -62,8 +65,7 @@ class RngStateInInit(Rule):
     or create the generator in each worker from `get_worker_info().seed`.
 
     ## References
-    - PyTorch docs, "Randomness in multi-process data loading"
-    - pytorch/pytorch#5059, PR#56488
+    - PyTorch docs, "Randomness in multi-process data loading"; pytorch/pytorch#5059, PR#56488
     """
 
     code = "DSL402"
@@ -104,8 +106,7 @@ class RngStateInInit(Rule):
             def __getitem__(self, i): return self.rng.rand() if self.rng else i
         class Epochs(Dataset):
             def __init__(self): self.rng = np.random.default_rng(0)
-            def set_epoch(self, epoch):
-                self.rng = np.random.default_rng(epoch)
+            def set_epoch(self, epoch): self.rng = np.random.default_rng(epoch)
             def __getitem__(self, i): return self.rng.random()
         class Seeded(Dataset):
             def __init__(self, seed):
@@ -164,8 +165,7 @@ class RngStateInInit(Rule):
                 import random
                 from torch.utils.data import Dataset, get_worker_info
                 class Jitter:  # a transform the dataset holds
-                    def __init__(self, seed=0):
-                        self.gen = random.Random(seed)
+                    def __init__(self, seed=0): self.gen = random.Random(seed)
                     def __call__(self, x): return x + self.gen.random()
                 class Items(Dataset):
                     def __init__(self): self.jitter = Jitter()

@@ -27,10 +27,6 @@ class WorkerSeedFromWorkerId(Rule):
     so fixed in the parent), e.g. `np.random.seed(rank + seed)`: every worker
     then draws the same numbers.
 
-    A seed that also depends on anything else (another parameter, an epoch, an
-    unknown value) is not flagged, nor is a function used only with
-    `persistent_workers=True` (its streams then continue across epochs).
-
     If the project pins or caps torch below 1.9 (`requirements*.txt`, `setup.py`/`.cfg`,
     `pyproject.toml`, conda `environment*.yml`; none asks >=1.9), also a DataLoader (or a
     project subclass leaving it to callers) with no `worker_init_fn` on any path, workers not 0
@@ -38,7 +34,13 @@ class WorkerSeedFromWorkerId(Rule):
     (`np.random.rand`..., not a `Generator`) per sample: in its class, a project function it
     reaches, or a project function named like a callable it was handed (`self.augment(x)`).
     A dataset chosen at run time counts for a loader that may shuffle or samples, when some
-    project dataset class draws. Silent: test code and splits, evaluation-only loaders.
+    project dataset class draws.
+
+    ## When it does not fire
+    - A seed that also depends on anything else: another parameter, an epoch, an unknown value.
+    - A `worker_init_fn` used only with `persistent_workers=True` (streams continue across epochs).
+    - The missing-`worker_init_fn` form: on torch >= 1.9 (or no pin), in test code and test
+      splits, and on evaluation-only loaders.
 
     ## Why is this bad?
     torch already gives each worker its own seed, `base_seed + worker_id`, where

@@ -38,17 +38,20 @@ class SamplerWithShuffle(Rule):
     When the sampler can be `None` on some path (a conditional expression, a
     branch that assigns `None`, a parameter or an attribute that nothing
     shows), torch raises only when the sampler is set; without it the loader
-    shuffles, and the message says so. A sampler that is literally `None`
-    is not flagged.
+    shuffles, and the message says so.
 
     Options handed through `**kwargs` count when the code itself shows that
     a `sampler` can be among them: `shuffle=True` passed next to `**d`
     (to a `DataLoader`, or to a function of the file that hands `shuffle`
     and its own `**kwargs` to one without removing `sampler` on that path)
     where the code pops, reads or tests the `"sampler"` key of `d`, of a copy
-    of it, or of that function's `**kwargs` elsewhere. A `**d` that nothing
-    shows carrying a sampler stays silent: unknown is not wrong. There is no
-    fix for this form.
+    of it, or of that function's `**kwargs` elsewhere. There is no fix for
+    this form.
+
+    ## When it does not fire
+    - A sampler that is literally `None`, or a `shuffle` that is false on every path.
+    - An iterable dataset (DSL504 reports `shuffle`/`sampler` there).
+    - A `**d` that nothing shows carrying a sampler: unknown is not wrong.
 
     ## Fix safety
     When the sampler is set on every path (each value the code can give it is

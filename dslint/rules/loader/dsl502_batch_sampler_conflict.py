@@ -26,9 +26,7 @@ class BatchSamplerConflict(Rule):
     option whose default is 64 counts as 64, a parameter's default or a value
     this file's calls pass counts, and a `bool` parameter forwarded unchanged
     (`drop_last=drop_last` with `drop_last: bool = False`) counts as possibly
-    `True`, since the caller chooses. An option whose values nothing in the
-    file shows stays silent, and so does one the code branches on before the
-    call or inside it (`batch_size if batches is None else 1`).
+    `True`, since the caller chooses.
 
     Options handed through `**kwargs` count when the code itself shows that
     a `batch_sampler` can be among them: `batch_size` (other than 1),
@@ -37,8 +35,7 @@ class BatchSamplerConflict(Rule):
     `**kwargs` to one without removing `batch_sampler` on that path) where
     the code pops, reads or tests the `"batch_sampler"` key of `d`, of a copy
     of it, or of that function's `**kwargs` elsewhere, and not before the call
-    in its own function (a guard). A `**d` that nothing shows carrying a batch
-    sampler stays silent.
+    in its own function (a guard).
 
     A loader built only from `**params` counts too when `params` takes the entries of a
     mapping the code cannot list (`params = merge(spec, params)`, `params.update(spec)`,
@@ -46,8 +43,14 @@ class BatchSamplerConflict(Rule):
     its `dataset`, `sampler` or `batch_sampler` entry: it carries the loader's own objects,
     so it can carry a batch sampler), and every path then sets in `params` a `batch_size`
     that can be other than 1, or a `shuffle`/`drop_last` that can be true (a value seen, or
-    a test the code computes such as `name == "train"`). Unknown values stay silent, and so
-    does a `params` whose `batch_sampler` entry the code looks for before the call.
+    a test the code computes such as `name == "train"`).
+
+    ## When it does not fire
+    - An option whose values nothing in the project shows, or one the code branches on
+      before the call or inside it (`batch_size if batches is None else 1`).
+    - A batch sampler that can be `None` or unknown, with options that are not literals.
+    - A `**d` that nothing shows carrying a batch sampler; a `params` whose
+      `batch_sampler` entry the code looks for before the call.
 
     ## Why is this bad?
     A batch sampler already decides the batches, their size, order and whether

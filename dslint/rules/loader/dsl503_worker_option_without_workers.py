@@ -23,33 +23,33 @@ class WorkerOptionWithoutWorkers(Rule):
 
     "Can be 0" follows the value where the code passes it (argparse, a
     parameter's default and this file's calls, a config class default, a
-    `**kwargs` dict the file builds, the branches that assign it): an
-    argparse option whose default is 0 counts as 0, and so does a value the
-    code itself tests against 0 in another function (`if num_workers > 0:`
-    in `__init__`: the author expects 0). The option must then be set on
-    every path seen (`persistent_workers=True` hard-coded, not
-    `persistent_workers=workers > 0` or a value that can be `None`).
+    `**kwargs` dict the file builds, the branches that assign it): an argparse
+    option whose default is 0 counts as 0, and so does a value the code itself
+    tests against 0 in another function (`if num_workers > 0:` in `__init__`:
+    the author expects 0). The option must then be set on every path seen
+    (`persistent_workers=True` hard-coded).
 
-    A worker count the *user* sets also counts as one that can be 0 (users
-    set 0 to debug, or on machines without shared memory), unless the project
-    constrains it: a setting read from a configuration (`cfg.workers`,
-    `self.hparams["num_workers"]`, `args.workers` with `args` from
-    `parse_args()`, `self.args.workers` stored from a parameter), or a
-    parameter of a public function or class that no call in the file fills
-    in (`def make_loader(ds, workers):`), followed through names, `self.x`
-    stored in `__init__` and `**kwargs` dicts. The message then says where
-    the value comes from. It stays silent when the count is computed
-    (`max(1, n)`, `os.cpu_count()`), when argparse `choices` list every
-    value, when this file's calls pass it, when it is a name the file does
-    not bind (an unknown global), and when the loader's own function branches
-    on the worker count before building it (`if workers > 0:`). A builder whose
-    count is a parameter without a default and whose own default turns
-    `persistent_workers` on (`def build(ds, workers, persistent_workers=True)`,
-    directly or via `kwargs[...] = ...` and `**kwargs`) counts.
+    A worker count the *user* sets also counts as one that can be 0 (users set 0 to
+    debug, or on machines without shared memory): a setting read from a
+    configuration (`cfg.workers`, `self.hparams["num_workers"]`, `args.workers` with
+    `args` from `parse_args()`, `self.args.workers` stored from a parameter), or a
+    parameter of a public function or class that no call in the file fills in (`def
+    make_loader(ds, workers):`), followed through names, `self.x` stored in
+    `__init__` and `**kwargs` dicts. The message then says where the value comes
+    from. A builder whose count is a parameter without a default and whose own
+    default turns `persistent_workers` on (`def build(ds, workers,
+    persistent_workers=True)`, directly or via `kwargs[...] = ...` and `**kwargs`)
+    counts.
 
     Third-party DataLoader subclasses that hand torch's arguments through
     (PyG's `DataLoader`, `DataListLoader`, `DenseDataLoader`) are checked the
     same way.
+
+    ## When it does not fire
+    - A computed count (`max(1, n)`, `os.cpu_count()`), argparse `choices` that list every
+      value, values this file's calls pass, a name the file does not bind.
+    - A function that branches on the worker count before building the loader (`if workers
+      > 0:`), an option set only with workers (`persistent_workers=workers > 0`, or `None`).
 
     ## Why is this bad?
     These options only mean something for worker processes, and torch rejects
@@ -79,11 +79,11 @@ class WorkerOptionWithoutWorkers(Rule):
     ```
 
     ## Fix safety
-    When `num_workers` is certainly 0, the fix removes the worker-only options,
-    which makes the loader run, in the main process. It is unsafe: the author
-    may have meant to add workers instead (`num_workers=4`), which the fix
-    cannot know. When 0 is only one of the possible values there is no fix:
-    removing the option would change the runs that have workers.
+    When `num_workers` is certainly 0, the unsafe fix removes the worker-only
+    options (the loader then runs in the main process): the author may have
+    meant to add workers (`num_workers=4`) instead. When 0 is only one of the
+    possible values there is no fix: removing the option would change the runs
+    that have workers.
     """
 
     code = "DSL503"

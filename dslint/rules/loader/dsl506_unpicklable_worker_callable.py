@@ -29,12 +29,15 @@ class UnpicklableWorkerCallable(Rule):
     subclass is flagged unless it pins `num_workers` to 0 (or builds the
     forwarded dict itself without `num_workers`).
 
-    Not flagged: module-level functions and classes, `functools.partial` of a
-    module-level function, bound methods, a factory that may return anything
-    else (a module-level function; for a factory of another file also `None`
-    by falling off its end, or any decorator, which may change the result), `num_workers` absent or `0`, a plain
-    `DataLoader(...)` call whose workers come only from an unknown `**kwargs`,
-    and an explicit `multiprocessing_context="fork"`.
+    ## When it does not fire
+    - Module-level functions and classes, `functools.partial` of a module-level
+      function, bound methods.
+    - A factory that may return anything else (a module-level function; for a
+      factory of another file also `None` by falling off its end, or any
+      decorator, which may change the result).
+    - `num_workers` absent or `0`, a plain `DataLoader(...)` call whose workers
+      come only from an unknown `**kwargs`, an explicit
+      `multiprocessing_context="fork"`.
 
     ## Why is this bad?
     With the `spawn` or `forkserver` start method, each worker receives the

@@ -39,9 +39,12 @@ class InvalidLoaderLiteral(Rule):
     | `ConcatDataset([])` | `AssertionError: datasets should not be an empty iterable` |
 
     The conflicts between options have their own rules (DSL501-DSL504).
-    Calls the code expects to fail are not reported (here and in DSL501-DSL504):
-    inside `with pytest.raises(...)`/`self.assertRaises(...)`, or in a `try`
-    with an `except` for `ValueError`, `TypeError` or `AssertionError`.
+
+    ## When it does not fire
+    - Values that are not literals: this rule checks what is written.
+    - Calls the code expects to fail (here and in DSL501-DSL504): inside
+      `with pytest.raises(...)`/`self.assertRaises(...)`, or in a `try` with
+      an `except` for `ValueError`, `TypeError` or `AssertionError`.
 
     ## Fix safety
     Where the intent is unambiguous the fix is safe: `drop_last=1`/`0` and

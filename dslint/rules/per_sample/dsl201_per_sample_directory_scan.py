@@ -58,13 +58,14 @@ class PerSampleDirectoryScan(Rule):
     file name. `Path.rglob` walks its whole tree whatever the
     pattern.
 
-    A scan of a per-sample folder (`os.listdir(self.dirs[idx])`,
-    `glob.glob(os.path.join(self.root, self.ids[idx], "*.png"))`), or of a
-    pattern whose directory part is only known per sample (`glob.glob(p + "*")`
-    for a per-sample `p`), is the dataset's work or unknown and is not reported, nor is a scan in a lazy once-per-worker
-    block (`if self.files is None: self.files = os.listdir(...)`, or after an
-    early `if self.loaded: return` in a function that sets `self.loaded`) or in
-    an `lru_cache`d helper.
+    ## When it does not fire
+    - A scan of a per-sample folder (`os.listdir(self.dirs[idx])`,
+      `glob.glob(os.path.join(self.root, self.ids[idx], "*.png"))`), or of a
+      pattern whose directory is only known per sample (`glob.glob(p + "*")`).
+    - A scan in `__init__`, before the loop of `__iter__` (once per epoch), in a
+      lazy once-per-worker block (`if self.files is None: ...`, or after an early
+      `if self.loaded: return`) or in an `lru_cache`d helper.
+    - Classes that are not datasets, and glob modules other than `glob`/pathlib.
 
     ## Why is this bad?
     Every item pays for listing the whole directory again. Measured on

@@ -24,13 +24,13 @@ class PerSampleIndexReload(Rule):
     of a helper called once in the file). The pair exists because many samples
     share the file, so each of them loads all the records.
 
-    Other reads whose path depends on the sample (`torch.load(self.files[idx])`,
-    a record position that is drawn at random or constant), a
-    handle opened once and read incrementally, memory maps
-    (`np.load(p, mmap_mode="r")`, `torch.load(p, mmap=True)`), lazy
-    once-per-worker loads (`if self.df is None: self.df = pd.read_csv(...)`, or
-    after an early `if self.loaded: return` in a function that sets
-    `self.loaded`) and `lru_cache`d helpers are not reported.
+    ## When it does not fire
+    - Other reads whose path depends on the sample (`torch.load(self.files[idx])`,
+      a record position drawn at random or constant).
+    - A handle opened once and read incrementally; memory maps
+      (`np.load(p, mmap_mode="r")`, `torch.load(p, mmap=True)`).
+    - Loads in `__init__`, lazy once-per-worker loads (`if self.df is None:`, or
+      after an early `if self.loaded: return`) and `lru_cache`d helpers.
 
     ## Why is this bad?
     The whole file is read and parsed again for every item, although the result
