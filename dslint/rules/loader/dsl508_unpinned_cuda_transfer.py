@@ -25,14 +25,15 @@ class UnpinnedCudaTransfer(Rule):
     The batch is followed through the loop body in order: names bound to it,
     its items and slices, methods called on it, unpacking and loops over it.
 
-    Not flagged: `pin_memory` that is not a literal (such as
-    `torch.cuda.is_available()`), `.to(device)` where the device is not known
-    to be CUDA and `non_blocking` is not set, loops that pin the batch
-    themselves (`.pin_memory()`), and tensors the main process makes from the
-    batch (`preprocess(x)`, `torch.stack(x)`, `x / 255`), which
-    `pin_memory=True` would not pin either.
-
     This is an opt-in rule: it runs only with `--preview` (or `preview = true`).
+
+    ## When it does not fire
+    - `pin_memory` that is not a literal (such as `torch.cuda.is_available()`).
+    - `.to(device)` where the device is not known to be CUDA and `non_blocking`
+      is not set.
+    - Loops that pin the batch themselves (`.pin_memory()`), and tensors the
+      main process makes from the batch (`preprocess(x)`, `torch.stack(x)`,
+      `x / 255`), which `pin_memory=True` would not pin either.
 
     ## Why is this bad?
     Without `pin_memory=True` the batch lives in pageable host memory. The
