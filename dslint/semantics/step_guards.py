@@ -8,8 +8,8 @@ test has the same outcome on every iteration, and the guarded code runs on every
 whenever it runs at all.
 
 * ``invariant_step_loop``: the loop that runs ``node`` on every iteration, allowing such
-  invariant ``if`` guards between them (in the loop's own function; ``step_loop`` answers
-  first, so a helper called from the loop still counts as before);
+  invariant ``if`` guards between them in the loop's own function (``node`` may be in a helper
+  without guards of its own, whose call the loop makes behind them); ``step_loop`` answers first;
 * ``invariant_test``: the test of an ``if`` reads only names and attribute chains the loop
   leaves alone, combined with ``not``/``and``/``or`` and compared (``is``, ``==``...) with
   literals or with each other: no call, subscript or arithmetic, whose value could change;
@@ -30,7 +30,7 @@ from typing import Optional, Tuple
 import libcst as cst
 
 from dslint.semantics.loops import LOOP_TYPES
-from dslint.semantics.module_calls import positional_args
+from dslint.semantics.module_calls import MAX_CALLERS, positional_args
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.scopes import COMPREHENSIONS, is_none
 from dslint.semantics.walk import iter_subtree
@@ -39,20 +39,33 @@ _SCOPE_TYPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
 _COMPARISONS = (cst.Is, cst.IsNot, cst.Equal, cst.NotEqual, cst.In, cst.NotIn)
 
 
-def invariant_step_loop(ctx, index, node: cst.CSTNode) -> Optional[Tuple[cst.CSTNode, Tuple[cst.Call, ...]]]:
+def invariant_step_loop(ctx, index, node: cst.CSTNode, hops: int = 2) -> Optional[Tuple[cst.CSTNode, Tuple[cst.Call, ...]]]:
     """(loop, call stack) for the loop that runs ``node`` on every iteration where the guards between
-    them (``if`` statements of the loop's function) cannot change from one iteration to the next."""
+    them (``if`` statements of the loop's function) cannot change from one iteration to the next;
+    ``node`` may be in a helper (up to ``hops`` calls deep, without guards of its own) whose call
+    the loop makes behind such guards."""
     found = index.step_loop(node)
     if found is not None:
         return found
+    return _guarded_loop(ctx, index, node, hops, frozenset())
+
+
+def _guarded_loop(ctx, index, node, hops: int, seen):
     guards = []
     previous = node
     for ancestor in ctx.ancestors(node):
         if isinstance(ancestor, LOOP_TYPES):
-            if previous is not ancestor.body or not guards:
+            if previous is not ancestor.body:
                 return None
             if all(invariant_test(ctx, index, guard.test, ancestor) for guard in guards):
                 return ancestor, ()
+            return None
+        if isinstance(ancestor, cst.FunctionDef) and not guards and hops > 0:
+            for call in index.callers(ancestor)[:MAX_CALLERS]:
+                if id(call) not in seen:
+                    found = _guarded_loop(ctx, index, call, hops - 1, seen | {id(call)})
+                    if found is not None:
+                        return found[0], (call, *found[1])
             return None
         if isinstance(ancestor, _SCOPE_TYPES) or isinstance(ancestor, COMPREHENSIONS):
             return None

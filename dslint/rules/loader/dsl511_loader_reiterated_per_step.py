@@ -17,11 +17,10 @@ from dslint.semantics.step_guards import invariant_step_loop, length_walk, paire
 class LoaderReiteratedPerStep(Rule):
     """
     ## What it does
-    Flags `next(iter(loader))` that runs on every iteration of a loop (not
-    under an `except` in that loop, nor under an `if` whose outcome can change
-    from one step to the next: a guard that tests only names or attributes the
-    loop never binds, such as `if aux_loader is not None:`, picks the same
-    branch on every step), where `loader` is a known
+    Flags `next(iter(loader))` that runs on every iteration of a loop (not under an `except`, nor
+    an `if` whose outcome can change from step to step: a guard testing only names or attributes
+    the loop never binds, like `if aux_loader is not None:`, takes the same branch every step; a
+    helper called behind it counts), where `loader` is a known
     `DataLoader` created outside the loop. It reports when the loader has
     workers (`num_workers > 0` for certain: a literal, a constant, or the entry
     of a `**kwargs` dict the file builds; a possible value, such as an argparse
@@ -32,12 +31,9 @@ class LoaderReiteratedPerStep(Rule):
     loader's length (`for _ in range(len(loader))`, `range(n)` with `n`
     assigned from `len(loader) * ratio`, `while i < len(loader.dataset)`).
     The code means to walk the loader once, and a new iterator per step
-    never does. So does a loop over the batches of another known loader
-    (`for x in loader_a: y = next(iter(loader_b))`, the loaders reached through
-    the callers' arguments too): one batch of `loader_b` per batch of
-    `loader_a` pairs the two, and a new iterator each step never walks
-    `loader_b`; this needs every value `loader_b` can take to be a `DataLoader`
-    of the file (or `None`).
+    never does. So does a loop over the batches of another known loader (`for x in loader_a:
+    y = next(iter(loader_b))`, through the callers' arguments too): it pairs the two, and a new
+    iterator each step never walks `loader_b` (every value it takes must be a file's loader or None).
 
     The shapes that take the first item of a new iterator are
     `next(iter(loader))`, `iter(loader).next()` (the old iterator API),
@@ -214,12 +210,14 @@ class LoaderReiteratedPerStep(Rule):
         class Trainer:
             def run_epoch(self, loader, aux_loader=None):
                 for x in loader:
-                    aux = None
                     if aux_loader is not None:  # the same outcome on every step
-                        aux = next(iter(aux_loader))  # expect: DSL511
-                    self.step(x, aux)
-
+                        self.step(x, next(iter(aux_loader)))  # expect: DSL511
+                    if self.fixed is not None:  # a helper called behind such a guard
+                        self.step(x, self.extra())
+            def extra(self):
+                return next(iter(self.fixed))  # expect: DSL511
             def fit(self, data, aux, epochs):
+                self.fixed = DataLoader(aux, batch_size=32)
                 loader = DataLoader(data, batch_size=32, shuffle=True)
                 aux_loader = DataLoader(aux, batch_size=32, shuffle=True) if aux is not None else None
                 for epoch in range(epochs):
