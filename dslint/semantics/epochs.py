@@ -40,7 +40,7 @@ import libcst as cst
 
 from dslint.semantics.calls import UNKNOWN, BoundCall
 from dslint.semantics.instance_params import instance_method_target, training_loops_over
-from dslint.semantics.loader_results import entry_samplers, method_result_iterated
+from dslint.semantics.loader_results import entry_samplers, kept_for_epochs, method_result_iterated
 from dslint.semantics.classes import find_method, reached_methods
 from dslint.semantics.loops import DISTRIBUTED_SAMPLER, DISTRIBUTED_SAMPLER_SIGNATURE, LoaderLoop, is_none, is_test_code, positional_args
 from dslint.semantics.names import dotted_parts
@@ -154,6 +154,8 @@ def samplers_behind_project_calls(ctx, index, reported: Set[int]) -> Iterator[Tu
             found.setdefault(id(sampler), (loader, sampler, []))
     for loader, sampler in pending + entries:
         if id(sampler) not in found and not index.loops_of(loader) and method_result_iterated(ctx, index, loader):
+            found.setdefault(id(sampler), (loader, sampler, []))
+        elif id(sampler) not in found and kept_for_epochs(ctx, index, loader):
             found.setdefault(id(sampler), (loader, sampler, []))
     if not found or ctx.view.project_sets_epoch():
         return

@@ -86,3 +86,30 @@ def entry_samplers(ctx, index, reported: Set[int]) -> Iterator[Tuple[object, cst
                     found.append(call)
         if len(found) == 1:
             yield loader, found[0]
+
+
+def kept_for_epochs(ctx, index, loader) -> bool:
+    """The loader is handed to the constructor of a project class (``Trainer(model, loader)``) that
+    keeps that parameter on ``self`` and re-iterates it epoch after epoch in its methods
+    (``epoch_attrs``, through ``view.epoch_stored_params``)."""
+    for call in ctx.nodes(cst.Call):
+        if not isinstance(call.func, (cst.Name, cst.Attribute)) or not _is_argument(index, call, loader):
+            continue
+        name = ctx.call_name(call)
+        if not name or name.startswith(("builtins.", "torch.")):
+            continue
+        stored = ctx.view.epoch_stored_params(name)
+        positions = {p for p, _ in stored if p >= 0}
+        names = {n for _, n in stored}
+        for i, arg in enumerate(call.args):
+            if arg.star or not _is_loader(index, arg.value, loader):
+                continue
+            if arg.keyword is not None and arg.keyword.value in names:
+                return True
+            if arg.keyword is None and i in positions and not any(a.star for a in call.args[:i]):
+                return True
+    return False
+
+
+def _is_argument(index, call: cst.Call, loader) -> bool:
+    return any(not a.star and _is_loader(index, a.value, loader) for a in call.args)
