@@ -74,3 +74,43 @@ def test_silent_where_the_project_names_set_epoch_or_the_class_does_not_iterate_
     assert _rows(tmp_path / "b", {"main.py": _MAIN, "trainer.py": once}) == []
     copied = _TRAINER.replace("self.train_loader = train_loader", "self.train_loader = list(train_loader)")
     assert _rows(tmp_path / "c", {"main.py": _MAIN, "trainer.py": copied}) == []
+
+
+_ENGINE = """
+import torch
+
+def fit(model, loader, epochs):
+    for epoch in range(epochs):
+        for step, batch in enumerate(loader):
+            model(batch).backward()
+
+@torch.no_grad()
+def evaluate(model, loader, rounds):
+    for _ in range(rounds):
+        for batch in loader:
+            model(batch)
+
+def summary(model, loader):
+    for batch in loader:
+        model(batch)
+"""
+
+_RUN = """
+from torch.utils.data import DataLoader, DistributedSampler
+from engine import fit, evaluate, summary
+
+def main(ds, val, model):
+    loader = DataLoader(ds, batch_size=8, sampler=DistributedSampler(ds))
+    fit(model, loader, 10)
+    checked = DataLoader(val, sampler=DistributedSampler(val))
+    evaluate(model, checked, 3)
+    once = DataLoader(val, sampler=DistributedSampler(val))
+    summary(model, once)
+"""
+
+
+def test_a_function_of_another_file_iterates_its_parameter_inside_its_own_epoch_loop(tmp_path):
+    # evaluate runs under no_grad, summary iterates once: only the loader handed to fit
+    assert _rows(tmp_path / "a", {"run.py": _RUN, "engine.py": _ENGINE}) == [("run.py", 5)]
+    rebound = _ENGINE.replace("    for epoch in range(epochs):\n", "    loader = list(loader)\n    for epoch in range(epochs):\n")
+    assert _rows(tmp_path / "b", {"run.py": _RUN, "engine.py": rebound}) == []

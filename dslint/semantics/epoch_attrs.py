@@ -7,7 +7,9 @@ the class calls inside a loop (``for epoch in ...: self.train_epoch()``). The fi
 the loader only sees ``Trainer(model, loader)``. ``epoch_stored_params`` records, per class of
 the file, the ``[position, name]`` of each ``__init__`` parameter (``self`` not counted) that
 ``__init__`` stores on ``self`` unchanged and that such a loop re-iterates; the project index
-answers for a class by its qualified name (``view.epoch_stored_params``).
+answers for a class by its qualified name (``view.epoch_stored_params``). ``epoch_iterated_params``
+records the same of module-level functions that iterate a parameter inside an outer loop of their
+own body (``fit(model, loader, epochs)``; ``view.epoch_iterated_params``).
 
 Loops under ``torch.no_grad()``/``torch.inference_mode()`` are evaluation and do not count;
 anything else (a parameter transformed before it is stored, a loop over a copy) is not recorded.
@@ -43,6 +45,37 @@ def epoch_stored_params(tree: TreeIndex, names: ModuleNames, qualname_of) -> Dic
         if found:
             out[qualname_of(cls)] = [list(p) for p in found]
     return out
+
+
+def epoch_iterated_params(tree: TreeIndex, names: ModuleNames, qualname_of) -> Dict[str, List[list]]:
+    """{function: [[position, name]]} for module-level functions that iterate a parameter in a
+    ``for`` nested in another loop of their body (``def fit(model, loader, epochs): for epoch in
+    range(epochs): for batch in loader``), the parameter never rebound there: whatever a caller
+    hands them is re-iterated epoch after epoch."""
+    out: Dict[str, List[list]] = {}
+    for func in tree.scope_nodes(None, cst.FunctionDef):
+        params = [p.name.value for p in (*func.params.posonly_params, *func.params.params)]
+        if not params or _decorated_no_grad(names, func):
+            continue
+        rebound = {t.target.value for a in tree.scope_nodes(func, cst.Assign) for t in a.targets
+                   if isinstance(t.target, cst.Name)}
+        found = set()
+        for loop in tree.scope_nodes(func, cst.For):
+            for name in _iterated_names(loop):
+                if name in params and name not in rebound and not _under_no_grad(tree, names, loop) \
+                        and _outer_loop(tree, names, loop) is not None:
+                    found.add((params.index(name), name))
+        if found:
+            out[qualname_of(func)] = [list(p) for p in sorted(found)]
+    return out
+
+
+def _iterated_names(loop: cst.For) -> List[str]:
+    """``for ... in p`` (or ``p`` as a positional argument of the iterable's call, two deep): ``p``."""
+    exprs = [loop.iter]
+    for _ in range(2):
+        exprs += [a.value for e in exprs if isinstance(e, cst.Call) for a in e.args if not a.star and a.keyword is None]
+    return list(dict.fromkeys(e.value for e in exprs if isinstance(e, cst.Name)))
 
 
 def _stored_params(tree: TreeIndex, init: cst.FunctionDef) -> Dict[str, list]:
@@ -82,6 +115,8 @@ def _epoch_iterated_attrs(tree: TreeIndex, names: ModuleNames, methods: Dict[str
                 looped_calls.add(func.attr.value)
     out: Set[str] = set()
     for name, method in methods.items():
+        if _decorated_no_grad(names, method):
+            continue
         params = [*method.params.posonly_params, *method.params.params]
         selfp = params[0].name.value if params else None
         for loop in tree.scope_nodes(method, cst.For):
@@ -124,6 +159,15 @@ def _under_no_grad(tree: TreeIndex, names: ModuleNames, node) -> bool:
         if isinstance(ancestor, _SCOPES):
             return False
         if isinstance(ancestor, cst.With) and _no_grad(names, ancestor):
+            return True
+    return False
+
+
+def _decorated_no_grad(names: ModuleNames, func: cst.FunctionDef) -> bool:
+    """``@torch.no_grad()`` / ``@torch.inference_mode()``: the function evaluates."""
+    for decorator in func.decorators:
+        expr = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
+        if isinstance(expr, (cst.Name, cst.Attribute)) and names.qualname(expr) in _NO_GRAD:
             return True
     return False
 

@@ -90,15 +90,16 @@ def entry_samplers(ctx, index, reported: Set[int]) -> Iterator[Tuple[object, cst
 
 def kept_for_epochs(ctx, index, loader) -> bool:
     """The loader is handed to the constructor of a project class (``Trainer(model, loader)``) that
-    keeps that parameter on ``self`` and re-iterates it epoch after epoch in its methods
-    (``epoch_attrs``, through ``view.epoch_stored_params``)."""
+    keeps that parameter on ``self`` and re-iterates it epoch after epoch in its methods, or to a
+    project function that iterates it inside an outer loop of its own (``fit(model, loader,
+    epochs)``) (``epoch_attrs``, through ``view.epoch_stored_params``/``epoch_iterated_params``)."""
     for call in ctx.nodes(cst.Call):
         if not isinstance(call.func, (cst.Name, cst.Attribute)) or not _is_argument(index, call, loader):
             continue
         name = ctx.call_name(call)
         if not name or name.startswith(("builtins.", "torch.")):
             continue
-        stored = ctx.view.epoch_stored_params(name)
+        stored = ctx.view.epoch_stored_params(name) + ctx.view.epoch_iterated_params(name)
         positions = {p for p, _ in stored if p >= 0}
         names = {n for _, n in stored}
         for i, arg in enumerate(call.args):

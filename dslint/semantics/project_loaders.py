@@ -119,3 +119,11 @@ class LoaderQueries:
             if "__init__" in summary.get("classes", {}).get(key[1], {}).get("methods", {}):
                 return summary.get("epoch_stored", {}).get(key[1], [])
         return []
+
+    def epoch_iterated_params(self, qualified: str, from_path: str) -> List[list]:
+        """[position, name] of the parameters the project's module-level function ``qualified``
+        iterates inside an outer loop of its own body (``epoch_attrs``)."""
+        located = self.locate(qualified, from_path, table="functions")
+        if located is None:
+            return []
+        return self.summaries.get(located[0], {}).get("epoch_params", {}).get(located[1], [])

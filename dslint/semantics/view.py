@@ -188,6 +188,12 @@ class View:
         answer = self._index.epoch_stored_params(canonical(qualified), self.path)
         return self._record("epoch_stored_params", [qualified], answer)
 
+    def epoch_iterated_params(self, qualified: str) -> List[list]:
+        """[position, name] of the parameters the project function ``qualified`` iterates inside an
+        outer loop of its own body (``epoch_attrs``)."""
+        answer = self._index.epoch_iterated_params(canonical(qualified), self.path)
+        return self._record("epoch_iterated_params", [qualified], answer)
+
 
 def replay(index: ProjectIndex, path: str, log: List[list]) -> bool:
     """True when every recorded question still gets the recorded answer."""

@@ -21,12 +21,12 @@ class DistributedSamplerWithoutSetEpoch(Rule):
 
     Also flagged, when no file of the project names `set_epoch` nor imports a library whose trainers
     call it (Lightning, Accelerate, Ignite...): the loader handed to project code whose result an
-    epoch loop iterates (`batches = Prefetcher(loader)`), to a project class that keeps it and
-    iterates it every epoch (`Trainer(m, loader)`), in the epoch loop to a function of another module
-    that iterates it (`train_one_epoch(m, loader)`), returned by a function whose result another file
-    re-iterates, or by a method (itself, or in a returned dict or list) that a file calls on an
-    object annotated with (or made by) its class or a base (`self.experiment: Experiment`) and
-    re-iterates every epoch (an object of a class nothing states: silent).
+    epoch loop iterates (`batches = Prefetcher(loader)`), to a class or function that re-iterates it
+    every epoch itself (`Trainer(m, loader)`, `fit(m, loader, n)`), in the epoch loop to a function
+    of another module that iterates it (`train_one_epoch(m, loader)`), returned by a function whose
+    result another file re-iterates, or by a method (itself, or in a returned dict or list) that a
+    file calls on an object annotated with (or made by) its class or a base (`self.experiment:
+    Experiment`) and re-iterates every epoch (an object of a class nothing states: silent).
 
     Not flagged: a `shuffle` certainly false (`shuffle=False`; a value read from a configuration the
     file cannot see counts: where it is true, the order repeats), a sampler or loader made anew on
