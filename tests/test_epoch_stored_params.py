@@ -93,11 +93,24 @@ def evaluate(model, loader, rounds):
 def summary(model, loader):
     for batch in loader:
         model(batch)
+
+class Runner:
+    def __init__(self, model):
+        self.model = model
+
+    def train(self, loader, epochs):
+        for epoch in range(epochs):
+            for batch in loader:
+                self.model(batch).backward()
+
+    def check(self, loader):
+        for batch in loader:
+            self.model(batch)
 """
 
 _RUN = """
 from torch.utils.data import DataLoader, DistributedSampler
-from engine import fit, evaluate, summary
+from engine import fit, evaluate, summary, Runner
 
 def main(ds, val, model):
     loader = DataLoader(ds, batch_size=8, sampler=DistributedSampler(ds))
@@ -106,11 +119,15 @@ def main(ds, val, model):
     evaluate(model, checked, 3)
     once = DataLoader(val, sampler=DistributedSampler(val))
     summary(model, once)
+    runner = Runner(model)
+    runner.train(DataLoader(ds, sampler=DistributedSampler(ds)), 5)
+    runner.check(DataLoader(val, sampler=DistributedSampler(val)))
 """
 
 
 def test_a_function_of_another_file_iterates_its_parameter_inside_its_own_epoch_loop(tmp_path):
-    # evaluate runs under no_grad, summary iterates once: only the loader handed to fit
-    assert _rows(tmp_path / "a", {"run.py": _RUN, "engine.py": _ENGINE}) == [("run.py", 5)]
-    rebound = _ENGINE.replace("    for epoch in range(epochs):\n", "    loader = list(loader)\n    for epoch in range(epochs):\n")
-    assert _rows(tmp_path / "b", {"run.py": _RUN, "engine.py": rebound}) == []
+    # evaluate runs under no_grad, summary and Runner.check iterate once: the loaders handed to fit
+    # and to the method of an object a project class made
+    assert _rows(tmp_path / "a", {"run.py": _RUN, "engine.py": _ENGINE}) == [("run.py", 5), ("run.py", 12)]
+    rebound = _ENGINE.replace("\n    for epoch in range(epochs):\n", "\n    loader = list(loader)\n    for epoch in range(epochs):\n", 1)
+    assert _rows(tmp_path / "b", {"run.py": _RUN, "engine.py": rebound}) == [("run.py", 12)]

@@ -8,8 +8,9 @@ the loader only sees ``Trainer(model, loader)``. ``epoch_stored_params`` records
 the file, the ``[position, name]`` of each ``__init__`` parameter (``self`` not counted) that
 ``__init__`` stores on ``self`` unchanged and that such a loop re-iterates; the project index
 answers for a class by its qualified name (``view.epoch_stored_params``). ``epoch_iterated_params``
-records the same of module-level functions that iterate a parameter inside an outer loop of their
-own body (``fit(model, loader, epochs)``; ``view.epoch_iterated_params``).
+records the same of functions and methods that iterate a parameter inside an outer loop of their
+own body (``fit(model, loader, epochs)``, ``runner.train(loader, epochs)``;
+``view.epoch_iterated_params``, ``view.epoch_iterated_method_params``).
 
 Loops under ``torch.no_grad()``/``torch.inference_mode()`` are evaluation and do not count;
 anything else (a parameter transformed before it is stored, a loop over a copy) is not recorded.
@@ -48,13 +49,20 @@ def epoch_stored_params(tree: TreeIndex, names: ModuleNames, qualname_of) -> Dic
 
 
 def epoch_iterated_params(tree: TreeIndex, names: ModuleNames, qualname_of) -> Dict[str, List[list]]:
-    """{function: [[position, name]]} for module-level functions that iterate a parameter in a
-    ``for`` nested in another loop of their body (``def fit(model, loader, epochs): for epoch in
-    range(epochs): for batch in loader``), the parameter never rebound there: whatever a caller
-    hands them is re-iterated epoch after epoch."""
+    """{function: [[position, name]]} for module-level functions and methods (``Class.method``,
+    positions after ``self``/``cls``) that iterate a parameter in a ``for`` nested in another loop
+    of their body (``def fit(model, loader, epochs): for epoch in range(epochs): for batch in
+    loader``), the parameter never rebound there: what a caller hands them is re-iterated epoch
+    after epoch."""
     out: Dict[str, List[list]] = {}
-    for func in tree.scope_nodes(None, cst.FunctionDef):
-        params = [p.name.value for p in (*func.params.posonly_params, *func.params.params)]
+    funcs = [(f, 0) for f in tree.scope_nodes(None, cst.FunctionDef)]
+    for cls in tree.nodes(cst.ClassDef):
+        for stmt in cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ():
+            if isinstance(stmt, cst.FunctionDef):
+                static = any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in stmt.decorators)
+                funcs.append((stmt, 0 if static else 1))
+    for func, skip in funcs:
+        params = [p.name.value for p in (*func.params.posonly_params, *func.params.params)][skip:]
         if not params or _decorated_no_grad(names, func):
             continue
         rebound = {t.target.value for a in tree.scope_nodes(func, cst.Assign) for t in a.targets

@@ -96,10 +96,7 @@ def kept_for_epochs(ctx, index, loader) -> bool:
     for call in ctx.nodes(cst.Call):
         if not isinstance(call.func, (cst.Name, cst.Attribute)) or not _is_argument(index, call, loader):
             continue
-        name = ctx.call_name(call)
-        if not name or name.startswith(("builtins.", "torch.")):
-            continue
-        stored = ctx.view.epoch_stored_params(name) + ctx.view.epoch_iterated_params(name)
+        stored = _epoch_params(ctx, index, call)
         positions = {p for p, _ in stored if p >= 0}
         names = {n for _, n in stored}
         for i, arg in enumerate(call.args):
@@ -114,3 +111,21 @@ def kept_for_epochs(ctx, index, loader) -> bool:
 
 def _is_argument(index, call: cst.Call, loader) -> bool:
     return any(not a.star and _is_loader(index, a.value, loader) for a in call.args)
+
+
+def _epoch_params(ctx, index, call: cst.Call) -> list:
+    """[position, name] of the parameters the project code ``call`` runs keeps and re-iterates
+    every epoch: a class's constructor, a function, or a method of an object one project class
+    made (``runner = Runner(model)``; ``runner.train(loader, epochs)``)."""
+    name = ctx.call_name(call)
+    if name and not name.startswith(("builtins.", "torch.")):
+        found = ctx.view.epoch_stored_params(name) + ctx.view.epoch_iterated_params(name)
+        if found:
+            return found
+    if not isinstance(call.func, cst.Attribute):
+        return []
+    makers = {ctx.call_name(n) if isinstance(n, cst.Call) else None for n in index.value_nodes(call.func.value) or [None]}
+    maker = makers.pop() if len(makers) == 1 else None
+    if not maker or maker.startswith(("builtins.", "torch.")):
+        return []
+    return ctx.view.epoch_iterated_method_params(maker, call.func.attr.value)

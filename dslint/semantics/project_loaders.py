@@ -127,3 +127,13 @@ class LoaderQueries:
         if located is None:
             return []
         return self.summaries.get(located[0], {}).get("epoch_params", {}).get(located[1], [])
+
+    def epoch_iterated_method_params(self, qualified: str, method: str, from_path: str) -> List[list]:
+        """``epoch_iterated_params`` of the method ``method`` that an instance of the project class
+        ``qualified`` runs (the first class of its MRO that defines it)."""
+        located = self.locate(qualified, from_path)
+        for key in self.mro(located) if located is not None else ():
+            summary = self.summaries.get(key[0], {})
+            if method in summary.get("classes", {}).get(key[1], {}).get("methods", {}):
+                return summary.get("epoch_params", {}).get(f"{key[1]}.{method}", [])
+        return []

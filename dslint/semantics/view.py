@@ -194,6 +194,11 @@ class View:
         answer = self._index.epoch_iterated_params(canonical(qualified), self.path)
         return self._record("epoch_iterated_params", [qualified], answer)
 
+    def epoch_iterated_method_params(self, qualified: str, method: str) -> List[list]:
+        """The same of ``method`` run on an instance of the project class ``qualified``."""
+        answer = self._index.epoch_iterated_method_params(canonical(qualified), method, self.path)
+        return self._record("epoch_iterated_method_params", [qualified, method], answer)
+
 
 def replay(index: ProjectIndex, path: str, log: List[list]) -> bool:
     """True when every recorded question still gets the recorded answer."""
