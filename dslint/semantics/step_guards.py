@@ -129,21 +129,47 @@ def _invariant_chain(ctx, index, expr, loop) -> bool:
 
 def walked_loader(ctx, index, loop: cst.CSTNode, target: cst.BaseExpression) -> Optional[str]:
     """The text of the loader ``loop`` walks batch by batch (a ``for`` over a known ``DataLoader``
-    of the file, another one than ``target``), when every value ``target`` can take is a
-    ``DataLoader`` of the file or ``None``; None otherwise."""
+    of the file, or over a parameter annotated ``DataLoader``, another one than ``target``), when
+    every value ``target`` can take is a ``DataLoader`` of the file or ``None``, or nothing tells
+    its values and it is a parameter annotated ``DataLoader``; None otherwise."""
     if not isinstance(loop, cst.For):
         return None
-    nodes = index.value_nodes(target)
-    if not nodes:
+    loaders = [index.loader_of_call(n) for n in index.value_nodes(target) or () if not is_none(n)]
+    if any(x is None for x in loaders) or not (loaders or declared_loader(ctx, index, target)):
         return None
-    loaders = [index.loader_of_call(n) for n in nodes if not is_none(n)]
-    if not loaders or any(x is None for x in loaders):
-        return None
+    text = " ".join(ctx.code(target).split())
     for part in index.iter_parts(loop.iter):
         refs = index.resolve_loader(part, wrappers=True)
+        words = " ".join(ctx.code(part).split())
         if refs and all(r.loader not in loaders for r in refs):
-            return " ".join(ctx.code(part).split())
+            return words
+        if not refs and words != text and not index.value_nodes(part) and declared_loader(ctx, index, part):
+            return words
     return None
+
+
+def declared_loader(ctx, index, expr) -> bool:
+    """``expr`` is a name bound only as a parameter annotated ``DataLoader`` (``Optional[...]``,
+    ``DataLoader | None`` and a string annotation included)."""
+    if not isinstance(expr, cst.Name):
+        return False
+    _, found = index.name_bindings(expr.value, expr)
+    if not found or len(found) != 1 or found[0].kind != "param" or not isinstance(found[0].node, cst.Param):
+        return False
+    annotation = found[0].node.annotation
+    return annotation is not None and _names_loader(ctx, annotation.annotation)
+
+
+def _names_loader(ctx, node) -> bool:
+    if isinstance(node, cst.SimpleString):
+        return node.value.strip("\"'") in ("DataLoader", "torch.utils.data.DataLoader")
+    if isinstance(node, cst.Subscript) and (ctx.qualname(node.value) or "").endswith("Optional"):
+        return len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index) and _names_loader(ctx, node.slice[0].slice.value)
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.BitOr):
+        sides = [node.left, node.right]
+        return any(is_none(x) for x in sides) and any(_names_loader(ctx, x) for x in sides)
+    return isinstance(node, (cst.Name, cst.Attribute)) and ctx.qualname(node) in (
+        "torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader")
 
 
 def paired_walk(ctx, index, loop, target) -> Optional[str]:

@@ -33,7 +33,8 @@ class LoaderReiteratedPerStep(Rule):
     The code means to walk the loader once, and a new iterator per step
     never does. So does a loop over the batches of another known loader (`for x in loader_a:
     y = next(iter(loader_b))`, through the callers' arguments too): it pairs the two, and a new
-    iterator each step never walks `loader_b` (every value it takes must be a file's loader or None).
+    iterator each step never walks `loader_b` (its values must be the file's loaders or None, or
+    each of the two a parameter annotated `DataLoader`, such as `Optional[DataLoader]`).
 
     The shapes that take the first item of a new iterator are
     `next(iter(loader))`, `iter(loader).next()` (the old iterator API),
@@ -120,22 +121,6 @@ class LoaderReiteratedPerStep(Rule):
         """,
         """
         from torch.utils.data import DataLoader
-
-        def fit(model, ds, extra, steps, show):
-            loader = DataLoader(ds, batch_size=8, shuffle=True)
-            fixed = DataLoader(extra, batch_size=8)
-            warm = True
-            for x in loader:
-                if warm:  # the loop sets the flag: not every step
-                    model(next(iter(fixed)))
-                    warm = False
-                if show(x):  # a test the step decides
-                    model(next(iter(fixed)))
-            for step in range(steps):  # not a walk of a loader: a random batch each step
-                model(next(iter(loader)))
-        """,
-        """
-        from torch.utils.data import DataLoader
         loader = DataLoader(ds, num_workers=4)
         batches = iter(loader)
         for step in range(100):
@@ -155,6 +140,20 @@ class LoaderReiteratedPerStep(Rule):
             for i in range(len(loader)):
                 loader = reload(files[i])  # a new loader every step
                 first = next(iter(loader))
+        def fit(model, ds, extra, steps, show, items, aux: DataLoader):
+            loader = DataLoader(ds, batch_size=8, shuffle=True)
+            fixed = DataLoader(extra, batch_size=8)
+            warm = True
+            for x in loader:
+                if warm:  # the loop sets the flag: not every step
+                    model(next(iter(fixed)))
+                    warm = False
+                if show(x):  # a test the step decides
+                    model(next(iter(fixed)))
+            for step in range(steps):  # not a walk of a loader: a random batch each step
+                model(next(iter(loader)))
+            for x in items:  # no known loader: the loop walks nothing known
+                model(next(iter(aux)))
         """,
     )
     invalid = (
@@ -222,6 +221,9 @@ class LoaderReiteratedPerStep(Rule):
                 aux_loader = DataLoader(aux, batch_size=32, shuffle=True) if aux is not None else None
                 for epoch in range(epochs):
                     self.run_epoch(loader, aux_loader)
+        def pair(loader: DataLoader, aux: DataLoader):  # declared loaders, no caller in the file
+            for x in loader:
+                y = next(iter(aux))  # expect: DSL511
         """,
         """
         from torch.utils.data import DataLoader, SubsetRandomSampler
