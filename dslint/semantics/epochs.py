@@ -15,7 +15,9 @@ from one epoch to the next:
   is not handed to another module inside the epoch loop (which may call it); the loops
   include ``alternative_loops`` (the name is this loader on one branch, another loader of
   the file on the other) and ``self.m(loader)`` calls of a static method handed the
-  instance as ``self`` whose method trains over it (``instance_params.py``);
+  instance as ``self`` whose method trains over it (``instance_params.py``); when the
+  ``sampler`` is one of several ``DistributedSampler(...)`` calls (one per branch: Horovod,
+  DDP), the loader call stands for them (``branch_samplers``) and none may get the epoch;
 * ``samplers_behind_project_calls``: the same sampler when its loader is handed to
   project code whose result an epoch loop iterates (``wrapped = backend.distribute(loader)``),
   and no file of the project names ``set_epoch`` (``ctx.view.project_sets_epoch``); also a
@@ -38,7 +40,7 @@ import libcst as cst
 
 from dslint.semantics.calls import UNKNOWN, BoundCall
 from dslint.semantics.instance_params import instance_method_target, training_loops_over
-from dslint.semantics.loader_results import entry_samplers, method_result_iterated
+from dslint.semantics.loader_results import entry_samplers, kept_for_epochs, method_result_iterated
 from dslint.semantics.classes import find_method, reached_methods
 from dslint.semantics.loops import DISTRIBUTED_SAMPLER, DISTRIBUTED_SAMPLER_SIGNATURE, LoaderLoop, is_none, is_test_code, positional_args
 from dslint.semantics.names import dotted_parts
@@ -79,12 +81,13 @@ def samplers_never_given_the_epoch(ctx, index, reported: Set[int]) -> Iterator[T
             for loop in index.loops_of(loader) + alternative_loops(ctx, index, loader) + _instance_calls(ctx, index, loader)
             if index.epoch(loop) is not None and not index.is_eval(loop)
         ]
-        loops = [loop for loop in loops if index.in_epoch(loop, sampler) is None]  # one sampler per iteration
+        samplers = branch_samplers(ctx, index, loader, sampler)
+        loops = [loop for loop in loops if not _made_per_epoch(index, loop, samplers)]  # one sampler per iteration
         if not loops:
             continue
-        if _set_epoch_called(ctx, index, loader, sampler):
+        if _set_epoch_called(ctx, index, loader, samplers):
             continue
-        if any(_escapes(ctx, index, loop, (sampler, loader.call)) for loop in loops):
+        if any(_escapes(ctx, index, loop, (*samplers, loader.call)) for loop in loops):
             continue
         yield loader, sampler, loops
 
@@ -118,12 +121,13 @@ def samplers_behind_project_calls(ctx, index, reported: Set[int]) -> Iterator[Tu
         for part in index.iter_parts(loop.iter):
             for call in _producers(index, part):
                 for loader, sampler in pending:
-                    if not _handed(index, call, (loader.call, sampler)):
+                    samplers = branch_samplers(ctx, index, loader, sampler)
+                    if not _handed(index, call, (loader.call, *samplers)):
                         continue
                     candidate = LoaderLoop(loop, part, loader, loader.call, ())
                     if index.epoch(candidate) is None or index.is_eval(candidate):
                         continue
-                    if index.in_epoch(candidate, sampler) is not None:
+                    if _made_per_epoch(index, candidate, samplers):
                         continue  # a new sampler every epoch
                     if not _project_code(ctx, index, call):
                         continue
@@ -141,7 +145,7 @@ def samplers_behind_project_calls(ctx, index, reported: Set[int]) -> Iterator[Tu
             candidate = LoaderLoop(call, call, loader, loader.call, ())  # the loop is in the callee
             if index.epoch(candidate) is None or index.is_eval(candidate):
                 continue
-            if index.in_epoch(candidate, sampler) is not None:
+            if _made_per_epoch(index, candidate, branch_samplers(ctx, index, loader, sampler)):
                 continue  # a new sampler every epoch
             found.setdefault(id(sampler), (loader, sampler, []))[2].append(candidate)
     for loader, sampler in pending:
@@ -151,10 +155,13 @@ def samplers_behind_project_calls(ctx, index, reported: Set[int]) -> Iterator[Tu
     for loader, sampler in pending + entries:
         if id(sampler) not in found and not index.loops_of(loader) and method_result_iterated(ctx, index, loader):
             found.setdefault(id(sampler), (loader, sampler, []))
+        elif id(sampler) not in found and kept_for_epochs(ctx, index, loader):
+            found.setdefault(id(sampler), (loader, sampler, []))
     if not found or ctx.view.project_sets_epoch():
         return
     for loader, sampler, loops in found.values():
-        if not any(_escapes(ctx, index, loop, (sampler, loader.call), to_project=False) for loop in loops):
+        objects = (*branch_samplers(ctx, index, loader, sampler), loader.call)
+        if not any(_escapes(ctx, index, loop, objects, to_project=False) for loop in loops):
             yield loader, sampler, loops
 
 
@@ -214,10 +221,24 @@ def _shuffling_samplers(ctx, index, reported: Set[int]) -> Iterator[Tuple[object
             elif not is_none(node):
                 samplers = []
                 break
-        if len(samplers) != 1 or id(samplers[0]) in reported:
-            continue
-        if may_shuffle(ctx, samplers[0]):
+        if len(samplers) == 1 and id(samplers[0]) not in reported and may_shuffle(ctx, samplers[0]):
             yield loader, samplers[0]
+        elif len(samplers) > 1 and not any(id(s) in reported for s in (*samplers, loader.call)) and any(
+                may_shuffle(ctx, s) for s in samplers):
+            yield loader, loader.call  # one sampler per branch (Horovod, DDP): the loader stands for them
+
+
+def branch_samplers(ctx, index, loader, anchor) -> Tuple[cst.Call, ...]:
+    """The ``DistributedSampler`` calls ``anchor`` stands for: itself, or when it is the loader (its
+    sampler is one of several ``DistributedSampler(...)`` calls, one per branch), each of them."""
+    if anchor is not loader.call:
+        return (anchor,)
+    return tuple(dict.fromkeys(v.node for v in index.sampler_values(loader)
+                               if isinstance(v.node, cst.Call) and ctx.call_name(v.node) == DISTRIBUTED_SAMPLER))
+
+
+def _made_per_epoch(index, loop, samplers) -> bool:
+    return any(index.in_epoch(loop, s) is not None for s in samplers)
 
 
 def _producers(index, expr) -> List[cst.Call]:
@@ -283,8 +304,8 @@ def _made_by_project(ctx, call: cst.Call) -> bool:
     return ctx.view.in_project(name)
 
 
-def _set_epoch_called(ctx, index, loader, sampler) -> bool:
-    """Some ``X.set_epoch(...)`` in the module may reach this sampler (unknown receivers count)."""
+def _set_epoch_called(ctx, index, loader, samplers) -> bool:
+    """Some ``X.set_epoch(...)`` in the module may reach one of these samplers (unknown receivers count)."""
     for call in ctx.nodes(cst.Call):
         func = call.func
         if not isinstance(func, cst.Attribute) or func.attr.value != "set_epoch":
@@ -297,7 +318,7 @@ def _set_epoch_called(ctx, index, loader, sampler) -> bool:
             continue
         for value in index.values(receiver):
             node = value.node
-            if node is None or node is sampler or node is loader.call:
+            if node is None or node is loader.call or any(node is s for s in samplers):
                 return True
             if is_none(node) or index.loader_of_call(node) is not None:
                 continue

@@ -86,3 +86,46 @@ def entry_samplers(ctx, index, reported: Set[int]) -> Iterator[Tuple[object, cst
                     found.append(call)
         if len(found) == 1:
             yield loader, found[0]
+
+
+def kept_for_epochs(ctx, index, loader) -> bool:
+    """The loader is handed to the constructor of a project class (``Trainer(model, loader)``) that
+    keeps that parameter on ``self`` and re-iterates it epoch after epoch in its methods, or to a
+    project function that iterates it inside an outer loop of its own (``fit(model, loader,
+    epochs)``) (``epoch_attrs``, through ``view.epoch_stored_params``/``epoch_iterated_params``)."""
+    for call in ctx.nodes(cst.Call):
+        if not isinstance(call.func, (cst.Name, cst.Attribute)) or not _is_argument(index, call, loader):
+            continue
+        stored = _epoch_params(ctx, index, call)
+        positions = {p for p, _ in stored if p >= 0}
+        names = {n for _, n in stored}
+        for i, arg in enumerate(call.args):
+            if arg.star or not _is_loader(index, arg.value, loader):
+                continue
+            if arg.keyword is not None and arg.keyword.value in names:
+                return True
+            if arg.keyword is None and i in positions and not any(a.star for a in call.args[:i]):
+                return True
+    return False
+
+
+def _is_argument(index, call: cst.Call, loader) -> bool:
+    return any(not a.star and _is_loader(index, a.value, loader) for a in call.args)
+
+
+def _epoch_params(ctx, index, call: cst.Call) -> list:
+    """[position, name] of the parameters the project code ``call`` runs keeps and re-iterates
+    every epoch: a class's constructor, a function, or a method of an object one project class
+    made (``runner = Runner(model)``; ``runner.train(loader, epochs)``)."""
+    name = ctx.call_name(call)
+    if name and not name.startswith(("builtins.", "torch.")):
+        found = ctx.view.epoch_stored_params(name) + ctx.view.epoch_iterated_params(name)
+        if found:
+            return found
+    if not isinstance(call.func, cst.Attribute):
+        return []
+    makers = {ctx.call_name(n) if isinstance(n, cst.Call) else None for n in index.value_nodes(call.func.value) or [None]}
+    maker = makers.pop() if len(makers) == 1 else None
+    if not maker or maker.startswith(("builtins.", "torch.")):
+        return []
+    return ctx.view.epoch_iterated_method_params(maker, call.func.attr.value)

@@ -108,3 +108,32 @@ class LoaderQueries:
     def start_methods(self) -> List[str]:
         """The start methods the project's files set for new processes (``start_methods``)."""
         return sorted({m for summary in self.summaries.values() for m in summary.get("start_methods", ())})
+
+    def epoch_stored_params(self, qualified: str, from_path: str) -> List[list]:
+        """[position, name] of the ``__init__`` parameters that the project class ``qualified`` (or
+        the first class of its MRO that defines ``__init__``) keeps on ``self`` and re-iterates
+        epoch after epoch (``epoch_attrs``); position -1: keyword-only."""
+        located = self.locate(qualified, from_path)
+        for key in self.mro(located) if located is not None else ():
+            summary = self.summaries.get(key[0], {})
+            if "__init__" in summary.get("classes", {}).get(key[1], {}).get("methods", {}):
+                return summary.get("epoch_stored", {}).get(key[1], [])
+        return []
+
+    def epoch_iterated_params(self, qualified: str, from_path: str) -> List[list]:
+        """[position, name] of the parameters the project's module-level function ``qualified``
+        iterates inside an outer loop of its own body (``epoch_attrs``)."""
+        located = self.locate(qualified, from_path, table="functions")
+        if located is None:
+            return []
+        return self.summaries.get(located[0], {}).get("epoch_params", {}).get(located[1], [])
+
+    def epoch_iterated_method_params(self, qualified: str, method: str, from_path: str) -> List[list]:
+        """``epoch_iterated_params`` of the method ``method`` that an instance of the project class
+        ``qualified`` runs (the first class of its MRO that defines it)."""
+        located = self.locate(qualified, from_path)
+        for key in self.mro(located) if located is not None else ():
+            summary = self.summaries.get(key[0], {})
+            if method in summary.get("classes", {}).get(key[1], {}).get("methods", {}):
+                return summary.get("epoch_params", {}).get(f"{key[1]}.{method}", [])
+        return []

@@ -18,6 +18,7 @@ from dslint.semantics.bound_collates import bound_collates
 from dslint.semantics.dataset_uses import class_args, loader_classes, loader_params
 from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall, literal_value
 from dslint.semantics.epoch_hooks import hook_facts
+from dslint.semantics.epoch_attrs import epoch_iterated_params, epoch_stored_params
 from dslint.semantics.epoch_methods import epoch_iterated_methods
 from dslint.semantics.epoch_facts import dataloader_calls, epoch_iterated_results, iterated_params, loader_receivers
 from dslint.semantics.handle_exports import exported_handles
@@ -427,6 +428,10 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         "rng_holders": holder_facts(tree, names, local_qualname),
         # persistent loaders whose dataset's own set_epoch a library calls (``epoch_hooks``)
         "epoch_hooks": hook_facts(tree, names, local_qualname),
+        # {class: [[position, name]]}: ``__init__`` parameters kept on self and re-iterated per epoch (``epoch_attrs``)
+        "epoch_stored": epoch_stored_params(tree, names, qualname_of),
+        # {function: [[position, name]]}: parameters a module-level function re-iterates in an outer loop
+        "epoch_params": epoch_iterated_params(tree, names, qualname_of),
         # module-level functions that return a function or lambda defined inside them (``returned_closures``)
         "closure_returns": closure_returns(tree, qualname_of),
         # [collate, num_workers]: ``collate_fn=self.m`` and ``loader.collate_fn = f`` (``bound_collates``)

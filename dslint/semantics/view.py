@@ -182,6 +182,23 @@ class View:
         """The start methods some file of the project sets (``set_start_method``)."""
         return self._record("project_start_methods", [], self._index.start_methods())
 
+    def epoch_stored_params(self, qualified: str) -> List[list]:
+        """[position, name] of the ``__init__`` parameters the project class ``qualified`` keeps on
+        ``self`` and re-iterates epoch after epoch (``epoch_attrs``)."""
+        answer = self._index.epoch_stored_params(canonical(qualified), self.path)
+        return self._record("epoch_stored_params", [qualified], answer)
+
+    def epoch_iterated_params(self, qualified: str) -> List[list]:
+        """[position, name] of the parameters the project function ``qualified`` iterates inside an
+        outer loop of its own body (``epoch_attrs``)."""
+        answer = self._index.epoch_iterated_params(canonical(qualified), self.path)
+        return self._record("epoch_iterated_params", [qualified], answer)
+
+    def epoch_iterated_method_params(self, qualified: str, method: str) -> List[list]:
+        """The same of ``method`` run on an instance of the project class ``qualified``."""
+        answer = self._index.epoch_iterated_method_params(canonical(qualified), method, self.path)
+        return self._record("epoch_iterated_method_params", [qualified, method], answer)
+
 
 def replay(index: ProjectIndex, path: str, log: List[list]) -> bool:
     """True when every recorded question still gets the recorded answer."""

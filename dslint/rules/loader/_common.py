@@ -471,3 +471,10 @@ def literal_option(ctx, bound, name):
     if entry is not None and entry.values and len({repr(v.value) for v in entry.values}) == 1 and entry.complete:
         return entry.values[0].value
     return value
+
+
+def set_epoch_message(loader, sampler) -> str:
+    """DSL505's message at ``sampler``: a ``DistributedSampler`` call, or the loader standing for one per branch."""
+    subject = "this loader's `DistributedSampler` (one per branch)" if sampler is loader.call else "this `DistributedSampler`"
+    return (f"{subject} is never given the epoch (no `set_epoch` call): it shuffles with `seed + epoch` and the "
+            "epoch stays 0, so every epoch visits the samples in the identical order")

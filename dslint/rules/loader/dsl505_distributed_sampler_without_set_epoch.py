@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from dslint.rules.base import ERROR, Invalid, Rule, Symptom
-from dslint.rules.loader._common import set_epoch_fix
+from dslint.rules.loader._common import set_epoch_fix, set_epoch_message
 from dslint.semantics.epochs import samplers_without_epoch
 from dslint.semantics.loops import loader_loops
-
-_MESSAGE = "this `DistributedSampler` is never given the epoch (no `set_epoch` call): it shuffles with `seed + epoch` and the epoch stays 0, so every epoch visits the samples in the identical order"
 
 
 class DistributedSamplerWithoutSetEpoch(Rule):
@@ -19,15 +17,16 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     sampler or on `loader.sampler`. The loop may iterate the loader on one branch only (a name bound
     to it under `if distributed:` and to another `DataLoader(...)` otherwise; no fix is offered), or
     be a training loop (`.backward()`) of `self.m(loader)` where `self` is a static method's parameter.
+    Several `DistributedSampler` calls for one `sampler=` (one per branch) are reported at the loader.
 
-    Also flagged, when no file of the project names `set_epoch` nor imports a library whose
-    trainers call it (Lightning, Accelerate, Ignite...): the loader handed to project code whose
-    result an epoch loop iterates (`batches = Prefetcher(loader)`), in the epoch loop to a function
+    Also flagged, when no file of the project names `set_epoch` nor imports a library whose trainers
+    call it (Lightning, Accelerate, Ignite...): the loader handed to project code whose result an
+    epoch loop iterates (`batches = Prefetcher(loader)`), to a class or function that re-iterates it
+    every epoch itself (`Trainer(m, loader)`, `fit(m, loader, n)`), in the epoch loop to a function
     of another module that iterates it (`train_one_epoch(m, loader)`), returned by a function whose
-    result another file iterates in an epoch loop, or returned by a method (itself, or in a returned
-    dict or list) that a file calls on an object annotated with (or made by) its class or a base
-    (`self.experiment: Experiment`) and whose result it re-iterates every epoch, in the loop or in
-    helpers of its class. An object whose class nothing states stays silent.
+    result another file re-iterates, or by a method (itself, or in a returned dict or list) that a
+    file calls on an object annotated with (or made by) its class or a base (`self.experiment:
+    Experiment`) and re-iterates every epoch (an object of a class nothing states: silent).
 
     Not flagged: a `shuffle` certainly false (`shuffle=False`; a value read from a configuration the
     file cannot see counts: where it is true, the order repeats), a sampler or loader made anew on
@@ -47,8 +46,7 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     sampler = DistributedSampler(dataset)
     loader = DataLoader(dataset, batch_size=64, sampler=sampler)
     for epoch in range(epochs):
-        for batch in loader:
-            train_step(batch)
+        for batch in loader: train_step(batch)
     ```
 
     ## Use instead
@@ -57,16 +55,14 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     loader = DataLoader(dataset, batch_size=64, sampler=sampler)
     for epoch in range(epochs):
         sampler.set_epoch(epoch)
-        for batch in loader:
-            train_step(batch)
+        for batch in loader: train_step(batch)
     ```
 
     ## Fix safety
-    When the epoch loop is `for <name> in range(...)` and the sampler (or the loader) has one
-    unambiguous name there, the fix inserts `<sampler>.set_epoch(<name>)` as the first statement of
-    the epoch loop. It is unsafe: it changes the order in which samples are visited (the point), and
-    the loop variable may not count epochs from the value the user expects (when resuming, the epoch
-    should come from the checkpoint).
+    When the epoch loop is `for <name> in range(...)` and the sampler (or the loader) has one name
+    there, the fix inserts `<sampler>.set_epoch(<name>)` as the epoch loop's first statement. It is
+    unsafe: it changes the order samples are visited in (the point), and the loop variable may not
+    count epochs from where the user expects (when resuming, the epoch comes from the checkpoint).
 
     ## References
     - [`DistributedSampler`](https://pytorch.org/docs/stable/data.html#torch.utils.data.distributed.DistributedSampler):
@@ -85,7 +81,7 @@ class DistributedSamplerWithoutSetEpoch(Rule):
         """
         from torch.utils.data import DataLoader
         from torch.utils.data.distributed import DistributedSampler
-        sampler = DistributedSampler(ds)
+        sampler = DistributedSampler(ds) if hvd else DistributedSampler(ds, num_replicas=n)  # either gets it
         loader = DataLoader(ds, batch_size=8, sampler=sampler)
         for epoch in range(10):
             sampler.set_epoch(epoch)
@@ -262,6 +258,10 @@ class DistributedSamplerWithoutSetEpoch(Rule):
                 for batch in loader: self.model(batch).backward()
             def _score(self, loader):
                 for batch in loader: self.model(batch)
+        either = DistributedSampler(ds, num_replicas=hvd.size()) if hvd else DistributedSampler(ds)  # per branch
+        batches_of = DataLoader(ds, sampler=either)  # expect: DSL505
+        for epoch in range(3):
+            for batch in batches_of: step(batch)
         class Prefetcher:  # project code, and no file of the project names set_epoch
             def __init__(self, loader): self.loader = loader
             def __iter__(self): return (b.cuda() for b in self.loader)
@@ -297,4 +297,4 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     def check(self, ctx):
         index = loader_loops(ctx)
         for loader, sampler, loops in samplers_without_epoch(ctx, index):
-            yield self.report(sampler, _MESSAGE, fix=set_epoch_fix(ctx, index, loader, sampler, loops))
+            yield self.report(sampler, set_epoch_message(loader, sampler), fix=set_epoch_fix(ctx, index, loader, sampler, loops))

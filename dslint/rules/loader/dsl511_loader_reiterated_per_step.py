@@ -4,24 +4,23 @@ from __future__ import annotations
 
 from typing import Optional
 
-import libcst as cst
-
 from dslint.rules.base import ERROR, Rule, Symptom
 from dslint.rules.loader._common import fresh_iterator_advances, is_int
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.loops import loader_loops
-from dslint.semantics.module_calls import positional_args
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.values import possible_arg
-from dslint.semantics.walk import iter_subtree
 from dslint.semantics.project import ITERABLE
+from dslint.semantics.step_guards import invariant_step_loop, length_walk, paired_walk
 
 
 class LoaderReiteratedPerStep(Rule):
     """
     ## What it does
-    Flags `next(iter(loader))` that runs on every iteration of a loop (not
-    under an `if` or `except` in that loop), where `loader` is a known
+    Flags `next(iter(loader))` that runs on every iteration of a loop (not under an `except`, nor
+    an `if` whose outcome can change from step to step: a guard testing only names or attributes
+    the loop never binds, like `if aux_loader is not None:`, takes the same branch every step; a
+    helper called behind it counts), where `loader` is a known
     `DataLoader` created outside the loop. It reports when the loader has
     workers (`num_workers > 0` for certain: a literal, a constant, or the entry
     of a `**kwargs` dict the file builds; a possible value, such as an argparse
@@ -32,7 +31,10 @@ class LoaderReiteratedPerStep(Rule):
     loader's length (`for _ in range(len(loader))`, `range(n)` with `n`
     assigned from `len(loader) * ratio`, `while i < len(loader.dataset)`).
     The code means to walk the loader once, and a new iterator per step
-    never does.
+    never does. So does a loop over the batches of another known loader (`for x in loader_a:
+    y = next(iter(loader_b))`, through the callers' arguments too): it pairs the two, and a new
+    iterator each step never walks `loader_b` (its values must be the file's loaders or None, or
+    each of the two a parameter annotated `DataLoader`, such as `Optional[DataLoader]`).
 
     The shapes that take the first item of a new iterator are
     `next(iter(loader))`, `iter(loader).next()` (the old iterator API),
@@ -40,9 +42,10 @@ class LoaderReiteratedPerStep(Rule):
     `while` loops both count.
 
     Not flagged: a single-process, shuffled loader in a loop not sized by
-    the loader (each call draws a random batch, and there are no workers to
-    restart), a loader built anew in the same loop, calls under a condition
-    (`if step % 100 == 0:`).
+    the loader nor walking another one (each call draws a random batch, and
+    there are no workers to restart), a loader built anew in the same loop,
+    calls under a condition that depends on the step (`if step % 100 == 0:`,
+    a flag the loop sets, a test that calls a function).
 
     ## Why is this bad?
     `iter(loader)` creates a new iterator each time: with workers it starts
@@ -137,6 +140,20 @@ class LoaderReiteratedPerStep(Rule):
             for i in range(len(loader)):
                 loader = reload(files[i])  # a new loader every step
                 first = next(iter(loader))
+        def fit(model, ds, extra, steps, show, items, aux: DataLoader):
+            loader = DataLoader(ds, batch_size=8, shuffle=True)
+            fixed = DataLoader(extra, batch_size=8)
+            warm = True
+            for x in loader:
+                if warm:  # the loop sets the flag: not every step
+                    model(next(iter(fixed)))
+                    warm = False
+                if show(x):  # a test the step decides
+                    model(next(iter(fixed)))
+            for step in range(steps):  # not a walk of a loader: a random batch each step
+                model(next(iter(loader)))
+            for x in items:  # no known loader: the loop walks nothing known
+                model(next(iter(aux)))
         """,
     )
     invalid = (
@@ -187,6 +204,28 @@ class LoaderReiteratedPerStep(Rule):
             return batches
         """,
         """
+        from torch.utils.data import DataLoader
+
+        class Trainer:
+            def run_epoch(self, loader, aux_loader=None):
+                for x in loader:
+                    if aux_loader is not None:  # the same outcome on every step
+                        self.step(x, next(iter(aux_loader)))  # expect: DSL511
+                    if self.fixed is not None:  # a helper called behind such a guard
+                        self.step(x, self.extra())
+            def extra(self):
+                return next(iter(self.fixed))  # expect: DSL511
+            def fit(self, data, aux, epochs):
+                self.fixed = DataLoader(aux, batch_size=32)
+                loader = DataLoader(data, batch_size=32, shuffle=True)
+                aux_loader = DataLoader(aux, batch_size=32, shuffle=True) if aux is not None else None
+                for epoch in range(epochs):
+                    self.run_epoch(loader, aux_loader)
+        def pair(loader: DataLoader, aux: DataLoader):  # declared loaders, no caller in the file
+            for x in loader:
+                y = next(iter(aux))  # expect: DSL511
+        """,
+        """
         from torch.utils.data import DataLoader, SubsetRandomSampler
 
         queue = DataLoader(ds, batch_size=64, sampler=SubsetRandomSampler(indices))
@@ -198,11 +237,11 @@ class LoaderReiteratedPerStep(Rule):
     def check(self, ctx):
         index = loader_loops(ctx)
         for call, target in fresh_iterator_advances(ctx):
-            found = index.step_loop(call)
+            found = invariant_step_loop(ctx, index, call)
             if found is None:
                 continue
             loop, calls = found
-            walks = None if calls else self._walks(ctx, index, loop, target)
+            walks = None if calls else length_walk(ctx, index, loop, target) or paired_walk(ctx, index, loop, target)
             refs = index.resolve_loader(target)
             message = None
             if refs and all(r.loader is refs[0].loader for r in refs):
@@ -224,29 +263,6 @@ class LoaderReiteratedPerStep(Rule):
                 )
             if message:
                 yield self.report(call, message)
-
-    @staticmethod
-    def _walks(ctx, index, loop, target) -> Optional[str]:
-        """How the loop's trip count depends on the loader's length (``range(len(loader))``,
-        ``while i < len(loader.dataset)``, a name assigned from such an expression): the code means
-        to walk the loader once. None when it does not."""
-        text = ctx.code(target).strip()
-        lengths = (f"len({text})", f"len({text}.dataset)")
-        if isinstance(loop, cst.For):
-            head = loop.iter
-            while isinstance(head, cst.Call) and index.wrapper_kind(head) == "single" and positional_args(head):
-                head = positional_args(head)[0]
-            if not (isinstance(head, cst.Call) and ctx.call_name(head) == "builtins.range"):
-                return None
-            exprs = list(positional_args(head))
-        else:
-            exprs = [loop.test]
-        for expr in exprs:
-            for node in [expr, *(n for n in index.value_nodes(expr) or () if isinstance(expr, cst.Name))]:
-                for sub in iter_subtree(node):
-                    if isinstance(sub, cst.Call) and ctx.call_name(sub) == "builtins.len" and " ".join(ctx.code(sub).split()) in lengths:
-                        return f"`{' '.join(ctx.code(sub).split())}` times" if isinstance(loop, cst.For) else f"while `{' '.join(ctx.code(loop.test).split())}`"
-        return None
 
     @staticmethod
     def _rebound_in(index, target, loop) -> bool:

@@ -1,0 +1,188 @@
+"""Constructor parameters a class keeps and re-iterates epoch after epoch (a summary fact).
+
+A trainer class often takes its loader in ``__init__`` (``self.train_loader = train_loader``)
+and iterates it once per epoch in a method: in a loop nested in another loop of that method
+(``for epoch in ...: for batch in self.train_loader``), or in a method that another method of
+the class calls inside a loop (``for epoch in ...: self.train_epoch()``). The file that builds
+the loader only sees ``Trainer(model, loader)``. ``epoch_stored_params`` records, per class of
+the file, the ``[position, name]`` of each ``__init__`` parameter (``self`` not counted) that
+``__init__`` stores on ``self`` unchanged and that such a loop re-iterates; the project index
+answers for a class by its qualified name (``view.epoch_stored_params``). ``epoch_iterated_params``
+records the same of functions and methods that iterate a parameter inside an outer loop of their
+own body (``fit(model, loader, epochs)``, ``runner.train(loader, epochs)``;
+``view.epoch_iterated_params``, ``view.epoch_iterated_method_params``).
+
+Loops under ``torch.no_grad()``/``torch.inference_mode()`` are evaluation and do not count;
+anything else (a parameter transformed before it is stored, a loop over a copy) is not recorded.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Set
+
+import libcst as cst
+
+from dslint.semantics.names import ModuleNames
+from dslint.semantics.walk import TreeIndex
+
+_SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
+_NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"})
+
+
+def epoch_stored_params(tree: TreeIndex, names: ModuleNames, qualname_of) -> Dict[str, List[list]]:
+    out: Dict[str, List[list]] = {}
+    for cls in tree.nodes(cst.ClassDef):
+        if not isinstance(cls.body, cst.IndentedBlock):
+            continue
+        methods = {s.name.value: s for s in cls.body.body if isinstance(s, cst.FunctionDef)}
+        init = methods.get("__init__")
+        if init is None:
+            continue
+        stored = _stored_params(tree, init)
+        if not stored:
+            continue
+        iterated = _epoch_iterated_attrs(tree, names, methods)
+        found = sorted({tuple(p) for attr, p in stored.items() if attr in iterated})
+        if found:
+            out[qualname_of(cls)] = [list(p) for p in found]
+    return out
+
+
+def epoch_iterated_params(tree: TreeIndex, names: ModuleNames, qualname_of) -> Dict[str, List[list]]:
+    """{function: [[position, name]]} for module-level functions and methods (``Class.method``,
+    positions after ``self``/``cls``) that iterate a parameter in a ``for`` nested in another loop
+    of their body (``def fit(model, loader, epochs): for epoch in range(epochs): for batch in
+    loader``), the parameter never rebound there: what a caller hands them is re-iterated epoch
+    after epoch."""
+    out: Dict[str, List[list]] = {}
+    funcs = [(f, 0) for f in tree.scope_nodes(None, cst.FunctionDef)]
+    for cls in tree.nodes(cst.ClassDef):
+        for stmt in cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ():
+            if isinstance(stmt, cst.FunctionDef):
+                static = any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in stmt.decorators)
+                funcs.append((stmt, 0 if static else 1))
+    for func, skip in funcs:
+        params = [p.name.value for p in (*func.params.posonly_params, *func.params.params)][skip:]
+        if not params or _decorated_no_grad(names, func):
+            continue
+        rebound = {t.target.value for a in tree.scope_nodes(func, cst.Assign) for t in a.targets
+                   if isinstance(t.target, cst.Name)}
+        found = set()
+        for loop in tree.scope_nodes(func, cst.For):
+            for name in _iterated_names(loop):
+                if name in params and name not in rebound and not _under_no_grad(tree, names, loop) \
+                        and _outer_loop(tree, names, loop) is not None:
+                    found.add((params.index(name), name))
+        if found:
+            out[qualname_of(func)] = [list(p) for p in sorted(found)]
+    return out
+
+
+def _iterated_names(loop: cst.For) -> List[str]:
+    """``for ... in p`` (or ``p`` as a positional argument of the iterable's call, two deep): ``p``."""
+    exprs = [loop.iter]
+    for _ in range(2):
+        exprs += [a.value for e in exprs if isinstance(e, cst.Call) for a in e.args if not a.star and a.keyword is None]
+    return list(dict.fromkeys(e.value for e in exprs if isinstance(e, cst.Name)))
+
+
+def _stored_params(tree: TreeIndex, init: cst.FunctionDef) -> Dict[str, list]:
+    """{attribute: [position, name]} for ``self.<attribute> = <parameter>`` in ``__init__``, where
+    the parameter is never rebound there and the attribute is assigned once."""
+    params = [*init.params.posonly_params, *init.params.params]
+    if not params:
+        return {}
+    selfp = params[0].name.value
+    positions = {p.name.value: i - 1 for i, p in enumerate(params) if i > 0}
+    positions.update({p.name.value: -1 for p in init.params.kwonly_params})
+    rebound: Set[str] = set()
+    found: Dict[str, list] = {}
+    counts: Dict[str, int] = {}
+    for assign in tree.scope_nodes(init, cst.Assign):
+        for target in assign.targets:
+            node = target.target
+            if isinstance(node, cst.Name):
+                rebound.add(node.value)
+            elif isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == selfp:
+                counts[node.attr.value] = counts.get(node.attr.value, 0) + 1
+                value = assign.value
+                if isinstance(value, cst.Name) and value.value in positions:
+                    found[node.attr.value] = [positions[value.value], value.value]
+    return {a: p for a, p in found.items() if counts.get(a) == 1 and p[1] not in rebound}
+
+
+def _epoch_iterated_attrs(tree: TreeIndex, names: ModuleNames, methods: Dict[str, cst.FunctionDef]) -> Set[str]:
+    """Attributes ``self.<a>`` a ``for`` loop of a method iterates inside another loop of that
+    method, or in a method the class calls (``self.m()``) inside a loop of another method."""
+    looped_calls = set()
+    for method in methods.values():
+        for call in tree.scope_nodes(method, cst.Call):
+            func = call.func
+            if (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"
+                    and _outer_loop(tree, names, call) is not None):
+                looped_calls.add(func.attr.value)
+    out: Set[str] = set()
+    for name, method in methods.items():
+        if _decorated_no_grad(names, method):
+            continue
+        params = [*method.params.posonly_params, *method.params.params]
+        selfp = params[0].name.value if params else None
+        for loop in tree.scope_nodes(method, cst.For):
+            attr = _iterated_self_attr(loop, selfp)
+            if attr is None or _under_no_grad(tree, names, loop):
+                continue
+            if name in looped_calls or _outer_loop(tree, names, loop) is not None:
+                out.add(attr)
+    return out
+
+
+def _iterated_self_attr(loop: cst.For, selfp: Optional[str]) -> Optional[str]:
+    """``for ... in self.a`` (or ``self.a`` as a positional argument of the iterable's call,
+    ``enumerate(self.a)``, ``tqdm(enumerate(self.a))``): ``a``."""
+    exprs = [loop.iter]
+    for _ in range(2):
+        exprs += [a.value for e in exprs if isinstance(e, cst.Call) for a in e.args if not a.star and a.keyword is None]
+    for expr in exprs:
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == selfp:
+            return expr.attr.value
+    return None
+
+
+def _outer_loop(tree: TreeIndex, names: ModuleNames, node) -> Optional[cst.CSTNode]:
+    """A loop of the same scope whose body holds ``node`` (not under ``no_grad``)."""
+    previous = node
+    for ancestor in tree.ancestors(node):
+        if isinstance(ancestor, _SCOPES):
+            return None
+        if isinstance(ancestor, cst.With) and _no_grad(names, ancestor):
+            return None
+        if isinstance(ancestor, (cst.For, cst.While)) and previous is ancestor.body:
+            return ancestor
+        previous = ancestor
+    return None
+
+
+def _under_no_grad(tree: TreeIndex, names: ModuleNames, node) -> bool:
+    for ancestor in tree.ancestors(node):
+        if isinstance(ancestor, _SCOPES):
+            return False
+        if isinstance(ancestor, cst.With) and _no_grad(names, ancestor):
+            return True
+    return False
+
+
+def _decorated_no_grad(names: ModuleNames, func: cst.FunctionDef) -> bool:
+    """``@torch.no_grad()`` / ``@torch.inference_mode()``: the function evaluates."""
+    for decorator in func.decorators:
+        expr = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
+        if isinstance(expr, (cst.Name, cst.Attribute)) and names.qualname(expr) in _NO_GRAD:
+            return True
+    return False
+
+
+def _no_grad(names: ModuleNames, with_node: cst.With) -> bool:
+    for item in with_node.items:
+        expr = item.item.func if isinstance(item.item, cst.Call) else item.item
+        if isinstance(expr, (cst.Name, cst.Attribute)) and names.qualname(expr) in _NO_GRAD:
+            return True
+    return False
