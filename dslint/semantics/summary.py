@@ -21,6 +21,8 @@ from dslint.semantics.epoch_hooks import hook_facts
 from dslint.semantics.epoch_methods import epoch_iterated_methods
 from dslint.semantics.epoch_facts import dataloader_calls, epoch_iterated_results, iterated_params, loader_receivers
 from dslint.semantics.handle_exports import exported_handles
+from dslint.semantics.loader_roles import role_facts
+from dslint.semantics.rank_entries import entry_facts
 from dslint.semantics.handed_evals import delegated_classes, eval_facts, eval_references
 from dslint.semantics.modules import canonical
 from dslint.semantics.names import ModuleNames, dotted_parts
@@ -433,6 +435,10 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         "bound_collates": bound_collates(tree, names, qualname_of, s.loader_facts),
         # the start methods the file sets (``multiprocessing.set_start_method``; ``start_methods``)
         "start_methods": start_methods(tree, names),
+        # evaluation names callers keep a function's result under, and functions returning another's result
+        "loader_roles": role_facts(tree, names, local_qualname),
+        # what starts the distributed state in a DDP entry script, and whether each global seed names the rank
+        "rank_entry": entry_facts(tree, names),
     }
 
 

@@ -11,8 +11,10 @@ from typing import List, Optional
 
 from dslint.semantics.epoch_hook_index import hook_loaders
 from dslint.semantics.inheritance import iterable_heirs, one_shot_arguments
+from dslint.semantics.loader_roles import eval_roles
 from dslint.semantics.modules import canonical
 from dslint.semantics.numpy_rng import loader_draws
+from dslint.semantics.rank_entries import split_entries
 from dslint.semantics.project import ProjectIndex
 from dslint.semantics.rng_heirs import state_heirs
 from dslint.semantics.rng_holder_index import holder_returned
@@ -181,6 +183,16 @@ class View:
     def project_start_methods(self) -> List[str]:
         """The start methods some file of the project sets (``set_start_method``)."""
         return self._record("project_start_methods", [], self._index.start_methods())
+
+    def loader_eval_roles(self, qual: str) -> List[list]:
+        """[module, name] of the callers (any file, also through functions returning its result)
+        that keep the result of this file's function ``qual`` under an evaluation name (``loader_roles``)."""
+        return self._record("loader_eval_roles", [qual], eval_roles(self._index, (self.path, qual)))
+
+    def rank_split_entries(self, qual: str) -> List[list]:
+        """[module, what starts it] of the DDP entry scripts (any file) that seed the global RNG per
+        rank only and call this file's function ``qual``, up to four calls deep (``rank_entries``)."""
+        return self._record("rank_split_entries", [qual], split_entries(self._index, (self.path, qual)))
 
 
 def replay(index: ProjectIndex, path: str, log: List[list]) -> bool:
