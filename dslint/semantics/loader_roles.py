@@ -163,7 +163,7 @@ _BRANCHES = (cst.If, cst.IfExp, cst.Try, cst.For, cst.While, cst.With, cst.Match
     cst.If, cst.IfExp, cst.Try, cst.For, cst.While, cst.With)
 
 
-def _unconditional(ctx, node: cst.CSTNode, func: cst.FunctionDef) -> bool:
+def unconditional(ctx, node: cst.CSTNode, func: cst.FunctionDef) -> bool:
     """``node`` runs every time ``func`` runs (no branch, loop or ``try`` between them; a ``with``
     counts as a branch too: it may swallow)."""
     for ancestor in ctx.ancestors(node):
@@ -198,7 +198,7 @@ def returned_loader(ctx, sampler: cst.Call) -> Optional[Tuple[cst.FunctionDef, c
     name assigned once) of a call that the function returns (directly, or through a name assigned
     once), both built every time the function runs; None otherwise."""
     func = ctx.enclosing_function(sampler, through_lambdas=False)
-    if func is None or not _unconditional(ctx, sampler, func):
+    if func is None or not unconditional(ctx, sampler, func):
         return None
     arg = ctx.parent(sampler)
     value: cst.CSTNode = sampler
@@ -214,7 +214,7 @@ def returned_loader(ctx, sampler: cst.Call) -> Optional[Tuple[cst.FunctionDef, c
     if not (isinstance(arg, cst.Arg) and arg.keyword is not None and arg.keyword.value == "sampler" and arg.value is value):
         return None
     loader = ctx.parent(arg)
-    if not isinstance(loader, cst.Call) or not _unconditional(ctx, loader, func):
+    if not isinstance(loader, cst.Call) or not unconditional(ctx, loader, func):
         return None
     returns = [r for r in iter_subtree(func.body, into_scopes=False) if isinstance(r, cst.Return)]
     if len(returns) != 1 or returns[0].value is None:

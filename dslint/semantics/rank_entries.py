@@ -31,7 +31,7 @@ from dslint.semantics.distributed import FRAMEWORK_CALLS, PROCESS_GROUP_CALLS, R
 from dslint.semantics.walk import iter_subtree
 
 
-class _Names:
+class NamesContext:
     """What ``mentions_rank``/``env_key`` ask of a file context, from the names of phase 1."""
 
     def __init__(self, names) -> None:
@@ -93,12 +93,17 @@ def _per_rank(tree, ctx, call: cst.Call) -> bool:
 
 
 def entry_facts(tree, names) -> dict:
-    ctx = _Names(names)
+    ctx = NamesContext(names)
     start = _start(tree, ctx)
     if start is None:
         return {}
     seeds = [_per_rank(tree, ctx, call) for call in tree.nodes(cst.Call) if _seeds(ctx.call_name(call))]
     return {"start": start, "seeds": seeds}
+
+
+def names_context(names) -> NamesContext:
+    """What ``mentions_rank``/``env_key`` need, over the module names of phase 1."""
+    return NamesContext(names)
 
 
 # ----------------------------------------------------------------------- phase 2 (the index)

@@ -17,6 +17,7 @@ from dslint.semantics.numpy_rng import loader_draws
 from dslint.semantics.rank_entries import split_entries
 from dslint.semantics.project import ProjectIndex
 from dslint.semantics.rng_heirs import state_heirs
+from dslint.semantics.trained_results import trained_positions
 from dslint.semantics.rng_holder_index import holder_returned
 from dslint.semantics.torch_version import old_torch
 
@@ -193,6 +194,11 @@ class View:
         """[module, what starts it] of the DDP entry scripts (any file) that seed the global RNG per
         rank only and call this file's function ``qual``, up to four calls deep (``rank_entries``)."""
         return self._record("rank_split_entries", [qual], split_entries(self._index, (self.path, qual)))
+
+    def ddp_trained_positions(self, qual: str) -> List[list]:
+        """[module, marker, position] of the training loops of DDP files (any file) over the result of
+        this file's function ``qual`` (-1) or element ``position`` of it (``trained_results``)."""
+        return self._record("ddp_trained_positions", [qual], trained_positions(self._index, (self.path, qual)))
 
 
 def replay(index: ProjectIndex, path: str, log: List[list]) -> bool:

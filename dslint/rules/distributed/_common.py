@@ -22,9 +22,11 @@ from dslint.semantics.distributed import (
     method_name,
     rank_dependent,
     rank_guarded,
+    trains,
 )
 from dslint.semantics.loops import DISTRIBUTED_SAMPLER, is_none, is_test_code
 from dslint.semantics.rank_entries import split_entry_scripts
+from dslint.semantics.trained_results import returned_position
 from dslint.semantics.project import ITERABLE, ITERABLE_ROOTS, MAP
 from dslint.semantics.worker_info import is_worker_info
 from dslint.semantics.values import possible_arg
@@ -192,6 +194,33 @@ def every_use_guarded(ctx, index, loader) -> bool:
         return True
     loops = index.loops_of(loader)
     return bool(loops) and all(rank_guarded(ctx, loop.loop) or any(rank_guarded(ctx, c) for c in loop.path) for loop in loops)
+
+
+def per_rank_work(ctx, index, loader, samplers) -> Optional[str]:
+    """What makes iterating the whole dataset on every rank wrong for this loader (DSL702), or None."""
+    for loop in index.loops_of(loader):
+        if trains(index, loop) is not None:
+            return "each epoch trains on every sample once per rank"
+        saved = per_rank_output(ctx, index, loop)
+        if saved is not None:
+            return (f"every rank processes every sample and saves it (line {line_of(ctx, saved)}): the work and "
+                    "the output are duplicated once per rank")
+    if "random" in samplers or (can_shuffle(ctx, loader) and "sequential" not in samplers):
+        return "each epoch trains on every sample once per rank (a shuffled, training loader)"
+    return None
+
+
+def factory_trained(ctx, loader) -> Optional[Tuple[str, str, str]]:
+    """(module, its DDP marker, the factory) when the loader's function returns it (or it as an
+    element of a returned tuple) and a DDP file of the project trains on that result."""
+    position = returned_position(ctx, loader.call)
+    if position is None:
+        return None
+    func = ctx.enclosing_function(loader.call)
+    for module, marker, where in ctx.view.ddp_trained_positions(ctx.qualname_of_def(func)):
+        if where == position:
+            return module, marker, func.name.value
+    return None
 
 
 def calls_in(block: cst.CSTNode):
