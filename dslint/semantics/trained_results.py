@@ -10,7 +10,8 @@ Phase 1 (``trained_facts``, a summary fact): in a file with a process-group mark
 ``Fabric`` does not count: they shard what they prepare), each ``for`` loop that trains (its
 body calls ``.backward()``) over a name assigned once in its function from a project
 function's result: ``[callee, position]`` (position -1: the whole result; ``i``: element
-``i`` of a tuple unpacking). A loop under an ``if`` naming the rank is left out.
+``i`` of a tuple unpacking). A loop under an ``if`` naming the rank is left out, and so is a call
+passing the rank or the world size (the factory may cut the data per rank itself).
 
 Phase 2 (``trained_positions``): for one function of the project, [module, marker, position]
 of those loops (any file). ``returned_position`` says where a loader call of the factory's
@@ -115,6 +116,8 @@ def trained_facts(tree, names) -> dict:
         bound = _binding(func, name)
         if bound is None or not isinstance(bound[0].func, (cst.Name, cst.Attribute)):
             continue
+        if any(mentions_rank(ctx, arg.value, shards=True) for arg in bound[0].args):
+            continue  # the factory is told the rank or the world: it may cut the data itself
         callee = names.qualname(bound[0].func)
         if callee and not callee.startswith(_LIBRARIES) and [callee, bound[1]] not in loops:
             loops.append([callee, bound[1]])

@@ -252,7 +252,7 @@ def per_rank_splits(ctx, index, calls, skip=()):
                 continue
             where = (f"this script runs once per rank ({marker.what}, line {line_of(ctx, marker.node)})" if marker else
                      f"`{entries[0][0]}` runs once per rank ({entries[0][1]}), seeds the global RNG per rank and "
-                     f"calls `{entries[0][2]}`")
+                     f"reaches `{entries[0][2]}`")
         seeds = global_seeds(ctx, index)
         if any(not per_rank for _, per_rank in seeds):
             continue  # the same global seed on every rank: the same split

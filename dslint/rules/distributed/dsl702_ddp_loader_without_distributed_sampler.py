@@ -36,7 +36,7 @@ class DdpLoaderWithoutDistributedSampler(Rule):
     A loader factory counts too: a function (no DDP sign in its file) returning
     the loader, built on every call, alone or in a tuple, when a DDP file (not
     an `Accelerator`/`Fabric` script) trains on it: a loop calling `.backward()`
-    over a name assigned once from the call (`train, val = make_loaders(cfg)`).
+    over a name assigned once from a call not given the rank or world size.
 
     The dataset counts as map-style when it is a known `Dataset` subclass (in
     any file), a torchvision dataset, `TensorDataset`/`Subset`, or when the
