@@ -14,7 +14,8 @@ Phase 1 (``role_facts``, a summary fact) records, per file:
   as its world size (``world_size=1``, ``num_replicas=1``) is left out: one process drops
   nothing;
 * ``forwards``: ``[function, ref kind, ref]`` for a function whose ``return`` hands back
-  another function's result unchanged (``return create_loader(ds, ...)``).
+  another function's result unchanged (``return create_loader(ds, ...)``, or a name assigned
+  once from that call).
 
 A ref is ``["name", qualified]`` (a function of any module) or ``["local", Class.method]``
 (``self.method(...)`` of a method of this module's class defining it).
@@ -87,6 +88,23 @@ def _method_context(func: cst.FunctionDef, tree, local_qualname) -> Tuple[Dict[s
     return methods, func.params.params[0].name.value
 
 
+def _held_call(func: cst.FunctionDef, expr) -> Optional[cst.Call]:
+    """The call ``expr`` (a name) holds: its one assignment in ``func`` (``loader = f(...)``)."""
+    if not isinstance(expr, cst.Name):
+        return None
+    found = []
+    for node in iter_subtree(func.body, into_scopes=False):
+        if isinstance(node, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign)) or isinstance(node, (cst.For, cst.CompFor)):
+            if any(isinstance(n, cst.Name) and n.value == expr.value for n in iter_subtree(node.target)):
+                found.append(node)
+    if len(found) != 1 or not isinstance(found[0], cst.AssignTarget) or not isinstance(found[0].target, cst.Name):
+        return None
+    for node in iter_subtree(func.body, into_scopes=False):
+        if isinstance(node, cst.Assign) and len(node.targets) == 1 and node.targets[0] is found[0]:
+            return node.value if isinstance(node.value, cst.Call) else None
+    return None
+
+
 def role_facts(tree, names, local_qualname) -> dict:
     calls: List[list] = []
     forwards: List[list] = []
@@ -100,8 +118,9 @@ def role_facts(tree, names, local_qualname) -> dict:
                     ref = _ref(node.value, names, methods, self_param)
                     if ref:
                         calls.append([*ref, name])
-            elif isinstance(node, cst.Return) and isinstance(node.value, cst.Call):
-                ref = _ref(node.value, names, methods, self_param)
+            elif isinstance(node, cst.Return) and node.value is not None:
+                value = node.value if isinstance(node.value, cst.Call) else _held_call(func, node.value)
+                ref = _ref(value, names, methods, self_param) if value is not None else None
                 if ref:
                     qual = qual or local_qualname(func, tree)
                     forwards.append([qual, *ref])
