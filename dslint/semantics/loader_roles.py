@@ -12,7 +12,8 @@ Phase 1 (``role_facts``, a summary fact) records, per file:
   ``self.eval_loader``, ``test_loader``; tokens ``val``/``valid``/``validation``/``eval``/
   ``evaluation``/``test``, split on ``_`` and case); a call that passes a literal ``1``
   as its world size (``world_size=1``, ``num_replicas=1``) is left out: one process drops
-  nothing;
+  nothing; a function named like an evaluation loader (``def val_dataloader(self)``,
+  ``build_eval_loader``) that returns a call's result counts the same;
 * ``forwards``: ``[function, ref kind, ref]`` for a function whose ``return`` hands back
   another function's result unchanged (``return create_loader(ds, ...)``, or a name assigned
   once from that call).
@@ -124,6 +125,8 @@ def role_facts(tree, names, local_qualname) -> dict:
                 if ref:
                     qual = qual or local_qualname(func, tree)
                     forwards.append([qual, *ref])
+                    if eval_name(func.name.value) and not _one_process(value):
+                        calls.append([*ref, func.name.value])  # ``def val_dataloader(self): return make(...)``
     return {"calls": calls, "forwards": forwards} if calls or forwards else {}
 
 
@@ -271,5 +274,5 @@ def factory_eval_findings(ctx, skip=()):
             module, name = found[1][0]
             yield sampler, (
                 f"`{found[0]}` builds every loader it returns with this `DistributedSampler(drop_last=True)`, and "
-                f"`{module}` keeps one as `{name}`: the evaluation never sees the last `len % world_size` samples "
+                f"`{module}` hands one out as `{name}`: the evaluation never sees the last `len % world_size` samples "
                 "of its set; give evaluation loaders a sampler that neither drops nor pads")

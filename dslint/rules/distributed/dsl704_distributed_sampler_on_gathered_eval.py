@@ -77,8 +77,8 @@ class DistributedSamplerOnGatheredEval(Rule):
     A loader factory counts without a gathering: a function (any file) building
     a `DistributedSampler(drop_last=True)` into every loader it returns (no
     branch), whose result a caller (any file, also through functions returning
-    it) keeps under an evaluation name (`val_loader`, `self.valid_dataloader`,
-    `test_loader`; not with `world_size=1`): evaluation drops samples.
+    it) keeps under, or returns from, an evaluation name (`val_loader`,
+    `self.valid_dataloader`, `def test_dataloader`; not with `world_size=1`).
 
     Possible and unknown values: the sampler's `shuffle` must be False on every
     path (a literal, or every value the project shows); a `shuffle` that may be
