@@ -18,7 +18,7 @@ Phase 1 (``role_facts``, a summary fact) records, per file:
   another function's result unchanged (``return create_loader(ds, ...)``, or a name assigned
   once from that call).
 
-A ref is ``["name", qualified]`` (a function of any module) or ``["local", Class.method]``
+Test modules and ``test_*`` functions are left out. A ref is ``["name", qualified]`` (a function of any module) or ``["local", Class.method]``
 (``self.method(...)`` of a method of this module's class defining it).
 
 Phase 2 (``eval_roles``) answers, for one function of the project, the callers (any file,
@@ -42,6 +42,12 @@ EVAL_TOKENS = frozenset({"val", "valid", "validation", "eval", "evaluation", "te
 WORLD_KEYWORDS = frozenset({"world_size", "num_replicas", "num_processes", "world"})
 _LIBRARY_PREFIXES = ("builtins.", "torch.", "numpy.", "os.", "sys.", "math.", "random.", "logging.", "functools.")
 _SPLIT = re.compile(r"_+|(?<=[a-z0-9])(?=[A-Z])")
+
+
+def test_module(modname: str) -> bool:
+    """A module of tests (``tests.test_data``, ``conftest``, ``data_test``)."""
+    return any(p in ("test", "tests", "conftest") or p.startswith("test_") or p.endswith("_test")
+               for p in modname.split("."))
 
 
 def eval_name(name: str) -> bool:
@@ -109,7 +115,11 @@ def _held_call(func: cst.FunctionDef, expr) -> Optional[cst.Call]:
 def role_facts(tree, names, local_qualname) -> dict:
     calls: List[list] = []
     forwards: List[list] = []
+    if test_module(names.modname):
+        return {}  # a test names its loaders ``test_loader`` whatever they are for
     for func in tree.nodes(cst.FunctionDef):
+        if func.name.value.startswith("test_"):
+            continue
         methods, self_param = _method_context(func, tree, local_qualname)
         qual = None
         for node in iter_subtree(func.body, into_scopes=False):

@@ -28,6 +28,7 @@ import libcst as cst
 
 from dslint.semantics.calls import literal_value
 from dslint.semantics.distributed import FRAMEWORK_CALLS, PROCESS_GROUP_CALLS, RANK_ENV, SEED_CALLS, STARTS, env_key, mentions_rank
+from dslint.semantics.loader_roles import test_module
 from dslint.semantics.walk import iter_subtree
 
 
@@ -94,6 +95,8 @@ def _per_rank(tree, ctx, call: cst.Call) -> bool:
 
 def entry_facts(tree, names) -> dict:
     ctx = NamesContext(names)
+    if test_module(names.modname):
+        return {}
     start = _start(tree, ctx)
     if start is None:
         return {}

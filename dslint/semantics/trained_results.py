@@ -25,7 +25,7 @@ from typing import List, Optional
 import libcst as cst
 
 from dslint.semantics.distributed import PROCESS_GROUP_CALLS, RANK_ENV, env_key, mentions_rank, method_name
-from dslint.semantics.loader_roles import unconditional
+from dslint.semantics.loader_roles import test_module, unconditional
 from dslint.semantics.rank_entries import names_context
 from dslint.semantics.walk import iter_subtree
 
@@ -102,6 +102,8 @@ def _rank_guarded(tree, ctx, node) -> bool:
 
 def trained_facts(tree, names) -> dict:
     ctx = names_context(names)
+    if test_module(names.modname):
+        return {}
     marker = _marker(tree, ctx)
     if marker is None:
         return {}
