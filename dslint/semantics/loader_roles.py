@@ -36,7 +36,7 @@ import libcst as cst
 from dslint.semantics.calls import BoundCall
 from dslint.semantics.loops import DISTRIBUTED_SAMPLER, DISTRIBUTED_SAMPLER_SIGNATURE, is_test_code
 from dslint.semantics.values import possible_arg
-from dslint.semantics.walk import iter_subtree
+from dslint.semantics.walk import body_buckets, iter_subtree
 
 EVAL_TOKENS = frozenset({"val", "valid", "validation", "eval", "evaluation", "test"})
 WORLD_KEYWORDS = frozenset({"world_size", "num_replicas", "num_processes", "world"})
@@ -95,19 +95,20 @@ def _method_context(func: cst.FunctionDef, tree, local_qualname) -> Tuple[Dict[s
     return methods, func.params.params[0].name.value
 
 
-def _held_call(func: cst.FunctionDef, expr) -> Optional[cst.Call]:
-    """The call ``expr`` (a name) holds: its one assignment in ``func`` (``loader = f(...)``)."""
+def _held_call(buckets, expr) -> Optional[cst.Call]:
+    """The call ``expr`` (a name) holds: its one assignment in the function whose body's nodes
+    are ``buckets`` (``loader = f(...)``)."""
     if not isinstance(expr, cst.Name):
         return None
     found = []
-    for node in iter_subtree(func.body, into_scopes=False):
-        if isinstance(node, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign)) or isinstance(node, (cst.For, cst.CompFor)):
+    for kind in (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor):
+        for node in buckets.get(kind, ()):
             if any(isinstance(n, cst.Name) and n.value == expr.value for n in iter_subtree(node.target)):
                 found.append(node)
     if len(found) != 1 or not isinstance(found[0], cst.AssignTarget) or not isinstance(found[0].target, cst.Name):
         return None
-    for node in iter_subtree(func.body, into_scopes=False):
-        if isinstance(node, cst.Assign) and len(node.targets) == 1 and node.targets[0] is found[0]:
+    for node in buckets.get(cst.Assign, ()):
+        if len(node.targets) == 1 and node.targets[0] is found[0]:
             return node.value if isinstance(node.value, cst.Call) else None
     return None
 
@@ -120,23 +121,29 @@ def role_facts(tree, names, local_qualname) -> dict:
     for func in tree.nodes(cst.FunctionDef):
         if func.name.value.startswith("test_"):
             continue
+        buckets = body_buckets(func, tree)
+        assigns, returns = buckets.get(cst.Assign, ()), buckets.get(cst.Return, ())
+        if not assigns and not returns:
+            continue
         methods, self_param = _method_context(func, tree, local_qualname)
-        qual = None
-        for node in iter_subtree(func.body, into_scopes=False):
-            if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.Call):
+        for node in assigns:
+            if len(node.targets) == 1 and isinstance(node.value, cst.Call):
                 name = _target_name(node.targets[0].target)
                 if name and eval_name(name) and not _one_process(node.value):
                     ref = _ref(node.value, names, methods, self_param)
                     if ref:
                         calls.append([*ref, name])
-            elif isinstance(node, cst.Return) and node.value is not None:
-                value = node.value if isinstance(node.value, cst.Call) else _held_call(func, node.value)
-                ref = _ref(value, names, methods, self_param) if value is not None else None
-                if ref:
-                    qual = qual or local_qualname(func, tree)
-                    forwards.append([qual, *ref])
-                    if eval_name(func.name.value) and not _one_process(value):
-                        calls.append([*ref, func.name.value])  # ``def val_dataloader(self): return make(...)``
+        qual = None
+        for node in returns:
+            if node.value is None:
+                continue
+            value = node.value if isinstance(node.value, cst.Call) else _held_call(buckets, node.value)
+            ref = _ref(value, names, methods, self_param) if value is not None else None
+            if ref:
+                qual = qual or local_qualname(func, tree)
+                forwards.append([qual, *ref])
+                if eval_name(func.name.value) and not _one_process(value):
+                    calls.append([*ref, func.name.value])  # ``def val_dataloader(self): return make(...)``
     return {"calls": calls, "forwards": forwards} if calls or forwards else {}
 
 

@@ -22,7 +22,7 @@ counted: a helper it calls may seed the same on every rank, which its summary do
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import libcst as cst
 
@@ -48,22 +48,45 @@ class NamesContext:
         return literal_value(expr)
 
 
-def _start(tree, ctx) -> Optional[str]:
-    framework = None
+def _tail(call: cst.Call) -> Optional[str]:
+    func = call.func
+    return func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else None)
+
+
+def markers(tree, names) -> Tuple[Optional[str], Optional[str]]:
+    """(what starts the file's distributed state, its first process-group marker of any kind:
+    ``PROCESS_GROUP_CALLS`` or a rank read from the environment; frameworks aside), once per file."""
+    return tree.memo(("rank_entries.markers",), lambda: _markers(tree, names))
+
+
+def _markers(tree, names):
+    ctx = NamesContext(names)
+    tails = names.call_tails({q.rsplit(".", 1)[-1] for q in (*PROCESS_GROUP_CALLS, *FRAMEWORK_CALLS)})
+    start = marker = framework = env = None
     for call in tree.nodes(cst.Call):
-        name = ctx.call_name(call)
-        if name in STARTS:
-            return PROCESS_GROUP_CALLS[name]
-        if name in FRAMEWORK_CALLS:
-            framework = framework or FRAMEWORK_CALLS[name]
-        key = env_key(ctx, call)
-        if key in RANK_ENV:
-            return f"a read of `{key}` from the launcher's environment"
-    for sub in tree.nodes(cst.Subscript):
-        key = env_key(ctx, sub)
-        if key in RANK_ENV:
-            return f"a read of `{key}` from the launcher's environment"
-    return framework
+        tail = _tail(call)
+        if tail in tails:
+            name = ctx.call_name(call)
+            if name in PROCESS_GROUP_CALLS:
+                marker = marker or PROCESS_GROUP_CALLS[name]
+                if name in STARTS:
+                    start = start or PROCESS_GROUP_CALLS[name]
+            elif name in FRAMEWORK_CALLS:
+                framework = framework or FRAMEWORK_CALLS[name]
+        elif tail in ("get", "getenv") and env is None:
+            key = env_key(ctx, call)
+            if key in RANK_ENV:
+                env = f"a read of `{key}` from the launcher's environment"
+    if env is None:
+        for sub in tree.nodes(cst.Subscript):
+            value = sub.value
+            if (isinstance(value, cst.Attribute) and value.attr.value == "environ") or (
+                    isinstance(value, cst.Name) and value.value == "environ"):
+                key = env_key(ctx, sub)
+                if key in RANK_ENV:
+                    env = f"a read of `{key}` from the launcher's environment"
+                    break
+    return start or env or framework, marker or env
 
 
 def _seeds(name: Optional[str]) -> bool:
@@ -94,13 +117,15 @@ def _per_rank(tree, ctx, call: cst.Call) -> bool:
 
 
 def entry_facts(tree, names) -> dict:
-    ctx = NamesContext(names)
     if test_module(names.modname):
         return {}
-    start = _start(tree, ctx)
+    ctx = NamesContext(names)
+    start = markers(tree, names)[0]
     if start is None:
         return {}
-    seeds = [_per_rank(tree, ctx, call) for call in tree.nodes(cst.Call) if _seeds(ctx.call_name(call))]
+    seed_tails = names.call_tails({q.rsplit(".", 1)[-1] for q in SEED_CALLS})
+    seeds = [_per_rank(tree, ctx, call) for call in tree.nodes(cst.Call)
+             if (_tail(call) in seed_tails or "seed" in (_tail(call) or "").lower()) and _seeds(ctx.call_name(call))]
     return {"start": start, "seeds": seeds}
 
 

@@ -24,27 +24,12 @@ from typing import List, Optional
 
 import libcst as cst
 
-from dslint.semantics.distributed import PROCESS_GROUP_CALLS, RANK_ENV, env_key, mentions_rank, method_name
+from dslint.semantics.distributed import mentions_rank, method_name
 from dslint.semantics.loader_roles import test_module, unconditional
-from dslint.semantics.rank_entries import names_context
+from dslint.semantics.rank_entries import markers, names_context
 from dslint.semantics.walk import iter_subtree
 
 _LIBRARIES = ("builtins.", "torch.", "numpy.", "os.", "sys.", "tqdm.", "itertools.")
-
-
-def _marker(tree, ctx) -> Optional[str]:
-    for call in tree.nodes(cst.Call):
-        name = ctx.call_name(call)
-        if name in PROCESS_GROUP_CALLS:
-            return PROCESS_GROUP_CALLS[name]
-        key = env_key(ctx, call)
-        if key in RANK_ENV:
-            return f"a read of `{key}` from the launcher's environment"
-    for sub in tree.nodes(cst.Subscript):
-        key = env_key(ctx, sub)
-        if key in RANK_ENV:
-            return f"a read of `{key}` from the launcher's environment"
-    return None
 
 
 def _iterated_name(expr: cst.BaseExpression) -> Optional[str]:
@@ -101,12 +86,12 @@ def _rank_guarded(tree, ctx, node) -> bool:
 
 
 def trained_facts(tree, names) -> dict:
-    ctx = names_context(names)
     if test_module(names.modname):
         return {}
-    marker = _marker(tree, ctx)
+    marker = markers(tree, names)[1]
     if marker is None:
         return {}
+    ctx = names_context(names)
     loops = []
     for loop in tree.nodes(cst.For):
         name = _iterated_name(loop.iter)
