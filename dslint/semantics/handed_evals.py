@@ -30,9 +30,9 @@ from typing import List, Optional, Tuple
 import libcst as cst
 
 from dslint.semantics.calls import BoundCall
-from dslint.semantics.distributed import (DEDUP_METHODS, GATHER_CALLS, INDEX_WRITES, method_name, project_calls_any,
-                                          sample_index_name, trains)
-from dslint.semantics.loops import DISTRIBUTED_SAMPLER_SIGNATURE
+from dslint.semantics.distributed import (DEDUP_METHODS, GATHER_CALLS, INDEX_WRITES, eval_feeds, line_of, method_name,
+                                          project_calls_any, sample_index_name, trains)
+from dslint.semantics.loops import DISTRIBUTED_SAMPLER, DISTRIBUTED_SAMPLER_SIGNATURE, is_test_code, loader_loops
 from dslint.semantics.values import possible_arg
 from dslint.semantics.walk import iter_subtree
 
@@ -204,3 +204,29 @@ def eval_references(facts: List[dict]) -> List[str]:
         out.update(cls for cls, _ in evals["objects"])
         out.update(t for kind, t, _ in one["calls"] if kind == "func" and not t.startswith(LIBRARY_PREFIXES))
     return sorted(out)
+
+
+def gathered_eval_samplers(ctx):
+    """(sampler, DSL704's message) for each torch ``DistributedSampler`` of a loader of this file
+    that feeds an evaluation whose results are gathered (``eval_feeds``, or ``handed_eval``: a
+    project function of another file); the message says it drops when ``drop_last`` can be True."""
+    if not ctx.dataloader_calls():
+        return
+    index = loader_loops(ctx)
+    for loader in index.loaders:
+        samplers = index.sampler_calls(loader, (DISTRIBUTED_SAMPLER,))
+        if not samplers or is_test_code(ctx, loader.call) or loader.framework_driven:
+            continue
+        feed = eval_feeds(ctx, index, loader, samplers) or handed_eval(ctx, index, loader, samplers)
+        for sampler in samplers if feed is not None else ():
+            drops = possible_arg(ctx, BoundCall(sampler, DISTRIBUTED_SAMPLER_SIGNATURE), "drop_last").can_be(
+                lambda v: v is True)
+            off = ("drops the last `len % world_size` samples (`drop_last=True`), so up to `world_size - 1` "
+                   "samples are never evaluated" if drops is not None else
+                   "pads every rank to `ceil(len / world_size)` samples by repeating the first ones, so up to "
+                   "`world_size - 1` samples are evaluated and counted twice")
+            yield sampler, (
+                f"this `DistributedSampler` feeds an evaluation ({feed[0]}) whose results are gathered "
+                f"({feed[1]}, line {line_of(ctx, feed[2])}): unless `len(dataset)` divides the world size it {off}; "
+                "shard without padding (each rank takes `range(rank, len, world_size)`) or de-duplicate the "
+                "gathered results by sample index")

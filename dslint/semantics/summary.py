@@ -22,6 +22,9 @@ from dslint.semantics.epoch_attrs import epoch_iterated_params, epoch_stored_par
 from dslint.semantics.epoch_methods import epoch_iterated_methods
 from dslint.semantics.epoch_facts import dataloader_calls, epoch_iterated_results, iterated_params, loader_receivers
 from dslint.semantics.handle_exports import exported_handles
+from dslint.semantics.loader_roles import role_facts
+from dslint.semantics.rank_entries import entry_facts
+from dslint.semantics.trained_results import trained_facts
 from dslint.semantics.handed_evals import delegated_classes, eval_facts, eval_references
 from dslint.semantics.modules import canonical
 from dslint.semantics.names import ModuleNames, dotted_parts
@@ -438,6 +441,12 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         "bound_collates": bound_collates(tree, names, qualname_of, s.loader_facts),
         # the start methods the file sets (``multiprocessing.set_start_method``; ``start_methods``)
         "start_methods": start_methods(tree, names),
+        # evaluation names callers keep a function's result under, and functions returning another's result
+        "loader_roles": role_facts(tree, names, local_qualname),
+        # what starts the distributed state in a DDP entry script, and whether each global seed names the rank
+        "rank_entry": entry_facts(tree, names),
+        # in a DDP file: training loops over a project function's result ([callee, position])
+        "trained_results": trained_facts(tree, names),
     }
 
 

@@ -14,21 +14,24 @@ from dslint.semantics.classes import find_method, local_mro
 from dslint.semantics.cuda import cuda_use
 from dslint.semantics.distributed import (
     RANK_CALLS,
-    SEED_CALLS,
     WORLD_CALLS,
-    call_order,
+    ddp_marker,
+    global_seeds,
+    line_of,
     mentions_rank,
     method_name,
     rank_dependent,
     rank_guarded,
+    trains,
 )
-from dslint.semantics.loops import DISTRIBUTED_SAMPLER, is_none
+from dslint.semantics.loops import DISTRIBUTED_SAMPLER, is_none, is_test_code
+from dslint.semantics.rank_entries import split_entry_scripts
+from dslint.semantics.trained_results import returned_position
 from dslint.semantics.project import ITERABLE, ITERABLE_ROOTS, MAP
 from dslint.semantics.worker_info import is_worker_info
 from dslint.semantics.values import possible_arg
 from dslint.semantics.walk import iter_subtree
 
-RANDOM_SPLIT = "torch.utils.data.random_split"
 SEQUENTIAL_SAMPLER = "torch.utils.data.SequentialSampler"
 RANDOM_SAMPLER = "torch.utils.data.RandomSampler"
 TENSOR_DATASET = "torch.utils.data.TensorDataset"
@@ -193,99 +196,71 @@ def every_use_guarded(ctx, index, loader) -> bool:
     return bool(loops) and all(rank_guarded(ctx, loop.loop) or any(rank_guarded(ctx, c) for c in loop.path) for loop in loops)
 
 
+def per_rank_work(ctx, index, loader, samplers) -> Optional[str]:
+    """What makes iterating the whole dataset on every rank wrong for this loader (DSL702), or None."""
+    for loop in index.loops_of(loader):
+        if trains(index, loop) is not None:
+            return "each epoch trains on every sample once per rank"
+        saved = per_rank_output(ctx, index, loop)
+        if saved is not None:
+            return (f"every rank processes every sample and saves it (line {line_of(ctx, saved)}): the work and "
+                    "the output are duplicated once per rank")
+    if "random" in samplers or (can_shuffle(ctx, loader) and "sequential" not in samplers):
+        return "each epoch trains on every sample once per rank (a shuffled, training loader)"
+    return None
+
+
+def factory_trained(ctx, loader) -> Optional[Tuple[str, str, str]]:
+    """(module, its DDP marker, the factory) when the loader's function returns it (or it as an
+    element of a returned tuple) and a DDP file of the project trains on that result."""
+    position = returned_position(ctx, loader.call)
+    if position is None:
+        return None
+    func = ctx.enclosing_function(loader.call)
+    for module, marker, where in ctx.view.ddp_trained_positions(ctx.qualname_of_def(func)):
+        if where == position:
+            return module, marker, func.name.value
+    return None
+
+
 def calls_in(block: cst.CSTNode):
     return [n for n in iter_subtree(block, into_scopes=False) if isinstance(n, cst.Call)]
 
 
-# --------------------------------------------------------------------------- random_split
-
-SPLIT_SIGNATURE = Signature(("dataset", "lengths", "generator"))
-#: constructor keywords that do not change which samples a dataset holds
-NOT_DATA_KEYWORDS = frozenset({"transform", "target_transform", "transforms", "download", "pre_transform"})
-_PART = {0: "first", 1: "second", 2: "third"}
+# --------------------------------------------------------------------------- random_split per rank
 
 
-def random_splits(ctx) -> List[cst.Call]:
-    """``random_split`` calls without ``generator=`` (and nothing hidden in ``*args``/``**kwargs``)."""
-    out = []
-    for call in ctx.calls_to(RANDOM_SPLIT):
-        bound = BoundCall(call, SPLIT_SIGNATURE)
-        if not bound.is_open and not bound.passed("generator") and bound.passed("lengths"):
-            out.append(call)
-    return out
-
-
-def seeded_before(ctx, call: cst.Call) -> bool:
-    """A seed call of torch's global RNG earlier in the same function (or module body)."""
-    func = ctx.enclosing_function(call)
-    order = call_order(ctx)
-    mine = order.get(id(call), 0)
-    for node in iter_subtree(func.body if func is not None else ctx.module, into_scopes=False):
-        if isinstance(node, cst.Call) and order.get(id(node), mine) < mine and ctx.call_name(node) in SEED_CALLS:
-            return True
-    return False
-
-
-def kept_parts(ctx, call: cst.Call) -> Optional[Set[int]]:
-    """Which parts of a split the code keeps: ``a, _ = random_split(...)`` -> {0}; ``random_split(...)[1]`` -> {1}."""
-    parent = ctx.parent(call)
-    if isinstance(parent, cst.Subscript) and parent.value is call and len(parent.slice) == 1:
-        element = parent.slice[0].slice
-        index = ctx.literal(element.value) if isinstance(element, cst.Index) else None
-        return {index} if isinstance(index, int) and not isinstance(index, bool) else None
-    if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
-        target = parent.targets[0].target
-        if isinstance(target, (cst.Tuple, cst.List)) and all(isinstance(e, cst.Element) for e in target.elements):
-            kept = set()
-            for i, element in enumerate(target.elements):
-                if not (isinstance(element.value, cst.Name) and element.value.value.startswith("_")):
-                    kept.add(i)
-            return kept
-    return None
-
-
-def _source_key(ctx, index, expr) -> Optional[tuple]:
-    """What identifies the data a dataset expression holds: its one value node, or for a
-    constructor call its callee and arguments (transforms and ``download`` aside)."""
-    nodes = index.value_nodes(expr)
-    if nodes is None or len(nodes) != 1:
-        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
-            return ("self", expr.attr.value)
-        return None
-    node = nodes[0]
-    if not isinstance(node, cst.Call):
-        return ("node", id(node))
-    name = ctx.call_name(node)
-    if name is None and isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name):
-        if node.func.value.value == "self":
-            name = "self." + node.func.attr.value  # ``self.DATASET(...)``: the same class attribute in both
-    if name is None:
-        return ("node", id(node))
-    args = tuple(
-        (arg.keyword.value if arg.keyword else "", "".join(ctx.code(arg.value).split()))
-        for arg in node.args if not (arg.keyword and arg.keyword.value in NOT_DATA_KEYWORDS)
-    )
-    return ("call", name, args)
-
-
-def split_pairs(ctx, index, calls: List[cst.Call]) -> List[Tuple[cst.Call, cst.Call, Tuple[str, str]]]:
-    """Pairs of unseeded splits of the same data with the same lengths that keep different parts
-    (the training part in one place, the validation part in another)."""
-    facts = []
+def per_rank_splits(ctx, index, calls, skip=()):
+    """(call, DSL701's message) for each unseeded split (but those in ``skip``, by id) that runs
+    once per rank: in a Lightning hook of a class storing a seed the split ignores, in a file that
+    starts its distributed state, or in a function that such a script of another file calls
+    (``rank_entries``); unless the global RNG is seeded the same on every rank."""
+    marker = None
     for call in calls:
-        bound = BoundCall(call, SPLIT_SIGNATURE)
-        kept = kept_parts(ctx, call)
-        key = _source_key(ctx, index, bound.expr("dataset")) if kept else None
-        if key is not None and not seeded_before(ctx, call):
-            facts.append((call, key, "".join(ctx.code(bound.expr("lengths")).split()), kept))
-    out, used = [], set()
-    for i, (first, key, lengths, kept) in enumerate(facts):
-        for second, key2, lengths2, kept2 in facts[i + 1:]:
-            if id(first) in used or id(second) in used or key != key2 or lengths != lengths2 or kept & kept2:
+        if id(call) in skip or is_test_code(ctx, call) or rank_guarded(ctx, call):
+            continue
+        hook = lightning_hook(ctx, call)
+        if hook is not None:
+            seed = ignored_seed(ctx, call)
+            if seed is None:
+                continue  # the training script (another file) may seed the global RNG: not seen
+            where = f"Lightning calls `{hook}` on every rank and the split ignores `{seed}`"
+        else:
+            marker = marker or ddp_marker(ctx, start=True)
+            entries = None if marker is not None else split_entry_scripts(ctx, call)
+            if marker is None and not entries:
                 continue
-            used.update((id(first), id(second)))
-            out.append((first, second, (_PART.get(min(kept), "kept"), _PART.get(min(kept2), "kept"))))
-    return out
+            where = (f"this script runs once per rank ({marker.what}, line {line_of(ctx, marker.node)})" if marker else
+                     f"`{entries[0][0]}` runs once per rank ({entries[0][1]}), seeds the global RNG per rank and "
+                     f"reaches `{entries[0][2]}`")
+        seeds = global_seeds(ctx, index)
+        if any(not per_rank for _, per_rank in seeds):
+            continue  # the same global seed on every rank: the same split
+        seeded = (f"; the global RNG is seeded per rank (line {line_of(ctx, seeds[0][0])})" if seeds else "")
+        yield call, (
+            "`random_split` without `generator=` draws its permutation from torch's global RNG, which each "
+            f"process seeds on its own: {where}{seeded}, so every rank gets a different split and samples one rank "
+            "validates on are trained on by another")
 
 
 # --------------------------------------------------------------------------- streams

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dslint.rules.base import ERROR, Rule, Symptom
-from dslint.rules.distributed._common import ignored_seed, lightning_hook, random_splits, split_pairs
-from dslint.semantics.distributed import ddp_marker, global_seeds, line_of, rank_guarded
-from dslint.semantics.loops import is_test_code, loader_loops
+from dslint.rules.distributed._common import per_rank_splits
+from dslint.semantics.distributed import line_of
+from dslint.semantics.loops import loader_loops
+from dslint.semantics.random_splits import random_splits, split_pairs
 
 
 class UnseededRandomSplit(Rule):
@@ -18,7 +19,10 @@ class UnseededRandomSplit(Rule):
       `deepspeed.initialize`, reads `LOCAL_RANK`/`RANK` from the launcher's
       environment, builds an `accelerate.Accelerator`, or calls a project
       function in any file that calls `init_process_group`) and nothing in it
-      seeds the global RNG the same way on every rank; or because it sits in a
+      seeds the global RNG the same way on every rank; or because a DDP
+      script of another file (it starts its distributed state as above) calls
+      the split's function, up to four calls deep, and seeds the global RNG per
+      rank only (`torch.manual_seed(args.seed + rank)`); or because it sits in a
       method of a `LightningDataModule`/`LightningModule` (Lightning calls
       `setup`, the `*_dataloader` hooks and `__init__` on every rank) whose
       class stores a seed (`self.seed = seed`) that the split ignores;
@@ -81,7 +85,9 @@ class UnseededRandomSplit(Rule):
     - the split runs on one rank only (under `if rank == 0:`), or in
       `prepare_data` (Lightning runs it on one process);
     - files without any sign of a process group and outside Lightning hooks
-      (a single-process script draws one split), and test code;
+      (a single-process script draws one split), and test code; a script of
+      another file that seeds nothing (a helper it calls may seed), or that
+      seeds once without the rank, does not count;
     - for two draws: a seed set in the same function before each call, or
       calls over different datasets or lengths.
     """
@@ -95,6 +101,24 @@ class UnseededRandomSplit(Rule):
             "and keep both subsets")
 
     valid = (
+        {
+            "data.py": """
+            from torch.utils.data import random_split
+
+            def build(full):
+                return random_split(full, [0.9, 0.1])
+            """,
+            "train.py": """
+            import torch
+            import torch.distributed as dist
+            from torch.utils.data import DataLoader
+            from data import build
+            def main(args, full):
+                dist.init_process_group("nccl")
+                torch.manual_seed(args.seed)  # the same seed on every rank
+                train, val = build(full)
+            """,
+        },
         """
         import torch
         import torch.distributed as dist
@@ -168,6 +192,24 @@ class UnseededRandomSplit(Rule):
         """,
     )
     invalid = (
+        {
+            "data.py": """
+            from torch.utils.data import random_split
+
+            def build(full):
+                return random_split(full, [0.9, 0.1])  # expect: DSL701
+            """,
+            "train.py": """
+            import torch
+            import torch.distributed as dist
+            from torch.utils.data import DataLoader
+            from data import build
+            def main(args, full):
+                dist.init_process_group("nccl")
+                torch.manual_seed(args.seed + dist.get_rank())  # a different seed per rank
+                train, val = build(full)
+            """,
+        },
         """
         import torch.distributed as dist
         from torch.utils.data import random_split
@@ -254,28 +296,5 @@ class UnseededRandomSplit(Rule):
                 f"separate draws of torch's global RNG: the {kept[0]} part kept here and the {kept[1]} part kept "
                 "there overlap, so samples are validated on that were also trained on",
             )
-        marker = None
-        for call in calls:
-            if id(call) in reported or is_test_code(ctx, call) or rank_guarded(ctx, call):
-                continue
-            hook = lightning_hook(ctx, call)
-            if hook is not None:
-                seed = ignored_seed(ctx, call)
-                if seed is None:
-                    continue  # the training script (another file) may seed the global RNG: not seen
-                where = f"Lightning calls `{hook}` on every rank and the split ignores `{seed}`"
-            else:
-                marker = marker or ddp_marker(ctx, start=True)
-                if marker is None:
-                    continue
-                where = f"this script runs once per rank ({marker.what}, line {line_of(ctx, marker.node)})"
-            seeds = global_seeds(ctx, index)
-            if any(not per_rank for _, per_rank in seeds):
-                continue  # the same global seed on every rank: the same split
-            seeded = (f"; the global RNG is seeded per rank (line {line_of(ctx, seeds[0][0])})" if seeds else "")
-            yield self.report(
-                call,
-                "`random_split` without `generator=` draws its permutation from torch's global RNG, which each "
-                f"process seeds on its own: {where}{seeded}, so every rank gets a different split and samples one rank "
-                "validates on are trained on by another",
-            )
+        for call, message in per_rank_splits(ctx, index, calls, reported):
+            yield self.report(call, message)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dslint.rules.base import ERROR, Rule, Symptom
 from dslint.rules.distributed._common import (
-    can_shuffle,
     every_use_guarded,
+    factory_trained,
     handed_to_framework,
     map_style,
-    per_rank_output,
+    per_rank_work,
     sampler_kinds,
 )
-from dslint.semantics.distributed import ddp_marker, line_of, rank_dependent, trains
+from dslint.semantics.distributed import ddp_marker, line_of, rank_dependent
 from dslint.semantics.loops import is_test_code, loader_loops
 
 
@@ -32,6 +32,11 @@ class DdpLoaderWithoutDistributedSampler(Rule):
       calls `.backward()`;
     - a loop over it saves results under a name that holds the rank
       (`torch.save(out, f"part_{rank}_{i}.pt")`): the work is meant to be split.
+
+    A loader factory counts too: a function (no DDP sign in its file) returning
+    the loader, built on every call, alone or in a tuple, when a DDP file (not
+    an `Accelerator`/`Fabric` script) trains on it: a loop calling `.backward()`
+    over a name assigned once from a call not given the rank or world size.
 
     The dataset counts as map-style when it is a known `Dataset` subclass (in
     any file), a torchvision dataset, `TensorDataset`/`Subset`, or when the
@@ -55,8 +60,6 @@ class DdpLoaderWithoutDistributedSampler(Rule):
 
     ## Use instead
     ```python
-    dist.init_process_group("nccl")
-    model = DistributedDataParallel(model.cuda(), device_ids=[local_rank])
     sampler = DistributedSampler(train_set)  # shuffles; call sampler.set_epoch(epoch)
     loader = DataLoader(train_set, batch_size=64, sampler=sampler)
     ```
@@ -75,8 +78,7 @@ class DdpLoaderWithoutDistributedSampler(Rule):
       is built in a Lightning hook; in a script that builds an `Accelerator` or
       a `Fabric`, a loader that no loop of the file iterates as it is (it may
       be prepared where this file cannot follow it);
-    - the loader is built, or every loop over it runs, on one rank only (under
-      `if rank == 0:`);
+    - the loader is built, or every loop over it runs, on one rank only;
     - evaluation loaders that do not shuffle and whose loops neither train nor
       write per-rank output: evaluating the full set on every rank is wasteful
       but correct; and test code.
@@ -96,10 +98,26 @@ class DdpLoaderWithoutDistributedSampler(Rule):
     help = "Pass `sampler=DistributedSampler(dataset)` (and call `sampler.set_epoch(epoch)` every epoch), or prepare the loader with your framework"
 
     valid = (
+        {
+            "data.py": """
+            from torch.utils.data import DataLoader
+            def make_loader(train_set):
+                return DataLoader(train_set, batch_size=8, shuffle=True)
+            """,
+            "train.py": """
+            from accelerate import Accelerator
+            from torch.utils.data import TensorDataset
+            from data import make_loader
+            def main(model, x, y):
+                accelerator = Accelerator()
+                loader = accelerator.prepare(make_loader(TensorDataset(x, y)))  # accelerate shards it
+                for xb, yb in loader:
+                    accelerator.backward(model(xb).sum())
+            """,
+        },
         """
         import torch.distributed as dist
         from torch.utils.data import DataLoader, DistributedSampler
-
         def main(ds, args):
             dist.init_process_group("nccl")
             sampler = DistributedSampler(ds) if args.distributed else None
@@ -109,7 +127,6 @@ class DdpLoaderWithoutDistributedSampler(Rule):
         import torch
         import torch.distributed as dist
         from torch.utils.data import DataLoader
-
         def main(ds, model):
             dist.init_process_group("nccl")
             val_loader = DataLoader(ds, batch_size=64)
@@ -119,14 +136,12 @@ class DdpLoaderWithoutDistributedSampler(Rule):
         """,
         """
         from torch.utils.data import DataLoader
-
         def main(ds):  # no process group: one process
             loader = DataLoader(ds, shuffle=True)
         """,
         """
         import torch.distributed as dist
         from torch.utils.data import DataLoader, Subset
-
         def main(ds):
             dist.init_process_group("nccl")
             rank, world_size = dist.get_rank(), dist.get_world_size()
@@ -136,7 +151,6 @@ class DdpLoaderWithoutDistributedSampler(Rule):
         """
         from accelerate import Accelerator
         from torch.utils.data import DataLoader
-
         def main(ds, model):
             accelerator = Accelerator()
             loader = DataLoader(ds, shuffle=True)
@@ -151,7 +165,6 @@ class DdpLoaderWithoutDistributedSampler(Rule):
 
         if TESTING:
             get_loaders = mocked_loaders  # the call below is ambiguous: the loader's fate is unknown
-
         def main(ds, model):
             accelerator = Accelerator()
             loader = get_loaders(ds)
@@ -160,7 +173,6 @@ class DdpLoaderWithoutDistributedSampler(Rule):
         """
         import torch.distributed as dist
         from torch.utils.data import DataLoader
-
         def main(ds):
             dist.init_process_group("nccl")
             if dist.get_rank() == 0:
@@ -169,13 +181,30 @@ class DdpLoaderWithoutDistributedSampler(Rule):
         """
         import torch.distributed as dist
         from torch.utils.data import DataLoader
-
         def main(ds, kwargs):
             dist.init_process_group("nccl")
             loader = DataLoader(ds, **kwargs)  # the sampler may be in there
         """,
     )
     invalid = (
+        {
+            "data.py": """
+            from torch.utils.data import DataLoader
+            def make_loaders(train_set, val_set):
+                train = DataLoader(train_set, batch_size=8, shuffle=True)  # expect: DSL702
+                return train, DataLoader(val_set, batch_size=8)
+            """,
+            "train.py": """
+            import torch.distributed as dist
+            from torch.utils.data import TensorDataset
+            from data import make_loaders
+            def main(model, x, y):
+                dist.init_process_group("nccl")
+                train_loader, val_loader = make_loaders(TensorDataset(x, y), TensorDataset(x, y))
+                for xb, yb in train_loader:
+                    model(xb).sum().backward()
+            """,
+        },
         """
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel as DDP
@@ -248,30 +277,24 @@ class DdpLoaderWithoutDistributedSampler(Rule):
                 continue
             if not map_style(ctx, index, loader, samplers):
                 continue
-            why = self.per_rank_work(ctx, index, loader, samplers)
-            if why is None or rank_dependent(ctx, index, loader.bound.expr("dataset"), shards=True):
+            why = per_rank_work(ctx, index, loader, samplers)
+            if rank_dependent(ctx, index, loader.bound.expr("dataset"), shards=True):
                 continue
             marker = ddp_marker(ctx)  # asked last: the other facts are cheaper and rarely all hold
-            if marker is None or (marker.kind == "framework" and not index.loops_of(loader)):
-                continue  # accelerate/Fabric scripts prepare their loaders: only a loop seen here tells otherwise
+            if marker is not None and why is not None:
+                if marker.kind == "framework" and not index.loops_of(loader):
+                    continue  # accelerate/Fabric scripts prepare their loaders: only a loop seen here tells otherwise
+                where = f"the file runs once per rank ({marker.what}, line {line_of(ctx, marker.node)})"
+            else:
+                trained = factory_trained(ctx, loader) if marker is None else None
+                if trained is None:
+                    continue
+                why = why or "each epoch trains on every sample once per rank"
+                where = f"`{trained[0]}` trains on the loader `{trained[2]}` returns, once per rank ({trained[1]})"
             if every_use_guarded(ctx, index, loader) or handed_to_framework(ctx, index, loader):
                 continue
             yield self.report(
                 loader.call,
-                f"this DataLoader has no `DistributedSampler` although the file runs once per rank ({marker.what}, "
-                f"line {line_of(ctx, marker.node)}): every rank iterates the whole dataset, so {why}",
+                f"this DataLoader has no `DistributedSampler` although {where}: every rank iterates the whole "
+                f"dataset, so {why}",
             )
-
-    @staticmethod
-    def per_rank_work(ctx, index, loader, samplers):
-        """What makes iterating the whole dataset on every rank wrong here, or None."""
-        for loop in index.loops_of(loader):
-            if trains(index, loop) is not None:
-                return "each epoch trains on every sample once per rank"
-            saved = per_rank_output(ctx, index, loop)
-            if saved is not None:
-                return (f"every rank processes every sample and saves it (line {line_of(ctx, saved)}): the work and "
-                        "the output are duplicated once per rank")
-        if "random" in samplers or (can_shuffle(ctx, loader) and "sequential" not in samplers):
-            return "each epoch trains on every sample once per rank (a shuffled, training loader)"
-        return None

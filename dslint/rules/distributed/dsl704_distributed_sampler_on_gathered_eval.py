@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 from dslint.rules.base import ERROR, Rule, Symptom
-from dslint.rules.distributed._common import torch_distributed_samplers
-from dslint.semantics.calls import BoundCall
-from dslint.semantics.distributed import eval_feeds, line_of
-from dslint.semantics.handed_evals import handed_eval
-from dslint.semantics.loops import DISTRIBUTED_SAMPLER_SIGNATURE, is_test_code, loader_loops
-from dslint.semantics.values import possible_arg
+from dslint.semantics.handed_evals import gathered_eval_samplers
+from dslint.semantics.loader_roles import factory_eval_findings
 
 
 class DistributedSamplerOnGatheredEval(Rule):
@@ -27,8 +23,7 @@ class DistributedSamplerOnGatheredEval(Rule):
       `gather_object`..., accelerate's `gather`/`reduce`, or a project function
       (any file) that calls them, in the evaluating function or a function
       that calls it;
-    - the evaluation may also be a project function of another file the
-      loader is handed to (see below).
+    - or the evaluation is a project function of another file (see below).
 
     ## Why is this bad?
     `DistributedSampler` gives every rank `ceil(len / world_size)` indices: it
@@ -37,8 +32,8 @@ class DistributedSamplerOnGatheredEval(Rule):
     length does not divide the world size, the gathered predictions hold up
     to `world_size - 1` samples twice (or miss them), so accuracy, counts and
     per-sample outputs are off. Measured with 2 gloo ranks over 63 samples:
-    64 samples were evaluated, 1 of them twice, against 63 and none twice
-    with an unpadded shard. Nothing warns.
+    64 samples were evaluated, 1 of them twice, against 63 and none twice with
+    an unpadded shard. Nothing warns.
 
     ## Example
     ```python
@@ -48,23 +43,15 @@ class DistributedSamplerOnGatheredEval(Rule):
     with torch.no_grad():
         for x, y in loader:
             correct += (model(x).argmax(1) == y).sum()
-    dist.all_reduce(correct)
-    accuracy = correct / len(val_set)
+    dist.all_reduce(correct)  # accuracy = correct / len(val_set)
     ```
 
     ## Use instead
     ```python
     mine = Subset(val_set, range(rank, len(val_set), world_size))  # no padding
-    loader = DataLoader(mine, batch_size=64)
-    correct = torch.zeros((), device=device)
-    with torch.no_grad():
-        for x, y in loader:
-            correct += (model(x).argmax(1) == y).sum()
-    dist.all_reduce(correct)
-    accuracy = correct / len(val_set)
+    loader = DataLoader(mine, batch_size=64)  # the same loop and all_reduce as above
     ```
-    Or keep the sampler and de-duplicate the gathered results by sample index
-    (accelerate's `gather_for_metrics` drops the padding).
+    Or keep the sampler and de-duplicate by sample index (`gather_for_metrics`).
 
     ## When it does not fire
     - the evaluation de-duplicates: `gather_for_metrics`, a slice bounded by
@@ -80,15 +67,18 @@ class DistributedSamplerOnGatheredEval(Rule):
     - a loader handed to a function this project does not define (a
       library's `evaluate`), or handed by `*args`: what it does is unknown.
 
-    A loader handed to a project function of another file
-    (`evaluate(model, loader)`) counts when that function iterates the
-    parameter, calls no `.backward()`, does not de-duplicate (the same signs
-    as above, or results stored under each sample's id:
-    `{t["image_id"]: out ...}`), and gathers: a collective it calls, a project function that
-    calls one, or a method of an object it builds from a project class
-    (`logger = MetricLogger(); logger.synchronize()`) that calls one, also
-    through its own methods or the same-named method of the classes of its
-    module that it calls on what it holds (a logger syncing each meter).
+    A loader handed to a project function of another file counts when that
+    function iterates the parameter without `.backward()` or de-duplicating
+    (the signs above, or results keyed by each sample's id: `{t["image_id"]:
+    out ...}`) and gathers: a collective, a project function calling one, or a
+    method (its own, or the same-named method of its module's classes on what
+    it holds) of an object it builds from a project class that calls one.
+
+    A loader factory counts without a gathering: a function (any file) building
+    a `DistributedSampler(drop_last=True)` into every loader it returns (no
+    branch), whose result a caller (any file, also through functions returning
+    it) keeps under, or returns from, an evaluation name (`val_loader`,
+    `self.valid_dataloader`, `def test_dataloader`; not with `world_size=1`).
 
     Possible and unknown values: the sampler's `shuffle` must be False on every
     path (a literal, or every value the project shows); a `shuffle` that may be
@@ -105,6 +95,17 @@ class DistributedSamplerOnGatheredEval(Rule):
             "de-duplicate the gathered results by sample index (`accelerator.gather_for_metrics`)")
 
     valid = (
+        """
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        def make_loader(ds, train=True):
+            sampler = DistributedSampler(ds, drop_last=train)  # False for evaluation sets
+            return DataLoader(ds, batch_size=32, sampler=sampler)
+
+        def main(train_set, val_set):
+            train_loader = make_loader(train_set)
+            val_loader = make_loader(val_set, train=False)
+        """,
         """
         import torch
         import torch.distributed as dist
@@ -188,6 +189,25 @@ class DistributedSamplerOnGatheredEval(Rule):
         """,
     )
     invalid = (
+        {
+            "loaders.py": """
+            from torch.utils.data import DataLoader, DistributedSampler
+
+            def make_loader(ds, rank, world):
+                sampler = DistributedSampler(ds, world, rank, drop_last=True)  # expect: DSL704
+                return DataLoader(ds, batch_size=32, sampler=sampler)
+            """,
+            "train.py": """
+            from torch.utils.data import Dataset
+            from loaders import make_loader
+            class Trainer:
+                def __init__(self, train_set: Dataset, valid_set: Dataset, rank, world):
+                    self.train_loader = self.loader(train_set, rank, world)
+                    self.valid_loader = self.loader(valid_set, rank, world)
+                def loader(self, ds, rank, world):
+                    return make_loader(ds, rank, world)
+            """,
+        },
         """
         import torch
         import torch.distributed as dist
@@ -272,27 +292,9 @@ class DistributedSamplerOnGatheredEval(Rule):
     )
 
     def check(self, ctx):
-        if not ctx.dataloader_calls():
-            return
-        index = loader_loops(ctx)
-        for loader in index.loaders:
-            samplers = torch_distributed_samplers(ctx, index, loader)
-            if not samplers or is_test_code(ctx, loader.call) or loader.framework_driven:
-                continue
-            feed = eval_feeds(ctx, index, loader, samplers) or handed_eval(ctx, index, loader, samplers)
-            if feed is None:
-                continue
-            for sampler in samplers:
-                drops = possible_arg(ctx, BoundCall(sampler, DISTRIBUTED_SAMPLER_SIGNATURE), "drop_last").can_be(
-                    lambda v: v is True)
-                off = ("drops the last `len % world_size` samples (`drop_last=True`), so up to `world_size - 1` "
-                       "samples are never evaluated" if drops else
-                       "pads every rank to `ceil(len / world_size)` samples by repeating the first ones, so up to "
-                       "`world_size - 1` samples are evaluated and counted twice")
-                yield self.report(
-                    sampler,
-                    f"this `DistributedSampler` feeds an evaluation ({feed[0]}) whose results are gathered "
-                    f"({feed[1]}, line {line_of(ctx, feed[2])}): unless `len(dataset)` divides the world size it {off}; "
-                    "shard without padding (each rank takes `range(rank, len, world_size)`) or de-duplicate the "
-                    "gathered results by sample index",
-                )
+        reported = set()
+        for sampler, message in gathered_eval_samplers(ctx):
+            reported.add(id(sampler))
+            yield self.report(sampler, message)
+        for sampler, message in factory_eval_findings(ctx, reported):
+            yield self.report(sampler, message)
