@@ -194,3 +194,41 @@ def test_a_process_target_is_called_with_its_args(tmp_path):
     index = loader_loops(ctx)
     [loop] = index.loops
     assert loop.loader is index.loaders[0]
+
+
+def test_test_directories_are_test_code_in_any_letter_case(tmp_path):
+    """``Tests/`` is a test directory as ``tests/`` is (one answer: ``semantics.test_paths``):
+    the same training loader over a small project dataset is reported in ``src/`` only."""
+    source = """
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    class Images(Dataset):
+        def __init__(self, paths):
+            self.paths = paths
+
+        def __len__(self):
+            return len(self.paths)
+
+        def __getitem__(self, i):
+            return torch.load(self.paths[i])
+
+    def fit(model, opt, paths):
+        for x in DataLoader(Images(paths), batch_size=8, shuffle=True):
+            model(x).sum().backward()
+            opt.step()
+    """
+    write_files(tmp_path, {"src/fit.py": source, "Tests/ML/fit.py": source, "Testing/fit.py": source})
+    run = run_cli("check", "--no-cache", "--select", "DSL507", "--output-format", "concise", ".", cwd=tmp_path)
+    flagged = sorted(line.split(":")[0] for line in run.stdout.splitlines() if "DSL507" in line)
+    assert flagged == ["src/fit.py"]
+
+
+def test_test_paths_answer_for_files_and_modules():
+    from dslint.semantics.test_paths import is_test_module, is_test_path
+
+    assert is_test_path("Tests/ML/configs/containers.py") and is_test_path("pkg/test_data.py")
+    assert is_test_path("conftest.py") and is_test_path("pkg/data_test.py")
+    assert not is_test_path("src/contest/data.py") and not is_test_path("latest/data.py")
+    assert is_test_module("Tests.ML.configs") and is_test_module("pkg.tests.data") and is_test_module("conftest")
+    assert not is_test_module("pkg.testbed.data")

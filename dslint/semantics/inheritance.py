@@ -10,24 +10,11 @@ Plain functions of a ``ProjectIndex`` (no libcst); rules reach them through ``Vi
 
 from __future__ import annotations
 
-import os
 from typing import List, Optional
 
 from dslint.semantics.modules import canonical
 from dslint.semantics.project import ITERABLE, Key, ProjectIndex
-
-
-def is_test_path(path: str) -> bool:
-    """A file of test code: under a ``tests``/``test``/``testing`` directory, or named
-    ``test_*.py``/``*_test.py``/``conftest.py`` (as ``loops.is_test_code`` judges files)."""
-    if os.path.isabs(path):
-        relative = os.path.relpath(path)
-        path = relative if not relative.startswith("..") else os.path.basename(path)
-    parts = path.replace("\\", "/").split("/")
-    name = parts[-1]
-    return any(p in ("tests", "test", "testing") for p in parts[:-1]) or (
-        name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
-    )
+from dslint.semantics.test_paths import is_test_path
 
 
 def first_definer(index: ProjectIndex, key: Key, name: str, _seen=None):

@@ -35,6 +35,7 @@ import libcst as cst
 
 from dslint.semantics.calls import BoundCall
 from dslint.semantics.loops import DISTRIBUTED_SAMPLER, DISTRIBUTED_SAMPLER_SIGNATURE, is_test_code
+from dslint.semantics.test_paths import is_test_module
 from dslint.semantics.values import possible_arg
 from dslint.semantics.walk import body_buckets, iter_subtree
 
@@ -42,12 +43,6 @@ EVAL_TOKENS = frozenset({"val", "valid", "validation", "eval", "evaluation", "te
 WORLD_KEYWORDS = frozenset({"world_size", "num_replicas", "num_processes", "world"})
 _LIBRARY_PREFIXES = ("builtins.", "torch.", "numpy.", "os.", "sys.", "math.", "random.", "logging.", "functools.")
 _SPLIT = re.compile(r"_+|(?<=[a-z0-9])(?=[A-Z])")
-
-
-def test_module(modname: str) -> bool:
-    """A module of tests (``tests.test_data``, ``conftest``, ``data_test``)."""
-    return any(p in ("test", "tests", "conftest") or p.startswith("test_") or p.endswith("_test")
-               for p in modname.split("."))
 
 
 def eval_name(name: str) -> bool:
@@ -116,7 +111,7 @@ def _held_call(buckets, expr) -> Optional[cst.Call]:
 def role_facts(tree, names, local_qualname) -> dict:
     calls: List[list] = []
     forwards: List[list] = []
-    if test_module(names.modname):
+    if is_test_module(names.modname):
         return {}  # a test names its loaders ``test_loader`` whatever they are for
     for func in tree.nodes(cst.FunctionDef):
         if func.name.value.startswith("test_"):

@@ -29,7 +29,6 @@ something other than a wrapper is unknown, and rules stay silent on unknowns.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 
@@ -40,6 +39,7 @@ from dslint.semantics.module_calls import MAX_CALLERS, positional_args
 from dslint.semantics.scopes import COMPREHENSIONS, is_none, names_used
 from dslint.semantics.value_flow import Value, ValueFlow
 from dslint.semantics.walk import iter_subtree
+from dslint.semantics.test_paths import is_test_path
 
 LOOP_TYPES = (cst.For, cst.While)
 _SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
@@ -120,15 +120,7 @@ class LoaderLoop:
 
 def is_test_code(ctx, node: cst.CSTNode) -> bool:
     """Test code: a ``tests``/``test`` directory, ``test_*.py``/``*_test.py``/``conftest.py``, or a ``test_*`` function."""
-    path = ctx.path
-    if os.path.isabs(path):
-        relative = os.path.relpath(path)
-        path = relative if not relative.startswith("..") else os.path.basename(path)
-    parts = path.replace("\\", "/").split("/")
-    filename = parts[-1]
-    if any(p in ("tests", "test", "testing") for p in parts[:-1]):
-        return True
-    if filename.startswith("test_") or filename.endswith("_test.py") or filename == "conftest.py":
+    if is_test_path(ctx.path):
         return True
     func = ctx.enclosing_function(node)
     while func is not None:

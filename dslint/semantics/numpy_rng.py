@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import Iterable, List, Optional
 
+from dslint.semantics.test_paths import is_test_path
+
 NOT_DRAWS = frozenset({
     "seed", "get_state", "set_state", "default_rng", "RandomState", "Generator", "SeedSequence",
     "BitGenerator", "PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64",
@@ -84,17 +86,10 @@ def chosen_draws(index, attrs: List[str]) -> Optional[str]:
     return None
 
 
-def _test_file(path: str) -> bool:
-    parts = path.replace("\\", "/").split("/")
-    name = parts[-1]
-    return any(p in ("tests", "test", "testing") for p in parts[:-1]) or name.startswith("test_") or name.endswith(
-        "_test.py") or name == "conftest.py"
-
-
 def project_draws(index) -> Optional[str]:
     """(Dataset classes of test files, which make up data for tests, are not counted.)"""
     for path, summary in index.summaries.items():
-        if _test_file(path):
+        if is_test_path(path):
             continue
         for cls in summary.get("classes", {}):
             key = (path, cls)

@@ -28,7 +28,7 @@ import libcst as cst
 
 from dslint.semantics.calls import literal_value
 from dslint.semantics.distributed import FRAMEWORK_CALLS, PROCESS_GROUP_CALLS, RANK_ENV, SEED_CALLS, STARTS, env_key, mentions_rank
-from dslint.semantics.loader_roles import test_module
+from dslint.semantics.test_paths import is_test_module
 from dslint.semantics.walk import iter_subtree
 
 
@@ -117,7 +117,7 @@ def _per_rank(tree, ctx, call: cst.Call) -> bool:
 
 
 def entry_facts(tree, names) -> dict:
-    if test_module(names.modname):
+    if is_test_module(names.modname):
         return {}
     ctx = NamesContext(names)
     start = markers(tree, names)[0]

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from dslint.semantics.inheritance import first_definer, is_test_path
+from dslint.semantics.inheritance import first_definer
+from dslint.semantics.test_paths import is_test_path
 from dslint.semantics.modules import canonical
 from dslint.semantics.project import ENTRY_POINTS, WHOLE, Key, ProjectIndex
 

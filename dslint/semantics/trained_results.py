@@ -25,7 +25,8 @@ from typing import List, Optional
 import libcst as cst
 
 from dslint.semantics.distributed import mentions_rank, method_name
-from dslint.semantics.loader_roles import test_module, unconditional
+from dslint.semantics.loader_roles import unconditional
+from dslint.semantics.test_paths import is_test_module
 from dslint.semantics.rank_entries import markers, names_context
 from dslint.semantics.walk import iter_subtree
 
@@ -86,7 +87,7 @@ def _rank_guarded(tree, ctx, node) -> bool:
 
 
 def trained_facts(tree, names) -> dict:
-    if test_module(names.modname):
+    if is_test_module(names.modname):
         return {}
     marker = markers(tree, names)[1]
     if marker is None:
