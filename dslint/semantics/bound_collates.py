@@ -12,6 +12,16 @@ worker count the caller chose). Both are recorded here as
 ``<x>.collate_fn`` counts only on a receiver that is not ``self`` (a class storing
 its own ``collate_fn`` attribute hands nothing to a loader by doing so).
 
+A method of another object counts when its class is known: ``collate_fn=ds.collate``
+where ``ds`` is a parameter annotated with a class (``ds: Base``, ``Optional[Base]``)
+or a name bound once to a construction (``ds = Pairs(...)``); through one local
+name (``collate_fn = ds.collate`` ... ``collate_fn=collate_fn``) and
+``functools.partial``. Loaders include the base-class initialisation in the
+``__init__`` of a class deriving from torch's DataLoader (``super().__init__(ds,
+collate_fn=...)``), a loader whose arguments the subclass chooses. Which methods
+then run as the collate (the overrides in subclasses, the methods it calls on
+``self``) is the project index's answer (``collate_reach``).
+
 API: ``bound_collates(tree, names, qualname_of, loader_facts)``.
 """
 
@@ -21,6 +31,7 @@ from typing import Callable, List, Optional
 
 import libcst as cst
 
+from dslint.semantics.bindings import class_ref, single_assignment
 from dslint.semantics.calls import DATALOADER, BoundCall
 from dslint.semantics.epoch_facts import dataloader_calls
 from dslint.semantics.names import ModuleNames
@@ -29,8 +40,9 @@ from dslint.semantics.walk import TreeIndex
 
 def bound_collates(tree: TreeIndex, names: ModuleNames, qualname_of: Callable, loader_facts: Callable) -> List[list]:
     found = []
-    for call in dataloader_calls(tree, names):
-        ref = _method_ref(tree, names, qualname_of, BoundCall(call, DATALOADER).expr("collate_fn"))
+    for call in [*dataloader_calls(tree, names), *_subclass_inits(tree, names)]:
+        expr = _through_name(tree, names, BoundCall(call, DATALOADER).expr("collate_fn"))
+        ref = _method_ref(tree, names, qualname_of, expr) or _object_method_ref(tree, names, qualname_of, expr)
         if ref is not None:
             found.append([ref, loader_facts(call).get("num_workers")])
     for node in tree.nodes(cst.Assign):
@@ -94,3 +106,81 @@ def _method_ref(tree: TreeIndex, names: ModuleNames, qualname_of: Callable, expr
     if owner is None:
         return None
     return f"{names.modname}.{qualname_of(owner)}.{expr.attr.value}"
+
+
+DATALOADER_NAME = "torch.utils.data.DataLoader"
+_OPTIONAL = frozenset({"typing.Optional", "typing.Union"})
+
+
+def _subclass_inits(tree: TreeIndex, names: ModuleNames) -> List[cst.Call]:
+    """``super().__init__(...)`` in the ``__init__`` of a class whose first base is torch's DataLoader."""
+    found = []
+    for cls in tree.nodes(cst.ClassDef):
+        bases = [b.value for b in cls.bases if b.keyword is None]
+        if not bases or names.qualname(bases[0]) != DATALOADER_NAME:
+            continue
+        body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+        init = next((s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None)
+        for call in tree.scope_nodes(init, cst.Call) if init is not None else ():
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "__init__" and isinstance(func.value, cst.Call) \
+                    and isinstance(func.value.func, cst.Name) and func.value.func.value == "super":
+                found.append(call)
+    return found
+
+
+def _through_name(tree: TreeIndex, names: ModuleNames, expr):
+    """The value of a local name assigned once, and the function of a ``functools.partial``."""
+    if isinstance(expr, cst.Name):
+        value = single_assignment(tree, expr)
+        expr = value if value is not None else expr
+    if isinstance(expr, cst.Call) and expr.args and names.qualname(expr.func) == "functools.partial":
+        expr = expr.args[0].value
+    return expr
+
+
+def _object_method_ref(tree: TreeIndex, names: ModuleNames, qualname_of: Callable, expr) -> Optional[str]:
+    """``mod.Class.m`` for ``obj.m`` where ``obj``'s class is known (annotation or construction)."""
+    if not (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)):
+        return None
+    owner = _object_class(tree, names, qualname_of, expr.value)
+    return f"{owner}.{expr.attr.value}" if owner else None
+
+
+def _object_class(tree: TreeIndex, names: ModuleNames, qualname_of: Callable, name: cst.Name) -> Optional[str]:
+    value = single_assignment(tree, name)
+    if value is not None:
+        ref = class_ref(tree, names, value)
+        if ref is None:
+            return None
+        return f"{names.modname}.{qualname_of(ref[1])}" if ref[0] == "local" else _class_name(ref[1])
+    func, _ = _enclosing_method(tree, name)
+    while func is not None:
+        params = func.params
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            if param.name.value == name.value:
+                annotation = param.annotation.annotation if param.annotation is not None else None
+                return _annotated_class(names, annotation)
+        func, _ = _enclosing_method(tree, func)
+    return None
+
+
+def _annotated_class(names: ModuleNames, annotation) -> Optional[str]:
+    """The one class an annotation names (``C``, ``"C"`` is not followed, ``Optional[C]``, ``C | None``)."""
+    if isinstance(annotation, cst.Subscript) and names.qualname(annotation.value) in _OPTIONAL:
+        options = [e.slice.value for e in annotation.slice if isinstance(e.slice, cst.Index)]
+        options = [o for o in options if not (isinstance(o, cst.Name) and o.value == "None")]
+        return _annotated_class(names, options[0]) if len(options) == 1 else None
+    if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
+        sides = [s for s in (annotation.left, annotation.right) if not (isinstance(s, cst.Name) and s.value == "None")]
+        return _annotated_class(names, sides[0]) if len(sides) == 1 else None
+    if isinstance(annotation, (cst.Name, cst.Attribute)):
+        return _class_name(names.qualname(annotation))
+    return None
+
+
+def _class_name(qualified: Optional[str]) -> Optional[str]:
+    """A qualified name that can be a project class (not a builtin, typing or torch name)."""
+    if not qualified or qualified.split(".")[0] in ("builtins", "typing", "torch", "collections"):
+        return None
+    return qualified if qualified.rsplit(".", 1)[-1][:1].isupper() else None

@@ -87,7 +87,7 @@ def may_be_cuda(ctx, expr, depth: int = 0) -> Optional[str]:
                 found = may_be_cuda(ctx, value, depth + 1)
                 if found is not None:
                     return found
-            return None
+            return _constructed_with(ctx, expr)
     if isinstance(expr, cst.Name):
         values = df.plain_bindings(ctx, expr) if ctx.enclosing_function(expr) is not None else None
         if values is not None:
@@ -117,6 +117,19 @@ def _self_stores(ctx, expr: cst.Attribute) -> Optional[List[cst.BaseExpression]]
     if attr is None:
         return None
     return ctx.memo(("cuda.self_stores", id(owner), attr), lambda: _stores_of(ctx, owner, attr))
+
+
+def _constructed_with(ctx, expr: cst.Attribute) -> Optional[str]:
+    """A CUDA device that a construction somewhere in the project hands to the ``__init__``
+    parameter that ``self.<attr>`` keeps, in this class or a base of another file (``device_flow``)."""
+    func = ctx.enclosing_function(expr)
+    owner = ctx.method_class(func)
+    attr = self_attr(expr, ctx.regions.get(func).self_param)
+    found = ctx.memo(
+        ("cuda.constructed_with", id(owner), attr),
+        lambda: ctx.view.cuda_attribute(ctx.qualname_of_def(owner), attr),
+    )
+    return f"`self.{attr}`: {found}" if found else None
 
 
 def _stores_of(ctx, owner: cst.ClassDef, attr: str) -> List[cst.BaseExpression]:

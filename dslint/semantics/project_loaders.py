@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
+from dslint.semantics.collate_reach import collate_table
+from dslint.semantics.device_flow import attribute_origin, device_table
 from dslint.semantics.modules import canonical
 
 Key = Tuple[str, str]  # (path, local qualified name)
@@ -69,15 +71,21 @@ class LoaderQueries:
         """Facts of every DataLoader in the project whose ``collate_fn`` is the function ``key``
         (given by name, as a bound method, or installed on a loader: ``bound_collates``)."""
         table = getattr(self, "_collate_table", None)
-        if table is None:
-            table = self._loaders_by_function("collate_fn")
-            for path, summary in self.summaries.items():
-                for ref, workers in summary.get("bound_collates", ()):
-                    located = self._function_key(canonical(ref), path)
-                    if located is not None:
-                        table.setdefault(located, []).append({"collate_fn": ref, "num_workers": workers})
-            self._collate_table = table
+        if table is None:  # overrides in subclasses and ``self.m()`` callees too (``collate_reach``)
+            table = self._collate_table = collate_table(self)
         return table.get(key, [])
+
+    def function_key(self, qualified: str, from_path: str):
+        """Where a function or a method (``mod.Class.method``, along the class's bases) is defined."""
+        return self._function_key(qualified, from_path)
+
+    def cuda_attribute(self, key: Key, attr: str):
+        """How ``self.<attr>`` of an instance of class ``key`` can hold a CUDA device that a
+        construction of another file hands its ``__init__`` (``device_flow``), or None."""
+        table = getattr(self, "_device_table", None)
+        if table is None:
+            table = self._device_table = device_table(self)
+        return attribute_origin(self, table, key, attr)
 
     def worker_init_loaders(self, key: Key) -> List[dict]:
         """Facts of every DataLoader in the project whose ``worker_init_fn`` is the function ``key``."""

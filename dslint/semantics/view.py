@@ -178,6 +178,12 @@ class View:
         return self._record("returned_closure", [qualified], self._index.returned_closure(canonical(qualified), self.path))
 
 
+    def cuda_attribute(self, qual: str, attr: str) -> Optional[str]:
+        """How ``self.<attr>`` of this file's class ``qual`` can hold a CUDA device passed to a
+        constructor in the project (``device_flow``), or None."""
+        known = qual in self._index.summaries.get(self.path, {}).get("classes", {})
+        return self._record("cuda_attribute", [qual, attr], self._index.cuda_attribute((self.path, qual), attr) if known else None)
+
     def project_start_methods(self) -> List[str]:
         """The start methods some file of the project sets (``set_start_method``)."""
         return self._record("project_start_methods", [], self._index.start_methods())

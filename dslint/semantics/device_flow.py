@@ -1,0 +1,206 @@
+"""Devices handed to a class's constructor in other files, down to the attribute that keeps them.
+
+A dataset usually takes its device as a constructor parameter and keeps it
+(``self.device = device``), often in a base class of another file reached through
+``super().__init__(..., device=device)``, while the training script that builds it
+passes ``torch.device("cuda" if torch.cuda.is_available() else "cpu")``. Phase 1
+records, per file (``device_facts``):
+
+- ``stores``: ``[class, attr, param, shown]``: an ``__init__`` keeps its parameter
+  ``param`` (or ``torch.device(param)``) in ``self.attr``; ``param`` is ``""`` and
+  ``shown`` the value when it keeps a value that can be CUDA by itself;
+- ``forwards``: ``[class, callee param (name or position), own param]``: the
+  ``__init__`` hands its own parameter on to ``super().__init__``;
+- ``inits``: ``{class: [positional parameters of its __init__, self left out]}``;
+- ``cuda_args``: ``[callee, keyword or position, shown]``: a call passes a value that
+  can be CUDA (``"cuda"``, ``"cuda:0"``, ``torch.device(...)`` of one, either arm of a
+  conditional, a name of the function or module bound to one, ``torch.cuda.current_device()``).
+
+The project index follows each such argument from the construction of a class
+(``C(...)``, whichever class of its MRO defines ``__init__``) along the forwards, per
+constructed class, to the attributes it reaches (``attribute_origin``). A device a
+call does not show stays unknown (never reported).
+
+API: ``device_facts(tree, names, qualname_of)``, ``device_table(index)`` (once per index),
+``attribute_origin(index, table, key, attr)``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Optional, Tuple
+
+import libcst as cst
+
+from dslint.semantics.bindings import scope_assignments
+from dslint.semantics.modules import canonical
+from dslint.semantics.names import ModuleNames
+from dslint.semantics.walk import TreeIndex
+
+Key = Tuple[str, str]
+MAX_DEPTH = 3
+_EMPTY = cst.Module([])
+
+
+def cuda_text(tree: TreeIndex, names: ModuleNames, expr, depth: int = 0) -> bool:
+    """``expr`` can be a CUDA device by what this file shows (no parameter, no call result)."""
+    if expr is None or depth > MAX_DEPTH:
+        return False
+    if isinstance(expr, cst.SimpleString):
+        text = expr.evaluated_value
+        return isinstance(text, str) and (text == "cuda" or text.startswith("cuda:"))
+    if isinstance(expr, cst.FormattedString):
+        first = expr.parts[0] if expr.parts else None
+        return isinstance(first, cst.FormattedStringText) and first.value.startswith("cuda:")
+    if isinstance(expr, cst.IfExp):
+        return cuda_text(tree, names, expr.body, depth + 1) or cuda_text(tree, names, expr.orelse, depth + 1)
+    if isinstance(expr, cst.Call):
+        qualified = names.qualname(expr.func)
+        if qualified == "torch.cuda.current_device":
+            return True
+        return qualified == "torch.device" and bool(expr.args) and cuda_text(tree, names, expr.args[0].value, depth + 1)
+    if isinstance(expr, cst.Name):
+        scope = tree.scope_node(expr)
+        while True:
+            if isinstance(scope, (cst.FunctionDef, cst.Lambda)) and _is_param(scope, expr.value):
+                return False
+            values = scope_assignments(tree, scope, expr.value)
+            if values is None:
+                return False
+            if values:
+                return any(cuda_text(tree, names, value, depth + 1) for value in values)
+            if scope is None:
+                return False
+            scope = tree.scope_node(scope)
+    return False
+
+
+def _is_param(func, name: str) -> bool:
+    params = func.params
+    return any(p.name.value == name for p in (*params.posonly_params, *params.params, *params.kwonly_params))
+
+
+def device_facts(tree: TreeIndex, names: ModuleNames, qualname_of: Callable) -> dict:
+    stores, forwards, inits = [], [], {}
+    for cls in tree.nodes(cst.ClassDef):
+        body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+        init = next((s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None)
+        if init is None or not init.params.params:
+            continue
+        qual = qualname_of(cls)
+        self_name = init.params.params[0].name.value
+        params = [p.name.value for p in (*init.params.posonly_params, *init.params.params)][1:]
+        own = set(params) | {p.name.value for p in init.params.kwonly_params}
+        for node in tree.scope_nodes(init, cst.Assign):
+            for target in node.targets:
+                attr = target.target
+                if not (isinstance(attr, cst.Attribute) and isinstance(attr.value, cst.Name) and attr.value.value == self_name):
+                    continue
+                value = node.value
+                if isinstance(value, cst.Call) and names.qualname(value.func) == "torch.device" and len(value.args) == 1:
+                    value = value.args[0].value
+                if isinstance(value, cst.Name) and value.value in own:
+                    stores.append([qual, attr.attr.value, value.value, ""])
+                elif cuda_text(tree, names, node.value):
+                    stores.append([qual, attr.attr.value, "", _short(node.value)])
+        for call in tree.scope_nodes(init, cst.Call):
+            func = call.func
+            if not (isinstance(func, cst.Attribute) and func.attr.value == "__init__" and isinstance(func.value, cst.Call)
+                    and isinstance(func.value.func, cst.Name) and func.value.func.value == "super"):
+                continue
+            for position, arg in enumerate(call.args):
+                if arg.star or not (isinstance(arg.value, cst.Name) and arg.value.value in own):
+                    continue
+                slot = arg.keyword.value if arg.keyword is not None else position
+                forwards.append([qual, slot, arg.value.value])
+        if any(s[0] == qual for s in stores) or any(f[0] == qual for f in forwards):
+            inits[qual] = params
+    cuda_args = []
+    for call in tree.nodes(cst.Call):
+        func = call.func
+        if not isinstance(func, (cst.Name, cst.Attribute)) or not call.args:
+            continue
+        found = [(i, arg) for i, arg in enumerate(call.args) if not arg.star and _cheap(arg.value)]
+        found = [(i, arg) for i, arg in found if cuda_text(tree, names, arg.value)]
+        qualified = names.qualname(func) if found else None
+        if not qualified or qualified.split(".")[0] in ("torch", "builtins", "numpy"):
+            continue
+        for position, arg in found:
+            slot = arg.keyword.value if arg.keyword is not None else position
+            cuda_args.append([qualified, slot, f"`{_short(func)}(..., {_short(arg)})`"])
+    return {"stores": stores, "forwards": forwards, "inits": inits, "cuda_args": cuda_args}
+
+
+def _cheap(expr) -> bool:
+    return isinstance(expr, (cst.SimpleString, cst.FormattedString, cst.Name, cst.IfExp, cst.Call))
+
+
+def _short(node) -> str:
+    text = " ".join(_EMPTY.code_for_node(node).split())
+    return text if len(text) <= 50 else text[:47] + "..."
+
+
+def attribute_origin(index, table, key: Key, attr: str) -> Optional[str]:
+    """How ``self.<attr>`` of an instance of class ``key`` (or of a subclass) can hold a CUDA
+    device: a store of a CUDA value by a class of its MRO, or a construction in the project
+    that passes one to the ``__init__`` parameter the attribute keeps. None when nothing shows it."""
+    direct, reached = table
+    for cls in index.mro(key):
+        if (cls, attr) in direct:
+            return direct[(cls, attr)]
+    for (heir, name), shown in reached.items():
+        if name == attr and key in index.mro(heir):
+            return shown
+    return None
+
+
+def device_table(index):
+    stores: Dict[Key, List[list]] = {}
+    forwards: Dict[Key, List[list]] = {}
+    inits: Dict[Key, List[str]] = {}
+    direct: Dict[tuple, str] = {}
+    for path, summary in index.summaries.items():
+        facts = summary.get("devices") or {}
+        for qual, attr, param, shown in facts.get("stores", ()):
+            if param:
+                stores.setdefault((path, qual), []).append([attr, param])
+            else:
+                direct.setdefault(((path, qual), attr), f"`self.{attr} = {shown}` in `{qual}.__init__`")
+        for qual, slot, param in facts.get("forwards", ()):
+            forwards.setdefault((path, qual), []).append([slot, param])
+        for qual, params in facts.get("inits", {}).items():
+            inits[(path, qual)] = params
+    reached: Dict[tuple, str] = {}
+    if not stores:
+        return direct, reached
+    for path, summary in index.summaries.items():
+        for callee, slot, shown in (summary.get("devices") or {}).get("cuda_args", ()):
+            cls = index.locate(canonical(callee), path)
+            if cls is None:
+                continue
+            origin = f"{shown} in {path}"
+            _follow(index, cls, slot, origin, stores, forwards, inits, reached)
+    return direct, reached
+
+
+def _follow(index, heir: Key, slot, origin, stores, forwards, inits, reached) -> None:
+    mro = index.mro(heir)
+    after: Optional[Key] = None
+    for _ in range(8):
+        init = index.find_method(mro, "__init__", after=after)
+        if init is None:
+            return
+        owner = (init[0], init[1].rpartition(".")[0])
+        params = inits.get(owner)
+        if params is None:
+            return
+        if isinstance(slot, int):
+            if slot >= len(params):
+                return
+            slot = params[slot]
+        for attr, param in stores.get(owner, ()):
+            if param == slot:
+                reached.setdefault((heir, attr), origin)
+        nxt = [s for s, param in forwards.get(owner, ()) if param == slot]
+        if len(nxt) != 1:
+            return
+        slot, after = nxt[0], owner
