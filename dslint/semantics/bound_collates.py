@@ -31,8 +31,9 @@ from typing import Callable, List, Optional
 
 import libcst as cst
 
-from dslint.semantics.bindings import class_ref, single_assignment
+from dslint.semantics.bindings import single_assignment
 from dslint.semantics.calls import DATALOADER, BoundCall
+from dslint.semantics.dataset_uses import constructed
 from dslint.semantics.epoch_facts import dataloader_calls
 from dslint.semantics.names import ModuleNames
 from dslint.semantics.walk import TreeIndex
@@ -42,9 +43,11 @@ def bound_collates(tree: TreeIndex, names: ModuleNames, qualname_of: Callable, l
     found = []
     for call in [*dataloader_calls(tree, names), *_subclass_inits(tree, names)]:
         expr = _through_name(tree, names, BoundCall(call, DATALOADER).expr("collate_fn"))
-        ref = _method_ref(tree, names, qualname_of, expr) or _object_method_ref(tree, names, qualname_of, expr)
-        if ref is not None:
-            found.append([ref, loader_facts(call).get("num_workers")])
+        ref = _method_ref(tree, names, qualname_of, expr)
+        refs = [ref] if ref is not None else _object_method_refs(tree, names, qualname_of, expr)
+        if refs:
+            workers = loader_facts(call).get("num_workers")
+            found.extend([ref, workers] for ref in refs)
     for node in tree.nodes(cst.Assign):
         for target in node.targets:
             receiver = target.target
@@ -139,28 +142,32 @@ def _through_name(tree: TreeIndex, names: ModuleNames, expr):
     return expr
 
 
-def _object_method_ref(tree: TreeIndex, names: ModuleNames, qualname_of: Callable, expr) -> Optional[str]:
-    """``mod.Class.m`` for ``obj.m`` where ``obj``'s class is known (annotation or construction)."""
-    if not (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)):
-        return None
-    owner = _object_class(tree, names, qualname_of, expr.value)
-    return f"{owner}.{expr.attr.value}" if owner else None
+def _object_method_refs(tree: TreeIndex, names: ModuleNames, qualname_of: Callable, expr) -> List[str]:
+    """``mod.Class.m`` for ``obj.m`` (``obj``: a name or ``self.<attr>``) for each class ``obj``
+    may be: its parameter's annotation, or what its assignments construct (``dataset_uses``)."""
+    if not isinstance(expr, cst.Attribute):
+        return []
+    obj = expr.value
+    if isinstance(obj, cst.Name):
+        annotated = _parameter_class(tree, names, obj)
+        if annotated is not None:
+            return [f"{annotated}.{expr.attr.value}"] if annotated else []
+    elif not (isinstance(obj, cst.Attribute) and isinstance(obj.value, cst.Name) and _self_name(tree, obj) is not None):
+        return []
+    classes = sorted(c for c in constructed(tree, names, [obj], qualname_of) if _class_name(c))
+    return [f"{cls}.{expr.attr.value}" for cls in classes]
 
 
-def _object_class(tree: TreeIndex, names: ModuleNames, qualname_of: Callable, name: cst.Name) -> Optional[str]:
-    value = single_assignment(tree, name)
-    if value is not None:
-        ref = class_ref(tree, names, value)
-        if ref is None:
-            return None
-        return f"{names.modname}.{qualname_of(ref[1])}" if ref[0] == "local" else _class_name(ref[1])
+def _parameter_class(tree: TreeIndex, names: ModuleNames, name: cst.Name) -> Optional[str]:
+    """The class a parameter's annotation names ("" when ``name`` is a parameter without one; None
+    when it is not a parameter)."""
     func, _ = _enclosing_method(tree, name)
     while func is not None:
         params = func.params
         for param in (*params.posonly_params, *params.params, *params.kwonly_params):
             if param.name.value == name.value:
                 annotation = param.annotation.annotation if param.annotation is not None else None
-                return _annotated_class(names, annotation)
+                return _annotated_class(names, annotation) or ""
         func, _ = _enclosing_method(tree, func)
     return None
 

@@ -4,10 +4,7 @@ in forked DataLoader workers (CUDA use and where code runs: ``dslint.semantics.c
 from __future__ import annotations
 
 from dslint.rules.base import ERROR, WARNING, Rule, Symptom
-from dslint.rules.per_sample._common import cuda_sites
-
-FORK_ERROR = ("`RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, "
-              "you must use the 'spawn' start method`")
+from dslint.rules.per_sample._common import OBJECT_COLLATE_INVALID, OBJECT_COLLATE_VALID, cuda_message, cuda_sites
 
 
 class CudaInDataset(Rule):
@@ -24,7 +21,13 @@ class CudaInDataset(Rule):
     as a bound method (`collate_fn=self.collate`, found along the class's
     bases), or one code installs on a loader it was handed (`loader.collate_fn
     = self.collate`: its worker count is the caller's, so it may be > 0; the
-    object's own `self.collate_fn = ...` does not count).
+    object's own `self.collate_fn = ...` does not count). A method of another
+    object counts when its class is known (`collate_fn=data.batch` for a
+    parameter `data: Records` or `data = Records(...)`, through a local name,
+    also in the `super().__init__` of a DataLoader subclass): the object may be
+    any subclass, so each subclass's override runs as the collate, and so do
+    the methods it calls on `self` (a base's wrapper calling the subclasses'
+    `self.pack(...)`).
 
     Not reported: `torch.cuda.is_available()`, `device_count()`,
     `manual_seed*()` and the other queries that do not initialise CUDA; device
@@ -45,7 +48,12 @@ class CudaInDataset(Rule):
     parameter whose default, or an argument this file passes, is `"cuda"`, or
     a parameter the function rebinds to such a value: `if device is None:
     device = "cuda" if torch.cuda.is_available() else "cpu"`), and an argparse
-    option whose default is `"cuda"`.
+    option whose default is `"cuda"`. So does `self.device` kept by an
+    `__init__` (of the class or a base of another file, through
+    `super().__init__(..., device=device)`) when a construction anywhere in the
+    project passes it such a device (`Lines(items, device=torch.device("cuda"
+    if ... else "cpu"))` in the training script); a device no construction
+    shows stays unknown.
 
     ## Why is this bad?
     DataLoader workers are forked from the main process (the Linux default).
@@ -180,6 +188,7 @@ class CudaInDataset(Rule):
                 old.collate_fn = self.collate
                 return DataLoader(ds, collate_fn=self.gpu_collate, num_workers=0)
         """,
+        OBJECT_COLLATE_VALID,
     )
     invalid = (
         # collates given as bound methods, or installed on a loader the caller built
@@ -281,20 +290,9 @@ class CudaInDataset(Rule):
                         return item.to(device="cuda")  # expect: DSL204
             """,
         },
+        OBJECT_COLLATE_INVALID,
     )
 
     def check(self, ctx):
         for call, what, kind, where in cuda_sites(ctx):
-            if kind == "init":
-                yield self.report(
-                    call,
-                    f"{what} in {where}: building the dataset initialises CUDA in the main process and puts "
-                    f"CUDA data on it; forked DataLoader workers that use it fail with {FORK_ERROR}",
-                    level=WARNING,
-                )
-            else:
-                yield self.report(
-                    call,
-                    f"{what} in code that runs in DataLoader workers ({where}): with fork workers after the "
-                    f"main process initialised CUDA this raises {FORK_ERROR}",
-                )
+            yield self.report(call, cuda_message(kind, what, where), level=WARNING if kind == "init" else ERROR)
