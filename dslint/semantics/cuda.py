@@ -102,6 +102,9 @@ def may_be_cuda(ctx, expr, depth: int = 0) -> Optional[str]:
             found = may_be_cuda(ctx, value, depth + 1) if value is not None else None
             if found is not None:
                 return found
+        found = _partial_binding(ctx, expr)
+        if found is not None:
+            return found
     hit = possible(ctx, expr).can_be(_cuda_text)
     return f"{hit.origin} is {hit.value!r}" if hit is not None else None
 
@@ -119,17 +122,32 @@ def _self_stores(ctx, expr: cst.Attribute) -> Optional[List[cst.BaseExpression]]
     return ctx.memo(("cuda.self_stores", id(owner), attr), lambda: _stores_of(ctx, owner, attr))
 
 
-def _constructed_with(ctx, expr: cst.Attribute) -> Optional[str]:
-    """A CUDA device that a construction somewhere in the project hands to the ``__init__``
-    parameter that ``self.<attr>`` keeps, in this class or a base of another file (``device_flow``)."""
+def _constructed_with(ctx, expr: cst.Attribute, kind: str = "device") -> Optional[str]:
+    """A CUDA device (or an object put on one: ``kind`` "placed") that a construction somewhere in
+    the project hands to the ``__init__`` parameter that ``self.<attr>`` keeps, in this class or
+    a base of another file (``device_flow``)."""
     func = ctx.enclosing_function(expr)
     owner = ctx.method_class(func)
     attr = self_attr(expr, ctx.regions.get(func).self_param)
     found = ctx.memo(
-        ("cuda.constructed_with", id(owner), attr),
-        lambda: ctx.view.cuda_attribute(ctx.qualname_of_def(owner), attr),
+        ("cuda.constructed_with", id(owner), attr, kind),
+        lambda: ctx.view.cuda_attribute(ctx.qualname_of_def(owner), attr, kind),
     )
     return f"`self.{attr}`: {found}" if found else None
+
+
+def _partial_binding(ctx, name: cst.Name) -> Optional[str]:
+    """A ``functools.partial(f, <name>=cuda)`` somewhere in the project, for a parameter of the
+    module-level function ``f`` that encloses ``name`` (``device_flow``)."""
+    func = ctx.enclosing_function(name)
+    if func is None or ctx.method_class(func) is not None or ctx.enclosing_function(func) is not None:
+        return None
+    params = func.params
+    if not any(p.name.value == name.value for p in (*params.params, *params.kwonly_params)):
+        return None
+    return ctx.memo(
+        ("cuda.partial", id(func), name.value), lambda: ctx.view.cuda_partial(ctx.qualname_of_def(func), name.value)
+    )
 
 
 def _stores_of(ctx, owner: cst.ClassDef, attr: str) -> List[cst.BaseExpression]:
@@ -197,13 +215,14 @@ def cuda_model_call(ctx, call: cst.Call) -> Optional[str]:
     if func.attr.value in _NOT_RUNS or not isinstance(holder.value, cst.Name):
         return None
     stored = _self_stores(ctx, holder)
-    if not stored:
+    if stored is None:
         return None
     for value in stored:
         placed = _placed_on_cuda(ctx, value)
         if placed is not None:
             return f"`{ctx.code(func).strip()}(...)` (a model stored with {placed})"
-    return None
+    passed = _constructed_with(ctx, holder, "placed")  # a model the constructor is handed, put on CUDA
+    return f"`{ctx.code(func).strip()}(...)` ({passed})" if passed else None
 
 
 # methods of a module that move it or ask about it, not run it

@@ -6,15 +6,19 @@ A dataset usually takes its device as a constructor parameter and keeps it
 passes ``torch.device("cuda" if torch.cuda.is_available() else "cpu")``. Phase 1
 records, per file (``device_facts``):
 
-- ``stores``: ``[class, attr, param, shown]``: an ``__init__`` keeps its parameter
+- ``stores``: ``[class, attr, param, shown, kind]``: an ``__init__`` keeps its parameter
   ``param`` (or ``torch.device(param)``) in ``self.attr``; ``param`` is ``""`` and
-  ``shown`` the value when it keeps a value that can be CUDA by itself;
+  ``shown`` the value when it keeps a value that can be CUDA by itself (``kind``: "device"
+  for a device, "placed" for an object put on one: ``build().cuda()``, ``net.to("cuda")``);
 - ``forwards``: ``[class, callee param (name or position), own param]``: the
   ``__init__`` hands its own parameter on to ``super().__init__``;
 - ``inits``: ``{class: [positional parameters of its __init__, self left out]}``;
-- ``cuda_args``: ``[callee, keyword or position, shown]``: a call passes a value that
-  can be CUDA (``"cuda"``, ``"cuda:0"``, ``torch.device(...)`` of one, either arm of a
-  conditional, a name of the function or module bound to one, ``torch.cuda.current_device()``).
+- ``cuda_args``: ``[callee, keyword or position, shown, kind]``: a call passes a value that
+  can be a CUDA device (``"cuda"``, ``"cuda:0"``, ``torch.device(...)`` of one, either arm of
+  a conditional, a name of the function or module bound to one,
+  ``torch.cuda.current_device()``) or an object put on one (a model);
+- ``partials``: ``[function, keyword, shown]``: ``functools.partial(f, device=cuda)`` binds
+  the parameter in every call of the partial (a collate handed over with its device).
 
 The project index follows each such argument from the construction of a class
 (``C(...)``, whichever class of its MRO defines ``__init__``) along the forwards, per
@@ -22,7 +26,7 @@ constructed class, to the attributes it reaches (``attribute_origin``). A device
 call does not show stays unknown (never reported).
 
 API: ``device_facts(tree, names, qualname_of)``, ``device_table(index)`` (once per index),
-``attribute_origin(index, table, key, attr)``.
+``attribute_origin(index, table, key, attr, kind)``, ``partial_origin(index, table, key, param)``.
 """
 
 from __future__ import annotations
@@ -99,9 +103,11 @@ def device_facts(tree: TreeIndex, names: ModuleNames, qualname_of: Callable) -> 
                 if isinstance(value, cst.Call) and names.qualname(value.func) == "torch.device" and len(value.args) == 1:
                     value = value.args[0].value
                 if isinstance(value, cst.Name) and value.value in own:
-                    stores.append([qual, attr.attr.value, value.value, ""])
-                elif cuda_text(tree, names, node.value):
-                    stores.append([qual, attr.attr.value, "", _short(node.value)])
+                    stores.append([qual, attr.attr.value, value.value, "", ""])
+                    continue
+                kind = _kind(tree, names, node.value)
+                if kind is not None:
+                    stores.append([qual, attr.attr.value, "", _short(node.value), kind])
         for call in tree.scope_nodes(init, cst.Call):
             func = call.func
             if not (isinstance(func, cst.Attribute) and func.attr.value == "__init__" and isinstance(func.value, cst.Call)
@@ -114,20 +120,58 @@ def device_facts(tree: TreeIndex, names: ModuleNames, qualname_of: Callable) -> 
                 forwards.append([qual, slot, arg.value.value])
         if any(s[0] == qual for s in stores) or any(f[0] == qual for f in forwards):
             inits[qual] = params
-    cuda_args = []
+    cuda_args, partials = [], []
     for call in tree.nodes(cst.Call):
         func = call.func
         if not isinstance(func, (cst.Name, cst.Attribute)) or not call.args:
             continue
         found = [(i, arg) for i, arg in enumerate(call.args) if not arg.star and _cheap(arg.value)]
-        found = [(i, arg) for i, arg in found if cuda_text(tree, names, arg.value)]
+        found = [(i, arg, _kind(tree, names, arg.value)) for i, arg in found]
+        found = [item for item in found if item[2] is not None]
         qualified = names.qualname(func) if found else None
+        if qualified == "functools.partial":
+            target = names.qualname(call.args[0].value) if found[0][0] != 0 else None
+            for _, arg, kind in found:
+                if target and arg.keyword is not None and kind == DEVICE:
+                    partials.append([target, arg.keyword.value, f"`partial({_short(call.args[0].value)}, ..., {_short(arg)})`"])
+            continue
         if not qualified or qualified.split(".")[0] in ("torch", "builtins", "numpy"):
             continue
-        for position, arg in found:
+        for position, arg, kind in found:
             slot = arg.keyword.value if arg.keyword is not None else position
-            cuda_args.append([qualified, slot, f"`{_short(func)}(..., {_short(arg)})`"])
-    return {"stores": stores, "forwards": forwards, "inits": inits, "cuda_args": cuda_args}
+            cuda_args.append([qualified, slot, f"`{_short(func)}(..., {_short(arg)})`", kind])
+    return {"stores": stores, "forwards": forwards, "inits": inits, "cuda_args": cuda_args, "partials": partials}
+
+
+DEVICE, PLACED = "device", "placed"
+_MOVES = frozenset({"eval", "half", "float", "requires_grad_", "train"})
+
+
+def _kind(tree: TreeIndex, names: ModuleNames, expr) -> Optional[str]:
+    """"device" when ``expr`` can be a CUDA device, "placed" when it is an object put on one
+    (``X.cuda()``, ``X.to(cuda)``, a name bound to one), else None."""
+    if cuda_text(tree, names, expr):
+        return DEVICE
+    return PLACED if placed_on_cuda(tree, names, expr) else None
+
+
+def placed_on_cuda(tree: TreeIndex, names: ModuleNames, expr, depth: int = 0) -> bool:
+    if depth > MAX_DEPTH:
+        return False
+    if isinstance(expr, cst.Name):
+        scope = tree.scope_node(expr)
+        if isinstance(scope, (cst.FunctionDef, cst.Lambda)) and _is_param(scope, expr.value):
+            return False
+        values = scope_assignments(tree, scope, expr.value)
+        return bool(values) and any(placed_on_cuda(tree, names, v, depth + 1) for v in values)
+    if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)):
+        return False
+    method = expr.func.attr.value
+    if method == "cuda":
+        return not (names.qualname(expr.func) or "").startswith("torch.")
+    if method == "to" and expr.args:
+        return cuda_text(tree, names, expr.args[0].value)
+    return method in _MOVES and placed_on_cuda(tree, names, expr.func.value, depth + 1)
 
 
 def _cheap(expr) -> bool:
@@ -139,18 +183,25 @@ def _short(node) -> str:
     return text if len(text) <= 50 else text[:47] + "..."
 
 
-def attribute_origin(index, table, key: Key, attr: str) -> Optional[str]:
+def attribute_origin(index, table, key: Key, attr: str, kind: str = DEVICE) -> Optional[str]:
     """How ``self.<attr>`` of an instance of class ``key`` (or of a subclass) can hold a CUDA
-    device: a store of a CUDA value by a class of its MRO, or a construction in the project
-    that passes one to the ``__init__`` parameter the attribute keeps. None when nothing shows it."""
-    direct, reached = table
+    device (``kind`` "device") or an object put on one ("placed"): a store of such a value by a
+    class of its MRO, or a construction in the project that passes one to the ``__init__``
+    parameter the attribute keeps. None when nothing shows it."""
+    direct, reached, _ = table
     for cls in index.mro(key):
-        if (cls, attr) in direct:
-            return direct[(cls, attr)]
-    for (heir, name), shown in reached.items():
-        if name == attr and key in index.mro(heir):
+        if (cls, attr, kind) in direct:
+            return direct[(cls, attr, kind)]
+    for (heir, name, found), shown in reached.items():
+        if name == attr and found == kind and key in index.mro(heir):
             return shown
     return None
+
+
+def partial_origin(index, table, key: Key, param: str) -> Optional[str]:
+    """How ``functools.partial`` somewhere in the project binds the parameter ``param`` of the
+    function ``key`` to a value that can be a CUDA device, or None."""
+    return table[2].get((key, param))
 
 
 def device_table(index):
@@ -158,31 +209,34 @@ def device_table(index):
     forwards: Dict[Key, List[list]] = {}
     inits: Dict[Key, List[str]] = {}
     direct: Dict[tuple, str] = {}
+    partials: Dict[tuple, str] = {}
     for path, summary in index.summaries.items():
         facts = summary.get("devices") or {}
-        for qual, attr, param, shown in facts.get("stores", ()):
+        for qual, attr, param, shown, kind in facts.get("stores", ()):
             if param:
                 stores.setdefault((path, qual), []).append([attr, param])
             else:
-                direct.setdefault(((path, qual), attr), f"`self.{attr} = {shown}` in `{qual}.__init__`")
+                direct.setdefault(((path, qual), attr, kind), f"`self.{attr} = {shown}` in `{qual}.__init__`")
         for qual, slot, param in facts.get("forwards", ()):
             forwards.setdefault((path, qual), []).append([slot, param])
         for qual, params in facts.get("inits", {}).items():
             inits[(path, qual)] = params
+        for target, param, shown in facts.get("partials", ()):
+            located = index.locate(canonical(target), path, table="functions")
+            if located is not None:
+                partials.setdefault((located, param), f"{shown} in {path}")
     reached: Dict[tuple, str] = {}
     if not stores:
-        return direct, reached
+        return direct, reached, partials
     for path, summary in index.summaries.items():
-        for callee, slot, shown in (summary.get("devices") or {}).get("cuda_args", ()):
+        for callee, slot, shown, kind in (summary.get("devices") or {}).get("cuda_args", ()):
             cls = index.locate(canonical(callee), path)
-            if cls is None:
-                continue
-            origin = f"{shown} in {path}"
-            _follow(index, cls, slot, origin, stores, forwards, inits, reached)
-    return direct, reached
+            if cls is not None:
+                _follow(index, cls, slot, kind, f"{shown} in {path}", stores, forwards, inits, reached)
+    return direct, reached, partials
 
 
-def _follow(index, heir: Key, slot, origin, stores, forwards, inits, reached) -> None:
+def _follow(index, heir: Key, slot, kind, origin, stores, forwards, inits, reached) -> None:
     mro = index.mro(heir)
     after: Optional[Key] = None
     for _ in range(8):
@@ -199,7 +253,7 @@ def _follow(index, heir: Key, slot, origin, stores, forwards, inits, reached) ->
             slot = params[slot]
         for attr, param in stores.get(owner, ()):
             if param == slot:
-                reached.setdefault((heir, attr), origin)
+                reached.setdefault((heir, attr, kind), origin)
         nxt = [s for s, param in forwards.get(owner, ()) if param == slot]
         if len(nxt) != 1:
             return

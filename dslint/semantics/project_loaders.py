@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import List, Tuple
 
 from dslint.semantics.collate_reach import collate_table
-from dslint.semantics.device_flow import attribute_origin, device_table
+from dslint.semantics.device_flow import attribute_origin, device_table, partial_origin
 from dslint.semantics.modules import canonical
 
 Key = Tuple[str, str]  # (path, local qualified name)
@@ -79,13 +79,20 @@ class LoaderQueries:
         """Where a function or a method (``mod.Class.method``, along the class's bases) is defined."""
         return self._function_key(qualified, from_path)
 
-    def cuda_attribute(self, key: Key, attr: str):
-        """How ``self.<attr>`` of an instance of class ``key`` can hold a CUDA device that a
-        construction of another file hands its ``__init__`` (``device_flow``), or None."""
+    def cuda_attribute(self, key: Key, attr: str, kind: str = "device"):
+        """How ``self.<attr>`` of an instance of class ``key`` can hold a CUDA device (or an object
+        put on one, ``kind`` "placed") that a construction hands its ``__init__`` (``device_flow``)."""
+        return attribute_origin(self, self.device_facts(), key, attr, kind)
+
+    def cuda_partial(self, key: Key, param: str):
+        """How a ``functools.partial`` binds the parameter ``param`` of function ``key`` to a CUDA device."""
+        return partial_origin(self, self.device_facts(), key, param)
+
+    def device_facts(self):
         table = getattr(self, "_device_table", None)
         if table is None:
             table = self._device_table = device_table(self)
-        return attribute_origin(self, table, key, attr)
+        return table
 
     def worker_init_loaders(self, key: Key) -> List[dict]:
         """Facts of every DataLoader in the project whose ``worker_init_fn`` is the function ``key``."""

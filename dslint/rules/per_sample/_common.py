@@ -223,6 +223,35 @@ OBJECT_COLLATE_INVALID = {
             def loader(self, workers):
                 return DataLoader(self.pairs, collate_fn=self.pairs.batch, num_workers=workers)
     """,
+    # a collate whose device a partial binds; a model put on the GPU handed to the dataset
+    "pad.py": """
+        import torch
+
+        def pad(batch, device=None):
+            return torch.stack(batch).to(device)  # expect: DSL204
+    """,
+    "features.py": """
+        from torch.utils.data import Dataset
+
+        class Features(Dataset):
+            def __init__(self, items, encoder):
+                self.items = items
+                self.encoder = encoder
+            def __getitem__(self, idx):
+                return self.encoder(self.items[idx])  # expect: DSL204
+    """,
+    "fit.py": """
+        import functools
+        import torch
+        from torch.utils.data import DataLoader
+        from features import Features
+        from pad import pad
+
+        def fit(items, build, workers):
+            encoder = build().eval().cuda()
+            data = Features(items, encoder)
+            return DataLoader(data, collate_fn=functools.partial(pad, device="cuda"), num_workers=workers)
+    """,
 }
 # silent: the only device passed is the CPU; an object's collate whose loader never forks workers
 OBJECT_COLLATE_VALID = {
@@ -250,5 +279,33 @@ OBJECT_COLLATE_VALID = {
         data = Lines(["a", "b"], device="cpu")
         pairs = Pairs(["a"])
         loader = DataLoader(pairs, collate_fn=pairs.batch, num_workers=0)
+    """,
+    # the partial binds the CPU; the model handed to the dataset stays on the CPU
+    "pad.py": """
+        import torch
+
+        def pad(batch, device=None):
+            return torch.stack(batch).to(device)
+    """,
+    "features.py": """
+        from torch.utils.data import Dataset
+
+        class Features(Dataset):
+            def __init__(self, items, encoder):
+                self.items = items
+                self.encoder = encoder
+            def __getitem__(self, idx):
+                return self.encoder(self.items[idx])
+    """,
+    "fit.py": """
+        import functools
+        from torch.utils.data import DataLoader
+        from features import Features
+        from pad import pad
+
+        def fit(items, build, model, workers):
+            data = Features(items, build().eval())
+            model.cuda()
+            return DataLoader(data, collate_fn=functools.partial(pad, device="cpu"), num_workers=workers)
     """,
 }

@@ -31,17 +31,18 @@ class CudaInDataset(Rule):
 
     Not reported: `torch.cuda.is_available()`, `device_count()`,
     `manual_seed*()` and the other queries that do not initialise CUDA; device
-    values nothing in the file shows (`.to(self.device)` for a `device`
-    parameter without a default or a call: unknown is not wrong);
-    datasets or collate functions whose every DataLoader has `num_workers=0`;
+    values nothing in the project shows (unknown is not wrong); datasets or
+    collate functions whose every DataLoader has `num_workers=0`;
     test code (a `tests/` directory, `test_*.py`), whose CUDA datasets are
     there to exercise CUDA in workers (under `spawn`); and projects whose every
     `multiprocessing.set_start_method` (torch's too) sets `spawn` or
     `forkserver`: their workers are not forks (each pays for a CUDA context).
 
     A model that a method of the dataset stores on such a device
-    (`self.net = build().cuda()`) and that per-sample code runs
-    (`self.net(x)`, `self.net.encode(x)`) is reported where it runs.
+    (`self.net = build().cuda()`), or that a construction in the project hands
+    to the `__init__` that keeps it (`Features(items, encoder.cuda())`), and
+    that per-sample code runs (`self.net(x)`, `self.net.encode(x)`) is
+    reported where it runs.
 
     A device that *can* be CUDA counts: `"cuda" if torch.cuda.is_available()
     else "cpu"`, `self.device` when a method stores such a value (or a
@@ -52,8 +53,8 @@ class CudaInDataset(Rule):
     `__init__` (of the class or a base of another file, through
     `super().__init__(..., device=device)`) when a construction anywhere in the
     project passes it such a device (`Lines(items, device=torch.device("cuda"
-    if ... else "cpu"))` in the training script); a device no construction
-    shows stays unknown.
+    if ... else "cpu"))` in the training script), and a parameter of a
+    function that a `functools.partial(f, device="cuda")` in the project binds.
 
     ## Why is this bad?
     DataLoader workers are forked from the main process (the Linux default).
