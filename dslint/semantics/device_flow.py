@@ -15,7 +15,8 @@ records, per file (``device_facts``):
 - ``inits``: ``{class: [positional parameters of its __init__, self left out]}``;
 - ``cuda_args``: ``[callee, keyword or position, shown, kind]``: a call passes a value that
   can be a CUDA device (``"cuda"``, ``"cuda:0"``, ``torch.device(...)`` of one, either arm of
-  a conditional, a name of the function or module bound to one,
+  a conditional, a name of the function or module bound to one, ``args.<dest>`` of an
+  argparse option of the file whose default or a choice is one,
   ``torch.cuda.current_device()``) or an object put on one (a model);
 - ``partials``: ``[function, keyword, shown]``: ``functools.partial(f, device=cuda)`` binds
   the parameter in every call of the partial (a collate handed over with its device).
@@ -62,6 +63,8 @@ def cuda_text(tree: TreeIndex, names: ModuleNames, expr, depth: int = 0) -> bool
         if qualified == "torch.cuda.current_device":
             return True
         return qualified == "torch.device" and bool(expr.args) and cuda_text(tree, names, expr.args[0].value, depth + 1)
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value not in ("self", "cls"):
+        return expr.attr.value in tree.memo(("device_flow.options",), lambda: _cuda_options(tree))
     if isinstance(expr, cst.Name):
         scope = tree.scope_node(expr)
         while True:
@@ -76,6 +79,42 @@ def cuda_text(tree: TreeIndex, names: ModuleNames, expr, depth: int = 0) -> bool
                 return False
             scope = tree.scope_node(scope)
     return False
+
+
+def _cuda_options(tree: TreeIndex) -> frozenset:
+    """The argparse destinations of this file a CUDA device is possible for: the default of
+    ``add_argument``, one of its ``choices``, or a ``set_defaults`` value is ``"cuda..."``."""
+    found = set()
+    for call in tree.nodes(cst.Call):
+        func = call.func
+        if not isinstance(func, cst.Attribute) or func.attr.value not in ("add_argument", "set_defaults"):
+            continue
+        keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+        if func.attr.value == "set_defaults":
+            found.update(k for k, v in keywords.items() if _cuda_string(v))
+            continue
+        values = [keywords.get("default")]
+        choices = keywords.get("choices")
+        if isinstance(choices, (cst.List, cst.Tuple, cst.Set)):
+            values += [e.value for e in choices.elements]
+        if not any(_cuda_string(v) for v in values):
+            continue
+        flags = [a.value.evaluated_value for a in call.args if a.keyword is None and isinstance(a.value, cst.SimpleString)]
+        flags = [f for f in flags if isinstance(f, str)]
+        longs = [f for f in flags if f.startswith("--")]
+        dest = keywords.get("dest")
+        if isinstance(dest, cst.SimpleString) and isinstance(dest.evaluated_value, str):
+            found.add(dest.evaluated_value)
+        elif longs or flags:
+            found.add((longs or flags)[0].lstrip("-").replace("-", "_"))
+    return frozenset(found)
+
+
+def _cuda_string(expr) -> bool:
+    if not isinstance(expr, cst.SimpleString):
+        return False
+    text = expr.evaluated_value
+    return isinstance(text, str) and (text == "cuda" or text.startswith("cuda:"))
 
 
 def _is_param(func, name: str) -> bool:
@@ -175,7 +214,7 @@ def placed_on_cuda(tree: TreeIndex, names: ModuleNames, expr, depth: int = 0) ->
 
 
 def _cheap(expr) -> bool:
-    return isinstance(expr, (cst.SimpleString, cst.FormattedString, cst.Name, cst.IfExp, cst.Call))
+    return isinstance(expr, (cst.SimpleString, cst.FormattedString, cst.Name, cst.Attribute, cst.IfExp, cst.Call))
 
 
 def _short(node) -> str:

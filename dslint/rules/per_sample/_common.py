@@ -239,6 +239,22 @@ OBJECT_COLLATE_INVALID = {
                 self.encoder = encoder
             def __getitem__(self, idx):
                 return self.encoder(self.items[idx])  # expect: DSL204
+
+        class Tokens(Dataset):
+            def __init__(self, items, device="cpu"):
+                self.items = items
+                self.device = device
+            def __getitem__(self, idx):
+                return self.items[idx].to(self.device)  # expect: DSL204
+    """,
+    "script.py": """
+        import argparse
+        from features import Tokens
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--device", default="cuda:0")
+        args = parser.parse_args()
+        tokens = Tokens([], args.device)
     """,
     "fit.py": """
         import functools
@@ -296,6 +312,22 @@ OBJECT_COLLATE_VALID = {
                 self.encoder = encoder
             def __getitem__(self, idx):
                 return self.encoder(self.items[idx])
+
+        class Tokens(Dataset):
+            def __init__(self, items, device="cpu"):
+                self.items = items
+                self.device = device
+            def __getitem__(self, idx):
+                return self.items[idx].to(self.device)
+    """,
+    "script.py": """
+        import argparse
+        from features import Tokens
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--device", default="cpu", choices=["cpu", "mps"])
+        args = parser.parse_args()
+        tokens = Tokens([], args.device)
     """,
     "fit.py": """
         import functools

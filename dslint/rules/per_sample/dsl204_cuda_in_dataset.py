@@ -53,7 +53,8 @@ class CudaInDataset(Rule):
     `__init__` (of the class or a base of another file, through
     `super().__init__(..., device=device)`) when a construction anywhere in the
     project passes it such a device (`Lines(items, device=torch.device("cuda"
-    if ... else "cpu"))` in the training script), and a parameter of a
+    if ... else "cpu"))` or `args.device` of an option whose default is
+    `"cuda"` in the training script), and a parameter of a
     function that a `functools.partial(f, device="cuda")` in the project binds.
 
     ## Why is this bad?
