@@ -81,6 +81,21 @@ def cuda_text(tree: TreeIndex, names: ModuleNames, expr, depth: int = 0) -> bool
     return False
 
 
+def _moved_in_place(tree: TreeIndex, names: ModuleNames, scope) -> frozenset:
+    """Names of ``scope`` whose object a statement moves to CUDA (``net.cuda()``, ``net.to(device)``
+    for a device that can be CUDA, the result unused): an ``nn.Module`` moves itself."""
+    found = set()
+    for call in tree.scope_nodes(scope, cst.Call):
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)) or func.attr.value not in ("cuda", "to"):
+            continue
+        if not isinstance(tree.parent_of(call), cst.Expr):
+            continue
+        if func.attr.value == "cuda" or (call.args and cuda_text(tree, names, call.args[0].value)):
+            found.add(func.value.value)
+    return frozenset(found)
+
+
 def _cuda_options(tree: TreeIndex) -> frozenset:
     """The argparse destinations of this file a CUDA device is possible for: the default of
     ``add_argument``, one of its ``choices``, or a ``set_defaults`` value is ``"cuda..."``."""
@@ -199,6 +214,8 @@ def placed_on_cuda(tree: TreeIndex, names: ModuleNames, expr, depth: int = 0) ->
         return False
     if isinstance(expr, cst.Name):
         scope = tree.scope_node(expr)
+        if expr.value in tree.memo(("device_flow.moved", id(scope)), lambda: _moved_in_place(tree, names, scope)):
+            return True  # ``model.cuda()`` as a statement: a module moves itself
         if isinstance(scope, (cst.FunctionDef, cst.Lambda)) and _is_param(scope, expr.value):
             return False
         values = scope_assignments(tree, scope, expr.value)

@@ -264,7 +264,8 @@ OBJECT_COLLATE_INVALID = {
         from pad import pad
 
         def fit(items, build, workers):
-            encoder = build().eval().cuda()
+            encoder = build().eval()
+            encoder.cuda()
             data = Features(items, encoder)
             return DataLoader(data, collate_fn=functools.partial(pad, device="cuda"), num_workers=workers)
     """,
