@@ -12,7 +12,9 @@ worker count the caller chose). Both are recorded here as
 ``<x>.collate_fn`` counts only on a receiver that is not ``self`` (a class storing
 its own ``collate_fn`` attribute hands nothing to a loader by doing so).
 
-A method of another object counts when its class is known: ``collate_fn=ds.collate``
+A lambda whose body calls one named function (``collate_fn=lambda b: pad(b, device)``)
+hands that function over too (``collate_lambda_calls``). A method of another object
+counts when its class is known: ``collate_fn=ds.collate``
 where ``ds`` is a parameter annotated with a class (``ds: Base``, ``Optional[Base]``)
 or a name bound once to a construction (``ds = Pairs(...)``); through one local
 name (``collate_fn = ds.collate`` ... ``collate_fn=collate_fn``) and
@@ -41,6 +43,10 @@ from dslint.semantics.walk import TreeIndex
 
 def bound_collates(tree: TreeIndex, names: ModuleNames, qualname_of: Callable, loader_facts: Callable) -> List[list]:
     found = []
+    for body, call in collate_lambda_calls(tree, names):
+        callee = names.qualname(body.func)
+        if callee and not callee.startswith(("builtins.", "torch.")):
+            found.append([callee, loader_facts(call).get("num_workers")])  # the lambda runs it in the workers
     for call in [*dataloader_calls(tree, names), *_subclass_inits(tree, names)]:
         expr = _through_name(tree, names, BoundCall(call, DATALOADER).expr("collate_fn"))
         ref = _method_ref(tree, names, qualname_of, expr)
@@ -112,6 +118,18 @@ def _method_ref(tree: TreeIndex, names: ModuleNames, qualname_of: Callable, expr
 
 
 DATALOADER_NAME = "torch.utils.data.DataLoader"
+
+
+def collate_lambda_calls(tree: TreeIndex, names: ModuleNames) -> List[tuple]:
+    """(call, loader) for each ``collate_fn=lambda batch: f(batch, ...)`` whose body is one call of
+    a named function (``f`` runs in the workers, with the arguments the lambda passes)."""
+    found = []
+    for call in dataloader_calls(tree, names):
+        expr = BoundCall(call, DATALOADER).expr("collate_fn")
+        if isinstance(expr, cst.Lambda) and isinstance(expr.body, cst.Call) \
+                and isinstance(expr.body.func, (cst.Name, cst.Attribute)):
+            found.append((expr.body, call))
+    return found
 _OPTIONAL = frozenset({"typing.Optional", "typing.Union"})
 
 

@@ -145,9 +145,14 @@ def _partial_binding(ctx, name: cst.Name) -> Optional[str]:
     params = func.params
     if not any(p.name.value == name.value for p in (*params.params, *params.kwonly_params)):
         return None
-    return ctx.memo(
-        ("cuda.partial", id(func), name.value), lambda: ctx.view.cuda_partial(ctx.qualname_of_def(func), name.value)
-    )
+    positional = [p.name.value for p in (*params.posonly_params, *params.params)]
+    slots = [name.value] + ([positional.index(name.value)] if name.value in positional else [])
+
+    def ask():
+        qual = ctx.qualname_of_def(func)
+        return next((found for slot in slots if (found := ctx.view.cuda_partial(qual, slot))), None)
+
+    return ctx.memo(("cuda.partial", id(func), name.value), ask)
 
 
 def _stores_of(ctx, owner: cst.ClassDef, attr: str) -> List[cst.BaseExpression]:

@@ -18,8 +18,9 @@ records, per file (``device_facts``):
   a conditional, a name of the function or module bound to one, ``args.<dest>`` of an
   argparse option of the file whose default or a choice is one,
   ``torch.cuda.current_device()``) or an object put on one (a model);
-- ``partials``: ``[function, keyword, shown]``: ``functools.partial(f, device=cuda)`` binds
-  the parameter in every call of the partial (a collate handed over with its device).
+- ``partials``: ``[function, keyword or position, shown]``: ``functools.partial(f,
+  device=cuda)`` binds the parameter in every call of the partial (a collate handed over
+  with its device), and so does a collate lambda that only calls ``f`` (``lambda b: f(b, cuda)``).
 
 The project index follows each such argument from the construction of a class
 (``C(...)``, whichever class of its MRO defines ``__init__``) along the forwards, per
@@ -37,6 +38,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import libcst as cst
 
 from dslint.semantics.bindings import scope_assignments
+from dslint.semantics.bound_collates import collate_lambda_calls
 from dslint.semantics.modules import canonical
 from dslint.semantics.names import ModuleNames
 from dslint.semantics.walk import TreeIndex
@@ -175,6 +177,7 @@ def device_facts(tree: TreeIndex, names: ModuleNames, qualname_of: Callable) -> 
         if any(s[0] == qual for s in stores) or any(f[0] == qual for f in forwards):
             inits[qual] = params
     cuda_args, partials = [], []
+    lambdas = {id(body) for body, _ in collate_lambda_calls(tree, names)}
     for call in tree.nodes(cst.Call):
         func = call.func
         if not isinstance(func, (cst.Name, cst.Attribute)) or not call.args:
@@ -185,9 +188,16 @@ def device_facts(tree: TreeIndex, names: ModuleNames, qualname_of: Callable) -> 
         qualified = names.qualname(func) if found else None
         if qualified == "functools.partial":
             target = names.qualname(call.args[0].value) if found[0][0] != 0 else None
-            for _, arg, kind in found:
-                if target and arg.keyword is not None and kind == DEVICE:
-                    partials.append([target, arg.keyword.value, f"`partial({_short(call.args[0].value)}, ..., {_short(arg)})`"])
+            for position, arg, kind in found:
+                if target and kind == DEVICE:
+                    slot = arg.keyword.value if arg.keyword is not None else position - 1
+                    partials.append([target, slot, f"`partial({_short(call.args[0].value)}, ..., {_short(arg)})`"])
+            continue
+        if id(call) in lambdas and qualified:  # ``collate_fn=lambda b: pad(b, device)``: a partial in disguise
+            for position, arg, kind in found:
+                if kind == DEVICE:
+                    slot = arg.keyword.value if arg.keyword is not None else position
+                    partials.append([qualified, slot, f"`lambda ...: {_short(func)}(..., {_short(arg)})`"])
             continue
         if not qualified or qualified.split(".")[0] in ("torch", "builtins", "numpy"):
             continue

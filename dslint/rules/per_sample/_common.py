@@ -229,6 +229,9 @@ OBJECT_COLLATE_INVALID = {
 
         def pad(batch, device=None):
             return torch.stack(batch).to(device)  # expect: DSL204
+
+        def pad_to(batch, device):
+            return torch.stack(batch).to(device)  # expect: DSL204
     """,
     "features.py": """
         from torch.utils.data import Dataset
@@ -261,12 +264,13 @@ OBJECT_COLLATE_INVALID = {
         import torch
         from torch.utils.data import DataLoader
         from features import Features
-        from pad import pad
+        from pad import pad, pad_to
 
         def fit(items, build, workers):
             encoder = build().eval()
             encoder.cuda()
             data = Features(items, encoder)
+            first = DataLoader(data, collate_fn=lambda b: pad_to(b, "cuda:0"), num_workers=workers)
             return DataLoader(data, collate_fn=functools.partial(pad, device="cuda"), num_workers=workers)
     """,
 }
@@ -303,6 +307,9 @@ OBJECT_COLLATE_VALID = {
 
         def pad(batch, device=None):
             return torch.stack(batch).to(device)
+
+        def pad_to(batch, device):
+            return torch.stack(batch).to(device)
     """,
     "features.py": """
         from torch.utils.data import Dataset
@@ -334,11 +341,12 @@ OBJECT_COLLATE_VALID = {
         import functools
         from torch.utils.data import DataLoader
         from features import Features
-        from pad import pad
+        from pad import pad, pad_to
 
         def fit(items, build, model, workers):
             data = Features(items, build().eval())
             model.cuda()
+            first = DataLoader(data, collate_fn=lambda b: pad_to(b, "cpu"), num_workers=workers)
             return DataLoader(data, collate_fn=functools.partial(pad, device="cpu"), num_workers=workers)
     """,
 }

@@ -39,10 +39,9 @@ class CudaInDataset(Rule):
     `forkserver`: their workers are not forks (each pays for a CUDA context).
 
     A model that a method of the dataset stores on such a device
-    (`self.net = build().cuda()`), or that a construction in the project hands
-    to the `__init__` that keeps it (`Features(items, encoder.cuda())`), and
-    that per-sample code runs (`self.net(x)`, `self.net.encode(x)`) is
-    reported where it runs.
+    (`self.net = build().cuda()`), or that a construction hands to the
+    `__init__` that keeps it (`Features(items, encoder.cuda())`), is reported
+    where per-sample code runs it (`self.net(x)`, `self.net.encode(x)`).
 
     A device that *can* be CUDA counts: `"cuda" if torch.cuda.is_available()
     else "cpu"`, `self.device` when a method stores such a value (or a
@@ -55,7 +54,8 @@ class CudaInDataset(Rule):
     project passes it such a device (`Lines(items, device=torch.device("cuda"
     if ... else "cpu"))` or `args.device` of an option whose default is
     `"cuda"` in the training script), and a parameter of a
-    function that a `functools.partial(f, device="cuda")` in the project binds.
+    function that a `functools.partial(f, device="cuda")` (or a collate
+    lambda `lambda b: f(b, "cuda")`, which runs `f` in the workers) binds.
 
     ## Why is this bad?
     DataLoader workers are forked from the main process (the Linux default).
