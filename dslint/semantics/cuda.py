@@ -9,7 +9,7 @@ code and ``collate_fn`` functions, which run in DataLoader workers, and a datase
 ``num_workers=0`` runs in no worker.
 
 API: ``may_touch_cuda(call, cuda_imports)`` (cheap pre-check), ``cuda_use(ctx, call)``, ``may_be_cuda(ctx, expr)``,
-``cuda_model_call(ctx, call)``,
+``cuda_model_call(ctx, call)``, ``cuda_construction(ctx, call)``,
 ``collate_lambdas(ctx)``, ``loading_context(ctx, node, lambdas)``.
 """
 
@@ -21,6 +21,7 @@ import libcst as cst
 
 from dslint.semantics import dataflow as df
 from dslint.semantics.call_facts import positional_or_keyword, unresolved_receiver
+from dslint.semantics.device_flow import placed_on_cuda
 from dslint.semantics.regions import self_attr
 from dslint.semantics.values import possible
 from dslint.semantics.walk import iter_subtree
@@ -153,6 +154,27 @@ def _partial_binding(ctx, name: cst.Name) -> Optional[str]:
         return next((found for slot in slots if (found := ctx.view.cuda_partial(qual, slot))), None)
 
     return ctx.memo(("cuda.partial", id(func), name.value), ask)
+
+
+def cuda_construction(ctx, call: cst.Call) -> Optional[Tuple[str, cst.CSTNode]]:
+    """(what, the argument) when ``call`` constructs a project class (of any file) and hands it a
+    tensor or model put on CUDA (``x.cuda()``, ``x.to("cuda")``, a name bound to one) that its
+    ``__init__`` keeps on ``self`` (``device_flow``), else None."""
+    if not isinstance(call.func, (cst.Name, cst.Attribute)):
+        return None
+    qualified = ctx.call_name(call)
+    if not qualified or qualified.split(".")[0] in ("torch", "builtins", "numpy"):
+        return None
+    for position, arg in enumerate(call.args):
+        if arg.star or not placed_on_cuda(ctx.tree, ctx.names, arg.value):
+            continue
+        slot = arg.keyword.value if arg.keyword is not None else position
+        attr = ctx.view.kept_attribute(qualified, slot)
+        if attr is not None:
+            shown = ctx.code(arg.value).strip()
+            shown = shown if len(shown) < 40 else "a CUDA tensor"
+            return f"`{ctx.code(call.func).strip()}` keeps `{shown}` in `self.{attr}`", arg.value
+    return None
 
 
 def _stores_of(ctx, owner: cst.ClassDef, attr: str) -> List[cst.BaseExpression]:

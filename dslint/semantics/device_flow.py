@@ -28,7 +28,8 @@ constructed class, to the attributes it reaches (``attribute_origin``). A device
 call does not show stays unknown (never reported).
 
 API: ``device_facts(tree, names, qualname_of)``, ``device_table(index)`` (once per index),
-``attribute_origin(index, table, key, attr, kind)``, ``partial_origin(index, table, key, param)``.
+``attribute_origin(index, table, key, attr, kind)``, ``partial_origin(index, table, key, param)``,
+``kept_attribute(index, table, key, slot)``, ``placed_on_cuda(tree, names, expr)``.
 """
 
 from __future__ import annotations
@@ -81,6 +82,22 @@ def cuda_text(tree: TreeIndex, names: ModuleNames, expr, depth: int = 0) -> bool
                 return False
             scope = tree.scope_node(scope)
     return False
+
+
+def _self_pairs(node: cst.Assign, self_name: str) -> List[tuple]:
+    """(attr, value) for each ``self.<attr>`` the assignment binds: ``self.x = v`` and the
+    elements of ``self.x, self.y = a, b``."""
+    found = []
+    for target in node.targets:
+        pairs = [(target.target, node.value)]
+        if isinstance(target.target, cst.Tuple) and isinstance(node.value, cst.Tuple):
+            left, right = target.target.elements, node.value.elements
+            if len(left) == len(right) and not any(isinstance(e, cst.StarredElement) for e in (*left, *right)):
+                pairs = [(a.value, b.value) for a, b in zip(left, right)]
+        for attr, value in pairs:
+            if isinstance(attr, cst.Attribute) and isinstance(attr.value, cst.Name) and attr.value.value == self_name:
+                found.append((attr.attr.value, value))
+    return found
 
 
 def _moved_in_place(tree: TreeIndex, names: ModuleNames, scope) -> frozenset:
@@ -151,19 +168,16 @@ def device_facts(tree: TreeIndex, names: ModuleNames, qualname_of: Callable) -> 
         params = [p.name.value for p in (*init.params.posonly_params, *init.params.params)][1:]
         own = set(params) | {p.name.value for p in init.params.kwonly_params}
         for node in tree.scope_nodes(init, cst.Assign):
-            for target in node.targets:
-                attr = target.target
-                if not (isinstance(attr, cst.Attribute) and isinstance(attr.value, cst.Name) and attr.value.value == self_name):
-                    continue
-                value = node.value
+            for attr, original in _self_pairs(node, self_name):
+                value = original
                 if isinstance(value, cst.Call) and names.qualname(value.func) == "torch.device" and len(value.args) == 1:
                     value = value.args[0].value
                 if isinstance(value, cst.Name) and value.value in own:
-                    stores.append([qual, attr.attr.value, value.value, "", ""])
+                    stores.append([qual, attr, value.value, "", ""])
                     continue
-                kind = _kind(tree, names, node.value)
+                kind = _kind(tree, names, original)
                 if kind is not None:
-                    stores.append([qual, attr.attr.value, "", _short(node.value), kind])
+                    stores.append([qual, attr, "", _short(original), kind])
         for call in tree.scope_nodes(init, cst.Call):
             func = call.func
             if not (isinstance(func, cst.Attribute) and func.attr.value == "__init__" and isinstance(func.value, cst.Call)
@@ -254,7 +268,7 @@ def attribute_origin(index, table, key: Key, attr: str, kind: str = DEVICE) -> O
     device (``kind`` "device") or an object put on one ("placed"): a store of such a value by a
     class of its MRO, or a construction in the project that passes one to the ``__init__``
     parameter the attribute keeps. None when nothing shows it."""
-    direct, reached, _ = table
+    direct, reached = table[0], table[1]
     for cls in index.mro(key):
         if (cls, attr, kind) in direct:
             return direct[(cls, attr, kind)]
@@ -292,14 +306,23 @@ def device_table(index):
             if located is not None:
                 partials.setdefault((located, param), f"{shown} in {path}")
     reached: Dict[tuple, str] = {}
+    flow = (stores, forwards, inits)
     if not stores:
-        return direct, reached, partials
+        return direct, reached, partials, flow
     for path, summary in index.summaries.items():
         for callee, slot, shown, kind in (summary.get("devices") or {}).get("cuda_args", ()):
             cls = index.locate(canonical(callee), path)
             if cls is not None:
                 _follow(index, cls, slot, kind, f"{shown} in {path}", stores, forwards, inits, reached)
-    return direct, reached, partials
+    return direct, reached, partials, flow
+
+
+def kept_attribute(index, table, key: Key, slot) -> Optional[str]:
+    """The attribute in which an instance of class ``key`` keeps what its construction passes
+    at ``slot`` (a keyword or a position), through ``super().__init__``; None when it keeps none."""
+    reached: Dict[tuple, str] = {}
+    _follow(index, key, slot, PLACED, "", *table[3], reached)
+    return min(attr for _, attr, _ in reached) if reached else None
 
 
 def _follow(index, heir: Key, slot, kind, origin, stores, forwards, inits, reached) -> None:

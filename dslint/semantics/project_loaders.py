@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import List, Tuple
 
 from dslint.semantics.collate_reach import collate_table
-from dslint.semantics.device_flow import attribute_origin, device_table, partial_origin
+from dslint.semantics.device_flow import attribute_origin, device_table, kept_attribute, partial_origin
 from dslint.semantics.modules import canonical
 
 Key = Tuple[str, str]  # (path, local qualified name)
@@ -87,6 +87,12 @@ class LoaderQueries:
     def cuda_partial(self, key: Key, param: str):
         """How a ``functools.partial`` binds the parameter ``param`` of function ``key`` to a CUDA device."""
         return partial_origin(self, self.device_facts(), key, param)
+
+    def kept_attribute(self, qualified: str, from_path: str, slot):
+        """The attribute in which the project class ``qualified`` keeps the constructor argument at
+        ``slot`` (keyword or position; ``device_flow``), or None."""
+        located = self.locate(canonical(qualified), from_path)
+        return kept_attribute(self, self.device_facts(), located, slot) if located is not None else None
 
     def device_facts(self):
         table = getattr(self, "_device_table", None)

@@ -185,6 +185,11 @@ class View:
         answer = self._index.cuda_attribute((self.path, qual), attr, kind) if known else None
         return self._record("cuda_attribute", [qual, attr, kind], answer)
 
+    def kept_attribute(self, qualified: str, slot) -> Optional[str]:
+        """The attribute in which the project class ``qualified`` keeps its constructor argument at
+        ``slot`` (keyword or position), through ``super().__init__`` (``device_flow``), or None."""
+        return self._record("kept_attribute", [qualified, slot], self._index.kept_attribute(qualified, self.path, slot))
+
     def cuda_partial(self, qual: str, param: str) -> Optional[str]:
         """How a ``functools.partial`` in the project binds ``param`` of this file's function ``qual``
         to a CUDA device (``device_flow``), or None."""
