@@ -73,6 +73,9 @@ def cuda_text(tree: TreeIndex, names: ModuleNames, expr, depth: int = 0) -> bool
         while True:
             if isinstance(scope, (cst.FunctionDef, cst.Lambda)) and _is_param(scope, expr.value):
                 return False
+            if isinstance(scope, cst.ClassDef):  # a class body's names are not seen from its methods
+                scope = tree.scope_node(scope)
+                continue
             values = scope_assignments(tree, scope, expr.value)
             if values is None:
                 return False
