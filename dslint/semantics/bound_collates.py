@@ -24,7 +24,14 @@ collate_fn=...)``), a loader whose arguments the subclass chooses. Which methods
 then run as the collate (the overrides in subclasses, the methods it calls on
 ``self``) is the project index's answer (``collate_reach``).
 
-API: ``bound_collates(tree, names, qualname_of, loader_facts)``.
+A method of a parameter that nothing annotates (``def __init__(self, data, workers):
+... DataLoader(data, collate_fn=data.collate, ...)``, a library-style iterator) is
+recorded against the parameter (``param_collates``: ``roots``), with the constructions
+the file passes to classes (``passes``: ``Iterator(Lines(...))``); the index matches
+them, and those ``dataset_uses.class_args`` records for functions, to know the class.
+
+API: ``bound_collates(tree, names, qualname_of, loader_facts)``,
+``param_collates(tree, names, qualname_of, loader_facts)``.
 """
 
 from __future__ import annotations
@@ -209,3 +216,42 @@ def _class_name(qualified: Optional[str]) -> Optional[str]:
     if not qualified or qualified.split(".")[0] in ("builtins", "typing", "torch", "collections"):
         return None
     return qualified if qualified.rsplit(".", 1)[-1][:1].isupper() else None
+
+
+def param_collates(tree: TreeIndex, names: ModuleNames, qualname_of: Callable, loader_facts: Callable) -> dict:
+    """``roots``: [function, position, parameter, method, num_workers] for ``collate_fn=p.m`` where
+    ``p`` is an unannotated parameter of the function building the loader (position without
+    ``self`` for a method); ``passes``: [callee, position or keyword, class] for constructions
+    passed to a call of a capitalised callee (a class: ``Iterator(Lines(...))``)."""
+    roots = []
+    for call in [*dataloader_calls(tree, names), *_subclass_inits(tree, names)]:
+        expr = _through_name(tree, names, BoundCall(call, DATALOADER).expr("collate_fn"))
+        if not (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)):
+            continue
+        func, owner = _enclosing_method(tree, expr)
+        if func is None or _parameter_class(tree, names, expr.value) != "":
+            continue
+        positional = [p.name.value for p in (*func.params.posonly_params, *func.params.params)]
+        if owner is not None and not _is_static(func):
+            positional = positional[1:]
+        name = expr.value.value
+        if name not in positional and name not in [p.name.value for p in func.params.kwonly_params]:
+            continue  # a parameter of an outer function
+        position = positional.index(name) if name in positional else None
+        roots.append([f"{names.modname}.{qualname_of(func)}", position, name, expr.attr.value,
+                      loader_facts(call).get("num_workers")])
+    passes = []
+    for call in tree.nodes(cst.Call):
+        func = call.func
+        tail = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else "")
+        if not tail[:1].isupper():
+            continue
+        for position, arg in enumerate(call.args):
+            if arg.star or not isinstance(arg.value, (cst.Name, cst.Call)):
+                continue
+            classes = [c for c in constructed(tree, names, [arg.value], qualname_of) if _class_name(c)]
+            callee = names.qualname(func) if classes else None
+            if callee and not callee.split(".")[0] in ("torch", "builtins"):
+                where = arg.keyword.value if arg.keyword is not None else position
+                passes.extend([callee, where, c] for c in sorted(classes))
+    return {"roots": roots, "passes": passes}

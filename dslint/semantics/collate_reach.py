@@ -43,9 +43,46 @@ def collate_table(index) -> Dict[Key, List[dict]]:
             located = index.function_key(canonical(ref), path)
             if located is not None:
                 table.setdefault(located, []).append(facts)
+    roots.extend(_parameter_roots(index))
     if roots:
         _reach_methods(index, roots, table)
     return table
+
+
+def _parameter_roots(index) -> List[Tuple[Key, str, dict]]:
+    """(class, method, loader facts) for ``collate_fn=p.m`` on an unannotated parameter ``p``,
+    for each class a construction passed at ``p``'s place in a call of that function (a class's
+    ``__init__`` through the class) shows."""
+    wanted: dict = {}
+    for path, summary in index.summaries.items():
+        for qual, position, name, method, workers in (summary.get("param_collates") or {}).get("roots", ()):
+            func = index.function_key(canonical(qual), path)
+            if func is not None:
+                wanted.setdefault(func, []).append((position, name, method, {"collate_fn": f"{qual}.{name}.{method}",
+                                                                             "num_workers": workers}))
+    if not wanted:
+        return []
+    tails = {key[1].rsplit(".", 1)[-1] for key in wanted} | {key[1].rsplit(".", 2)[-2] for key in wanted if "." in key[1]}
+    found = []
+    for path, summary in index.summaries.items():
+        passes = [*summary.get("class_args", ()), *(summary.get("param_collates") or {}).get("passes", ())]
+        for callee, where, cls in passes:
+            if callee.rsplit(".", 1)[-1] not in tails:
+                continue
+            func = _called_function(index, canonical(callee), path)
+            for position, name, method, facts in wanted.get(func, ()) if func is not None else ():
+                located = index.locate(canonical(cls), path) if where in (position, name) else None
+                if located is not None:
+                    found.append((located, method, facts))
+    return found
+
+
+def _called_function(index, callee: str, path: str):
+    """The function a call of ``callee`` runs: the function itself, or a class's ``__init__``."""
+    cls = index.locate(callee, path)
+    if cls is not None:
+        return index.find_method(index.mro(cls), "__init__")
+    return index.function_key(callee, path)
 
 
 def _reach_methods(index, roots, table) -> None:

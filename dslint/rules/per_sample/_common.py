@@ -207,15 +207,30 @@ OBJECT_COLLATE_INVALID = {
                 return idx
             def batch(self, examples):
                 return torch.tensor(examples).cuda()  # expect: DSL204
+
+        class Rows:
+            def __getitem__(self, idx):
+                return idx
+            def stack(self, rows):
+                return torch.tensor(rows).cuda()  # expect: DSL204
+    """,
+    "rows.py": """
+        from torch.utils.data import DataLoader
+
+        class RowIterator:
+            def __init__(self, data, workers):
+                self.loader = DataLoader(data, collate_fn=data.stack, num_workers=workers)
     """,
     "batches.py": _BATCHES,
     "train.py": """
         import torch
         from torch.utils.data import DataLoader
-        from lines import Lines, Pairs
+        from lines import Lines, Pairs, Rows
+        from rows import RowIterator
 
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         data = Lines(["a", "b"], device=device)
+        rows = RowIterator(Rows(), 2)
 
         class Module:
             def setup(self):
@@ -291,12 +306,27 @@ OBJECT_COLLATE_VALID = {
                 return idx
             def batch(self, examples):
                 return torch.tensor(examples).cuda()
+
+        class Rows:
+            def __getitem__(self, idx):
+                return idx
+            def stack(self, rows):
+                return torch.tensor(rows).cuda()
+    """,
+    "rows.py": """
+        from torch.utils.data import DataLoader
+
+        class RowIterator:
+            def __init__(self, data):
+                self.loader = DataLoader(data, collate_fn=data.stack, num_workers=0)
     """,
     "batches.py": _BATCHES,
     "train.py": """
         from torch.utils.data import DataLoader
-        from lines import Lines, Pairs
+        from lines import Lines, Pairs, Rows
+        from rows import RowIterator
 
+        rows = RowIterator(Rows())
         data = Lines(["a", "b"], device="cpu")
         pairs = Pairs(["a"])
         loader = DataLoader(pairs, collate_fn=pairs.batch, num_workers=0)

@@ -23,11 +23,11 @@ class CudaInDataset(Rule):
     = self.collate`: its worker count is the caller's, so it may be > 0; the
     object's own `self.collate_fn = ...` does not count). A method of another
     object counts when its class is known (`collate_fn=data.batch` for a
-    parameter `data: Records` or `data = Records(...)`, through a local name,
-    also in the `super().__init__` of a DataLoader subclass): the object may be
-    any subclass, so each subclass's override runs as the collate, and so do
-    the methods it calls on `self` (a base's wrapper calling the subclasses'
-    `self.pack(...)`).
+    parameter `data: Records`, `data = Records(...)`, or a parameter a call
+    passes `Records(...)` at; also in a DataLoader subclass's
+    `super().__init__`): the object may be any subclass, so each subclass's
+    override runs as the collate, and so do the methods it calls on `self`
+    (a base's wrapper calling the subclasses' `self.pack(...)`).
 
     Not reported: `torch.cuda.is_available()`, `device_count()`,
     `manual_seed*()` and the other queries that do not initialise CUDA; device
