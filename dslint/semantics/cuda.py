@@ -103,7 +103,7 @@ def may_be_cuda(ctx, expr, depth: int = 0) -> Optional[str]:
             found = may_be_cuda(ctx, value, depth + 1) if value is not None else None
             if found is not None:
                 return found
-        found = _partial_binding(ctx, expr)
+        found = _partial_binding(ctx, expr) or _init_argument(ctx, expr)
         if found is not None:
             return found
     hit = possible(ctx, expr).can_be(_cuda_text)
@@ -177,6 +177,21 @@ def cuda_construction(ctx, call: cst.Call) -> Optional[Tuple[str, cst.CSTNode]]:
     return None
 
 
+def _init_argument(ctx, name: cst.Name) -> Optional[str]:
+    """A CUDA device that a construction in the project hands to the parameter ``name`` of the
+    ``__init__`` that reads it (``device_flow``)."""
+    func = ctx.enclosing_function(name)
+    owner = ctx.method_class(func) if func is not None and func.name.value == "__init__" else None
+    if owner is None or not func.params.params:
+        return None
+    if not any(p.name.value == name.value for p in (*func.params.params[1:], *func.params.kwonly_params)):
+        return None
+    return ctx.memo(
+        ("cuda.init_argument", id(func), name.value),
+        lambda: ctx.view.cuda_init_param(ctx.qualname_of_def(owner), name.value),
+    )
+
+
 def _stores_of(ctx, owner: cst.ClassDef, attr: str) -> List[cst.BaseExpression]:
     found = []
     for method in ctx.nodes(cst.FunctionDef):
@@ -210,10 +225,13 @@ def cuda_use(ctx, call: cst.Call) -> Optional[str]:
             if origin is not None:
                 text = ctx.code(device.value).strip()
                 return _shown(f"`.to({text})`" if len(text) < 30 else "`.to(cuda)`", origin)
+    forwards = _forwards_to_base(call)
     for arg in call.args:
         if arg.keyword is None:
             continue
-        origin = may_be_cuda(ctx, arg.value) if arg.keyword.value == "device" else None
+        origin = may_be_cuda(ctx, arg.value) if arg.keyword.value == "device" and not forwards else None
+        if origin is not None and origin != "a CUDA device" and _project_class(ctx, qualified):
+            origin = None  # a project class given a device that may be CUDA keeps it: its methods use it
         if origin is not None:
             text = ctx.code(arg.value).strip()
             return _shown(f"`device={text}`" if len(text) < 30 else "`device=cuda`", origin)
@@ -226,6 +244,20 @@ def cuda_use(ctx, call: cst.Call) -> Optional[str]:
         ):
             return "`pin_memory=True`"
     return None
+
+
+def _project_class(ctx, qualified: Optional[str]) -> bool:
+    """``qualified`` names a class (a capitalised name) of the project."""
+    if not qualified or not qualified.rsplit(".", 1)[-1][:1].isupper() or qualified.startswith("torch."):
+        return False
+    return ctx.view.in_project(qualified)
+
+
+def _forwards_to_base(call: cst.Call) -> bool:
+    """``super().__init__(..., device=device)`` or ``Base.__init__(self, ...)``: the device is handed
+    on to a base class's ``__init__``, which is where anything is done with it."""
+    func = call.func
+    return isinstance(func, cst.Attribute) and func.attr.value == "__init__"
 
 
 def cuda_model_call(ctx, call: cst.Call) -> Optional[str]:

@@ -12,7 +12,9 @@ records, per file (``device_facts``):
   for a device, "placed" for an object put on one: ``build().cuda()``, ``net.to("cuda")``);
 - ``forwards``: ``[class, callee param (name or position), own param]``: the
   ``__init__`` hands its own parameter on to ``super().__init__``;
-- ``inits``: ``{class: [positional parameters of its __init__, self left out]}``;
+- ``inits``: ``{class: [positional parameters of its __init__, self left out]}``, so that
+  a positional argument binds a name (a device used by ``__init__`` itself counts too:
+  ``self.net = Net().to(device)``);
 - ``cuda_args``: ``[callee, keyword or position, shown, kind]``: a call passes a value that
   can be a CUDA device (``"cuda"``, ``"cuda:0"``, ``torch.device(...)`` of one, either arm of
   a conditional, a name of the function or module bound to one, ``args.<dest>`` of an
@@ -29,7 +31,8 @@ call does not show stays unknown (never reported).
 
 API: ``device_facts(tree, names, qualname_of)``, ``device_table(index)`` (once per index),
 ``attribute_origin(index, table, key, attr, kind)``, ``partial_origin(index, table, key, param)``,
-``kept_attribute(index, table, key, slot)``, ``placed_on_cuda(tree, names, expr)``.
+``kept_attribute(index, table, key, slot)``, ``init_param_origin(index, table, key, param)``,
+``placed_on_cuda(tree, names, expr)``.
 """
 
 from __future__ import annotations
@@ -191,8 +194,7 @@ def device_facts(tree: TreeIndex, names: ModuleNames, qualname_of: Callable) -> 
                     continue
                 slot = arg.keyword.value if arg.keyword is not None else position
                 forwards.append([qual, slot, arg.value.value])
-        if any(s[0] == qual for s in stores) or any(f[0] == qual for f in forwards):
-            inits[qual] = params
+        inits[qual] = params
     cuda_args, partials = [], []
     lambdas = {id(body) for body, _ in collate_lambda_calls(tree, names)}
     for call in tree.nodes(cst.Call):
@@ -309,26 +311,33 @@ def device_table(index):
             if located is not None:
                 partials.setdefault((located, param), f"{shown} in {path}")
     reached: Dict[tuple, str] = {}
+    params: Dict[tuple, str] = {}
     flow = (stores, forwards, inits)
-    if not stores:
-        return direct, reached, partials, flow
     for path, summary in index.summaries.items():
         for callee, slot, shown, kind in (summary.get("devices") or {}).get("cuda_args", ()):
             cls = index.locate(canonical(callee), path)
             if cls is not None:
-                _follow(index, cls, slot, kind, f"{shown} in {path}", stores, forwards, inits, reached)
-    return direct, reached, partials, flow
+                _follow(index, cls, slot, kind, f"{shown} in {path}", *flow, reached, params)
+    return direct, reached, partials, flow, params
 
 
 def kept_attribute(index, table, key: Key, slot) -> Optional[str]:
     """The attribute in which an instance of class ``key`` keeps what its construction passes
     at ``slot`` (a keyword or a position), through ``super().__init__``; None when it keeps none."""
     reached: Dict[tuple, str] = {}
-    _follow(index, key, slot, PLACED, "", *table[3], reached)
+    _follow(index, key, slot, PLACED, "", *table[3], reached, {})
     return min(attr for _, attr, _ in reached) if reached else None
 
 
-def _follow(index, heir: Key, slot, kind, origin, stores, forwards, inits, reached) -> None:
+def init_param_origin(index, table, key: Key, param: str) -> Optional[str]:
+    """How a construction in the project hands a CUDA device to the parameter ``param`` of the
+    ``__init__`` of class ``key`` (directly or through a subclass's ``super().__init__``), or None."""
+    return table[4].get((key, param, DEVICE))
+
+
+def _follow(index, heir: Key, slot, kind, origin, stores, forwards, inits, reached, params_reached) -> None:
+    """Follow a constructor argument of class ``heir`` at ``slot`` through the ``__init__``
+    methods of its MRO: the attributes that keep it (``reached``) and the parameters it binds."""
     mro = index.mro(heir)
     after: Optional[Key] = None
     for _ in range(8):
@@ -343,6 +352,7 @@ def _follow(index, heir: Key, slot, kind, origin, stores, forwards, inits, reach
             if slot >= len(params):
                 return
             slot = params[slot]
+        params_reached.setdefault((owner, slot, kind), origin)
         for attr, param in stores.get(owner, ()):
             if param == slot:
                 reached.setdefault((heir, attr, kind), origin)

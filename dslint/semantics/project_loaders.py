@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import List, Tuple
 
 from dslint.semantics.collate_reach import collate_table
-from dslint.semantics.device_flow import attribute_origin, device_table, kept_attribute, partial_origin
+from dslint.semantics.device_flow import attribute_origin, device_table, init_param_origin, kept_attribute, partial_origin
 from dslint.semantics.modules import canonical
 
 Key = Tuple[str, str]  # (path, local qualified name)
@@ -93,6 +93,10 @@ class LoaderQueries:
         ``slot`` (keyword or position; ``device_flow``), or None."""
         located = self.locate(canonical(qualified), from_path)
         return kept_attribute(self, self.device_facts(), located, slot) if located is not None else None
+
+    def cuda_init_param(self, key: Key, param: str):
+        """How a construction hands a CUDA device to ``param`` of class ``key``'s ``__init__`` (``device_flow``)."""
+        return init_param_origin(self, self.device_facts(), key, param)
 
     def device_facts(self):
         table = getattr(self, "_device_table", None)

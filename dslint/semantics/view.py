@@ -190,6 +190,13 @@ class View:
         ``slot`` (keyword or position), through ``super().__init__`` (``device_flow``), or None."""
         return self._record("kept_attribute", [qualified, slot], self._index.kept_attribute(qualified, self.path, slot))
 
+    def cuda_init_param(self, qual: str, param: str) -> Optional[str]:
+        """How a construction in the project hands a CUDA device to ``param`` of the ``__init__`` of
+        this file's class ``qual`` (``device_flow``), or None."""
+        known = qual in self._index.summaries.get(self.path, {}).get("classes", {})
+        answer = self._index.cuda_init_param((self.path, qual), param) if known else None
+        return self._record("cuda_init_param", [qual, param], answer)
+
     def cuda_partial(self, qual: str, param: str) -> Optional[str]:
         """How a ``functools.partial`` in the project binds ``param`` of this file's function ``qual``
         to a CUDA device (``device_flow``), or None."""

@@ -264,15 +264,24 @@ OBJECT_COLLATE_INVALID = {
                 self.device = device
             def __getitem__(self, idx):
                 return self.items[idx].to(self.device)  # expect: DSL204
+
+        class Scored(Dataset):
+            def __init__(self, items, build, device="cpu"):
+                self.items = items
+                self.scorer = build().to(device)  # expect: DSL204
+                self.tokens = Tokens(items, device=device)  # a project class keeps the device
+            def __getitem__(self, idx):
+                return self.scorer(self.items[idx])  # expect: DSL204
     """,
     "script.py": """
         import argparse
-        from features import Tokens
+        from features import Scored, Tokens
 
         parser = argparse.ArgumentParser()
         parser.add_argument("--device", default="cuda:0")
         args = parser.parse_args()
         tokens = Tokens([], args.device)
+        scored = Scored([], tokens.build, device=args.device)
     """,
     "fit.py": """
         import functools
@@ -357,15 +366,23 @@ OBJECT_COLLATE_VALID = {
                 self.device = device
             def __getitem__(self, idx):
                 return self.items[idx].to(self.device)
+
+        class Scored(Dataset):
+            def __init__(self, items, build, device="cpu"):
+                self.items = items
+                self.scorer = build().to(device)
+            def __getitem__(self, idx):
+                return self.scorer(self.items[idx])
     """,
     "script.py": """
         import argparse
-        from features import Tokens
+        from features import Scored, Tokens
 
         parser = argparse.ArgumentParser()
         parser.add_argument("--device", default="cpu", choices=["cpu", "mps"])
         args = parser.parse_args()
         tokens = Tokens([], args.device)
+        scored = Scored([], tokens.build, device=args.device)
     """,
     "fit.py": """
         import functools
