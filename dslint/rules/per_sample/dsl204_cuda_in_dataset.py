@@ -31,9 +31,10 @@ class CudaInDataset(Rule):
 
     Not reported: `torch.cuda.is_available()`, `device_count()`,
     `manual_seed*()` and the other queries that do not initialise CUDA; device
-    values nothing in the project shows (unknown is not wrong); datasets or
-    collate functions whose every DataLoader has `num_workers=0`;
-    test code (a `tests/` directory, `test_*.py`), whose CUDA datasets are
+    values nothing in the project shows (unknown is not wrong); a device that
+    can be CUDA handed on to `super().__init__` or a project class (where it
+    is used is reported); datasets or collate functions whose every
+    DataLoader has `num_workers=0`; test code (`tests/`, `test_*.py`), whose CUDA datasets are
     there to exercise CUDA in workers (under `spawn`); and projects whose every
     `multiprocessing.set_start_method` (torch's too) sets `spawn` or
     `forkserver`: their workers are not forks (each pays for a CUDA context).
@@ -48,14 +49,13 @@ class CudaInDataset(Rule):
     parameter whose default, or an argument this file passes, is `"cuda"`, or
     a parameter the function rebinds to such a value: `if device is None:
     device = "cuda" if torch.cuda.is_available() else "cpu"`), and an argparse
-    option whose default is `"cuda"`. So does `self.device` kept by an
-    `__init__` (of the class or a base of another file, through
-    `super().__init__(..., device=device)`) when a construction anywhere in the
-    project passes it such a device (`Lines(items, device=torch.device("cuda"
-    if ... else "cpu"))` or `args.device` of an option whose default is
-    `"cuda"` in the training script), and a parameter of a
-    function that a `functools.partial(f, device="cuda")` (or a collate
-    lambda `lambda b: f(b, "cuda")`, which runs `f` in the workers) binds.
+    option whose default is `"cuda"`. So does an `__init__` parameter, or
+    `self.device` kept by an `__init__` (of the class or a base of another
+    file, through `super().__init__(..., device=device)`), when a construction
+    in the project passes such a device (`Lines(items, device=torch.device(
+    "cuda" if ... else "cpu"))`, `args.device` of an option whose default is
+    `"cuda"`), and a parameter of a function that a `functools.partial(f,
+    device="cuda")` (or a collate lambda `lambda b: f(b, "cuda")`) binds.
 
     ## Why is this bad?
     DataLoader workers are forked from the main process (the Linux default).
