@@ -158,15 +158,16 @@ def _partial_binding(ctx, name: cst.Name) -> Optional[str]:
 
 def cuda_construction(ctx, call: cst.Call) -> Optional[Tuple[str, cst.CSTNode]]:
     """(what, the argument) when ``call`` constructs a project class (of any file) and hands it a
-    tensor or model put on CUDA (``x.cuda()``, ``x.to("cuda")``, a name bound to one) that its
-    ``__init__`` keeps on ``self`` (``device_flow``), else None."""
+    tensor or model put on CUDA (``x.cuda()``, ``x.to("cuda")``, a name bound to one; a device
+    from the command line does not count) that its ``__init__`` keeps on ``self``
+    (``device_flow``), else None."""
     if not isinstance(call.func, (cst.Name, cst.Attribute)):
         return None
     qualified = ctx.call_name(call)
     if not qualified or qualified.split(".")[0] in ("torch", "builtins", "numpy"):
         return None
     for position, arg in enumerate(call.args):
-        if arg.star or not placed_on_cuda(ctx.tree, ctx.names, arg.value):
+        if arg.star or not placed_on_cuda(ctx.tree, ctx.names, arg.value, options=False):
             continue
         slot = arg.keyword.value if arg.keyword is not None else position
         attr = ctx.view.kept_attribute(qualified, slot)

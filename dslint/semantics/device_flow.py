@@ -52,8 +52,9 @@ MAX_DEPTH = 3
 _EMPTY = cst.Module([])
 
 
-def cuda_text(tree: TreeIndex, names: ModuleNames, expr, depth: int = 0) -> bool:
-    """``expr`` can be a CUDA device by what this file shows (no parameter, no call result)."""
+def cuda_text(tree: TreeIndex, names: ModuleNames, expr, depth: int = 0, options: bool = True) -> bool:
+    """``expr`` can be a CUDA device by what this file shows (no parameter, no call result;
+    ``options``: an argparse option's default counts)."""
     if expr is None or depth > MAX_DEPTH:
         return False
     if isinstance(expr, cst.SimpleString):
@@ -63,13 +64,13 @@ def cuda_text(tree: TreeIndex, names: ModuleNames, expr, depth: int = 0) -> bool
         first = expr.parts[0] if expr.parts else None
         return isinstance(first, cst.FormattedStringText) and first.value.startswith("cuda:")
     if isinstance(expr, cst.IfExp):
-        return cuda_text(tree, names, expr.body, depth + 1) or cuda_text(tree, names, expr.orelse, depth + 1)
+        return cuda_text(tree, names, expr.body, depth + 1, options) or cuda_text(tree, names, expr.orelse, depth + 1, options)
     if isinstance(expr, cst.Call):
         qualified = names.qualname(expr.func)
         if qualified == "torch.cuda.current_device":
             return True
-        return qualified == "torch.device" and bool(expr.args) and cuda_text(tree, names, expr.args[0].value, depth + 1)
-    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value not in ("self", "cls"):
+        return qualified == "torch.device" and bool(expr.args) and cuda_text(tree, names, expr.args[0].value, depth + 1, options)
+    if options and isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value not in ("self", "cls"):
         return expr.attr.value in tree.memo(("device_flow.options",), lambda: _cuda_options(tree))
     if isinstance(expr, cst.Name):
         scope = tree.scope_node(expr)
@@ -83,7 +84,7 @@ def cuda_text(tree: TreeIndex, names: ModuleNames, expr, depth: int = 0) -> bool
             if values is None:
                 return False
             if values:
-                return any(cuda_text(tree, names, value, depth + 1) for value in values)
+                return any(cuda_text(tree, names, value, depth + 1, options) for value in values)
             if scope is None:
                 return False
             scope = tree.scope_node(scope)
@@ -106,7 +107,7 @@ def _self_pairs(node: cst.Assign, self_name: str) -> List[tuple]:
     return found
 
 
-def _moved_in_place(tree: TreeIndex, names: ModuleNames, scope) -> frozenset:
+def _moved_in_place(tree: TreeIndex, names: ModuleNames, scope, options: bool = True) -> frozenset:
     """Names of ``scope`` whose object a statement moves to CUDA (``net.cuda()``, ``net.to(device)``
     for a device that can be CUDA, the result unused): an ``nn.Module`` moves itself."""
     found = set()
@@ -116,7 +117,7 @@ def _moved_in_place(tree: TreeIndex, names: ModuleNames, scope) -> frozenset:
             continue
         if not isinstance(tree.parent_of(call), cst.Expr):
             continue
-        if func.attr.value == "cuda" or (call.args and cuda_text(tree, names, call.args[0].value)):
+        if func.attr.value == "cuda" or (call.args and cuda_text(tree, names, call.args[0].value, 0, options)):
             found.add(func.value.value)
     return frozenset(found)
 
@@ -238,25 +239,26 @@ def _kind(tree: TreeIndex, names: ModuleNames, expr) -> Optional[str]:
     return PLACED if placed_on_cuda(tree, names, expr) else None
 
 
-def placed_on_cuda(tree: TreeIndex, names: ModuleNames, expr, depth: int = 0) -> bool:
+def placed_on_cuda(tree: TreeIndex, names: ModuleNames, expr, depth: int = 0, options: bool = True) -> bool:
+    """``expr`` is an object put on CUDA (``options``: by a device an argparse default may make CUDA)."""
     if depth > MAX_DEPTH:
         return False
     if isinstance(expr, cst.Name):
         scope = tree.scope_node(expr)
-        if expr.value in tree.memo(("device_flow.moved", id(scope)), lambda: _moved_in_place(tree, names, scope)):
+        if expr.value in tree.memo(("device_flow.moved", id(scope), options), lambda: _moved_in_place(tree, names, scope, options)):
             return True  # ``model.cuda()`` as a statement: a module moves itself
         if isinstance(scope, (cst.FunctionDef, cst.Lambda)) and _is_param(scope, expr.value):
             return False
         values = scope_assignments(tree, scope, expr.value)
-        return bool(values) and any(placed_on_cuda(tree, names, v, depth + 1) for v in values)
+        return bool(values) and any(placed_on_cuda(tree, names, v, depth + 1, options) for v in values)
     if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)):
         return False
     method = expr.func.attr.value
     if method == "cuda":
         return not (names.qualname(expr.func) or "").startswith("torch.")
     if method == "to" and expr.args:
-        return cuda_text(tree, names, expr.args[0].value)
-    return method in _MOVES and placed_on_cuda(tree, names, expr.func.value, depth + 1)
+        return cuda_text(tree, names, expr.args[0].value, 0, options)
+    return method in _MOVES and placed_on_cuda(tree, names, expr.func.value, depth + 1, options)
 
 
 def _cheap(expr) -> bool:

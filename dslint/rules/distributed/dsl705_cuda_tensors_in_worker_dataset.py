@@ -127,19 +127,26 @@ class CudaTensorsInWorkerDataset(Rule):
             x = torch.randn(100, 8).to(device)  # the device is not known
             loader = DataLoader(TensorDataset(x), num_workers=workers)
         """,
-        # a class of another file given CPU tensors, or CUDA tensors without workers or that it does not keep
+        # a class of another file given CPU tensors or ones on a device from the command line, or CUDA
+        # tensors without workers or that it does not keep
         {
             "pairs.py": PAIRS,
             "train.py": """
+                import argparse
                 import torch
                 from torch.utils.data import DataLoader
                 from pairs import Pairs
 
+                parser = argparse.ArgumentParser()
+                parser.add_argument("--device", default="cuda")
+
                 def main(x, y, workers=4):
+                    args = parser.parse_args()
                     xs = torch.as_tensor(x).cuda()
                     cpu = DataLoader(Pairs(torch.as_tensor(x), y), num_workers=workers)
+                    chosen = DataLoader(Pairs(torch.as_tensor(x).to(args.device), y), num_workers=workers)
                     kept_out = DataLoader(Pairs(y, y, scale=xs.cuda()), num_workers=workers)
-                    return cpu, kept_out, DataLoader(Pairs(xs, y), batch_size=8)
+                    return cpu, chosen, kept_out, DataLoader(Pairs(xs, y), batch_size=8)
             """,
         },
     )
