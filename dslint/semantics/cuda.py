@@ -9,7 +9,7 @@ code and ``collate_fn`` functions, which run in DataLoader workers, and a datase
 ``num_workers=0`` runs in no worker.
 
 API: ``may_touch_cuda(call, cuda_imports)`` (cheap pre-check), ``cuda_use(ctx, call)``, ``may_be_cuda(ctx, expr)``,
-``cuda_model_call(ctx, call)``,
+``cuda_model_call(ctx, call)``, ``cuda_construction(ctx, call)``,
 ``collate_lambdas(ctx)``, ``loading_context(ctx, node, lambdas)``.
 """
 
@@ -21,6 +21,7 @@ import libcst as cst
 
 from dslint.semantics import dataflow as df
 from dslint.semantics.call_facts import positional_or_keyword, unresolved_receiver
+from dslint.semantics.device_flow import placed_on_cuda
 from dslint.semantics.regions import self_attr
 from dslint.semantics.values import possible
 from dslint.semantics.walk import iter_subtree
@@ -87,7 +88,7 @@ def may_be_cuda(ctx, expr, depth: int = 0) -> Optional[str]:
                 found = may_be_cuda(ctx, value, depth + 1)
                 if found is not None:
                     return found
-            return None
+            return _constructed_with(ctx, expr)
     if isinstance(expr, cst.Name):
         values = df.plain_bindings(ctx, expr) if ctx.enclosing_function(expr) is not None else None
         if values is not None:
@@ -102,6 +103,9 @@ def may_be_cuda(ctx, expr, depth: int = 0) -> Optional[str]:
             found = may_be_cuda(ctx, value, depth + 1) if value is not None else None
             if found is not None:
                 return found
+        found = _partial_binding(ctx, expr) or _init_argument(ctx, expr)
+        if found is not None:
+            return found
     hit = possible(ctx, expr).can_be(_cuda_text)
     return f"{hit.origin} is {hit.value!r}" if hit is not None else None
 
@@ -117,6 +121,76 @@ def _self_stores(ctx, expr: cst.Attribute) -> Optional[List[cst.BaseExpression]]
     if attr is None:
         return None
     return ctx.memo(("cuda.self_stores", id(owner), attr), lambda: _stores_of(ctx, owner, attr))
+
+
+def _constructed_with(ctx, expr: cst.Attribute, kind: str = "device") -> Optional[str]:
+    """A CUDA device (or an object put on one: ``kind`` "placed") that a construction somewhere in
+    the project hands to the ``__init__`` parameter that ``self.<attr>`` keeps, in this class or
+    a base of another file (``device_flow``)."""
+    func = ctx.enclosing_function(expr)
+    owner = ctx.method_class(func)
+    attr = self_attr(expr, ctx.regions.get(func).self_param)
+    found = ctx.memo(
+        ("cuda.constructed_with", id(owner), attr, kind),
+        lambda: ctx.view.cuda_attribute(ctx.qualname_of_def(owner), attr, kind),
+    )
+    return f"`self.{attr}`: {found}" if found else None
+
+
+def _partial_binding(ctx, name: cst.Name) -> Optional[str]:
+    """A ``functools.partial(f, <name>=cuda)`` somewhere in the project, for a parameter of the
+    module-level function ``f`` that encloses ``name`` (``device_flow``)."""
+    func = ctx.enclosing_function(name)
+    if func is None or ctx.method_class(func) is not None or ctx.enclosing_function(func) is not None:
+        return None
+    params = func.params
+    if not any(p.name.value == name.value for p in (*params.params, *params.kwonly_params)):
+        return None
+    positional = [p.name.value for p in (*params.posonly_params, *params.params)]
+    slots = [name.value] + ([positional.index(name.value)] if name.value in positional else [])
+
+    def ask():
+        qual = ctx.qualname_of_def(func)
+        return next((found for slot in slots if (found := ctx.view.cuda_partial(qual, slot))), None)
+
+    return ctx.memo(("cuda.partial", id(func), name.value), ask)
+
+
+def cuda_construction(ctx, call: cst.Call) -> Optional[Tuple[str, cst.CSTNode]]:
+    """(what, the argument) when ``call`` constructs a project class (of any file) and hands it a
+    tensor or model put on CUDA (``x.cuda()``, ``x.to("cuda")``, a name bound to one; a device
+    from the command line does not count) that its ``__init__`` keeps on ``self``
+    (``device_flow``), else None."""
+    if not isinstance(call.func, (cst.Name, cst.Attribute)):
+        return None
+    qualified = ctx.call_name(call)
+    if not qualified or qualified.split(".")[0] in ("torch", "builtins", "numpy"):
+        return None
+    for position, arg in enumerate(call.args):
+        if arg.star or not placed_on_cuda(ctx.tree, ctx.names, arg.value, options=False):
+            continue
+        slot = arg.keyword.value if arg.keyword is not None else position
+        attr = ctx.view.kept_attribute(qualified, slot)
+        if attr is not None:
+            shown = ctx.code(arg.value).strip()
+            shown = shown if len(shown) < 40 else "a CUDA tensor"
+            return f"`{ctx.code(call.func).strip()}` keeps `{shown}` in `self.{attr}`", arg.value
+    return None
+
+
+def _init_argument(ctx, name: cst.Name) -> Optional[str]:
+    """A CUDA device that a construction in the project hands to the parameter ``name`` of the
+    ``__init__`` that reads it (``device_flow``)."""
+    func = ctx.enclosing_function(name)
+    owner = ctx.method_class(func) if func is not None and func.name.value == "__init__" else None
+    if owner is None or not func.params.params:
+        return None
+    if not any(p.name.value == name.value for p in (*func.params.params[1:], *func.params.kwonly_params)):
+        return None
+    return ctx.memo(
+        ("cuda.init_argument", id(func), name.value),
+        lambda: ctx.view.cuda_init_param(ctx.qualname_of_def(owner), name.value),
+    )
 
 
 def _stores_of(ctx, owner: cst.ClassDef, attr: str) -> List[cst.BaseExpression]:
@@ -152,10 +226,13 @@ def cuda_use(ctx, call: cst.Call) -> Optional[str]:
             if origin is not None:
                 text = ctx.code(device.value).strip()
                 return _shown(f"`.to({text})`" if len(text) < 30 else "`.to(cuda)`", origin)
+    forwards = _forwards_to_base(call)
     for arg in call.args:
         if arg.keyword is None:
             continue
-        origin = may_be_cuda(ctx, arg.value) if arg.keyword.value == "device" else None
+        origin = may_be_cuda(ctx, arg.value) if arg.keyword.value == "device" and not forwards else None
+        if origin is not None and origin != "a CUDA device" and _project_class(ctx, qualified):
+            origin = None  # a project class given a device that may be CUDA keeps it: its methods use it
         if origin is not None:
             text = ctx.code(arg.value).strip()
             return _shown(f"`device={text}`" if len(text) < 30 else "`device=cuda`", origin)
@@ -168,6 +245,20 @@ def cuda_use(ctx, call: cst.Call) -> Optional[str]:
         ):
             return "`pin_memory=True`"
     return None
+
+
+def _project_class(ctx, qualified: Optional[str]) -> bool:
+    """``qualified`` names a class (a capitalised name) of the project."""
+    if not qualified or not qualified.rsplit(".", 1)[-1][:1].isupper() or qualified.startswith("torch."):
+        return False
+    return ctx.view.in_project(qualified)
+
+
+def _forwards_to_base(call: cst.Call) -> bool:
+    """``super().__init__(..., device=device)`` or ``Base.__init__(self, ...)``: the device is handed
+    on to a base class's ``__init__``, which is where anything is done with it."""
+    func = call.func
+    return isinstance(func, cst.Attribute) and func.attr.value == "__init__"
 
 
 def cuda_model_call(ctx, call: cst.Call) -> Optional[str]:
@@ -184,13 +275,14 @@ def cuda_model_call(ctx, call: cst.Call) -> Optional[str]:
     if func.attr.value in _NOT_RUNS or not isinstance(holder.value, cst.Name):
         return None
     stored = _self_stores(ctx, holder)
-    if not stored:
+    if stored is None:
         return None
     for value in stored:
         placed = _placed_on_cuda(ctx, value)
         if placed is not None:
             return f"`{ctx.code(func).strip()}(...)` (a model stored with {placed})"
-    return None
+    passed = _constructed_with(ctx, holder, "placed")  # a model the constructor is handed, put on CUDA
+    return f"`{ctx.code(func).strip()}(...)` ({passed})" if passed else None
 
 
 # methods of a module that move it or ask about it, not run it

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
+from dslint.semantics.collate_reach import collate_table
+from dslint.semantics.device_flow import attribute_origin, device_table, init_param_origin, kept_attribute, partial_origin
 from dslint.semantics.modules import canonical
 
 Key = Tuple[str, str]  # (path, local qualified name)
@@ -69,15 +71,38 @@ class LoaderQueries:
         """Facts of every DataLoader in the project whose ``collate_fn`` is the function ``key``
         (given by name, as a bound method, or installed on a loader: ``bound_collates``)."""
         table = getattr(self, "_collate_table", None)
-        if table is None:
-            table = self._loaders_by_function("collate_fn")
-            for path, summary in self.summaries.items():
-                for ref, workers in summary.get("bound_collates", ()):
-                    located = self._function_key(canonical(ref), path)
-                    if located is not None:
-                        table.setdefault(located, []).append({"collate_fn": ref, "num_workers": workers})
-            self._collate_table = table
+        if table is None:  # overrides in subclasses and ``self.m()`` callees too (``collate_reach``)
+            table = self._collate_table = collate_table(self)
         return table.get(key, [])
+
+    def function_key(self, qualified: str, from_path: str):
+        """Where a function or a method (``mod.Class.method``, along the class's bases) is defined."""
+        return self._function_key(qualified, from_path)
+
+    def cuda_attribute(self, key: Key, attr: str, kind: str = "device"):
+        """How ``self.<attr>`` of an instance of class ``key`` can hold a CUDA device (or an object
+        put on one, ``kind`` "placed") that a construction hands its ``__init__`` (``device_flow``)."""
+        return attribute_origin(self, self.device_facts(), key, attr, kind)
+
+    def cuda_partial(self, key: Key, param: str):
+        """How a ``functools.partial`` binds the parameter ``param`` of function ``key`` to a CUDA device."""
+        return partial_origin(self, self.device_facts(), key, param)
+
+    def kept_attribute(self, qualified: str, from_path: str, slot):
+        """The attribute in which the project class ``qualified`` keeps the constructor argument at
+        ``slot`` (keyword or position; ``device_flow``), or None."""
+        located = self.locate(canonical(qualified), from_path)
+        return kept_attribute(self, self.device_facts(), located, slot) if located is not None else None
+
+    def cuda_init_param(self, key: Key, param: str):
+        """How a construction hands a CUDA device to ``param`` of class ``key``'s ``__init__`` (``device_flow``)."""
+        return init_param_origin(self, self.device_facts(), key, param)
+
+    def device_facts(self):
+        table = getattr(self, "_device_table", None)
+        if table is None:
+            table = self._device_table = device_table(self)
+        return table
 
     def worker_init_loaders(self, key: Key) -> List[dict]:
         """Facts of every DataLoader in the project whose ``worker_init_fn`` is the function ``key``."""

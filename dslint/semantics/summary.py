@@ -14,8 +14,9 @@ from typing import Dict, List, Optional
 import libcst as cst
 
 from dslint.semantics.bindings import class_ref
-from dslint.semantics.bound_collates import bound_collates
+from dslint.semantics.bound_collates import bound_collates, param_collates
 from dslint.semantics.dataset_uses import class_args, loader_classes, loader_params
+from dslint.semantics.device_flow import device_facts
 from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall, literal_value
 from dslint.semantics.epoch_hooks import hook_facts
 from dslint.semantics.epoch_attrs import epoch_iterated_params, epoch_stored_params
@@ -439,6 +440,10 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         "closure_returns": closure_returns(tree, qualname_of),
         # [collate, num_workers]: ``collate_fn=self.m`` and ``loader.collate_fn = f`` (``bound_collates``)
         "bound_collates": bound_collates(tree, names, qualname_of, s.loader_facts),
+        # ``collate_fn=p.m`` for an unannotated parameter, and constructions passed to classes (``bound_collates``)
+        "param_collates": param_collates(tree, names, qualname_of, s.loader_facts),
+        # devices kept by ``__init__``, handed to ``super().__init__``, passed to constructors (``device_flow``)
+        "devices": device_facts(tree, names, qualname_of),
         # the start methods the file sets (``multiprocessing.set_start_method``; ``start_methods``)
         "start_methods": start_methods(tree, names),
         # evaluation names callers keep a function's result under, and functions returning another's result

@@ -181,6 +181,30 @@ class View:
         return self._record("returned_closure", [qualified], self._index.returned_closure(canonical(qualified), self.path))
 
 
+    def cuda_attribute(self, qual: str, attr: str, kind: str = "device") -> Optional[str]:
+        """How ``self.<attr>`` of this file's class ``qual`` can hold a CUDA device (or a model put on
+        one: ``kind`` "placed") passed to a constructor in the project (``device_flow``), or None."""
+        known = qual in self._index.summaries.get(self.path, {}).get("classes", {})
+        answer = self._index.cuda_attribute((self.path, qual), attr, kind) if known else None
+        return self._record("cuda_attribute", [qual, attr, kind], answer)
+
+    def kept_attribute(self, qualified: str, slot) -> Optional[str]:
+        """The attribute in which the project class ``qualified`` keeps its constructor argument at
+        ``slot`` (keyword or position), through ``super().__init__`` (``device_flow``), or None."""
+        return self._record("kept_attribute", [qualified, slot], self._index.kept_attribute(qualified, self.path, slot))
+
+    def cuda_init_param(self, qual: str, param: str) -> Optional[str]:
+        """How a construction in the project hands a CUDA device to ``param`` of the ``__init__`` of
+        this file's class ``qual`` (``device_flow``), or None."""
+        known = qual in self._index.summaries.get(self.path, {}).get("classes", {})
+        answer = self._index.cuda_init_param((self.path, qual), param) if known else None
+        return self._record("cuda_init_param", [qual, param], answer)
+
+    def cuda_partial(self, qual: str, param: str) -> Optional[str]:
+        """How a ``functools.partial`` in the project binds ``param`` of this file's function ``qual``
+        to a CUDA device (``device_flow``), or None."""
+        return self._record("cuda_partial", [qual, param], self._index.cuda_partial((self.path, qual), param))
+
     def project_start_methods(self) -> List[str]:
         """The start methods some file of the project sets (``set_start_method``)."""
         return self._record("project_start_methods", [], self._index.start_methods())

@@ -2,10 +2,27 @@
 
 from __future__ import annotations
 
+import libcst as cst
+
 from dslint.rules.base import ERROR, Rule, Symptom
 from dslint.rules.distributed._common import cuda_held, forks_workers
+from dslint.semantics.cuda import cuda_construction
 from dslint.semantics.distributed import line_of
 from dslint.semantics.loops import is_test_code, loader_loops
+
+
+PAIRS = """
+    from torch.utils.data import Dataset
+
+    class Pairs(Dataset):
+        def __init__(self, x, y, scale=None):
+            self.x, self.y = x, y
+            self.total = len(x) * (scale or 1)
+        def __len__(self):
+            return len(self.x)
+        def __getitem__(self, i):
+            return self.x[i], self.y[i]
+"""
 
 
 class CudaTensorsInWorkerDataset(Rule):
@@ -20,7 +37,10 @@ class CudaTensorsInWorkerDataset(Rule):
     - a `TensorDataset` of tensors made on the GPU (`.cuda()`, `.to("cuda")`,
       `device="cuda"`, also through names and same-file functions);
     - an instance of a dataset class of this file whose `__init__` stores a
-      CUDA tensor on `self` (`self.x = x.cuda()`).
+      CUDA tensor on `self` (`self.x = x.cuda()`);
+    - an instance of a project class of any file built here with a tensor
+      put on the GPU (`Pairs(x.to(device), y)`, a name bound to one) that its
+      `__init__` keeps on `self`, itself or through `super().__init__`.
 
     It reports the loader (DSL204 reports CUDA work inside dataset code
     itself, and warns on the `__init__` line).
@@ -60,8 +80,8 @@ class CudaTensorsInWorkerDataset(Rule):
     - `multiprocessing_context` is given and is not `"fork"`, or the file sets
       the start method to `spawn`/`forkserver`;
     - a device that is not known to be CUDA (`.to(device)` with `device` from
-      the command line) or a tensor whose origin cannot be followed; a dataset
-      class of another file; test code.
+      the command line) or a tensor whose origin cannot be followed; an
+      argument the class's `__init__` does not keep; test code.
 
     Possible and unknown values: `num_workers` counts when it *can* be above
     0 (an argparse option whose default is 8 counts as 8); a value nothing in
@@ -107,6 +127,28 @@ class CudaTensorsInWorkerDataset(Rule):
             x = torch.randn(100, 8).to(device)  # the device is not known
             loader = DataLoader(TensorDataset(x), num_workers=workers)
         """,
+        # a class of another file given CPU tensors or ones on a device from the command line, or CUDA
+        # tensors without workers or that it does not keep
+        {
+            "pairs.py": PAIRS,
+            "train.py": """
+                import argparse
+                import torch
+                from torch.utils.data import DataLoader
+                from pairs import Pairs
+
+                parser = argparse.ArgumentParser()
+                parser.add_argument("--device", default="cuda")
+
+                def main(x, y, workers=4):
+                    args = parser.parse_args()
+                    xs = torch.as_tensor(x).cuda()
+                    cpu = DataLoader(Pairs(torch.as_tensor(x), y), num_workers=workers)
+                    chosen = DataLoader(Pairs(torch.as_tensor(x).to(args.device), y), num_workers=workers)
+                    kept_out = DataLoader(Pairs(y, y, scale=xs.cuda()), num_workers=workers)
+                    return cpu, chosen, kept_out, DataLoader(Pairs(xs, y), batch_size=8)
+            """,
+        },
     )
     invalid = (
         """
@@ -141,6 +183,20 @@ class CudaTensorsInWorkerDataset(Rule):
             args = parser.parse_args()
             return DataLoader(Embeddings(table), num_workers=args.workers)  # expect: DSL705
         """,
+        {
+            "pairs.py": PAIRS,
+            "train.py": """
+                import torch
+                from torch.utils.data import DataLoader
+                from pairs import Pairs
+
+                device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+                def main(x, y, workers=4):
+                    xs = torch.as_tensor(x).to(device)
+                    return DataLoader(Pairs(xs, y), batch_size=8, num_workers=workers)  # expect: DSL705
+            """,
+        },
     )
 
     def check(self, ctx):
@@ -153,7 +209,8 @@ class CudaTensorsInWorkerDataset(Rule):
             workers = forks_workers(ctx, loader)
             if workers is None:
                 continue
-            held = cuda_held(ctx, index, loader.bound.expr("dataset"))
+            dataset = loader.bound.expr("dataset")
+            held = cuda_held(ctx, index, dataset) or self.constructed_with_cuda(ctx, index, dataset)
             if held is None:
                 continue
             what, node = held
@@ -163,3 +220,13 @@ class CudaTensorsInWorkerDataset(Rule):
                 f"{line_of(ctx, node)}): the first worker that indexes one fails with `RuntimeError: Cannot "
                 "re-initialize CUDA in forked subprocess`",
             )
+
+    @staticmethod
+    def constructed_with_cuda(ctx, index, dataset):
+        """A project dataset (of any file) built here with a CUDA tensor its ``__init__`` keeps."""
+        for value in index.values(dataset) if dataset is not None else ():
+            if isinstance(value.node, cst.Call):
+                found = cuda_construction(ctx, value.node)
+                if found is not None:
+                    return found
+        return None

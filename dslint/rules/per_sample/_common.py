@@ -151,3 +151,249 @@ def cuda_sites(ctx) -> Iterator[Tuple[cst.Call, str, str, str]]:
             if workers_not_forked(ctx.view.project_start_methods()):
                 return  # the project starts its processes with spawn/forkserver: its workers are not forks
         yield call, what, kind, where
+
+
+FORK_ERROR = ("`RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, "
+              "you must use the 'spawn' start method`")
+
+
+def cuda_message(kind: str, what: str, where: str) -> str:
+    """DSL204's message for CUDA work ``what`` in loading code of ``kind`` (``cuda_sites``)."""
+    if kind == "init":
+        return (f"{what} in {where}: building the dataset initialises CUDA in the main process and puts "
+                f"CUDA data on it; forked DataLoader workers that use it fail with {FORK_ERROR}")
+    return (f"{what} in code that runs in DataLoader workers ({where}): with fork workers after the "
+            f"main process initialised CUDA this raises {FORK_ERROR}")
+
+
+# DSL204's cases for a collate handed over as a method of the loader's dataset object (its class
+# known from an annotation), which runs the subclasses' overrides, with a device a script of
+# another file passes to the constructor and a base class keeps through ``super().__init__``
+_RECORDS = """
+    from torch.utils.data import Dataset
+
+    class Records(Dataset):
+        def __init__(self, items, device=None):
+            self.items = items
+            self.device = device
+        def __getitem__(self, idx):
+            return self.items[idx]
+        def batch(self, examples):
+            return self.pack(examples)
+"""
+_BATCHES = """
+    from torch.utils.data import DataLoader
+    from base import Records
+
+    class Batches(DataLoader):
+        def __init__(self, data: Records, workers: int):
+            collate = data.batch
+            super().__init__(data, batch_size=8, collate_fn=collate, num_workers=workers)
+"""
+OBJECT_COLLATE_INVALID = {
+    "base.py": _RECORDS,
+    "lines.py": """
+        import torch
+        from base import Records
+
+        class Lines(Records):
+            def __init__(self, items, device=None):
+                super().__init__(items, device=device)
+            def pack(self, examples):
+                return torch.tensor(examples).to(self.device)  # expect: DSL204
+
+        class Pairs:
+            def __getitem__(self, idx):
+                return idx
+            def batch(self, examples):
+                return torch.tensor(examples).cuda()  # expect: DSL204
+
+        class Rows:
+            def __getitem__(self, idx):
+                return idx
+            def stack(self, rows):
+                return torch.tensor(rows).cuda()  # expect: DSL204
+    """,
+    "rows.py": """
+        from torch.utils.data import DataLoader
+
+        class RowIterator:
+            def __init__(self, data, workers):
+                self.loader = DataLoader(data, collate_fn=data.stack, num_workers=workers)
+    """,
+    "batches.py": _BATCHES,
+    "train.py": """
+        import torch
+        from torch.utils.data import DataLoader
+        from lines import Lines, Pairs, Rows
+        from rows import RowIterator
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        data = Lines(["a", "b"], device=device)
+        rows = RowIterator(Rows(), 2)
+
+        class Module:
+            def setup(self):
+                self.pairs = Pairs()
+            def loader(self, workers):
+                return DataLoader(self.pairs, collate_fn=self.pairs.batch, num_workers=workers)
+    """,
+    # a collate whose device a partial binds; a model put on the GPU handed to the dataset
+    "pad.py": """
+        import torch
+
+        def pad(batch, device=None):
+            return torch.stack(batch).to(device)  # expect: DSL204
+
+        def pad_to(batch, device):
+            return torch.stack(batch).to(device)  # expect: DSL204
+    """,
+    "features.py": """
+        from torch.utils.data import Dataset
+
+        class Features(Dataset):
+            def __init__(self, items, encoder):
+                self.items = items
+                self.encoder = encoder
+            def __getitem__(self, idx):
+                return self.encoder(self.items[idx])  # expect: DSL204
+
+        class Tokens(Dataset):
+            def __init__(self, items, device="cpu"):
+                self.items = items
+                self.device = device
+            def __getitem__(self, idx):
+                return self.items[idx].to(self.device)  # expect: DSL204
+
+        class Scored(Dataset):
+            def __init__(self, items, build, device="cpu"):
+                self.items = items
+                self.scorer = build().to(device)  # expect: DSL204
+                self.tokens = Tokens(items, device=device)  # a project class keeps the device
+            def __getitem__(self, idx):
+                return self.scorer(self.items[idx])  # expect: DSL204
+    """,
+    "script.py": """
+        import argparse
+        from features import Scored, Tokens
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--device", default="cuda:0")
+        args = parser.parse_args()
+        tokens = Tokens([], args.device)
+        scored = Scored([], tokens.build, device=args.device)
+    """,
+    "fit.py": """
+        import functools
+        import torch
+        from torch.utils.data import DataLoader
+        from features import Features
+        from pad import pad, pad_to
+
+        def fit(items, build, workers):
+            encoder = build().eval()
+            encoder.cuda()
+            data = Features(items, encoder)
+            first = DataLoader(data, collate_fn=lambda b: pad_to(b, "cuda:0"), num_workers=workers)
+            return DataLoader(data, collate_fn=functools.partial(pad, device="cuda"), num_workers=workers)
+    """,
+}
+# silent: the only device passed is the CPU; an object's collate whose loader never forks workers
+OBJECT_COLLATE_VALID = {
+    "base.py": _RECORDS,
+    "lines.py": """
+        import torch
+        from torch.utils.data import Dataset
+        from base import Records
+
+        class Lines(Records):
+            def pack(self, examples):
+                return torch.tensor(examples).to(self.device)
+
+        class Pairs(Dataset):
+            def __getitem__(self, idx):
+                return idx
+            def batch(self, examples):
+                return torch.tensor(examples).cuda()
+
+        class Rows:
+            def __getitem__(self, idx):
+                return idx
+            def stack(self, rows):
+                return torch.tensor(rows).cuda()
+    """,
+    "rows.py": """
+        from torch.utils.data import DataLoader
+
+        class RowIterator:
+            def __init__(self, data):
+                self.loader = DataLoader(data, collate_fn=data.stack, num_workers=0)
+    """,
+    "batches.py": _BATCHES,
+    "train.py": """
+        from torch.utils.data import DataLoader
+        from lines import Lines, Pairs, Rows
+        from rows import RowIterator
+
+        rows = RowIterator(Rows())
+        data = Lines(["a", "b"], device="cpu")
+        pairs = Pairs(["a"])
+        loader = DataLoader(pairs, collate_fn=pairs.batch, num_workers=0)
+    """,
+    # the partial binds the CPU; the model handed to the dataset stays on the CPU
+    "pad.py": """
+        import torch
+
+        def pad(batch, device=None):
+            return torch.stack(batch).to(device)
+
+        def pad_to(batch, device):
+            return torch.stack(batch).to(device)
+    """,
+    "features.py": """
+        from torch.utils.data import Dataset
+
+        class Features(Dataset):
+            def __init__(self, items, encoder):
+                self.items = items
+                self.encoder = encoder
+            def __getitem__(self, idx):
+                return self.encoder(self.items[idx])
+
+        class Tokens(Dataset):
+            def __init__(self, items, device="cpu"):
+                self.items = items
+                self.device = device
+            def __getitem__(self, idx):
+                return self.items[idx].to(self.device)
+
+        class Scored(Dataset):
+            def __init__(self, items, build, device="cpu"):
+                self.items = items
+                self.scorer = build().to(device)
+            def __getitem__(self, idx):
+                return self.scorer(self.items[idx])
+    """,
+    "script.py": """
+        import argparse
+        from features import Scored, Tokens
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--device", default="cpu", choices=["cpu", "mps"])
+        args = parser.parse_args()
+        tokens = Tokens([], args.device)
+        scored = Scored([], tokens.build, device=args.device)
+    """,
+    "fit.py": """
+        import functools
+        from torch.utils.data import DataLoader
+        from features import Features
+        from pad import pad, pad_to
+
+        def fit(items, build, model, workers):
+            data = Features(items, build().eval())
+            model.cuda()
+            first = DataLoader(data, collate_fn=lambda b: pad_to(b, "cpu"), num_workers=workers)
+            return DataLoader(data, collate_fn=functools.partial(pad, device="cpu"), num_workers=workers)
+    """,
+}

@@ -4,10 +4,7 @@ in forked DataLoader workers (CUDA use and where code runs: ``dslint.semantics.c
 from __future__ import annotations
 
 from dslint.rules.base import ERROR, WARNING, Rule, Symptom
-from dslint.rules.per_sample._common import cuda_sites
-
-FORK_ERROR = ("`RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, "
-              "you must use the 'spawn' start method`")
+from dslint.rules.per_sample._common import OBJECT_COLLATE_INVALID, OBJECT_COLLATE_VALID, cuda_message, cuda_sites
 
 
 class CudaInDataset(Rule):
@@ -24,28 +21,41 @@ class CudaInDataset(Rule):
     as a bound method (`collate_fn=self.collate`, found along the class's
     bases), or one code installs on a loader it was handed (`loader.collate_fn
     = self.collate`: its worker count is the caller's, so it may be > 0; the
-    object's own `self.collate_fn = ...` does not count).
+    object's own `self.collate_fn = ...` does not count). A method of another
+    object counts when its class is known (`collate_fn=data.batch` for a
+    parameter `data: Records`, `data = Records(...)`, or a parameter a call
+    passes `Records(...)` at; also in a DataLoader subclass's
+    `super().__init__`): the object may be any subclass, so each subclass's
+    override runs as the collate, and so do the methods it calls on `self`
+    (a base's wrapper calling the subclasses' `self.pack(...)`).
 
     Not reported: `torch.cuda.is_available()`, `device_count()`,
     `manual_seed*()` and the other queries that do not initialise CUDA; device
-    values nothing in the file shows (`.to(self.device)` for a `device`
-    parameter without a default or a call: unknown is not wrong);
-    datasets or collate functions whose every DataLoader has `num_workers=0`;
-    test code (a `tests/` directory, `test_*.py`), whose CUDA datasets are
+    values nothing in the project shows (unknown is not wrong); a device that
+    can be CUDA handed on to `super().__init__` or a project class (where it
+    is used is reported); datasets or collate functions whose every
+    DataLoader has `num_workers=0`; test code (`tests/`, `test_*.py`), whose CUDA datasets are
     there to exercise CUDA in workers (under `spawn`); and projects whose every
     `multiprocessing.set_start_method` (torch's too) sets `spawn` or
     `forkserver`: their workers are not forks (each pays for a CUDA context).
 
     A model that a method of the dataset stores on such a device
-    (`self.net = build().cuda()`) and that per-sample code runs
-    (`self.net(x)`, `self.net.encode(x)`) is reported where it runs.
+    (`self.net = build().cuda()`), or that a construction hands to the
+    `__init__` that keeps it (`Features(items, encoder.cuda())`), is reported
+    where per-sample code runs it (`self.net(x)`, `self.net.encode(x)`).
 
     A device that *can* be CUDA counts: `"cuda" if torch.cuda.is_available()
     else "cpu"`, `self.device` when a method stores such a value (or a
     parameter whose default, or an argument this file passes, is `"cuda"`, or
     a parameter the function rebinds to such a value: `if device is None:
     device = "cuda" if torch.cuda.is_available() else "cpu"`), and an argparse
-    option whose default is `"cuda"`.
+    option whose default is `"cuda"`. So does an `__init__` parameter, or
+    `self.device` kept by an `__init__` (of the class or a base of another
+    file, through `super().__init__(..., device=device)`), when a construction
+    in the project passes such a device (`Lines(items, device=torch.device(
+    "cuda" if ... else "cpu"))`, `args.device` of an option whose default is
+    `"cuda"`), and a parameter of a function that a `functools.partial(f,
+    device="cuda")` (or a collate lambda `lambda b: f(b, "cuda")`) binds.
 
     ## Why is this bad?
     DataLoader workers are forked from the main process (the Linux default).
@@ -180,6 +190,7 @@ class CudaInDataset(Rule):
                 old.collate_fn = self.collate
                 return DataLoader(ds, collate_fn=self.gpu_collate, num_workers=0)
         """,
+        OBJECT_COLLATE_VALID,
     )
     invalid = (
         # collates given as bound methods, or installed on a loader the caller built
@@ -281,20 +292,9 @@ class CudaInDataset(Rule):
                         return item.to(device="cuda")  # expect: DSL204
             """,
         },
+        OBJECT_COLLATE_INVALID,
     )
 
     def check(self, ctx):
         for call, what, kind, where in cuda_sites(ctx):
-            if kind == "init":
-                yield self.report(
-                    call,
-                    f"{what} in {where}: building the dataset initialises CUDA in the main process and puts "
-                    f"CUDA data on it; forked DataLoader workers that use it fail with {FORK_ERROR}",
-                    level=WARNING,
-                )
-            else:
-                yield self.report(
-                    call,
-                    f"{what} in code that runs in DataLoader workers ({where}): with fork workers after the "
-                    f"main process initialised CUDA this raises {FORK_ERROR}",
-                )
+            yield self.report(call, cuda_message(kind, what, where), level=WARNING if kind == "init" else ERROR)
