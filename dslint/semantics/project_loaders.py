@@ -105,6 +105,14 @@ class LoaderQueries:
             return None
         return self.summaries[located[0]].get("closure_returns", {}).get(located[1])
 
+    def length_probe(self, qualified: str, from_path: str):
+        """[position, name, loader] when the project's module-level function ``qualified`` probes
+        that parameter for a length (``length_probes``)."""
+        located = self.locate(qualified, from_path, table="functions")
+        if located is None:
+            return None
+        return self.summaries[located[0]].get("length_probes", {}).get(located[1])
+
     def start_methods(self) -> List[str]:
         """The start methods the project's files set for new processes (``start_methods``)."""
         return sorted({m for summary in self.summaries.values() for m in summary.get("start_methods", ())})

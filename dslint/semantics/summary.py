@@ -27,6 +27,7 @@ from dslint.semantics.names import ModuleNames, dotted_parts
 from dslint.semantics.regions import RegionCache, is_cached
 from dslint.semantics.rng_holders import holder_facts
 from dslint.semantics.returned_closures import closure_returns
+from dslint.semantics.length_probes import summary_probes
 from dslint.semantics.start_methods import start_methods
 from dslint.semantics.walk import TreeIndex, body_buckets
 
@@ -433,6 +434,8 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         "bound_collates": bound_collates(tree, names, qualname_of, s.loader_facts),
         # the start methods the file sets (``multiprocessing.set_start_method``; ``start_methods``)
         "start_methods": start_methods(tree, names),
+        # module-level functions that probe a parameter for a length: [position, name, loader] (``length_probes``)
+        "length_probes": summary_probes(tree, names, local_qualname),
     }
 
 

@@ -177,6 +177,10 @@ class View:
         function or lambda defined inside it (``returned_closures``)."""
         return self._record("returned_closure", [qualified], self._index.returned_closure(canonical(qualified), self.path))
 
+    def length_probe(self, qualified: str) -> Optional[list]:
+        """[position, name, loader] when the project's module-level function ``qualified`` probes
+        that parameter for a length (``length_probes``)."""
+        return self._record("length_probe", [qualified], self._index.length_probe(canonical(qualified), self.path))
 
     def project_start_methods(self) -> List[str]:
         """The start methods some file of the project sets (``set_start_method``)."""

@@ -12,7 +12,10 @@ from dslint.semantics.classes import all_methods, find_method, reached_methods
 from dslint.semantics.names import canonical, dotted_parts
 from dslint.semantics.project import ITERABLE
 from dslint.semantics.regions import self_attr, self_name
-from dslint.semantics.libraries import is_reiterating_wrapper, wraps_without_copy
+from dslint.semantics.libraries import hf_iterable, is_reiterating_wrapper, wraps_without_copy
+from dslint.semantics.length_probes import early_uses
+from dslint.semantics.bindings import class_ref
+from dslint.semantics.calls import DATALOADER, BoundCall
 from dslint.semantics.loops import is_test_code
 from dslint.semantics.streams import (
     CURSOR, FILE, GENERATOR, PASSED, assigned_attrs, init_iterators, iterated_attrs, one_shot, returns_self,
@@ -375,3 +378,61 @@ def method_loader(ctx, expr) -> Optional[cst.BaseExpression]:
     if isinstance(value, cst.Name) and ctx.enclosing_function(value) is method:
         value = ctx.single_assignment(value)
     return value if isinstance(value, cst.Call) and ctx.is_dataloader_call(value) else None
+
+
+def probed_length_uses(ctx):
+    """(use, probe, loader) for each ``len(x)`` or truth test of ``x`` that runs before the
+    same function probes ``x`` for a length (``semantics/length_probes.py``)."""
+    by_function = {}
+    for call in ctx.calls_to("builtins.len"):
+        if len(call.args) == 1 and call.args[0].keyword is None and not call.args[0].star \
+                and not len_guarded(ctx, call):
+            by_function.setdefault(ctx.enclosing_function(call, through_lambdas=False), []).append(
+                (call, call.args[0].value, False))
+    for tested in truth_tested(ctx):
+        if not len_guarded(ctx, tested):
+            by_function.setdefault(ctx.enclosing_function(tested, through_lambdas=False), []).append(
+                (tested, tested, True))
+    for func, uses in by_function.items():
+        if func is not None:
+            yield from early_uses(ctx, func, uses)
+
+
+def iterable_class_of(ctx, expr, depth: int = 0) -> Optional[Tuple[str, bool]]:
+    """(class name, through a loader) when ``expr`` is an IterableDataset of a class with no
+    ``__len__`` (or a DataLoader over one): a construction, a name bound once to one, a
+    ``self.m()`` that returns one DataLoader, a Hugging Face streaming dataset."""
+    through_loader = False
+    value = expr
+    if isinstance(value, cst.Name):
+        assigned = ctx.single_assignment(value)
+        if isinstance(assigned, cst.Call) and (ctx.is_dataloader_call(assigned) or method_loader(ctx, assigned)):
+            value = assigned
+    returned = method_loader(ctx, value) if depth == 0 else None
+    if returned is not None:
+        # self.train_dataloader(): a method of the class that returns one DataLoader
+        found = iterable_class_of(ctx, returned, depth + 1)
+        return (found[0], True) if found else None
+    if isinstance(value, cst.Call) and ctx.is_dataloader_call(value):
+        bound = BoundCall(value, DATALOADER)
+        value = bound.expr("dataset")
+        through_loader = True
+        if value is None:
+            return None
+    if hf_iterable(ctx, value):
+        return "datasets.IterableDataset", through_loader  # Hugging Face's streaming dataset
+    ref = class_ref(ctx.tree, ctx.names, value)
+    if ref is None:
+        return None
+    if ref[0] == "local":
+        qualified = f"{ctx.names.modname}.{ctx.qualname_of_def(ref[1])}"
+        name = ref[1].name.value
+    else:
+        qualified = ref[1]
+        name = qualified.rsplit(".", 1)[-1]
+    answer = ctx.view.class_method(qualified, "__len__")
+    if not answer or answer.get("kind") != ITERABLE or answer.get("defined") is not False:
+        return None
+    if ref[0] == "local" and is_datapipe_or_chain(ctx, ref[1]):
+        return None
+    return name, through_loader

@@ -3,16 +3,10 @@ whose class defines no ``__len__`` raises ``TypeError``."""
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
-
 import libcst as cst
 
 from dslint.rules.base import ERROR, Rule, Symptom
-from dslint.rules.iterable._common import is_datapipe_or_chain, len_guarded, method_loader, truth_tested
-from dslint.semantics.bindings import class_ref
-from dslint.semantics.calls import DATALOADER, BoundCall
-from dslint.semantics.libraries import hf_iterable
-from dslint.semantics.project import ITERABLE
+from dslint.rules.iterable._common import iterable_class_of, len_guarded, probed_length_uses, truth_tested
 
 
 class LenOfIterableDataset(Rule):
@@ -34,6 +28,22 @@ class LenOfIterableDataset(Rule):
     since `bool()` calls `DataLoader.__len__`. A `streaming` value that is not
     certainly `True` (an unresolved parameter, an option that may be false)
     stays silent.
+
+    Also flagged, for values whose class cannot be seen (framework code that
+    receives its users' loaders): a `len(x)`, or a truth test of a loader `x`,
+    that runs *before* the same function probes `x` for a length on the same
+    path — `hasattr(x, "__len__")`, `isinstance(x, Sized)`, `len(x)` under
+    `except TypeError`, `isinstance(x.dataset, IterableDataset)`, or a call of a
+    function (of this file, or a module-level one of the project) that probes
+    its parameter so. The function itself says `x` may have no length; the
+    earlier call raises the `TypeError` the probe exists to avoid. A loop
+    variable stands for its collection (`[... for dl in loaders if dl]`, then
+    `for dl in loaders: if not has_len(dl)`). A truth test counts only when the
+    probe shows a loader (a parameter annotated `DataLoader`, or `x.dataset`):
+    an object without `__len__` is simply true. Uses after the probe, in the
+    other branch of its `if`, or under the probe's own test are not judged (a
+    flag set from the probe may guard them); a value nothing probes stays
+    silent, whatever its name.
 
     Not reported: classes with a base outside the project that may define
     `__len__`, DataPipes, and calls guarded by `try: ... except TypeError` or a
@@ -149,6 +159,29 @@ class LenOfIterableDataset(Rule):
             if loader is not None:
                 return len(table)
         """,
+        {
+            "probes.py": """
+            def sized(obj):
+                try:
+                    return len(obj) >= 0
+                except TypeError:
+                    return False
+            """,
+            "trainer.py": """
+            from probes import sized
+
+            def count(loaders, flag):
+                total = 0 if all(sized(dl) for dl in loaders) else None
+                if total is not None:
+                    total = sum(len(dl) for dl in loaders)  # after the probe: a flag guards it
+                for dl in loaders:
+                    if dl:  # nothing shows a loader: an object without __len__ is true
+                        pass
+                if flag:
+                    return len(loaders)  # this path never reaches the probe
+                return sized(loaders)
+            """,
+        },
     )
     invalid = (
         """
@@ -213,13 +246,42 @@ class LenOfIterableDataset(Rule):
                     return 0
                 return 10 * len(self.train_dataloader())  # expect: DSL304
         """,
+        """
+        from typing import List
+        from torch.utils.data import DataLoader
+
+        def has_len(loader: DataLoader) -> bool:
+            try:
+                return len(loader) > 0
+            except TypeError:
+                return False
+
+        def reset(self, loaders: List[DataLoader], limit):
+            loaders = [wrap(dl) for dl in loaders if dl]  # expect: DSL304
+            steps = limit * len(self.train_loader)  # expect: DSL304
+            if not hasattr(self.train_loader.dataset, "__len__"):
+                steps = limit
+            for dl in loaders:
+                if not has_len(dl):
+                    return float("inf"), steps
+            return sum(len(dl) for dl in loaders), steps
+        """,
     )
 
     def check(self, ctx):
+        for use, probe, _loader in probed_length_uses(ctx):
+            is_len = isinstance(use, cst.Call) and ctx.call_name(use) == "builtins.len"
+            what = "`len()` of" if is_len else "testing the truth of"
+            yield self.report(
+                use,
+                f"{what} `{ctx.code(use.args[0].value if is_len else use)}` runs before line "
+                f"{ctx.line(probe)} probes it for a length (`{ctx.code(probe)}`): when it has none (a loader over an "
+                "IterableDataset without `__len__`), this raises `TypeError: object ... has no len()` first",
+            )
         for call in ctx.calls_to("builtins.len"):
             if len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star:
                 continue
-            found = self._iterable_class(ctx, call.args[0].value)
+            found = iterable_class_of(ctx, call.args[0].value)
             if found is None:
                 continue
             class_name, through_loader = found
@@ -235,7 +297,7 @@ class LenOfIterableDataset(Rule):
                 message = f"`{class_name}` is an IterableDataset that defines no `__len__`: `len()` raises {error}"
             yield self.report(call, message)
         for tested in truth_tested(ctx):
-            found = self._iterable_class(ctx, tested)
+            found = iterable_class_of(ctx, tested)
             if found is None or not found[1] or len_guarded(ctx, tested):
                 continue
             error = f"`TypeError: object of type '{found[0].rsplit('.', 1)[-1]}' has no len()`"
@@ -245,39 +307,3 @@ class LenOfIterableDataset(Rule):
                 f"which asks the dataset; it defines no `__len__`, so this raises {error} (test `is not None` instead)",
             )
 
-    @staticmethod
-    def _iterable_class(ctx, expr, depth: int = 0) -> Optional[Tuple[str, bool]]:
-        through_loader = False
-        value = expr
-        if isinstance(value, cst.Name):
-            assigned = ctx.single_assignment(value)
-            if isinstance(assigned, cst.Call) and (ctx.is_dataloader_call(assigned) or method_loader(ctx, assigned)):
-                value = assigned
-        returned = method_loader(ctx, value) if depth == 0 else None
-        if returned is not None:
-            # self.train_dataloader(): a method of the class that returns one DataLoader
-            found = LenOfIterableDataset._iterable_class(ctx, returned, depth + 1)
-            return (found[0], True) if found else None
-        if isinstance(value, cst.Call) and ctx.is_dataloader_call(value):
-            bound = BoundCall(value, DATALOADER)
-            value = bound.expr("dataset")
-            through_loader = True
-            if value is None:
-                return None
-        if hf_iterable(ctx, value):
-            return "datasets.IterableDataset", through_loader  # Hugging Face's streaming dataset
-        ref = class_ref(ctx.tree, ctx.names, value)
-        if ref is None:
-            return None
-        if ref[0] == "local":
-            qualified = f"{ctx.names.modname}.{ctx.qualname_of_def(ref[1])}"
-            name = ref[1].name.value
-        else:
-            qualified = ref[1]
-            name = qualified.rsplit(".", 1)[-1]
-        answer = ctx.view.class_method(qualified, "__len__")
-        if not answer or answer.get("kind") != ITERABLE or answer.get("defined") is not False:
-            return None
-        if ref[0] == "local" and is_datapipe_or_chain(ctx, ref[1]):
-            return None
-        return name, through_loader

@@ -1,0 +1,305 @@
+"""Values the code itself treats as possibly length-less, and the ``len()``/``bool()`` it
+takes of them before it asks.
+
+Framework code that receives loaders or datasets from its users cannot know their
+classes, and a user object that nothing shows to be length-less is not assumed to be
+one. The evidence taken here is the function's own *length probe* of the value:
+
+- ``hasattr(x, "__len__")``, ``isinstance(x, Sized)``, ``len(x)`` inside
+  ``try: ... except TypeError``;
+- a call ``probe(x)`` of a *probe function*: one whose parameter it passes to ``len()``
+  inside ``try: ... except TypeError`` (or tests with ``hasattr``/``Sized``), defined in
+  this file or, as a module-level function, in another file of the project (summary
+  fact ``length_probes``);
+- ``isinstance(x.dataset, IterableDataset)`` / ``hasattr(x.dataset, "__len__")``: ``x`` is a
+  loader whose dataset may have no length.
+
+A value is the name read (``dl``, ``self.loader``), or for a loop variable the collection
+it runs over (``for dl in loaders`` and ``[... for dl in loaders if dl]`` read the same
+values). A ``len()`` of the value that runs *before* the probe on the same path (earlier in
+the function, not in the other branch of an ``if``, not itself guarded) raises the
+``TypeError`` the probe exists to avoid. ``bool()`` (an ``if x:``) counts only when the
+value is a loader (the probe function's parameter is annotated ``DataLoader`` or the probe
+reads ``x.dataset``): ``DataLoader.__len__`` always exists and asks the dataset, while an
+object with no ``__len__`` is simply true. Uses after the probe are not judged (a flag set
+from the probe may guard them).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Iterator, List, Optional, Tuple
+
+import libcst as cst
+
+from dslint.semantics.names import dotted_parts
+from dslint.semantics.walk import iter_subtree
+
+SIZED = frozenset({"typing.Sized", "collections.abc.Sized"})
+ITERABLE_CLASSES = frozenset({"torch.utils.data.IterableDataset", "torch.utils.data.dataset.IterableDataset"})
+CAUGHT = frozenset({"TypeError", "Exception", "BaseException"})
+COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
+
+
+def catches_type_error(handlers) -> bool:
+    for handler in handlers:
+        if handler.type is None:
+            return True
+        for node in iter_subtree(handler.type):
+            parts = dotted_parts(node)
+            if parts and parts[-1] in CAUGHT:
+                return True
+    return False
+
+
+def _in_type_error_try(node: cst.CSTNode, parents) -> bool:
+    """``node`` is in the body of a ``try`` with a handler for ``TypeError``."""
+    previous = node
+    for ancestor in parents(node):
+        if isinstance(ancestor, cst.Try) and previous is ancestor.body and catches_type_error(ancestor.handlers):
+            return True
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        previous = ancestor
+    return False
+
+
+def _single_arg(call: cst.Call, count: int = 1) -> Optional[List[cst.BaseExpression]]:
+    if len(call.args) != count or any(a.keyword is not None or a.star for a in call.args):
+        return None
+    return [a.value for a in call.args]
+
+
+def direct_probe(call: cst.Call, qualname, parents) -> Optional[Tuple[cst.BaseExpression, bool]]:
+    """(the probed expression, whether it is a loader's ``.dataset``) when ``call`` is a length
+    probe of its own: ``hasattr(x, "__len__")``, ``isinstance(x, Sized)``, ``len(x)`` under
+    ``except TypeError``, ``isinstance(x.dataset, IterableDataset)``."""
+    name = qualname(call.func) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
+    probed = None
+    if name == "builtins.len" and (args := _single_arg(call)) and _in_type_error_try(call, parents):
+        probed = args[0]
+    elif name == "builtins.hasattr" and (args := _single_arg(call, 2)):
+        if isinstance(args[1], cst.SimpleString) and args[1].evaluated_value == "__len__":
+            probed = args[0]
+    elif name == "builtins.isinstance" and (args := _single_arg(call, 2)):
+        classes = args[1].elements if isinstance(args[1], cst.Tuple) else [args[1]]
+        kinds = {qualname(c.value if isinstance(c, cst.Element) else c) for c in classes}
+        if kinds & SIZED:
+            probed = args[0]
+        elif kinds & ITERABLE_CLASSES and _dataset_of(args[0]) is not None:
+            return _dataset_of(args[0]), True
+    if probed is None:
+        return None
+    owner = _dataset_of(probed)
+    return (owner, True) if owner is not None else (probed, False)
+
+
+def _dataset_of(expr) -> Optional[cst.BaseExpression]:
+    if isinstance(expr, cst.Attribute) and expr.attr.value == "dataset":
+        return expr.value
+    return None
+
+
+def _annotated_loader(param: cst.Param) -> bool:
+    if param.annotation is None:
+        return False
+    return any(isinstance(n, cst.Name) and n.value == "DataLoader" or isinstance(n, cst.Attribute)
+               and n.attr.value == "DataLoader" for n in iter_subtree(param.annotation))
+
+
+def probe_parameter(func: cst.FunctionDef, qualname, parents) -> Optional[list]:
+    """[position, name, loader annotated] of the parameter ``func`` probes for a length (the
+    first such parameter), else None. A method's position counts ``self``."""
+    params = list(func.params.posonly_params) + list(func.params.params)
+    names = {p.name.value: i for i, p in enumerate(params)}
+    for node in iter_subtree(func.body, into_scopes=False):
+        if not isinstance(node, cst.Call):
+            continue
+        found = direct_probe(node, qualname, parents)
+        if found and isinstance(found[0], cst.Name) and found[0].value in names:
+            position = names[found[0].value]
+            return [position, found[0].value, found[1] or _annotated_loader(params[position])]
+    return None
+
+
+def summary_probes(tree, names, local_qualname) -> Dict[str, list]:
+    """Module-level functions of a file that probe a parameter for a length (summary fact)."""
+    found = {}
+    for func in tree.nodes(cst.FunctionDef):
+        parent = tree.parent_of(func)
+        if not isinstance(parent, cst.Module):
+            continue
+        answer = probe_parameter(func, names.qualname, tree.ancestors)
+        if answer is not None:
+            found[local_qualname(func, tree)] = answer
+    return found
+
+
+# ---------------------------------------------------------------------- per function
+
+def _local_probe(ctx, call: cst.Call) -> Optional[list]:
+    """The probe parameter of the function ``call`` calls: a function or ``self`` method of
+    this file, or a module-level function of another file of the project."""
+    func = call.func
+    target = None
+    if isinstance(func, cst.Name):
+        defs = [d for d in ctx.nodes(cst.FunctionDef) if d.name.value == func.value
+                and isinstance(ctx.parent(d), cst.Module)]
+        target = defs[0] if len(defs) == 1 else None
+        if target is None and not defs:
+            qualified = ctx.qualname(func)
+            answer = ctx.view.length_probe(qualified) if qualified else None
+            return answer
+    elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        enclosing = ctx.enclosing_function(call)
+        cls = ctx.method_class(enclosing) if enclosing is not None else None
+        if cls is not None and isinstance(cls.body, cst.IndentedBlock):
+            defs = [s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == func.attr.value]
+            target = defs[0] if len(defs) == 1 else None
+            if target is not None:
+                answer = probe_parameter(target, ctx.qualname, ctx.ancestors)
+                return [answer[0] - 1, answer[1], answer[2]] if answer and answer[0] > 0 else None
+    elif isinstance(func, cst.Attribute):
+        qualified = ctx.qualname(func)
+        return ctx.view.length_probe(qualified) if qualified else None
+    if target is None:
+        return None
+    return probe_parameter(target, ctx.qualname, ctx.ancestors)
+
+
+def value_key(ctx, expr) -> Optional[Tuple[str, str]]:
+    """What value ``expr`` reads, for matching within one function: ("each", collection) for a
+    loop variable, ("name", code) for a name or ``self.x``-style chain; None otherwise."""
+    if isinstance(expr, cst.Name):
+        for ancestor in ctx.ancestors(expr):
+            if isinstance(ancestor, COMPREHENSIONS):
+                comp = ancestor.for_in
+                while comp is not None:
+                    if _binds(comp.target, expr.value):
+                        return _collection(ctx, comp.iter, comp.target, expr.value)
+                    comp = comp.inner_for_in
+            elif isinstance(ancestor, cst.For) and _binds(ancestor.target, expr.value):
+                return _collection(ctx, ancestor.iter, ancestor.target, expr.value)
+            elif isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                break
+        return "name", expr.value
+    if isinstance(expr, cst.Attribute) and dotted_parts(expr):
+        return "name", ctx.code(expr)
+    return None
+
+
+def _binds(target, name: str) -> bool:
+    return any(isinstance(n, cst.Name) and n.value == name for n in iter_subtree(target))
+
+
+def _collection(ctx, iterable, target, name) -> Optional[Tuple[str, str]]:
+    if isinstance(target, cst.Name):
+        source = iterable
+    elif isinstance(target, cst.Tuple) and len(target.elements) == 2 and isinstance(iterable, cst.Call) \
+            and ctx.qualname(iterable.func) == "builtins.enumerate" and _single_arg(iterable) \
+            and isinstance(target.elements[1].value, cst.Name) and target.elements[1].value.value == name:
+        source = iterable.args[0].value
+    else:
+        return None
+    if isinstance(source, (cst.Name, cst.Attribute)) and dotted_parts(source):
+        return "each", ctx.code(source)
+    return None
+
+
+def function_probes(ctx, func: cst.FunctionDef) -> List[Tuple[Tuple[str, str], cst.Call, bool]]:
+    """(value key, probe call, the value is a loader) for each length probe in ``func``."""
+    def compute():
+        found = []
+        for node in iter_subtree(func.body, into_scopes=False):
+            if not isinstance(node, cst.Call):
+                continue
+            direct = direct_probe(node, ctx.qualname, ctx.ancestors)
+            if direct is not None:
+                expr, loader = direct
+            else:
+                answer = _local_probe(ctx, node)
+                if answer is None or answer[0] < 0 or answer[0] >= len(node.args):
+                    continue
+                arg = node.args[answer[0]]
+                if arg.keyword is not None or arg.star or any(a.star or a.keyword for a in node.args[:answer[0]]):
+                    continue
+                expr, loader = arg.value, bool(answer[2])
+            key = value_key(ctx, expr)
+            if key is not None:
+                found.append((key, node, loader))
+        return found
+    return ctx.memo(("length_probes", id(func)), compute)
+
+
+def _exclusive(ctx, a: cst.CSTNode, b: cst.CSTNode) -> bool:
+    """``a`` and ``b`` lie in different branches of one ``if`` (or conditional expression)."""
+    chain_a = [a] + list(ctx.ancestors(a))
+    ids_b = {id(n): n for n in [b] + list(ctx.ancestors(b))}
+    previous = a
+    for node in chain_a[1:]:
+        if id(node) in ids_b:
+            if isinstance(node, (cst.If, cst.IfExp)):
+                branches = [node.body, node.orelse]
+                where_a = [i for i, br in enumerate(branches) if br is not None and _within(ctx, previous, br)]
+                where_b = [i for i, br in enumerate(branches) if br is not None and _within(ctx, b, br)]
+                return bool(where_a and where_b and where_a != where_b)
+            return False
+        previous = node
+    return False
+
+
+def _leaves_before(ctx, use, probe) -> bool:
+    """The use sits in a branch of an ``if`` that ends in ``return``/``raise``/``continue``/
+    ``break`` and does not hold the probe: the probe runs on another path."""
+    for ancestor in ctx.ancestors(use):
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+            return False
+        if isinstance(ancestor, (cst.IndentedBlock, cst.SimpleStatementSuite)) \
+                and isinstance(ctx.parent(ancestor), (cst.If, cst.Else)) and not _within(ctx, probe, ancestor):
+            last = ancestor.body[-1] if ancestor.body else None
+            small = last.body[-1] if isinstance(last, cst.SimpleStatementLine) and last.body else last
+            if isinstance(small, (cst.Return, cst.Raise, cst.Continue, cst.Break)):
+                return True
+    return False
+
+
+def _within(ctx, node, root) -> bool:
+    return node is root or any(a is root for a in ctx.ancestors(node))
+
+
+def _guarded_by_probe(ctx, use, probes) -> bool:
+    """The use sits under a test (``if``, conditional, ``and``/``or``) that makes a probe."""
+    calls = {id(p[1]) for p in probes}
+    for ancestor in ctx.ancestors(use):
+        tests = []
+        if isinstance(ancestor, (cst.If, cst.IfExp, cst.While)):
+            tests = [ancestor.test]
+        elif isinstance(ancestor, cst.BooleanOperation):
+            tests = [ancestor.left]
+        elif isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+            break
+        if any(id(n) in calls for t in tests for n in iter_subtree(t)):
+            return True
+    return False
+
+
+def early_uses(ctx, func: cst.FunctionDef, uses: Iterator[Tuple[cst.CSTNode, cst.BaseExpression, bool]]):
+    """(use, probe, loader) for each use — (node, the expression whose length it takes, a truth
+    test) — of a probed value of ``func`` that runs before the probe on the same path."""
+    probes = function_probes(ctx, func)
+    if not probes:
+        return
+    order = {}
+    for i, node in enumerate(iter_subtree(func.body, into_scopes=False)):
+        order[id(node)] = i
+    for node, expr, truth in uses:
+        key = value_key(ctx, expr)
+        if key is None or id(node) not in order or _guarded_by_probe(ctx, node, probes):
+            continue
+        for probe_key, probe, loader in probes:
+            if probe_key != key or probe is node or order.get(id(probe), -1) <= order[id(node)]:
+                continue
+            if truth and not loader or _exclusive(ctx, node, probe) or _within(ctx, probe, node) \
+                    or _leaves_before(ctx, node, probe):
+                continue
+            yield node, probe, loader
+            break
