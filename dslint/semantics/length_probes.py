@@ -36,14 +36,15 @@ from dslint.semantics.walk import iter_subtree
 
 SIZED = frozenset({"typing.Sized", "collections.abc.Sized"})
 ITERABLE_CLASSES = frozenset({"torch.utils.data.IterableDataset", "torch.utils.data.dataset.IterableDataset"})
-CAUGHT = frozenset({"TypeError", "Exception", "BaseException"})
+# a probe names the error ``len()`` raises; a catch-all handler guards everything, probes nothing
+CAUGHT = frozenset({"TypeError"})
 COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
 
 
 def catches_type_error(handlers) -> bool:
     for handler in handlers:
         if handler.type is None:
-            return True
+            continue
         for node in iter_subtree(handler.type):
             parts = dotted_parts(node)
             if parts and parts[-1] in CAUGHT:

@@ -471,3 +471,18 @@ def literal_option(ctx, bound, name):
     if entry is not None and entry.values and len({repr(v.value) for v in entry.values}) == 1 and entry.complete:
         return entry.values[0].value
     return value
+
+
+def certain_option(ctx, bound, text: str) -> bool:
+    """The option ``_option`` found is set on every path: ``shuffle`` a literal true value, a
+    ``sampler``/``batch_sampler`` a construction (or a name bound once to one), not a value that
+    may be ``None``."""
+    if text.startswith("shuffle"):
+        value = ctx.value(bound, "shuffle")
+        return value is not UNKNOWN and bool(value)
+    name = text.split()[0]
+    arg = bound.arg(name)
+    value = arg.value if arg is not None else None
+    if isinstance(value, cst.Name):
+        value = ctx.single_assignment(value)
+    return isinstance(value, cst.Call)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dslint.rules.base import Rule, Symptom
-from dslint.rules.loader._common import iterable_dataset, loader_calls, not_none, where
+from dslint.rules.loader._common import certain_option, iterable_dataset, loader_calls, not_none, where
 from dslint.semantics.calls import UNKNOWN
-from dslint.semantics.iterable_evidence import annotated_iterable
+from dslint.semantics.iterable_evidence import annotated_iterable, tested_iterable
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.values import possible
 
@@ -34,6 +34,17 @@ class IterableWithShuffleOrSampler(Rule):
     `isinstance` test may choose the options), and for an unannotated
     parameter, a plain `Dataset` annotation or a docstring: nothing shows that
     the dataset can be iterable.
+
+    A dataset the code itself tests with `if isinstance(x, IterableDataset):`
+    counts too (the same name in the same function, or the same `self.x` in
+    any method of the class) when the loader over `x` sets `shuffle` to a
+    literal true value or passes a sampler object, on a path that test does not
+    narrow: inside its positive branch, or outside it when no branch of a test
+    before the loader ends in `return`/`raise`/`continue`/`break`. It stays
+    silent when the test's result is kept in a flag or combined with other
+    conditions, when the loader is in the test's negative branch, when a
+    positive branch rebinds the value or raises, when the name is bound more
+    than once, and for an option that is only *possibly* set.
 
     ## Why is this bad?
     An iterable dataset decides its own order; there are no indices to sample.
@@ -111,6 +122,36 @@ class IterableWithShuffleOrSampler(Rule):
         def plain(ds: Dataset, parts: "list[IterableDataset]"):  # nothing says `ds` can be iterable
             return DataLoader(ds, shuffle=True)
         """,
+        """
+        from torch.utils.data import DataLoader, IterableDataset
+
+        def make(ds, batch_size):
+            if isinstance(ds, IterableDataset):
+                return DataLoader(ds, batch_size=batch_size)  # the paths part here
+            return DataLoader(ds, batch_size=batch_size, shuffle=True)
+
+        def other(ds, shuffle):
+            if isinstance(ds, IterableDataset):
+                print("streaming")
+                loader = DataLoader(ds, shuffle=shuffle)  # only possibly set
+            else:
+                loader = DataLoader(ds, shuffle=True)  # the negative branch
+            return loader
+
+        def flagged(ds):
+            streaming = isinstance(ds, IterableDataset)  # a flag may choose the path
+            if streaming:
+                return None
+            return DataLoader(ds, shuffle=True)
+
+        class Data:
+            def setup(self):
+                if isinstance(self.train, IterableDataset):
+                    raise ValueError("streams are not supported")
+
+            def train_dataloader(self):
+                return DataLoader(self.train, shuffle=True)  # the code rejects streams
+        """,
     )
     invalid = (
         """
@@ -178,19 +219,40 @@ class IterableWithShuffleOrSampler(Rule):
         def loaders(train: Optional[Union[Dataset, IterableDataset]], batch_size: int = 8):
             return DataLoader(train, batch_size=batch_size, shuffle=True)  # expect: DSL504
         """,
+        """
+        from torch.utils.data import DataLoader, IterableDataset, RandomSampler
+
+        def make(ds, batch_size):
+            if isinstance(ds, IterableDataset):
+                print("streaming")
+            return DataLoader(ds, batch_size=batch_size, shuffle=True)  # expect: DSL504
+
+        class Data:
+            def setup(self):
+                if isinstance(self.train, IterableDataset):
+                    self.steps = None
+
+            def train_dataloader(self):
+                return DataLoader(self.train, sampler=RandomSampler(self.train))  # expect: DSL504
+        """,
     )
 
     def check(self, ctx):
         for bound in loader_calls(ctx):
             dataset = iterable_dataset(ctx, bound)
             annotated = None if dataset is not None else annotated_iterable(ctx, loader_loops(ctx), bound.expr("dataset"))
+            tested = None
             if dataset is None and annotated is None:
-                continue
+                tested = tested_iterable(ctx, loader_loops(ctx), bound.call, bound.expr("dataset"))
+                if tested is None:
+                    continue
             option = self._option(ctx, bound)
-            if option is None:
+            if option is None or tested is not None and (option[1] or not certain_option(ctx, bound, option[0])):
                 continue
             text, when = option
-            if annotated is not None:
+            if tested is not None:
+                what = (f"line {tested[1]} tests whether the dataset `{tested[0]}` is an IterableDataset; when it is, it")
+            elif annotated is not None:
                 name, annotation, only = annotated
                 what = (f"the dataset `{name}` is annotated `{annotation}`: "
                         + ("it is an IterableDataset and" if only else "when the caller passes an IterableDataset, it"))
