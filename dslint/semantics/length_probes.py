@@ -31,7 +31,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 import libcst as cst
 
-from dslint.semantics.names import dotted_parts
+from dslint.semantics.names import canonical, dotted_parts
 from dslint.semantics.walk import iter_subtree
 
 SIZED = frozenset({"typing.Sized", "collections.abc.Sized"})
@@ -304,3 +304,90 @@ def early_uses(ctx, func: cst.FunctionDef, uses: Iterator[Tuple[cst.CSTNode, cst
                 continue
             yield node, probe, loader
             break
+
+
+# ---------------------------------------------------------------------- attributes a class probes
+
+def _self_attr(expr, self_names) -> Optional[str]:
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value in self_names:
+        return expr.attr.value
+    return None
+
+
+def attribute_probes(tree, names, local_qualname) -> Dict[str, list]:
+    """{class: [[attribute, callee, position, loader]]}: the ``self.x`` its methods probe for a
+    length (summary fact) — directly (callee ""), or handed to a function at ``position``
+    that may probe it (resolved against ``length_probes`` when asked)."""
+    found: Dict[str, list] = {}
+    for cls in tree.nodes(cst.ClassDef):
+        if not isinstance(cls.body, cst.IndentedBlock):
+            continue
+        entries = []
+        for method in cls.body.body:
+            if not isinstance(method, cst.FunctionDef) or not method.params.params:
+                continue
+            selves = {method.params.params[0].name.value}
+            for node in iter_subtree(method.body, into_scopes=False):
+                if not isinstance(node, cst.Call):
+                    continue
+                direct = direct_probe(node, names.qualname, tree.ancestors)
+                if direct is not None:
+                    attr = _self_attr(direct[0], selves)
+                    if attr is not None:
+                        entries.append([attr, "", -1, direct[1]])
+                    continue
+                if not isinstance(node.func, (cst.Name, cst.Attribute)) or _self_attr(node.func, selves):
+                    continue
+                callee = names.qualname(node.func)
+                if not callee or callee.startswith("builtins."):
+                    continue
+                for position, arg in enumerate(node.args):
+                    if arg.star or arg.keyword is not None:
+                        break
+                    attr = _self_attr(arg.value, selves)
+                    if attr is not None:
+                        entries.append([attr, callee, position, False])
+        unique = []
+        for entry in entries:
+            if entry not in unique:
+                unique.append(entry)
+        if unique:
+            found[local_qualname(cls, tree)] = unique
+    return found
+
+
+def annotated_class(ctx, index, expr) -> Optional[str]:
+    """The class a name's one binding, a parameter, is annotated with (a string too)."""
+    if not isinstance(expr, cst.Name):
+        return None
+    scope, bindings = index.name_bindings(expr.value, expr)
+    if not isinstance(scope, cst.FunctionDef) or not bindings or len(bindings) != 1 or bindings[0].kind != "param":
+        return None
+    param = bindings[0].node
+    annotation = param.annotation.annotation if isinstance(param, cst.Param) and param.annotation else None
+    if isinstance(annotation, (cst.Name, cst.Attribute)):
+        return ctx.qualname(annotation)
+    if isinstance(annotation, cst.SimpleString):
+        text = annotation.evaluated_value
+        parts = text.split(".") if isinstance(text, str) else []
+        if parts and all(p.isidentifier() for p in parts):
+            head = ctx.names.resolve_global(parts[0])
+            return canonical(".".join([head, *parts[1:]])) if head else None
+    return None
+
+
+def outside_uses(ctx, index, func: cst.FunctionDef, uses):
+    """(use, [class, loader]) for each use of ``obj.x`` — ``obj`` a parameter annotated with a
+    project class whose own methods probe ``self.x`` for a length — in code outside that
+    class, with no probe of its own in the function."""
+    probes = function_probes(ctx, func)
+    probed = {key for key, _, _ in probes}
+    for node, expr, truth in uses:
+        if not isinstance(expr, cst.Attribute) or not isinstance(expr.value, cst.Name) or expr.value.value == "self":
+            continue
+        if value_key(ctx, expr) in probed or _guarded_by_probe(ctx, node, probes):
+            continue
+        qualified = annotated_class(ctx, index, expr.value)
+        answer = ctx.view.probed_attribute(qualified, expr.attr.value) if qualified else None
+        if answer and (answer[1] or not truth):
+            yield node, answer

@@ -182,6 +182,12 @@ class View:
         that parameter for a length (``length_probes``)."""
         return self._record("length_probe", [qualified], self._index.length_probe(canonical(qualified), self.path))
 
+    def probed_attribute(self, qualified: str, attr: str) -> Optional[list]:
+        """[class, loader] when the project class ``qualified`` or a base probes ``self.<attr>``
+        for a length (``length_probes``)."""
+        answer = self._index.probed_attribute(canonical(qualified), attr, self.path)
+        return self._record("probed_attribute", [qualified, attr], answer)
+
     def project_start_methods(self) -> List[str]:
         """The start methods some file of the project sets (``set_start_method``)."""
         return self._record("project_start_methods", [], self._index.start_methods())

@@ -3,10 +3,8 @@ whose class defines no ``__len__`` raises ``TypeError``."""
 
 from __future__ import annotations
 
-import libcst as cst
-
 from dslint.rules.base import ERROR, Rule, Symptom
-from dslint.rules.iterable._common import iterable_class_of, len_guarded, probed_length_uses, truth_tested
+from dslint.rules.iterable._common import len_findings
 
 
 class LenOfIterableDataset(Rule):
@@ -30,20 +28,21 @@ class LenOfIterableDataset(Rule):
     stays silent.
 
     Also flagged, for values whose class cannot be seen (framework code that
-    receives its users' loaders): a `len(x)`, or a truth test of a loader `x`,
+    receives its users' loaders): `len(x)`, or a truth test of a loader `x`,
     that runs *before* the same function probes `x` for a length on the same
-    path — `hasattr(x, "__len__")`, `isinstance(x, Sized)`, `len(x)` under
+    path: `hasattr(x, "__len__")`, `isinstance(x, Sized)`, `len(x)` under
     `except TypeError`, `isinstance(x.dataset, IterableDataset)`, or a call of a
-    function (of this file, or a module-level one of the project) that probes
-    its parameter so. The function itself says `x` may have no length; the
-    earlier call raises the `TypeError` the probe exists to avoid. A loop
-    variable stands for its collection (`[... for dl in loaders if dl]`, then
-    `for dl in loaders: if not has_len(dl)`). A truth test counts only when the
-    probe shows a loader (a parameter annotated `DataLoader`, or `x.dataset`):
-    an object without `__len__` is simply true. Uses after the probe, in the
-    other branch of its `if`, or under the probe's own test are not judged (a
-    flag set from the probe may guard them); a value nothing probes stays
-    silent, whatever its name.
+    function (of the project) that probes its parameter so. The function says
+    `x` may have no length; the earlier call raises first. A loop variable
+    stands for its collection (`[... for dl in loaders if dl]`, then `for dl in
+    loaders: if not has_len(dl)`). And `len(obj.x)` where `obj` is a parameter
+    annotated with a project class whose own methods (or its bases') probe
+    `self.x` so, in a function that does not probe it itself. A truth test
+    counts only when the probe shows a loader (a parameter annotated
+    `DataLoader`, or `x.dataset`): an object without `__len__` is simply true.
+    Uses after the probe, in the other branch of its `if`, or under its test
+    are not judged (a flag set from the probe may guard them); a value nothing
+    probes stays silent, whatever its name.
 
     Not reported: classes with a base outside the project that may define
     `__len__`, DataPipes, and calls guarded by `try: ... except TypeError` or a
@@ -180,6 +179,13 @@ class LenOfIterableDataset(Rule):
                 if flag:
                     return len(loaders)  # this path never reaches the probe
                 return sized(loaders)
+
+            class Loop:
+                def setup(self):
+                    self.total = sized(self.loader)
+
+            def report(loop: Loop):
+                return len(loop.loader) if sized(loop.loader) else bool(loop.loader)  # guarded; not a loader
             """,
         },
     )
@@ -265,45 +271,16 @@ class LenOfIterableDataset(Rule):
                 if not has_len(dl):
                     return float("inf"), steps
             return sum(len(dl) for dl in loaders), steps
+
+        class Fitter:
+            def setup(self):
+                self.steps = len(self.loader) if has_len(self.loader) else None
+
+        def on_epoch(fitter: "Fitter"):
+            return len(fitter.loader)  # expect: DSL304
         """,
     )
 
     def check(self, ctx):
-        for use, probe, _loader in probed_length_uses(ctx):
-            is_len = isinstance(use, cst.Call) and ctx.call_name(use) == "builtins.len"
-            what = "`len()` of" if is_len else "testing the truth of"
-            yield self.report(
-                use,
-                f"{what} `{ctx.code(use.args[0].value if is_len else use)}` runs before line "
-                f"{ctx.line(probe)} probes it for a length (`{ctx.code(probe)}`): when it has none (a loader over an "
-                "IterableDataset without `__len__`), this raises `TypeError: object ... has no len()` first",
-            )
-        for call in ctx.calls_to("builtins.len"):
-            if len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star:
-                continue
-            found = iterable_class_of(ctx, call.args[0].value)
-            if found is None:
-                continue
-            class_name, through_loader = found
-            if len_guarded(ctx, call):
-                continue
-            error = f"`TypeError: object of type '{class_name.rsplit('.', 1)[-1]}' has no len()`"
-            if through_loader:
-                message = (
-                    f"`len()` of a DataLoader over the IterableDataset `{class_name}` asks the dataset, which "
-                    f"defines no `__len__`: it raises {error}"
-                )
-            else:
-                message = f"`{class_name}` is an IterableDataset that defines no `__len__`: `len()` raises {error}"
-            yield self.report(call, message)
-        for tested in truth_tested(ctx):
-            found = iterable_class_of(ctx, tested)
-            if found is None or not found[1] or len_guarded(ctx, tested):
-                continue
-            error = f"`TypeError: object of type '{found[0].rsplit('.', 1)[-1]}' has no len()`"
-            yield self.report(
-                tested,
-                f"testing the truth of a DataLoader over the IterableDataset `{found[0]}` calls `DataLoader.__len__`, "
-                f"which asks the dataset; it defines no `__len__`, so this raises {error} (test `is not None` instead)",
-            )
-
+        for node, message in len_findings(ctx):
+            yield self.report(node, message)
