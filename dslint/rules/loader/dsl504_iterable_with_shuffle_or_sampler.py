@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dslint.rules.base import Rule, Symptom
-from dslint.rules.loader._common import certain_option, iterable_dataset, loader_calls, not_none, where
+from dslint.rules.loader._common import certain_option, datapipe_dataset, iterable_dataset, loader_calls, not_none, where
 from dslint.semantics.calls import UNKNOWN
+from dslint.semantics.libraries import hf_iterable
 from dslint.semantics.iterable_evidence import annotated_iterable, tested_iterable
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.values import possible
@@ -18,7 +19,9 @@ class IterableWithShuffleOrSampler(Rule):
     `datasets.IterableDataset` from `load_dataset(..., streaming=True)` or
     `.to_iterable_dataset()`, a webdataset `WebDataset` pipeline, a torchdata
     `IterDataPipe`) given `shuffle` (anything but `False`/`None`), a
-    `sampler` or a `batch_sampler`.
+    `sampler` or a `batch_sampler`. For a DataPipe (a torchdata pipe or a class
+    deriving from `IterDataPipe`) only a sampler counts: torch applies
+    `shuffle` to the pipe's graph instead of raising.
 
     The dataset is the value that reaches the call (an assignment in another
     branch does not count), and it must be iterable on every path. A
@@ -204,13 +207,17 @@ class IterableWithShuffleOrSampler(Rule):
         """,
         """
         import webdataset as wds
-        from datasets import load_dataset
-        from torch.utils.data import DataLoader
+        from datasets import IterableDataset as Streamed, load_dataset
+        from torch.utils.data import DataLoader, RandomSampler
+        from torchdata.datapipes.iter import IterableWrapper
 
         shards = wds.WebDataset(urls).shuffle(1000).decode("pil")
         a = DataLoader(shards, batch_size=16, shuffle=True)  # expect: DSL504
         stream = load_dataset("c4", "en", split="train", streaming=True)
         b = DataLoader(stream.map(tokenize), sampler=sampler)  # expect: DSL504
+        pipe = IterableWrapper(urls)
+        c = DataLoader(pipe, shuffle=True), DataLoader(pipe, sampler=RandomSampler(urls))  # expect: DSL504
+        d = DataLoader(Streamed.from_generator(gen), shuffle=True)  # expect: DSL504
         """,
         """
         from typing import Optional, Union
@@ -239,14 +246,15 @@ class IterableWithShuffleOrSampler(Rule):
 
     def check(self, ctx):
         for bound in loader_calls(ctx):
-            dataset = iterable_dataset(ctx, bound)
+            dataset = iterable_dataset(ctx, bound) or (
+                "a `datasets.IterableDataset`" if hf_iterable(ctx, bound.expr("dataset")) else None)
             annotated = None if dataset is not None else annotated_iterable(ctx, loader_loops(ctx), bound.expr("dataset"))
             tested = None
             if dataset is None and annotated is None:
                 tested = tested_iterable(ctx, loader_loops(ctx), bound.call, bound.expr("dataset"))
                 if tested is None:
                     continue
-            option = self._option(ctx, bound)
+            option = self._option(ctx, bound, not (dataset and datapipe_dataset(ctx, bound)))
             if option is None or tested is not None and (option[1] or not certain_option(ctx, bound, option[0])):
                 continue
             text, when = option
@@ -267,13 +275,13 @@ class IterableWithShuffleOrSampler(Rule):
             )
 
     @staticmethod
-    def _option(ctx, bound):
+    def _option(ctx, bound, shuffles: bool = True):
         """(what torch names, when) for the first option set: a literal, or a value that can be
         set on some path (values.py); ``when`` is empty for a literal."""
-        shuffle = ctx.value(bound, "shuffle")
+        shuffle = ctx.value(bound, "shuffle") if shuffles else None
         if bound.passed("shuffle") and shuffle is not UNKNOWN and shuffle not in (False, None):
             return f"shuffle option, but got shuffle={shuffle}", ""
-        if bound.passed("shuffle") and shuffle is UNKNOWN:
+        if shuffles and bound.passed("shuffle") and shuffle is UNKNOWN:
             expr = bound.expr("shuffle")
             value = possible(ctx, expr).can_be(lambda v: v not in (False, None))
             if value is not None:
