@@ -25,6 +25,7 @@ from typing import Iterator, Optional, Tuple
 
 import libcst as cst
 
+from dslint.semantics.libraries import library_iterable
 from dslint.semantics.walk import iter_subtree
 
 ITERABLE_CLASSES = frozenset({"torch.utils.data.IterableDataset", "torch.utils.data.dataset.IterableDataset"})
@@ -186,4 +187,31 @@ def _terminates_at(orelse) -> bool:
             orelse = orelse.orelse
         else:
             return _terminates(orelse.body)
+    return False
+
+
+#: torch applies ``shuffle`` to the graph of an ``IterDataPipe`` (``apply_shuffle_settings``)
+#: instead of raising; a sampler still raises
+DATAPIPE_BASES = frozenset({
+    "torch.utils.data.IterDataPipe", "torch.utils.data.datapipes.datapipe.IterDataPipe",
+    "torch.utils.data.datapipes.iter.IterDataPipe", "torchdata.datapipes.iter.IterDataPipe",
+})
+
+
+def datapipe_dataset(ctx, index, bound) -> bool:
+    """Some value that reaches the loader's dataset is a DataPipe (a torchdata pipe, or a
+    class deriving from ``IterDataPipe``): ``shuffle=True`` is then valid."""
+    expr = bound.expr("dataset")
+    if expr is None:
+        return False
+    for node in index.value_nodes(expr) or [expr]:
+        if not isinstance(node, cst.Call) or not isinstance(node.func, (cst.Name, cst.Attribute)):
+            continue
+        library = library_iterable(ctx, node) or ""
+        if library.startswith(("torchdata.", "torch.utils.data.datapipes")):
+            return True
+        qualified = ctx.call_name(node)
+        bases = ctx.view.external_bases(qualified) if qualified else None
+        if qualified in DATAPIPE_BASES or bases and DATAPIPE_BASES & set(bases):
+            return True
     return False

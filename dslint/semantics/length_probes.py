@@ -391,3 +391,62 @@ def outside_uses(ctx, index, func: cst.FunctionDef, uses):
         answer = ctx.view.probed_attribute(qualified, expr.attr.value) if qualified else None
         if answer and (answer[1] or not truth):
             yield node, answer
+
+
+# ---------------------------------------------------------------------- a test that cannot be true
+
+def _known_loader(ctx, index, expr) -> bool:
+    """``expr`` is a DataLoader: a parameter annotated ``DataLoader``, a ``self.x`` the class
+    body annotates so, or a name every value of which is a DataLoader construction."""
+    if isinstance(expr, cst.Name):
+        scope, bindings = index.name_bindings(expr.value, expr)
+        if bindings and len(bindings) == 1 and bindings[0].kind == "param" and isinstance(bindings[0].node, cst.Param):
+            return _annotated_loader(bindings[0].node)
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+        func = ctx.enclosing_function(expr)
+        cls = ctx.method_class(func) if func is not None else None
+        body = cls.body.body if cls is not None and isinstance(cls.body, cst.IndentedBlock) else ()
+        for stmt in body:
+            small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and stmt.body else None
+            if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) \
+                    and small.target.value == expr.attr.value:
+                return _annotated_loader(cst.Param(name=small.target, annotation=small.annotation))
+        return False
+    nodes = index.value_nodes(expr) if isinstance(expr, cst.Name) else None
+    return bool(nodes) and all(isinstance(n, cst.Call) and ctx.is_dataloader_call(n) for n in nodes)
+
+
+def vacuous_tests(ctx, index, func: cst.FunctionDef, uses):
+    """(use, test) for each use in the branch of ``if isinstance(x, IterableDataset):`` that
+    runs when it is false, where ``x`` is a DataLoader: a loader is never an
+    ``IterableDataset`` (its dataset may be), so that branch is every loader's."""
+    for node, expr, _truth in uses:
+        key = value_key(ctx, expr)
+        if key is None:
+            continue
+        previous = node
+        for ancestor in ctx.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+                break
+            if isinstance(ancestor, (cst.If, cst.IfExp)):
+                test, negated = ancestor.test, False
+                if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+                    test, negated = test.expression, True
+                tested = _tested_iterable(ctx, test)
+                false_branch = ancestor.body if negated else ancestor.orelse
+                if tested is not None and value_key(ctx, tested) == key and false_branch is not None \
+                        and _within(ctx, previous, false_branch) and _known_loader(ctx, index, tested):
+                    yield node, test
+                    break
+            previous = ancestor
+
+
+def _tested_iterable(ctx, test) -> Optional[cst.BaseExpression]:
+    if not isinstance(test, cst.Call) or ctx.qualname(test.func) != "builtins.isinstance":
+        return None
+    args = _single_arg(test, 2)
+    if not args:
+        return None
+    classes = args[1].elements if isinstance(args[1], cst.Tuple) else [args[1]]
+    kinds = {ctx.qualname(c.value if isinstance(c, cst.Element) else c) for c in classes}
+    return args[0] if kinds & ITERABLE_CLASSES else None

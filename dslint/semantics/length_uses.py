@@ -10,7 +10,7 @@ from typing import Optional
 import libcst as cst
 
 from dslint.semantics.classes import find_method
-from dslint.semantics.length_probes import early_uses, outside_uses
+from dslint.semantics.length_probes import early_uses, outside_uses, vacuous_tests
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.regions import self_attr, self_name
@@ -109,3 +109,11 @@ def class_probed_uses(ctx):
     index = loader_loops(ctx)
     for func, uses in length_uses(ctx).items():
         yield from outside_uses(ctx, index, func, uses)
+
+
+def vacuous_uses(ctx):
+    """(use, test) for each ``len(loader)`` or truth test in the false branch of
+    ``if isinstance(loader, IterableDataset):`` where ``loader`` is a DataLoader."""
+    index = loader_loops(ctx)
+    for func, uses in length_uses(ctx).items():
+        yield from vacuous_tests(ctx, index, func, uses)

@@ -13,7 +13,9 @@ from dslint.semantics.names import canonical, dotted_parts
 from dslint.semantics.project import ITERABLE
 from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.libraries import hf_iterable, is_reiterating_wrapper, wraps_without_copy
-from dslint.semantics.length_uses import len_guarded, method_loader, probed_length_uses, class_probed_uses, truth_tested
+from dslint.semantics.length_uses import (
+    class_probed_uses, len_guarded, method_loader, probed_length_uses, truth_tested, vacuous_uses,
+)
 from dslint.semantics.bindings import class_ref
 from dslint.semantics.calls import DATALOADER, BoundCall
 from dslint.semantics.loops import is_test_code
@@ -362,6 +364,14 @@ def iterable_class_of(ctx, expr, depth: int = 0) -> Optional[Tuple[str, bool]]:
 
 def len_findings(ctx):
     """(node, message) for each length DSL304 reports."""
+    for use, test in vacuous_uses(ctx):
+        tested = ctx.code(test.args[0].value)
+        yield (
+            use,
+            f"`{ctx.code(test)}` is never true: `{tested}` is a DataLoader, not a dataset, so this branch also "
+            f"runs for a loader over an IterableDataset without `__len__`, where this raises `TypeError: object "
+            f"... has no len()` (test `{tested}.dataset`)",
+        )
     for use, (owner, _loader) in class_probed_uses(ctx):
         is_len = isinstance(use, cst.Call) and ctx.call_name(use) == "builtins.len"
         expr = use.args[0].value if is_len else use

@@ -42,7 +42,9 @@ class LenOfIterableDataset(Rule):
     `DataLoader`, or `x.dataset`): an object without `__len__` is simply true.
     Uses after the probe, in the other branch of its `if`, or under its test
     are not judged (a flag set from the probe may guard them); a value nothing
-    probes stays silent, whatever its name.
+    probes stays silent, whatever its name. Also `len(x)` in the false branch
+    of `if isinstance(x, IterableDataset):` when `x` is a DataLoader (a
+    parameter or class attribute annotated so, or built here): it never is one.
 
     Not reported: classes with a base outside the project that may define
     `__len__`, DataPipes, and calls guarded by `try: ... except TypeError` or a
@@ -109,7 +111,8 @@ class LenOfIterableDataset(Rule):
             def __iter__(self):
                 yield 1
 
-        def steps(ds):
+        def steps(ds, loader: DataLoader):
+            k = 0 if isinstance(ds, IterableDataset) else len(ds)  # a dataset: the test can hold
             return len(ds)  # unknown argument
 
         loader = DataLoader(Stream())
@@ -254,7 +257,7 @@ class LenOfIterableDataset(Rule):
         """,
         """
         from typing import List
-        from torch.utils.data import DataLoader
+        from torch.utils.data import DataLoader, IterableDataset
 
         def has_len(loader: DataLoader) -> bool:
             try:
@@ -278,6 +281,9 @@ class LenOfIterableDataset(Rule):
 
         def on_epoch(fitter: "Fitter"):
             return len(fitter.loader)  # expect: DSL304
+
+        def batches(loader: DataLoader):
+            return 0 if isinstance(loader, IterableDataset) else len(loader)  # expect: DSL304
         """,
     )
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dslint.rules.base import Rule, Symptom
-from dslint.rules.loader._common import certain_option, datapipe_dataset, iterable_dataset, loader_calls, not_none, where
+from dslint.rules.loader._common import certain_option, iterable_dataset, loader_calls, not_none, where
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.libraries import hf_iterable
-from dslint.semantics.iterable_evidence import annotated_iterable, tested_iterable
+from dslint.semantics.iterable_evidence import annotated_iterable, datapipe_dataset, tested_iterable
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.values import possible
 
@@ -254,7 +254,7 @@ class IterableWithShuffleOrSampler(Rule):
                 tested = tested_iterable(ctx, loader_loops(ctx), bound.call, bound.expr("dataset"))
                 if tested is None:
                     continue
-            option = self._option(ctx, bound, not (dataset and datapipe_dataset(ctx, bound)))
+            option = self._option(ctx, bound, not (dataset and datapipe_dataset(ctx, loader_loops(ctx), bound)))
             if option is None or tested is not None and (option[1] or not certain_option(ctx, bound, option[0])):
                 continue
             text, when = option
