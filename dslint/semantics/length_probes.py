@@ -267,9 +267,15 @@ def _within(ctx, node, root) -> bool:
     return node is root or any(a is root for a in ctx.ancestors(node))
 
 
-def _guarded_by_probe(ctx, use, probes) -> bool:
-    """The use sits under a test (``if``, conditional, ``and``/``or``) that makes a probe."""
+def _guarded_by_probe(ctx, use, probes, key=None) -> bool:
+    """The use sits under a test (``if``, conditional, ``and``/``or``) that makes a probe, or
+    that narrows the value's type (``isinstance(x, ...)``: the code knows what it holds)."""
     calls = {id(p[1]) for p in probes}
+    for node in (n for a in ctx.ancestors(use) if isinstance(a, (cst.If, cst.IfExp, cst.While))
+                 for n in iter_subtree(a.test)):
+        if isinstance(node, cst.Call) and ctx.qualname(node.func) == "builtins.isinstance" and node.args \
+                and key is not None and value_key(ctx, node.args[0].value) == key:
+            return True
     for ancestor in ctx.ancestors(use):
         tests = []
         if isinstance(ancestor, (cst.If, cst.IfExp, cst.While)):
@@ -294,7 +300,7 @@ def early_uses(ctx, func: cst.FunctionDef, uses: Iterator[Tuple[cst.CSTNode, cst
         order[id(node)] = i
     for node, expr, truth in uses:
         key = value_key(ctx, expr)
-        if key is None or id(node) not in order or _guarded_by_probe(ctx, node, probes):
+        if key is None or id(node) not in order or _guarded_by_probe(ctx, node, probes, key):
             continue
         for probe_key, probe, loader in probes:
             if probe_key != key or probe is node or order.get(id(probe), -1) <= order[id(node)]:
@@ -385,7 +391,7 @@ def outside_uses(ctx, index, func: cst.FunctionDef, uses):
     for node, expr, truth in uses:
         if not isinstance(expr, cst.Attribute) or not isinstance(expr.value, cst.Name) or expr.value.value == "self":
             continue
-        if value_key(ctx, expr) in probed or _guarded_by_probe(ctx, node, probes):
+        if value_key(ctx, expr) in probed or _guarded_by_probe(ctx, node, probes, value_key(ctx, expr)):
             continue
         qualified = annotated_class(ctx, index, expr.value)
         answer = ctx.view.probed_attribute(qualified, expr.attr.value) if qualified else None

@@ -181,7 +181,8 @@ class LenOfIterableDataset(Rule):
                         pass
                 if flag:
                     return len(loaders)  # this path never reaches the probe
-                return sized(loaders)
+                n = len(loaders) if isinstance(loaders, list) else 0  # narrowed: a list
+                return n, sized(loaders)
 
             class Loop:
                 def setup(self):
