@@ -143,13 +143,10 @@ def _local_probe(ctx, call: cst.Call) -> Optional[list]:
     func = call.func
     target = None
     if isinstance(func, cst.Name):
-        defs = [d for d in ctx.nodes(cst.FunctionDef) if d.name.value == func.value
-                and isinstance(ctx.parent(d), cst.Module)]
+        defs = _module_functions(ctx).get(func.value, [])
         target = defs[0] if len(defs) == 1 else None
         if target is None and not defs:
-            qualified = ctx.qualname(func)
-            answer = ctx.view.length_probe(qualified) if qualified else None
-            return answer
+            return _project_probe(ctx, ctx.qualname(func))
     elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
         enclosing = ctx.enclosing_function(call)
         cls = ctx.method_class(enclosing) if enclosing is not None else None
@@ -160,11 +157,26 @@ def _local_probe(ctx, call: cst.Call) -> Optional[list]:
                 answer = probe_parameter(target, ctx.qualname, ctx.ancestors)
                 return [answer[0] - 1, answer[1], answer[2]] if answer and answer[0] > 0 else None
     elif isinstance(func, cst.Attribute):
-        qualified = ctx.qualname(func)
-        return ctx.view.length_probe(qualified) if qualified else None
+        return _project_probe(ctx, ctx.qualname(func))
     if target is None:
         return None
     return probe_parameter(target, ctx.qualname, ctx.ancestors)
+
+
+def _module_functions(ctx) -> Dict[str, list]:
+    def compute():
+        found: Dict[str, list] = {}
+        for node in ctx.nodes(cst.FunctionDef):
+            if isinstance(ctx.parent(node), cst.Module):
+                found.setdefault(node.name.value, []).append(node)
+        return found
+    return ctx.memo("length_probes.module_functions", compute)
+
+
+def _project_probe(ctx, qualified: Optional[str]) -> Optional[list]:
+    if not qualified or qualified.startswith("builtins."):
+        return None
+    return ctx.memo(("length_probes.project", qualified), lambda: ctx.view.length_probe(qualified))
 
 
 def value_key(ctx, expr) -> Optional[Tuple[str, str]]:
