@@ -215,3 +215,42 @@ def datapipe_dataset(ctx, index, bound) -> bool:
         if qualified in DATAPIPE_BASES or bases and DATAPIPE_BASES & set(bases):
             return True
     return False
+
+
+def caller_tested_iterable(ctx, index, call: cst.CSTNode, expr) -> Optional[Tuple[str, int, int]]:
+    """(the argument's code, the line of its test, the line of the call) when ``expr`` is a
+    parameter of the function that builds the loader, bound by nothing else, and a caller in
+    this file passes it a value that caller tests with ``if isinstance(x, IterableDataset):``
+    on a path to the call (``tested_iterable`` at the call site)."""
+    if not isinstance(expr, cst.Name):
+        return None
+    scope, bindings = index.name_bindings(expr.value, expr)
+    if not isinstance(scope, cst.FunctionDef) or not bindings or len(bindings) != 1 or bindings[0].kind != "param":
+        return None
+    if scope is not ctx.enclosing_function(call, through_lambdas=False) or ctx.method_class(scope) is not None:
+        return None
+    params = list(scope.params.posonly_params) + list(scope.params.params)
+    position = next((i for i, p in enumerate(params) if p.name.value == expr.value), None)
+    for site in ctx.nodes(cst.Call):
+        if not isinstance(site.func, cst.Name) or site.func.value != scope.name.value:
+            continue
+        where, found = index.name_bindings(site.func.value, site)
+        if not found or len(found) != 1 or found[0].node is not scope:
+            continue
+        arg = _argument(site, expr.value, position)
+        answer = tested_iterable(ctx, index, site, arg) if arg is not None else None
+        if answer is not None:
+            return answer[0], answer[1], ctx.line(site)
+    return None
+
+
+def _argument(call: cst.Call, name: str, position: Optional[int]):
+    for i, arg in enumerate(call.args):
+        if arg.star:
+            return None
+        if arg.keyword is not None:
+            if arg.keyword.value == name:
+                return arg.value
+        elif i == position:
+            return arg.value
+    return None

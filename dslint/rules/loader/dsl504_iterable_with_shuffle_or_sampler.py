@@ -6,7 +6,9 @@ from dslint.rules.base import Rule, Symptom
 from dslint.rules.loader._common import certain_option, iterable_dataset, loader_calls, not_none, where
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.libraries import hf_iterable
-from dslint.semantics.iterable_evidence import annotated_iterable, datapipe_dataset, tested_iterable
+from dslint.semantics.iterable_evidence import (
+    annotated_iterable, caller_tested_iterable, datapipe_dataset, tested_iterable,
+)
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.values import possible
 
@@ -39,15 +41,13 @@ class IterableWithShuffleOrSampler(Rule):
     the dataset can be iterable.
 
     A dataset the code itself tests with `if isinstance(x, IterableDataset):`
-    counts too (the same name in the same function, or the same `self.x` in
-    any method of the class) when the loader over `x` sets `shuffle` to a
-    literal true value or passes a sampler object, on a path that test does not
-    narrow: inside its positive branch, or outside it when no branch of a test
-    before the loader ends in `return`/`raise`/`continue`/`break`. It stays
-    silent when the test's result is kept in a flag or combined with other
-    conditions, when the loader is in the test's negative branch, when a
-    positive branch rebinds the value or raises, when the name is bound more
-    than once, and for an option that is only *possibly* set.
+    counts too (the same name in the function, the same `self.x` in any method
+    of the class, or the argument a caller in the file tests and passes to the
+    parameter `x`), for a literal true `shuffle` or a sampler object, on a path
+    the test does not narrow (its positive branch; after it when no branch of
+    it ends in `return`/`raise`/...). Silent when the test's result is kept in
+    a flag or combined, when a positive branch rebinds the value or raises,
+    and for a name bound more than once.
 
     ## Why is this bad?
     An iterable dataset decides its own order; there are no indices to sample.
@@ -131,7 +131,10 @@ class IterableWithShuffleOrSampler(Rule):
         def make(ds, batch_size):
             if isinstance(ds, IterableDataset):
                 return DataLoader(ds, batch_size=batch_size)  # the paths part here
-            return DataLoader(ds, batch_size=batch_size, shuffle=True)
+            return DataLoader(ds, batch_size=batch_size, shuffle=True), build(ds)
+
+        def build(ds):
+            return DataLoader(ds, shuffle=True)  # its caller parts the paths
 
         def other(ds, shuffle):
             if isinstance(ds, IterableDataset):
@@ -146,7 +149,6 @@ class IterableWithShuffleOrSampler(Rule):
             if streaming:
                 return None
             return DataLoader(ds, shuffle=True)
-
         class Data:
             def setup(self):
                 if isinstance(self.train, IterableDataset):
@@ -232,7 +234,10 @@ class IterableWithShuffleOrSampler(Rule):
         def make(ds, batch_size):
             if isinstance(ds, IterableDataset):
                 print("streaming")
-            return DataLoader(ds, batch_size=batch_size, shuffle=True)  # expect: DSL504
+            return DataLoader(ds, batch_size=batch_size, shuffle=True), build(ds)  # expect: DSL504
+
+        def build(data):
+            return DataLoader(data, sampler=RandomSampler(data))  # expect: DSL504
 
         class Data:
             def setup(self):
@@ -251,7 +256,8 @@ class IterableWithShuffleOrSampler(Rule):
             annotated = None if dataset is not None else annotated_iterable(ctx, loader_loops(ctx), bound.expr("dataset"))
             tested = None
             if dataset is None and annotated is None:
-                tested = tested_iterable(ctx, loader_loops(ctx), bound.call, bound.expr("dataset"))
+                tested = tested_iterable(ctx, loader_loops(ctx), bound.call, bound.expr("dataset")) \
+                    or caller_tested_iterable(ctx, loader_loops(ctx), bound.call, bound.expr("dataset"))
                 if tested is None:
                     continue
             option = self._option(ctx, bound, not (dataset and datapipe_dataset(ctx, loader_loops(ctx), bound)))
@@ -259,7 +265,8 @@ class IterableWithShuffleOrSampler(Rule):
                 continue
             text, when = option
             if tested is not None:
-                what = (f"line {tested[1]} tests whether the dataset `{tested[0]}` is an IterableDataset; when it is, it")
+                passed = f" and passes it to this function on line {tested[2]}" if len(tested) > 2 else ""
+                what = f"line {tested[1]} tests whether the dataset `{tested[0]}` is an IterableDataset{passed}; if so, it"
             elif annotated is not None:
                 name, annotation, only = annotated
                 what = (f"the dataset `{name}` is annotated `{annotation}`: "
