@@ -25,10 +25,12 @@ from typing import Iterator, Optional, Tuple
 
 import libcst as cst
 
-from dslint.semantics.libraries import library_iterable
+from dslint.semantics.libraries import ITERABLE_CLASSES as LIBRARY_CLASSES, hf_iterable, library_iterable
 from dslint.semantics.walk import iter_subtree
 
 ITERABLE_CLASSES = frozenset({"torch.utils.data.IterableDataset", "torch.utils.data.dataset.IterableDataset"})
+#: library classes a project class may derive from (``libraries.ITERABLE_CLASSES`` less DataPipes)
+LIBRARY_ITERABLES = frozenset(c for c in LIBRARY_CLASSES if not c.startswith("torchdata."))
 UNIONS = frozenset({"typing.Union", "typing.Optional"})
 
 
@@ -254,3 +256,23 @@ def _argument(call: cst.Call, name: str, position: Optional[int]):
         elif i == position:
             return arg.value
     return None
+
+
+def other_iterable(ctx, index, expr) -> Optional[str]:
+    """What makes a loader's dataset iterable when ``iterable_dataset`` cannot tell: a Hugging
+    Face iterable dataset as ``hf_iterable`` follows it (``from_generator``, through
+    assignments), or an instance of a project class deriving from a library's iterable dataset
+    (``class Shards(wds.DataPipeline)``) — every value that reaches the loader."""
+    if expr is None:
+        return None
+    if hf_iterable(ctx, expr):
+        return "a `datasets.IterableDataset`"
+    nodes = index.value_nodes(expr)
+    found = None
+    for node in nodes or ():
+        qualified = ctx.call_name(node) if isinstance(node, cst.Call) else None
+        bases = set(ctx.view.external_bases(qualified) or ()) if qualified else set()
+        if not bases & LIBRARY_ITERABLES:
+            return None
+        found = f"a `{qualified.rsplit('.', 1)[-1]}` derived from `{sorted(bases & LIBRARY_ITERABLES)[0]}`"
+    return found

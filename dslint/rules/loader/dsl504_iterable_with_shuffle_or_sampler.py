@@ -5,9 +5,8 @@ from __future__ import annotations
 from dslint.rules.base import Rule, Symptom
 from dslint.rules.loader._common import certain_option, iterable_dataset, loader_calls, not_none, where
 from dslint.semantics.calls import UNKNOWN
-from dslint.semantics.libraries import hf_iterable
 from dslint.semantics.iterable_evidence import (
-    annotated_iterable, caller_tested_iterable, datapipe_dataset, tested_iterable,
+    annotated_iterable, caller_tested_iterable, datapipe_dataset, other_iterable, tested_iterable,
 )
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.values import possible
@@ -20,10 +19,9 @@ class IterableWithShuffleOrSampler(Rule):
     it, however imported, or a library's iterable dataset: a Hugging Face
     `datasets.IterableDataset` from `load_dataset(..., streaming=True)` or
     `.to_iterable_dataset()`, a webdataset `WebDataset` pipeline, a torchdata
-    `IterDataPipe`) given `shuffle` (anything but `False`/`None`), a
-    `sampler` or a `batch_sampler`. For a DataPipe (a torchdata pipe or a class
-    deriving from `IterDataPipe`) only a sampler counts: torch applies
-    `shuffle` to the pipe's graph instead of raising.
+    `IterDataPipe`, or a project class deriving from one) given `shuffle`
+    (anything but `False`/`None`), a `sampler` or a `batch_sampler`. For a
+    DataPipe only a sampler counts: torch applies `shuffle` to its graph.
 
     The dataset is the value that reaches the call (an assignment in another
     branch does not count), and it must be iterable on every path. A
@@ -217,9 +215,12 @@ class IterableWithShuffleOrSampler(Rule):
         a = DataLoader(shards, batch_size=16, shuffle=True)  # expect: DSL504
         stream = load_dataset("c4", "en", split="train", streaming=True)
         b = DataLoader(stream.map(tokenize), sampler=sampler)  # expect: DSL504
-        pipe = IterableWrapper(urls)
-        c = DataLoader(pipe, shuffle=True), DataLoader(pipe, sampler=RandomSampler(urls))  # expect: DSL504
+        c = DataLoader(IterableWrapper(urls), shuffle=True), DataLoader(IterableWrapper(urls), sampler=RandomSampler(urls))  # expect: DSL504
         d = DataLoader(Streamed.from_generator(gen), shuffle=True)  # expect: DSL504
+
+        class Shards(wds.DataPipeline):
+            pass
+        e = DataLoader(Shards(urls), shuffle=True)  # expect: DSL504
         """,
         """
         from typing import Optional, Union
@@ -251,8 +252,7 @@ class IterableWithShuffleOrSampler(Rule):
 
     def check(self, ctx):
         for bound in loader_calls(ctx):
-            dataset = iterable_dataset(ctx, bound) or (
-                "a `datasets.IterableDataset`" if hf_iterable(ctx, bound.expr("dataset")) else None)
+            dataset = iterable_dataset(ctx, bound) or other_iterable(ctx, loader_loops(ctx), bound.expr("dataset"))
             annotated = None if dataset is not None else annotated_iterable(ctx, loader_loops(ctx), bound.expr("dataset"))
             tested = None
             if dataset is None and annotated is None:
