@@ -130,6 +130,36 @@ class LoaderQueries:
             return None
         return self.summaries[located[0]].get("closure_returns", {}).get(located[1])
 
+    def length_probe(self, qualified: str, from_path: str):
+        """[position, name, loader] when the project's module-level function ``qualified`` probes
+        that parameter for a length (``length_probes``)."""
+        located = self.locate(qualified, from_path, table="functions")
+        if located is None:
+            return None
+        return self.summaries[located[0]].get("length_probes", {}).get(located[1])
+
+    def probed_attribute(self, qualified: str, attr: str, from_path: str, _depth: int = 0):
+        """[class, loader] when the project class ``qualified`` (or a base of it) probes its
+        ``self.<attr>`` for a length (``length_probes``)."""
+        located = self.locate(qualified, from_path)
+        if located is None or _depth > 8:
+            return None
+        path, qual = located
+        summary = self.summaries[path]
+        for name, callee, position, loader in summary.get("attr_probes", {}).get(qual, ()):
+            if name != attr:
+                continue
+            if not callee:
+                return [f"{summary['module']}.{qual}", bool(loader)]
+            probe = self.length_probe(callee, path)
+            if probe and probe[0] == position:
+                return [f"{summary['module']}.{qual}", bool(probe[2])]
+        for base in summary.get("classes", {}).get(qual, {}).get("bases", ()):
+            found = self.probed_attribute(base, attr, path, _depth + 1) if base else None
+            if found:
+                return found
+        return None
+
     def start_methods(self) -> List[str]:
         """The start methods the project's files set for new processes (``start_methods``)."""
         return sorted({m for summary in self.summaries.values() for m in summary.get("start_methods", ())})

@@ -32,6 +32,7 @@ from dslint.semantics.names import ModuleNames, dotted_parts
 from dslint.semantics.regions import RegionCache, is_cached
 from dslint.semantics.rng_holders import holder_facts
 from dslint.semantics.returned_closures import closure_returns
+from dslint.semantics.length_probes import attribute_probes, summary_probes
 from dslint.semantics.start_methods import start_methods
 from dslint.semantics.walk import TreeIndex, body_buckets
 
@@ -452,6 +453,10 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         "rank_entry": entry_facts(tree, names),
         # in a DDP file: training loops over a project function's result ([callee, position])
         "trained_results": trained_facts(tree, names),
+        # module-level functions that probe a parameter for a length: [position, name, loader] (``length_probes``)
+        "length_probes": summary_probes(tree, names, local_qualname),
+        # classes whose methods probe ``self.x`` for a length: [attr, callee, position, loader] (``length_probes``)
+        "attr_probes": attribute_probes(tree, names, local_qualname),
     }
 
 

@@ -180,6 +180,16 @@ class View:
         function or lambda defined inside it (``returned_closures``)."""
         return self._record("returned_closure", [qualified], self._index.returned_closure(canonical(qualified), self.path))
 
+    def length_probe(self, qualified: str) -> Optional[list]:
+        """[position, name, loader] when the project's module-level function ``qualified`` probes
+        that parameter for a length (``length_probes``)."""
+        return self._record("length_probe", [qualified], self._index.length_probe(canonical(qualified), self.path))
+
+    def probed_attribute(self, qualified: str, attr: str) -> Optional[list]:
+        """[class, loader] when the project class ``qualified`` or a base probes ``self.<attr>``
+        for a length (``length_probes``)."""
+        answer = self._index.probed_attribute(canonical(qualified), attr, self.path)
+        return self._record("probed_attribute", [qualified, attr], answer)
 
     def cuda_attribute(self, qual: str, attr: str, kind: str = "device") -> Optional[str]:
         """How ``self.<attr>`` of this file's class ``qual`` can hold a CUDA device (or a model put on

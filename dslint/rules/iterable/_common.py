@@ -12,7 +12,12 @@ from dslint.semantics.classes import all_methods, find_method, reached_methods
 from dslint.semantics.names import canonical, dotted_parts
 from dslint.semantics.project import ITERABLE
 from dslint.semantics.regions import self_attr, self_name
-from dslint.semantics.libraries import is_reiterating_wrapper, wraps_without_copy
+from dslint.semantics.libraries import hf_iterable, is_reiterating_wrapper, wraps_without_copy
+from dslint.semantics.length_uses import (
+    class_probed_uses, len_guarded, method_loader, probed_length_uses, truth_tested, vacuous_uses,
+)
+from dslint.semantics.bindings import class_ref
+from dslint.semantics.calls import DATALOADER, BoundCall
 from dslint.semantics.loops import is_test_code
 from dslint.semantics.streams import (
     CURSOR, FILE, GENERATOR, PASSED, assigned_attrs, init_iterators, iterated_attrs, one_shot, returns_self,
@@ -317,61 +322,99 @@ def wrapped_one_shots(ctx):
 # --------------------------------------------------------------------------- DSL304
 
 
-def len_guarded(ctx, call: cst.Call) -> bool:
-    """Inside ``try: ... except TypeError`` or a ``hasattr(x, "__len__")``/``Sized`` test."""
-    for ancestor in ctx.ancestors(call):
-        if isinstance(ancestor, cst.Try):
-            for handler in ancestor.handlers:
-                if handler.type is None:
-                    return True
-                names = {".".join(p) for p in [dotted_parts(n) for n in iter_subtree(handler.type)] if p}
-                if names & {"TypeError", "Exception", "BaseException", "builtins.TypeError"}:
-                    return True
-        if isinstance(ancestor, (cst.If, cst.IfExp, cst.While)):
-            text = ctx.code(ancestor.test)
-            if "__len__" in text or "Sized" in text:
-                return True
-        if isinstance(ancestor, cst.BooleanOperation):
-            text = ctx.code(ancestor.left)
-            if "__len__" in text or "Sized" in text:
-                return True
-        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
-            break
-    return False
+def iterable_class_of(ctx, expr, depth: int = 0) -> Optional[Tuple[str, bool]]:
+    """(class name, through a loader) when ``expr`` is an IterableDataset of a class with no
+    ``__len__`` (or a DataLoader over one): a construction, a name bound once to one, a
+    ``self.m()`` that returns one DataLoader, a Hugging Face streaming dataset."""
+    through_loader = False
+    value = expr
+    if isinstance(value, cst.Name):
+        assigned = ctx.single_assignment(value)
+        if isinstance(assigned, cst.Call) and (ctx.is_dataloader_call(assigned) or method_loader(ctx, assigned)):
+            value = assigned
+    returned = method_loader(ctx, value) if depth == 0 else None
+    if returned is not None:
+        # self.train_dataloader(): a method of the class that returns one DataLoader
+        found = iterable_class_of(ctx, returned, depth + 1)
+        return (found[0], True) if found else None
+    if isinstance(value, cst.Call) and ctx.is_dataloader_call(value):
+        bound = BoundCall(value, DATALOADER)
+        value = bound.expr("dataset")
+        through_loader = True
+        if value is None:
+            return None
+    if hf_iterable(ctx, value):
+        return "datasets.IterableDataset", through_loader  # Hugging Face's streaming dataset
+    ref = class_ref(ctx.tree, ctx.names, value)
+    if ref is None:
+        return None
+    if ref[0] == "local":
+        qualified = f"{ctx.names.modname}.{ctx.qualname_of_def(ref[1])}"
+        name = ref[1].name.value
+    else:
+        qualified = ref[1]
+        name = qualified.rsplit(".", 1)[-1]
+    answer = ctx.view.class_method(qualified, "__len__")
+    if not answer or answer.get("kind") != ITERABLE or answer.get("defined") is not False:
+        return None
+    if ref[0] == "local" and is_datapipe_or_chain(ctx, ref[1]):
+        return None
+    return name, through_loader
 
 
-def truth_tested(ctx):
-    """Expressions Python tests for truth (``if x``, ``not x``, ``x or y``, ``bool(x)``,
-    comprehension conditions): ``bool()`` of an object with ``__len__`` calls it."""
-    for kind in (cst.If, cst.While, cst.IfExp, cst.CompIf, cst.Assert):
-        for node in ctx.nodes(kind):
-            yield node.test
-    for node in ctx.nodes(cst.UnaryOperation):
-        if isinstance(node.operator, cst.Not):
-            yield node.expression
-    for node in ctx.nodes(cst.BooleanOperation):
-        yield node.left
-    for call in ctx.calls_to("builtins.bool"):
-        if len(call.args) == 1 and call.args[0].keyword is None and not call.args[0].star:
-            yield call.args[0].value
-
-
-def method_loader(ctx, expr) -> Optional[cst.BaseExpression]:
-    """For ``self.m()`` with no arguments, the one DataLoader construction that method of
-    the enclosing class returns (every ``return`` of it), else None."""
-    if not (isinstance(expr, cst.Call) and not expr.args and isinstance(expr.func, cst.Attribute)):
-        return None
-    func = ctx.enclosing_function(expr)
-    cls = ctx.method_class(func) if func is not None else None
-    if cls is None or self_attr(expr.func, self_name(func)) is None:
-        return None
-    method = find_method(ctx, cls, expr.func.attr.value)
-    if method is None or method is func:
-        return None
-    values = [n.value for n in iter_subtree(method.body, into_scopes=False) if isinstance(n, cst.Return)]
-    if len(values) != 1 or values[0] is None:
-        return None
-    value = values[0]
-    if isinstance(value, cst.Name) and ctx.enclosing_function(value) is method:
-        value = ctx.single_assignment(value)
-    return value if isinstance(value, cst.Call) and ctx.is_dataloader_call(value) else None
+def len_findings(ctx):
+    """(node, message) for each length DSL304 reports."""
+    for use, test in vacuous_uses(ctx):
+        tested = ctx.code(test.args[0].value)
+        yield (
+            use,
+            f"`{ctx.code(test)}` is never true: `{tested}` is a DataLoader, not a dataset, so this branch also "
+            f"runs for a loader over an IterableDataset without `__len__`, where this raises `TypeError: object "
+            f"... has no len()` (test `{tested}.dataset`)",
+        )
+    for use, (owner, _loader) in class_probed_uses(ctx):
+        is_len = isinstance(use, cst.Call) and ctx.call_name(use) == "builtins.len"
+        expr = use.args[0].value if is_len else use
+        yield (
+            use,
+            f"{'`len()` of' if is_len else 'testing the truth of'} `{ctx.code(expr)}`: `{owner}` itself probes "
+            f"`self.{expr.attr.value}` for a length (it may have none: a loader over an IterableDataset without "
+            "`__len__`), but this asks unguarded and raises `TypeError: object ... has no len()` then",
+        )
+    for use, probe, _loader in probed_length_uses(ctx):
+        is_len = isinstance(use, cst.Call) and ctx.call_name(use) == "builtins.len"
+        what = "`len()` of" if is_len else "testing the truth of"
+        yield (
+            use,
+            f"{what} `{ctx.code(use.args[0].value if is_len else use)}` runs before line "
+            f"{ctx.line(probe)} probes it for a length (`{ctx.code(probe)}`): when it has none (a loader over an "
+            "IterableDataset without `__len__`), this raises `TypeError: object ... has no len()` first",
+        )
+    for call in ctx.calls_to("builtins.len"):
+        if len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star:
+            continue
+        found = iterable_class_of(ctx, call.args[0].value)
+        if found is None:
+            continue
+        class_name, through_loader = found
+        if len_guarded(ctx, call):
+            continue
+        error = f"`TypeError: object of type '{class_name.rsplit('.', 1)[-1]}' has no len()`"
+        if through_loader:
+            message = (
+                f"`len()` of a DataLoader over the IterableDataset `{class_name}` asks the dataset, which "
+                f"defines no `__len__`: it raises {error}"
+            )
+        else:
+            message = f"`{class_name}` is an IterableDataset that defines no `__len__`: `len()` raises {error}"
+        yield call, message
+    for tested in truth_tested(ctx):
+        found = iterable_class_of(ctx, tested)
+        if found is None or not found[1] or len_guarded(ctx, tested):
+            continue
+        error = f"`TypeError: object of type '{found[0].rsplit('.', 1)[-1]}' has no len()`"
+        yield (
+            tested,
+            f"testing the truth of a DataLoader over the IterableDataset `{found[0]}` calls `DataLoader.__len__`, "
+            f"which asks the dataset; it defines no `__len__`, so this raises {error} (test `is not None` instead)",
+        )

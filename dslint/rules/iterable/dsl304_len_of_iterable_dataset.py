@@ -3,16 +3,8 @@ whose class defines no ``__len__`` raises ``TypeError``."""
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
-
-import libcst as cst
-
 from dslint.rules.base import ERROR, Rule, Symptom
-from dslint.rules.iterable._common import is_datapipe_or_chain, len_guarded, method_loader, truth_tested
-from dslint.semantics.bindings import class_ref
-from dslint.semantics.calls import DATALOADER, BoundCall
-from dslint.semantics.libraries import hf_iterable
-from dslint.semantics.project import ITERABLE
+from dslint.rules.iterable._common import len_findings
 
 
 class LenOfIterableDataset(Rule):
@@ -34,6 +26,25 @@ class LenOfIterableDataset(Rule):
     since `bool()` calls `DataLoader.__len__`. A `streaming` value that is not
     certainly `True` (an unresolved parameter, an option that may be false)
     stays silent.
+
+    Also flagged, for values whose class cannot be seen (framework code that
+    receives its users' loaders): `len(x)`, or a truth test of a loader `x`,
+    that runs *before* the same function probes `x` for a length on the same
+    path: `hasattr(x, "__len__")`, `isinstance(x, Sized)`, `len(x)` under
+    `except TypeError`, `isinstance(x.dataset, IterableDataset)`, or a call of a
+    function (of the project) that probes its parameter so. The function says
+    `x` may have no length; the earlier call raises first. A loop variable
+    stands for its collection (`[... for dl in loaders if dl]`, then `for dl in
+    loaders: if not has_len(dl)`). And `len(obj.x)` where `obj` is a parameter
+    annotated with a project class whose own methods (or its bases') probe
+    `self.x` so, in a function that does not probe it itself. A truth test
+    counts only when the probe shows a loader (a parameter annotated
+    `DataLoader`, or `x.dataset`): an object without `__len__` is simply true.
+    Uses after the probe, in the other branch of its `if`, or under its test
+    are not judged (a flag set from the probe may guard them); a value nothing
+    probes stays silent, whatever its name. Also `len(x)` in the false branch
+    of `if isinstance(x, IterableDataset):` when `x` is a DataLoader (a
+    parameter or class attribute annotated so, or built here): it never is one.
 
     Not reported: classes with a base outside the project that may define
     `__len__`, DataPipes, and calls guarded by `try: ... except TypeError` or a
@@ -100,7 +111,8 @@ class LenOfIterableDataset(Rule):
             def __iter__(self):
                 yield 1
 
-        def steps(ds):
+        def steps(ds, loader: DataLoader):
+            k = 0 if isinstance(ds, IterableDataset) else len(ds)  # a dataset: the test can hold
             return len(ds)  # unknown argument
 
         loader = DataLoader(Stream())
@@ -149,6 +161,37 @@ class LenOfIterableDataset(Rule):
             if loader is not None:
                 return len(table)
         """,
+        {
+            "probes.py": """
+            def sized(obj):
+                try:
+                    return len(obj) >= 0
+                except TypeError:
+                    return False
+            """,
+            "trainer.py": """
+            from probes import sized
+
+            def count(loaders, flag):
+                total = 0 if all(sized(dl) for dl in loaders) else None
+                if total is not None:
+                    total = sum(len(dl) for dl in loaders)  # after the probe: a flag guards it
+                for dl in loaders:
+                    if dl:  # nothing shows a loader: an object without __len__ is true
+                        pass
+                if flag:
+                    return len(loaders)  # this path never reaches the probe
+                n = len(loaders) if isinstance(loaders, list) else 0  # narrowed: a list
+                return n, sized(loaders)
+
+            class Loop:
+                def setup(self):
+                    self.total = sized(self.loader)
+
+            def report(loop: Loop):
+                return len(loop.loader) if sized(loop.loader) else bool(loop.loader)  # guarded; not a loader
+            """,
+        },
     )
     invalid = (
         """
@@ -213,71 +256,38 @@ class LenOfIterableDataset(Rule):
                     return 0
                 return 10 * len(self.train_dataloader())  # expect: DSL304
         """,
+        """
+        from typing import List
+        from torch.utils.data import DataLoader, IterableDataset
+
+        def has_len(loader: DataLoader) -> bool:
+            try:
+                return len(loader) > 0
+            except TypeError:
+                return False
+
+        def reset(self, loaders: List[DataLoader], limit):
+            loaders = [wrap(dl) for dl in loaders if dl]  # expect: DSL304
+            steps = limit * len(self.train_loader)  # expect: DSL304
+            if not hasattr(self.train_loader.dataset, "__len__"):
+                steps = limit
+            for dl in loaders:
+                if not has_len(dl):
+                    return float("inf"), steps
+            return sum(len(dl) for dl in loaders), steps
+
+        class Fitter:
+            def setup(self):
+                self.steps = len(self.loader) if has_len(self.loader) else None
+
+        def on_epoch(fitter: "Fitter"):
+            return len(fitter.loader)  # expect: DSL304
+
+        def batches(loader: DataLoader):
+            return 0 if isinstance(loader, IterableDataset) else len(loader)  # expect: DSL304
+        """,
     )
 
     def check(self, ctx):
-        for call in ctx.calls_to("builtins.len"):
-            if len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star:
-                continue
-            found = self._iterable_class(ctx, call.args[0].value)
-            if found is None:
-                continue
-            class_name, through_loader = found
-            if len_guarded(ctx, call):
-                continue
-            error = f"`TypeError: object of type '{class_name.rsplit('.', 1)[-1]}' has no len()`"
-            if through_loader:
-                message = (
-                    f"`len()` of a DataLoader over the IterableDataset `{class_name}` asks the dataset, which "
-                    f"defines no `__len__`: it raises {error}"
-                )
-            else:
-                message = f"`{class_name}` is an IterableDataset that defines no `__len__`: `len()` raises {error}"
-            yield self.report(call, message)
-        for tested in truth_tested(ctx):
-            found = self._iterable_class(ctx, tested)
-            if found is None or not found[1] or len_guarded(ctx, tested):
-                continue
-            error = f"`TypeError: object of type '{found[0].rsplit('.', 1)[-1]}' has no len()`"
-            yield self.report(
-                tested,
-                f"testing the truth of a DataLoader over the IterableDataset `{found[0]}` calls `DataLoader.__len__`, "
-                f"which asks the dataset; it defines no `__len__`, so this raises {error} (test `is not None` instead)",
-            )
-
-    @staticmethod
-    def _iterable_class(ctx, expr, depth: int = 0) -> Optional[Tuple[str, bool]]:
-        through_loader = False
-        value = expr
-        if isinstance(value, cst.Name):
-            assigned = ctx.single_assignment(value)
-            if isinstance(assigned, cst.Call) and (ctx.is_dataloader_call(assigned) or method_loader(ctx, assigned)):
-                value = assigned
-        returned = method_loader(ctx, value) if depth == 0 else None
-        if returned is not None:
-            # self.train_dataloader(): a method of the class that returns one DataLoader
-            found = LenOfIterableDataset._iterable_class(ctx, returned, depth + 1)
-            return (found[0], True) if found else None
-        if isinstance(value, cst.Call) and ctx.is_dataloader_call(value):
-            bound = BoundCall(value, DATALOADER)
-            value = bound.expr("dataset")
-            through_loader = True
-            if value is None:
-                return None
-        if hf_iterable(ctx, value):
-            return "datasets.IterableDataset", through_loader  # Hugging Face's streaming dataset
-        ref = class_ref(ctx.tree, ctx.names, value)
-        if ref is None:
-            return None
-        if ref[0] == "local":
-            qualified = f"{ctx.names.modname}.{ctx.qualname_of_def(ref[1])}"
-            name = ref[1].name.value
-        else:
-            qualified = ref[1]
-            name = qualified.rsplit(".", 1)[-1]
-        answer = ctx.view.class_method(qualified, "__len__")
-        if not answer or answer.get("kind") != ITERABLE or answer.get("defined") is not False:
-            return None
-        if ref[0] == "local" and is_datapipe_or_chain(ctx, ref[1]):
-            return None
-        return name, through_loader
+        for node, message in len_findings(ctx):
+            yield self.report(node, message)

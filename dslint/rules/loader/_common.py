@@ -478,3 +478,18 @@ def set_epoch_message(loader, sampler) -> str:
     subject = "this loader's `DistributedSampler` (one per branch)" if sampler is loader.call else "this `DistributedSampler`"
     return (f"{subject} is never given the epoch (no `set_epoch` call): it shuffles with `seed + epoch` and the "
             "epoch stays 0, so every epoch visits the samples in the identical order")
+
+
+def certain_option(ctx, bound, text: str) -> bool:
+    """The option ``_option`` found is set on every path: ``shuffle`` a literal true value, a
+    ``sampler``/``batch_sampler`` a construction (or a name bound once to one), not a value that
+    may be ``None``."""
+    if text.startswith("shuffle"):
+        value = ctx.value(bound, "shuffle")
+        return value is not UNKNOWN and bool(value)
+    name = text.split()[0]
+    arg = bound.arg(name)
+    value = arg.value if arg is not None else None
+    if isinstance(value, cst.Name):
+        value = ctx.single_assignment(value)
+    return isinstance(value, cst.Call)

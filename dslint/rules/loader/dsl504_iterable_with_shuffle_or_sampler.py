@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dslint.rules.base import Rule, Symptom
-from dslint.rules.loader._common import iterable_dataset, loader_calls, not_none, where
+from dslint.rules.loader._common import certain_option, iterable_dataset, loader_calls, not_none, where
 from dslint.semantics.calls import UNKNOWN
-from dslint.semantics.iterable_evidence import annotated_iterable
+from dslint.semantics.iterable_evidence import (
+    annotated_iterable, caller_tested_iterable, datapipe_dataset, other_iterable, tested_iterable,
+)
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.values import possible
 
@@ -17,8 +19,9 @@ class IterableWithShuffleOrSampler(Rule):
     it, however imported, or a library's iterable dataset: a Hugging Face
     `datasets.IterableDataset` from `load_dataset(..., streaming=True)` or
     `.to_iterable_dataset()`, a webdataset `WebDataset` pipeline, a torchdata
-    `IterDataPipe`) given `shuffle` (anything but `False`/`None`), a
-    `sampler` or a `batch_sampler`.
+    `IterDataPipe`, or a project class deriving from one) given `shuffle`
+    (anything but `False`/`None`), a `sampler` or a `batch_sampler`. For a
+    DataPipe only a sampler counts: torch applies `shuffle` to its graph.
 
     The dataset is the value that reaches the call (an assignment in another
     branch does not count), and it must be iterable on every path. A
@@ -34,6 +37,15 @@ class IterableWithShuffleOrSampler(Rule):
     `isinstance` test may choose the options), and for an unannotated
     parameter, a plain `Dataset` annotation or a docstring: nothing shows that
     the dataset can be iterable.
+
+    A dataset the code itself tests with `if isinstance(x, IterableDataset):`
+    counts too (the same name in the function, the same `self.x` in any method
+    of the class, or the argument a caller in the file tests and passes to the
+    parameter `x`), for a literal true `shuffle` or a sampler object, on a path
+    the test does not narrow (its positive branch; after it when no branch of
+    it ends in `return`/`raise`/...). Silent when the test's result is kept in
+    a flag or combined, when a positive branch rebinds the value or raises,
+    and for a name bound more than once.
 
     ## Why is this bad?
     An iterable dataset decides its own order; there are no indices to sample.
@@ -111,6 +123,38 @@ class IterableWithShuffleOrSampler(Rule):
         def plain(ds: Dataset, parts: "list[IterableDataset]"):  # nothing says `ds` can be iterable
             return DataLoader(ds, shuffle=True)
         """,
+        """
+        from torch.utils.data import DataLoader, IterableDataset
+
+        def make(ds, batch_size):
+            if isinstance(ds, IterableDataset):
+                return DataLoader(ds, batch_size=batch_size)  # the paths part here
+            return DataLoader(ds, batch_size=batch_size, shuffle=True), build(ds)
+
+        def build(ds):
+            return DataLoader(ds, shuffle=True)  # its caller parts the paths
+
+        def other(ds, shuffle):
+            if isinstance(ds, IterableDataset):
+                print("streaming")
+                loader = DataLoader(ds, shuffle=shuffle)  # only possibly set
+            else:
+                loader = DataLoader(ds, shuffle=True)  # the negative branch
+            return loader
+
+        def flagged(ds):
+            streaming = isinstance(ds, IterableDataset)  # a flag may choose the path
+            if streaming:
+                return None
+            return DataLoader(ds, shuffle=True)
+        class Data:
+            def setup(self):
+                if isinstance(self.train, IterableDataset):
+                    raise ValueError("streams are not supported")
+
+            def train_dataloader(self):
+                return DataLoader(self.train, shuffle=True)  # the code rejects streams
+        """,
     )
     invalid = (
         """
@@ -163,13 +207,20 @@ class IterableWithShuffleOrSampler(Rule):
         """,
         """
         import webdataset as wds
-        from datasets import load_dataset
-        from torch.utils.data import DataLoader
+        from datasets import IterableDataset as Streamed, load_dataset
+        from torch.utils.data import DataLoader, RandomSampler
+        from torchdata.datapipes.iter import IterableWrapper
 
         shards = wds.WebDataset(urls).shuffle(1000).decode("pil")
         a = DataLoader(shards, batch_size=16, shuffle=True)  # expect: DSL504
         stream = load_dataset("c4", "en", split="train", streaming=True)
         b = DataLoader(stream.map(tokenize), sampler=sampler)  # expect: DSL504
+        c = DataLoader(IterableWrapper(urls), shuffle=True), DataLoader(IterableWrapper(urls), sampler=RandomSampler(urls))  # expect: DSL504
+        d = DataLoader(Streamed.from_generator(gen), shuffle=True)  # expect: DSL504
+
+        class Shards(wds.DataPipeline):
+            pass
+        e = DataLoader(Shards(urls), shuffle=True)  # expect: DSL504
         """,
         """
         from typing import Optional, Union
@@ -178,19 +229,45 @@ class IterableWithShuffleOrSampler(Rule):
         def loaders(train: Optional[Union[Dataset, IterableDataset]], batch_size: int = 8):
             return DataLoader(train, batch_size=batch_size, shuffle=True)  # expect: DSL504
         """,
+        """
+        from torch.utils.data import DataLoader, IterableDataset, RandomSampler
+
+        def make(ds, batch_size):
+            if isinstance(ds, IterableDataset):
+                print("streaming")
+            return DataLoader(ds, batch_size=batch_size, shuffle=True), build(ds)  # expect: DSL504
+
+        def build(data):
+            return DataLoader(data, sampler=RandomSampler(data))  # expect: DSL504
+
+        class Data:
+            def setup(self):
+                if isinstance(self.train, IterableDataset):
+                    self.steps = None
+
+            def train_dataloader(self):
+                return DataLoader(self.train, sampler=RandomSampler(self.train))  # expect: DSL504
+        """,
     )
 
     def check(self, ctx):
         for bound in loader_calls(ctx):
-            dataset = iterable_dataset(ctx, bound)
+            dataset = iterable_dataset(ctx, bound) or other_iterable(ctx, loader_loops(ctx), bound.expr("dataset"))
             annotated = None if dataset is not None else annotated_iterable(ctx, loader_loops(ctx), bound.expr("dataset"))
+            tested = None
             if dataset is None and annotated is None:
-                continue
-            option = self._option(ctx, bound)
-            if option is None:
+                tested = tested_iterable(ctx, loader_loops(ctx), bound.call, bound.expr("dataset")) \
+                    or caller_tested_iterable(ctx, loader_loops(ctx), bound.call, bound.expr("dataset"))
+                if tested is None:
+                    continue
+            option = self._option(ctx, bound, not (dataset and datapipe_dataset(ctx, loader_loops(ctx), bound)))
+            if option is None or tested is not None and (option[1] or not certain_option(ctx, bound, option[0])):
                 continue
             text, when = option
-            if annotated is not None:
+            if tested is not None:
+                passed = f" and passes it to this function on line {tested[2]}" if len(tested) > 2 else ""
+                what = f"line {tested[1]} tests whether the dataset `{tested[0]}` is an IterableDataset{passed}; if so, it"
+            elif annotated is not None:
                 name, annotation, only = annotated
                 what = (f"the dataset `{name}` is annotated `{annotation}`: "
                         + ("it is an IterableDataset and" if only else "when the caller passes an IterableDataset, it"))
@@ -205,13 +282,13 @@ class IterableWithShuffleOrSampler(Rule):
             )
 
     @staticmethod
-    def _option(ctx, bound):
+    def _option(ctx, bound, shuffles: bool = True):
         """(what torch names, when) for the first option set: a literal, or a value that can be
         set on some path (values.py); ``when`` is empty for a literal."""
-        shuffle = ctx.value(bound, "shuffle")
+        shuffle = ctx.value(bound, "shuffle") if shuffles else None
         if bound.passed("shuffle") and shuffle is not UNKNOWN and shuffle not in (False, None):
             return f"shuffle option, but got shuffle={shuffle}", ""
-        if bound.passed("shuffle") and shuffle is UNKNOWN:
+        if shuffles and bound.passed("shuffle") and shuffle is UNKNOWN:
             expr = bound.expr("shuffle")
             value = possible(ctx, expr).can_be(lambda v: v not in (False, None))
             if value is not None:

@@ -1,0 +1,119 @@
+"""Where code takes the length of a value: every ``len(x)`` and truth test (``bool()`` of an
+object with ``__len__`` calls it), whether a guard covers it (``try: ... except TypeError``, a
+``hasattr(x, "__len__")``/``Sized`` test), and which of them ``length_probes`` judges: a use
+before the function's own probe of the value, a use of an attribute its class probes."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from dslint.semantics.classes import find_method
+from dslint.semantics.length_probes import early_uses, outside_uses, vacuous_tests
+from dslint.semantics.loops import loader_loops
+from dslint.semantics.names import dotted_parts
+from dslint.semantics.regions import self_attr, self_name
+from dslint.semantics.walk import iter_subtree
+
+
+def len_guarded(ctx, call: cst.Call) -> bool:
+    """Inside ``try: ... except TypeError`` or a ``hasattr(x, "__len__")``/``Sized`` test."""
+    for ancestor in ctx.ancestors(call):
+        if isinstance(ancestor, cst.Try):
+            for handler in ancestor.handlers:
+                if handler.type is None:
+                    return True
+                names = {".".join(p) for p in [dotted_parts(n) for n in iter_subtree(handler.type)] if p}
+                if names & {"TypeError", "Exception", "BaseException", "builtins.TypeError"}:
+                    return True
+        if isinstance(ancestor, (cst.If, cst.IfExp, cst.While)):
+            text = ctx.code(ancestor.test)
+            if "__len__" in text or "Sized" in text:
+                return True
+        if isinstance(ancestor, cst.BooleanOperation):
+            text = ctx.code(ancestor.left)
+            if "__len__" in text or "Sized" in text:
+                return True
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+            break
+    return False
+
+
+def truth_tested(ctx):
+    """Expressions Python tests for truth (``if x``, ``not x``, ``x or y``, ``bool(x)``,
+    comprehension conditions): ``bool()`` of an object with ``__len__`` calls it."""
+    for kind in (cst.If, cst.While, cst.IfExp, cst.CompIf, cst.Assert):
+        for node in ctx.nodes(kind):
+            yield node.test
+    for node in ctx.nodes(cst.UnaryOperation):
+        if isinstance(node.operator, cst.Not):
+            yield node.expression
+    for node in ctx.nodes(cst.BooleanOperation):
+        yield node.left
+    for call in ctx.calls_to("builtins.bool"):
+        if len(call.args) == 1 and call.args[0].keyword is None and not call.args[0].star:
+            yield call.args[0].value
+
+
+def method_loader(ctx, expr) -> Optional[cst.BaseExpression]:
+    """For ``self.m()`` with no arguments, the one DataLoader construction that method of
+    the enclosing class returns (every ``return`` of it), else None."""
+    if not (isinstance(expr, cst.Call) and not expr.args and isinstance(expr.func, cst.Attribute)):
+        return None
+    func = ctx.enclosing_function(expr)
+    cls = ctx.method_class(func) if func is not None else None
+    if cls is None or self_attr(expr.func, self_name(func)) is None:
+        return None
+    method = find_method(ctx, cls, expr.func.attr.value)
+    if method is None or method is func:
+        return None
+    values = [n.value for n in iter_subtree(method.body, into_scopes=False) if isinstance(n, cst.Return)]
+    if len(values) != 1 or values[0] is None:
+        return None
+    value = values[0]
+    if isinstance(value, cst.Name) and ctx.enclosing_function(value) is method:
+        value = ctx.single_assignment(value)
+    return value if isinstance(value, cst.Call) and ctx.is_dataloader_call(value) else None
+
+
+def length_uses(ctx):
+    """{function: [(use, the expression whose length it takes, a truth test)]}: every unguarded
+    ``len(x)`` and truth test of the file."""
+    def compute():
+        by_function = {}
+        for call in ctx.calls_to("builtins.len"):
+            if len(call.args) == 1 and call.args[0].keyword is None and not call.args[0].star \
+                    and not len_guarded(ctx, call):
+                by_function.setdefault(ctx.enclosing_function(call, through_lambdas=False), []).append(
+                    (call, call.args[0].value, False))
+        for tested in truth_tested(ctx):
+            if not len_guarded(ctx, tested):
+                by_function.setdefault(ctx.enclosing_function(tested, through_lambdas=False), []).append(
+                    (tested, tested, True))
+        by_function.pop(None, None)
+        return by_function
+    return ctx.memo("length_uses", compute)
+
+
+def probed_length_uses(ctx):
+    """(use, probe, loader) for each ``len(x)`` or truth test of ``x`` that runs before the
+    same function probes ``x`` for a length (``semantics/length_probes.py``)."""
+    for func, uses in length_uses(ctx).items():
+        yield from early_uses(ctx, func, uses)
+
+
+def class_probed_uses(ctx):
+    """(use, [class, loader]) for each ``len(obj.x)`` or truth test of it where ``obj`` is
+    annotated with a project class whose own code probes ``self.x`` for a length."""
+    index = loader_loops(ctx)
+    for func, uses in length_uses(ctx).items():
+        yield from outside_uses(ctx, index, func, uses)
+
+
+def vacuous_uses(ctx):
+    """(use, test) for each ``len(loader)`` or truth test in the false branch of
+    ``if isinstance(loader, IterableDataset):`` where ``loader`` is a DataLoader."""
+    index = loader_loops(ctx)
+    for func, uses in length_uses(ctx).items():
+        yield from vacuous_tests(ctx, index, func, uses)
