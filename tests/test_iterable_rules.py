@@ -933,3 +933,35 @@ def test_iterators_passed_in_only_by_tests_and_heirs_only_in_tests_are_left_alon
     assert [d for d in _findings(tmp_path, "DSL303") if d.path.endswith("lines.py")] == []
     (tmp_path / "pkg/use.py").write_text("from pkg.stream import Stream\n\nds = Stream(iter(['a', 'b']))\n")
     assert [(d.path.rsplit("/", 1)[-1], d.row) for d in _findings(tmp_path, "DSL302")] == [("stream.py", 6)]
+
+
+def test_dsl303_a_stage_applied_to_a_wrapped_stream_is_judged_by_that_stream(tmp_path):
+    """``return self.fn(iter(self.source))``: the stage only transforms what the wrapped
+    stream yields, so the wrapped stream decides the sharding (silent); a stage applied to
+    the class's own list replays that list in every worker (reported)."""
+    write_files(
+        tmp_path,
+        {
+            "stages.py": """
+            from torch.utils.data import IterableDataset
+
+            class Stage(IterableDataset):
+                def __init__(self, source, fn):
+                    self.source = source
+                    self.fn = fn
+
+                def __iter__(self):
+                    return self.fn(iter(self.source))
+
+            class Lines(IterableDataset):
+                def __init__(self, lines, fn):
+                    self.lines = lines
+                    self.fn = fn
+
+                def __iter__(self):
+                    return self.fn(iter(self.lines))
+            """,
+        },
+    )
+    found = [(d.path.rsplit("/", 1)[-1], d.start[0]) for d in _findings(tmp_path, "DSL303")]
+    assert found == [("stages.py", 16)]

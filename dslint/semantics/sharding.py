@@ -150,6 +150,10 @@ def _source_kind(ctx, cls, func: cst.FunctionDef, expr: cst.CSTNode, depth: int 
         return None
     if isinstance(expr, cst.Call) and called_method(ctx, cls, expr, selfp) is not None:
         return None  # a method of the class: its own loops are judged
+    if isinstance(expr, cst.Call) and depth < 3 and any(
+        _source_kind(ctx, cls, func, arg.value, depth + 1) == UNKNOWN_SOURCE for arg in expr.args
+    ):
+        return UNKNOWN_SOURCE  # a stage applied to a wrapped stream (`self.f(iter(self.source))`): the source decides
     node = expr
     while isinstance(node, (cst.Call, cst.Attribute, cst.Subscript)):
         attr = self_attr(node, selfp)

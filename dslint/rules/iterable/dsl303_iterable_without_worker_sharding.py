@@ -21,34 +21,34 @@ class IterableWithoutWorkerSharding(Rule):
     of the project (`class TorchLines(Lines, IterableDataset)`, in any file) is judged, and reported,
     where it is defined.
 
-    Reading the worker info does not count as sharding when all the iteration
-    does with it is seed a random generator (`np.random.seed(info.seed)`,
-    `default_rng(info.id)`), log it or test it for None: every worker then still
-    replays the whole stream, in its own random order.
+    Reading the worker info does not count as sharding when all the iteration does with it is seed a
+    random generator (`np.random.seed(info.seed)`, `default_rng(info.id)`), log it or test it for None:
+    every worker then still replays the whole stream, in its own random order.
 
     It reports at warning level, and at error level when a DataLoader over the class is built with a
-    literal `num_workers` greater than 1. It is silent when every DataLoader known to be built over the
-    class has a literal `num_workers` of 0 or 1, and for streams it cannot judge: DataPipes and
-    `ChainDataset` subclasses, wrappers that iterate another dataset or reader (an attribute named or
-    annotated like a dataset, reader or stream, or built from a dataset class), streams built from
-    libraries that shard for you (webdataset, Hugging Face `datasets`, torchdata, MosaicML streaming,
-    litdata, lhotse), classes whose instances this file hands to a webdataset pipeline
-    (`wds.DataPipeline(Shards(urls), wds.split_by_worker, ...)`, also through a list of stages), whose
-    stages decide the sharding, a DataLoader of this file over the class whose `worker_init_fn` is a
-    bound method, lambda or other callable that cannot be followed, `__iter__` calling methods the
-    project does not define, random or endless generators (`while True: yield torch.randn(...)`) and
-    bare counters (`return iter(range(n))`) that have no data to duplicate, and test code (a `tests/`
-    directory, `test_*.py`), whose fixtures replay fixed streams on purpose.
+    literal `num_workers` greater than 1.
+
+    ## When it does not fire
+    - Every DataLoader known to be built over the class has a literal `num_workers` of 0 or 1.
+    - Wrappers that iterate another dataset or reader (an attribute named or annotated like a dataset,
+      reader or stream, or built from a dataset class), also through a stage applied to it
+      (`self.fn(iter(self.source))`); DataPipes and `ChainDataset` subclasses.
+    - Streams from libraries that shard for you (webdataset, Hugging Face `datasets`, torchdata,
+      MosaicML streaming, litdata, lhotse), and classes this file hands to a webdataset pipeline
+      (`wds.DataPipeline(Shards(urls), wds.split_by_worker, ...)`, also through a list of stages).
+    - A `worker_init_fn` that cannot be followed (a bound method, a lambda), and an `__iter__` calling
+      methods the project does not define.
+    - Random or endless generators (`while True: yield torch.randn(...)`) and bare counters (`return
+      iter(range(n))`): no data to duplicate. Test code (`tests/`, `test_*.py`) replays fixed streams on
+      purpose.
 
     ## Why is this bad?
     Every DataLoader worker gets a copy of the dataset and calls `iter()` on it.
-    Without sharding, each worker replays the whole stream. Measured on torch
-    2.13: with 2 workers an epoch of 100 samples delivered 200 items (100
-    unique), with 4 workers 400. Training silently sees every sample N times per
-    epoch, and validation metrics are computed over duplicates. torch's own
-    warning (`Length of IterableDataset ... was reported to be ...`) fires only
-    for datasets with `__len__` and misses it entirely when `batch_size > 1`,
-    because it compares batches with samples.
+    Without sharding, each worker replays the whole stream. Measured on torch 2.13: with 2 workers an
+    epoch of 100 samples delivered 200 items (100 unique), with 4 workers 400. Training silently sees
+    every sample N times per epoch, and validation metrics are computed over duplicates. torch's own
+    warning (`Length of IterableDataset ... was reported to be ...`) fires only for datasets with
+    `__len__` and misses it entirely when `batch_size > 1`, because it compares batches with samples.
 
     ## Example
     ```python
