@@ -18,13 +18,14 @@ class IterReturnsSelf(Rule):
     and can raise `StopIteration`, when nothing resets that state for the next
     `iter()` call.
 
-    Not reported: an `__iter__` that resets everything `__next__` advances before
-    returning `self`, a `__next__` that resets its state right before raising
+    ## When it does not fire
+    An `__iter__` that resets everything `__next__` advances before returning
+    `self`, a `__next__` that resets its state right before raising
     `StopIteration`, state that another method of the class reassigns (a `reset()`
     the caller may use), endless streams (a `__next__` that never stops), and
-    classes whose `__next__` is not in the checked file. DataPipes and test
-    code (a `tests/` directory, `test_*.py`), whose fixture streams are built
-    and drained once per test, are left alone.
+    classes whose `__next__` is not in the checked file. DataPipes and test code
+    (a `tests/` directory, `test_*.py`), whose fixture streams are built and
+    drained once per test, are left alone.
 
     ## Why is this bad?
     The DataLoader calls `iter(dataset)` at the start of every epoch. When that

@@ -32,10 +32,11 @@ class IteratorStateInInit(Rule):
     wrapper falls back to the generator itself), or any other iterator when `deepcopy` is certainly
     false (every value seen is `False`; an unresolved one stays silent).
 
-    Not reported: an attribute that `__iter__` or any other method reassigns (or rewinds with `seek`) -
-    it is renewed for the next epoch; endless iterators (`itertools.count`/`cycle`/`repeat`); a reader
-    over a handle that a `with` block closed in `__init__`. A handle that is only read or seeked (not
-    iterated) is DSL401's.
+    ## When it does not fire
+    An attribute that `__iter__` or any other method reassigns (or rewinds with `seek`) - it is renewed
+    for the next epoch; endless iterators (`itertools.count`/`cycle`/`repeat`); a reader over a handle
+    that a `with` block closed in `__init__`. A handle that is only read or seeked (not iterated) is
+    DSL401's.
 
     ## Why is this bad?
     An iterator can be iterated once. The first epoch drains it; every later epoch gets an exhausted

@@ -46,8 +46,9 @@ class LenOfIterableDataset(Rule):
     of `if isinstance(x, IterableDataset):` when `x` is a DataLoader (a
     parameter or class attribute annotated so, or built here): it never is one.
 
-    Not reported: classes with a base outside the project that may define
-    `__len__`, DataPipes, and calls guarded by `try: ... except TypeError` or a
+    ## When it does not fire
+    Classes with a base outside the project that may define `__len__`,
+    DataPipes, and calls guarded by `try: ... except TypeError` or a
     `hasattr(x, "__len__")` / `isinstance(x, Sized)` test.
 
     ## Why is this bad?

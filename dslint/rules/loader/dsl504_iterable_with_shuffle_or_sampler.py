@@ -15,37 +15,37 @@ from dslint.semantics.values import possible
 class IterableWithShuffleOrSampler(Rule):
     """
     ## What it does
-    Flags a `DataLoader` over an `IterableDataset` (a project class deriving from
-    it, however imported, or a library's iterable dataset: a Hugging Face
-    `datasets.IterableDataset` from `load_dataset(..., streaming=True)` or
-    `.to_iterable_dataset()`, a webdataset `WebDataset` pipeline, a torchdata
-    `IterDataPipe`, or a project class deriving from one) given `shuffle`
-    (anything but `False`/`None`), a `sampler` or a `batch_sampler`. For a
-    DataPipe only a sampler counts: torch applies `shuffle` to its graph.
+    Flags a `DataLoader` over an `IterableDataset` (a project class deriving from it, however
+    imported, or a library's iterable dataset: a Hugging Face `datasets.IterableDataset` from
+    `load_dataset(..., streaming=True)` or `.to_iterable_dataset()`, a webdataset `WebDataset`
+    pipeline, a torchdata `IterDataPipe`, or a project class deriving from one) given `shuffle`
+    (anything but `False`/`None`), a `sampler` or a `batch_sampler`. For a DataPipe only a
+    sampler counts: torch applies `shuffle` to its graph.
 
-    The dataset is the value that reaches the call (an assignment in another
-    branch does not count), and it must be iterable on every path. A
-    `shuffle` that *can* be true counts: a conditional expression or an
-    assignment that gives `True` on some path (the message names the
-    condition); an unknown `shuffle` stays silent.
+    The dataset is the value that reaches the call (an assignment in another branch does not
+    count), and it must be iterable on every path. A `shuffle` that *can* be true counts: a
+    conditional expression or an assignment that gives `True` on some path (the message names
+    the condition).
 
-    A dataset the function receives counts when its parameter's annotation
-    allows an `IterableDataset` (`ds: IterableDataset`,
-    `Union[Dataset, IterableDataset]`, `Dataset | IterableDataset`): the
-    caller may pass one, and the loader then raises. It stays silent when the
-    function rebinds the parameter or names `IterableDataset` in its body (an
-    `isinstance` test may choose the options), and for an unannotated
-    parameter, a plain `Dataset` annotation or a docstring: nothing shows that
-    the dataset can be iterable.
+    A dataset the function receives counts when its parameter's annotation allows an
+    `IterableDataset` (`ds: IterableDataset`, `Union[Dataset, IterableDataset]`, `Dataset |
+    IterableDataset`): the caller may pass one, and the loader then raises.
 
-    A dataset the code itself tests with `if isinstance(x, IterableDataset):`
-    counts too (the same name in the function, the same `self.x` in any method
-    of the class, or the argument a caller in the file tests and passes to the
-    parameter `x`), for a literal true `shuffle` or a sampler object, on a path
-    the test does not narrow (its positive branch; after it when no branch of
-    it ends in `return`/`raise`/...). Silent when the test's result is kept in
-    a flag or combined, when a positive branch rebinds the value or raises,
-    and for a name bound more than once.
+    A dataset the code itself tests with `if isinstance(x, IterableDataset):` counts too (the
+    same name in the function, the same `self.x` in any method of the class, or the argument a
+    caller in the file tests and passes to the parameter `x`), for a literal true `shuffle` or a
+    sampler object, on a path the test does not narrow (its positive branch; after it when no
+    branch of it ends in `return`/`raise`/...).
+
+    ## When it does not fire
+    - An unknown `shuffle`; a dataset that may be map-style on some path.
+    - A parameter that is unannotated, annotated plain `Dataset`, or described
+      only in a docstring: nothing shows that the dataset can be iterable.
+    - A function that rebinds the parameter or names `IterableDataset` in its
+      body (an `isinstance` test may choose the options), unless the test is
+      the `if isinstance(x, IterableDataset):` form above; that form is silent
+      when the test's result is kept in a flag or combined, when a positive
+      branch rebinds the value or raises, and for a name bound more than once.
 
     ## Why is this bad?
     An iterable dataset decides its own order; there are no indices to sample.

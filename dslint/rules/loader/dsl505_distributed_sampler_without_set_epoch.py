@@ -28,12 +28,12 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     file calls on an object annotated with (or made by) its class or a base (`self.experiment:
     Experiment`) and re-iterates every epoch (an object of a class nothing states: silent).
 
-    Not flagged: a `shuffle` certainly false (`shuffle=False`; a value read from a configuration the
-    file cannot see counts: where it is true, the order repeats), a sampler or loader made anew on
-    every iteration of the outer loop (each is iterated once), evaluation loops (under `no_grad()`/
-    `inference_mode()`), loaders built in a Lightning `*_dataloader` hook or wrapped by a framework
-    (Lightning and Accelerate call `set_epoch` themselves), and loaders or samplers handed to a
-    function of another module inside the epoch loop (it may call `set_epoch`).
+    ## When it does not fire
+    A `shuffle` certainly false (`shuffle=False`; a value read from a configuration the file cannot see counts: where
+    it is true, the order repeats), a sampler or loader made anew on every iteration of the outer loop (each is
+    iterated once), evaluation loops (under `no_grad()`/ `inference_mode()`), loaders built in a Lightning
+    `*_dataloader` hook or wrapped by a framework (Lightning and Accelerate call `set_epoch` themselves), and loaders
+    or samplers handed to a function of another module inside the epoch loop (it may call `set_epoch`).
 
     ## Why is this bad?
     `DistributedSampler` shuffles with the seed `seed + epoch`, and its epoch only changes when

@@ -28,23 +28,22 @@ class SingleProcessLoading(Rule):
     (a `Dataset` subclass of the project, however imported, or a torchvision
     dataset), since only per-sample loading work is worth moving to workers.
 
-    Not flagged: evaluation and inference loaders (a `DistributedSampler`
-    with `shuffle=False` shards evaluation; a loader built in or returned by
-    `val_dataloader`, `test_dataloader` or `predict_dataloader` is one even
-    when it shuffles, so is a loader over a test split, built with
-    `train=False` or `split="test"`/`"val"`, and one this file only evaluates
-    (under `torch.no_grad()`/`inference_mode()` or after `model.eval()`) or
-    peeks at (`next(iter(loader))` outside any loop) and hands to no other
-    module); a non-literal `num_workers` or `**kwargs`; a dataset that cannot
-    be told statically; data already in memory (a `TensorDataset`, a tensor,
-    a `range` or list, a `Subset` of those, a project dataset class, in any
-    file, whose `__getitem__` makes no call at all), where indexing is cheaper
-    than sending batches between processes; `IterableDataset`s (adding workers
-    needs sharding first, see DSL303); loaders built inside dataset code (they
-    run in the outer loader's workers); test code (a `tests/` directory,
-    `test_*.py`, a `test_*` function), whose loaders are not training runs;
-    and loaders that already set a worker-only option (DSL503 reports those).
-    A `.backward()` under an `if` (a helper shared by training and validation) does not count.
+    ## When it does not fire
+    Evaluation and inference loaders (a `DistributedSampler` with `shuffle=False` shards
+    evaluation; a loader built in or returned by `val_dataloader`, `test_dataloader` or
+    `predict_dataloader` is one even when it shuffles, so is a loader over a test split, built
+    with `train=False` or `split="test"`/`"val"`, and one this file only evaluates (under
+    `torch.no_grad()`/`inference_mode()` or after `model.eval()`) or peeks at
+    (`next(iter(loader))` outside any loop) and hands to no other module); a non-literal
+    `num_workers` or `**kwargs`; a dataset that cannot be told statically; data already in
+    memory (a `TensorDataset`, a tensor, a `range` or list, a `Subset` of those, a project
+    dataset class, in any file, whose `__getitem__` makes no call at all), where indexing is
+    cheaper than sending batches between processes; `IterableDataset`s (adding workers needs
+    sharding first, see DSL303); loaders built inside dataset code (they run in the outer
+    loader's workers); test code (a `tests/` directory, `test_*.py`, a `test_*` function),
+    whose loaders are not training runs; and loaders that already set a worker-only option
+    (DSL503 reports those). A `.backward()` under an `if` (a helper shared by training and
+    validation) does not count.
 
     ## Why is this bad?
     With no workers the main process reads, decodes, augments and collates

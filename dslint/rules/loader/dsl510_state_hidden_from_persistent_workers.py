@@ -25,14 +25,14 @@ class StateHiddenFromPersistentWorkers(Rule):
     of a class defined elsewhere is not followed.
 
     A dataset's own `set_epoch` is flagged at its assignments to per-sample state when the project imports
-    accelerate's `Accelerator` and calls a `prepare` (its prepared loaders call `dataset.set_epoch(epoch)` every
-    epoch when the sampler has none) and a DataLoader over the class (or a project function's result whose every
-    `return` constructs it) has no `shuffle` or `sampler` and keeps its workers by default: `True`, or a config
-    lookup's default (`cfg.get(k, True)`), also as a `**dict` entry, set unconditionally or only when it has
-    workers.
+    accelerate's `Accelerator` and calls a `prepare` (its prepared loaders call `dataset.set_epoch(epoch)` every epoch
+    when the sampler has none) and a DataLoader over the class (or a project function's result whose every `return`
+    constructs it) has no `shuffle` or `sampler` and keeps its workers by default: `True`, or a config lookup's
+    default (`cfg.get(k, True)`), also as a `**dict` entry, set unconditionally or only when it has workers.
 
-    Not flagged: loaders without `persistent_workers=True` (each epoch starts new workers from the current dataset),
-    loaders created inside the epoch loop, and changes to other objects.
+    ## When it does not fire
+    Loaders without `persistent_workers=True` (each epoch starts new workers from the current dataset), loaders
+    created inside the epoch loop, and changes to other objects.
 
     ## Why is this bad?
     Each worker process holds its own copy of the dataset, made when the

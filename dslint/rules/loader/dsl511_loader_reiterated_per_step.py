@@ -41,11 +41,12 @@ class LoaderReiteratedPerStep(Rule):
     `iter(loader).__next__()` and `next(loader.__iter__())`; `for` and
     `while` loops both count.
 
-    Not flagged: a single-process, shuffled loader in a loop not sized by
-    the loader nor walking another one (each call draws a random batch, and
-    there are no workers to restart), a loader built anew in the same loop,
-    calls under a condition that depends on the step (`if step % 100 == 0:`,
-    a flag the loop sets, a test that calls a function).
+    ## When it does not fire
+    A single-process, shuffled loader in a loop not sized by the loader nor
+    walking another one (each call draws a random batch, and there are no
+    workers to restart), a loader built anew in the same loop, calls under a
+    condition that depends on the step (`if step % 100 == 0:`, a flag the
+    loop sets, a test that calls a function).
 
     ## Why is this bad?
     `iter(loader)` creates a new iterator each time: with workers it starts

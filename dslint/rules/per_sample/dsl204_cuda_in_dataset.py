@@ -29,15 +29,15 @@ class CudaInDataset(Rule):
     override runs as the collate, and so do the methods it calls on `self`
     (a base's wrapper calling the subclasses' `self.pack(...)`).
 
-    Not reported: `torch.cuda.is_available()`, `device_count()`,
-    `manual_seed*()` and the other queries that do not initialise CUDA; device
-    values nothing in the project shows (unknown is not wrong); a device that
-    can be CUDA handed on to `super().__init__` or a project class (where it
-    is used is reported); datasets or collate functions whose every
-    DataLoader has `num_workers=0`; test code (`tests/`, `test_*.py`), whose CUDA datasets are
-    there to exercise CUDA in workers (under `spawn`); and projects whose every
-    `multiprocessing.set_start_method` (torch's too) sets `spawn` or
-    `forkserver`: their workers are not forks (each pays for a CUDA context).
+    ## When it does not fire
+    `torch.cuda.is_available()`, `device_count()`, `manual_seed*()` and the other queries that
+    do not initialise CUDA; device values nothing in the project shows (unknown is not wrong);
+    a device that can be CUDA handed on to `super().__init__` or a project class (where it is
+    used is reported); datasets or collate functions whose every DataLoader has
+    `num_workers=0`; test code (`tests/`, `test_*.py`), whose CUDA datasets are there to
+    exercise CUDA in workers (under `spawn`); and projects whose every
+    `multiprocessing.set_start_method` (torch's too) sets `spawn` or `forkserver`: their
+    workers are not forks (each pays for a CUDA context).
 
     A model that a method of the dataset stores on such a device
     (`self.net = build().cuda()`), or that a construction hands to the
