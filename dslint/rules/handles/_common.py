@@ -450,3 +450,16 @@ def opener_text(ctx, call) -> str:
         return f"`{parts}()`"
     where = "" if helper[2] is None else " in a tuple"
     return f"`{parts}()` (which returns an open handle{where})"
+
+
+# (rule cases) a project base without a torch base that a torch wrapper indexes per sample
+WRAPPED_SOURCE = """
+import torch
+class SourceDataset:
+    def __len__(self): return len(self.files)
+    def __getitem__(self, i): raise NotImplementedError
+    def as_torch(self): return Wrap(self)
+class Wrap(torch.utils.data.Dataset):
+    def __init__(self, inner): self.inner = inner
+    def __getitem__(self, index): return self.inner[index]
+"""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dslint.rules.base import WARNING, Invalid, Rule, Symptom
-from dslint.rules.handles._common import KEPT, opener_text, unclosed_handles, with_fix
+from dslint.rules.handles._common import KEPT, WRAPPED_SOURCE, opener_text, unclosed_handles, with_fix
 
 
 class UnclosedFileOpen(Rule):
@@ -92,6 +92,12 @@ class UnclosedFileOpen(Rule):
     help = "Open the file in a `with` block so it is closed on every path"
 
     valid = (
+        # the wrapper reads its object by a fixed key, not by the sample index: not a dataset
+        {
+            "source.py": WRAPPED_SOURCE.replace("self.inner[index]", "self.inner[self.key]"),
+            "rasters.py": "import rasterio\nfrom source import SourceDataset\nclass Rasters(SourceDataset):\n"
+            "    def __getitem__(self, i):\n        return [rasterio.open(p).read() for p in self.files[i]]\n",
+        },
         # Python file objects dropped at once, or read once: DSL104's (opt-in)
         """
         import gzip
@@ -194,6 +200,12 @@ class UnclosedFileOpen(Rule):
         },
     )
     invalid = (
+        # a project base without a torch base that a torch wrapper indexes per sample (``Wrap(self)``)
+        {
+            "source.py": WRAPPED_SOURCE,
+            "rasters.py": "import rasterio\nfrom source import SourceDataset\nclass Rasters(SourceDataset):\n"
+            "    def __getitem__(self, i):\n        return [rasterio.open(p).read() for p in self.files[i]]  # expect: DSL102\n",
+        },
         # a function of another module that returns the handle it opens, kept on self per sample
         {
             "texts.py": """
