@@ -14,6 +14,7 @@ from dslint.semantics import lifetimes as lt
 from dslint.semantics.bindings import names_in_target
 from dslint.semantics.call_facts import in_per_example_function
 from dslint.semantics.handle_returns import helper_calls
+from dslint.semantics.memoised import memoised_call
 from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.walk import iter_subtree
 
@@ -32,7 +33,8 @@ def opened_handles(ctx, kinds, built=False):
     for call in ctx.nodes(cst.Call):
         helper = helpers.get(id(call))
         if helper is not None:
-            if helper[1] in kinds and wanted(call):
+            # a memoised helper's handle is the cache's, shared by every caller: not a new one
+            if helper[1] in kinds and wanted(call) and not memoised_call(ctx, call):
                 yield call, helper[1], lt.fate(ctx, call, helper[2])
             continue
         func = call.func
@@ -463,3 +465,5 @@ class Wrap(torch.utils.data.Dataset):
     def __init__(self, inner): self.inner = inner
     def __getitem__(self, index): return self.inner[index]
 """
+# (rule cases) a memoised opener (the cache owns its handle) and a plain one
+SHARDS = "import functools\nimport h5py\n@functools.lru_cache(maxsize=8)\ndef cached_shard(p):\n    return h5py.File(p)\ndef open_shard(p):\n    return h5py.File(p)\n"

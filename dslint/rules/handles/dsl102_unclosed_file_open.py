@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dslint.rules.base import WARNING, Invalid, Rule, Symptom
-from dslint.rules.handles._common import KEPT, WRAPPED_SOURCE, opener_text, unclosed_handles, with_fix
+from dslint.rules.handles._common import KEPT, SHARDS, WRAPPED_SOURCE, opener_text, unclosed_handles, with_fix
 
 
 class UnclosedFileOpen(Rule):
@@ -11,7 +11,10 @@ class UnclosedFileOpen(Rule):
     ## What it does
     Flags a file opened in per-sample dataset code (`__getitem__`, the yielding
     loop of `__iter__`, the functions they call) and never closed, when the
-    handle outlives what reference counting closes at once:
+    handle outlives what reference counting closes at once. A project class
+    without a torch base is a dataset when a torch dataset indexes it per sample
+    (`return self.inner[index]` of the object its `__init__` is given), as
+    when a `DataLoader` receives it:
 
     - a new handle kept on `self` on every sample (`self.f = open(p)`,
       `self.reader = csv.reader(open(p))`);
@@ -50,6 +53,9 @@ class UnclosedFileOpen(Rule):
       Source()`, or a `Source()` handed in where the file builds the dataset) is
       judged where it is called. A method on an object of unknown class (a
       parameter nothing in the file builds, two classes) is not followed.
+    - A function memoised with `functools.lru_cache`/`cache` (decorated, or
+      `lru_cache()(f)`): the cache owns the one handle it shares; closing it
+      would break the next caller.
     - One handle the class manages: closed somewhere (`__del__`, `close()`) or
       opened lazily once per worker (`if self.f is None: self.f = open(p)`).
     - `fsspec.open`: a lazy `OpenFile` that holds nothing until it is entered.
@@ -109,7 +115,6 @@ class UnclosedFileOpen(Rule):
             def __init__(self, index, cube):
                 self.files = json.load(open(index))
                 self.attrs = xr.open_dataset(cube).attrs
-
             def __getitem__(self, i):
                 f = gzip.open(self.blobs[i])
                 return json.load(open(self.files[i])), open(self.texts[i]).read(), f.read()
@@ -158,14 +163,11 @@ class UnclosedFileOpen(Rule):
             def __init__(self, path):
                 self.path = path
                 self.data = None
-
             def _open(self):
                 self.data = open(self.path, "rb")
-
             def __del__(self):
                 if self.data:
                     self.data.close()
-
             def __getitem__(self, i):
                 if not self.data:
                     self._open()  # once per worker, through a helper
@@ -178,7 +180,6 @@ class UnclosedFileOpen(Rule):
             "texts.py": """
                 def open_text(path):
                     return open(path)
-
                 class Source:
                     def open(self, path):
                         return open(path)
@@ -186,11 +187,9 @@ class UnclosedFileOpen(Rule):
             "lines.py": """
                 from torch.utils.data import Dataset
                 from texts import open_text
-
                 class Lines(Dataset):
                     def __init__(self, paths, source):
                         self.paths, self.source = paths, source
-
                     def __getitem__(self, i):
                         with open_text(self.paths[i]) as f:
                             first = f.readline()
@@ -200,6 +199,13 @@ class UnclosedFileOpen(Rule):
         },
     )
     invalid = (
+        # a function of another module returns a new handle; its memoised twin the cache's shared one
+        {
+            "shards.py": SHARDS,
+            "d.py": "from torch.utils.data import Dataset\nfrom shards import cached_shard, open_shard\nclass D(Dataset):\n"
+            "    def __getitem__(self, i):\n        self.f = cached_shard(self.paths[i])\n"
+            "        self.g = open_shard(self.paths[i])  # expect: DSL102\n        return self.f, self.g\n",
+        },
         # a project base without a torch base that a torch wrapper indexes per sample (``Wrap(self)``)
         {
             "source.py": WRAPPED_SOURCE,
@@ -215,7 +221,6 @@ class UnclosedFileOpen(Rule):
             "lines.py": """
                 from torch.utils.data import Dataset
                 from texts import open_text
-
                 class Lines(Dataset):
                     def __getitem__(self, i):
                         self.f = open_text(self.paths[i])  # expect: DSL102
@@ -226,7 +231,6 @@ class UnclosedFileOpen(Rule):
         {
             "lazy.py": """
                 import importlib
-
                 def lazy_import(name):
                     return importlib.import_module(name)
             """,
@@ -234,7 +238,6 @@ class UnclosedFileOpen(Rule):
                 import rasterio
                 from torch.utils.data import Dataset
                 from lazy import lazy_import
-
                 class Patches(Dataset):
                     def __getitem__(self, i):
                         xr = lazy_import("xarray")
@@ -247,7 +250,6 @@ class UnclosedFileOpen(Rule):
             """
             import rasterio
             from torch.utils.data import Dataset
-
             class D(Dataset):
                 def __getitem__(self, i):
                     return rasterio.open(self.files[i]).read()  # expect: DSL102
@@ -255,7 +257,6 @@ class UnclosedFileOpen(Rule):
             expected_replacement="""
             import rasterio
             from torch.utils.data import Dataset
-
             class D(Dataset):
                 def __getitem__(self, i):
                     with rasterio.open(self.files[i]) as f:
