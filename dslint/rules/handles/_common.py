@@ -15,6 +15,7 @@ from dslint.semantics.bindings import names_in_target
 from dslint.semantics.call_facts import in_per_example_function
 from dslint.semantics.handle_returns import helper_calls
 from dslint.semantics.memoised import memoised_call
+from dslint.semantics.memory_buffers import buffer_call, self_buffer_element
 from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.walk import iter_subtree
 
@@ -338,7 +339,8 @@ def multi_frame_code(ctx) -> bool:
 
 def memory_source(ctx, call) -> bool:
     """``Image.open`` of an in-memory buffer (``BytesIO``, ``six.BytesIO``, a name bound
-    to one in the function), which holds no descriptor."""
+    to one in the function, an element of a ``self`` list of them: ``memory_buffers``),
+    which holds no descriptor."""
     if not call.args:
         return False
     source = call.args[0].value
@@ -350,15 +352,8 @@ def memory_source(ctx, call) -> bool:
             if ctx.enclosing_function(a) is func
             and any(isinstance(t.target, cst.Name) and t.target.value == source.value for t in a.targets)
         ]
-        return bool(values) and all(_buffer_call(ctx, v) for v in values)
-    return _buffer_call(ctx, source)
-
-
-def _buffer_call(ctx, expr) -> bool:
-    if not isinstance(expr, cst.Call):
-        return False
-    name = ctx.call_name(expr) or ctx.code(expr.func)
-    return name.rsplit(".", 1)[-1] in ("BytesIO", "StringIO")
+        return bool(values) and all(buffer_call(ctx, v) for v in values)
+    return buffer_call(ctx, source) or self_buffer_element(ctx, source)
 
 
 # Calls that read everything they need from a handle before they return.
