@@ -50,10 +50,18 @@ LIBRARY_OPENERS = frozenset(
     {"tarfile.TarFile", "netCDF4.Dataset", "netCDF4.MFDataset", "rasterio.open", "lmdb.open"}
     | {"xarray.open_dataset", "xarray.open_dataarray", "xarray.open_mfdataset", "smart_open.open"}
     | {"smart_open.smart_open", "tifffile.TiffFile", "soundfile.SoundFile"}
+    # PyTables files (also behind pandas' HDFStore) stay in PyTables' registry of open
+    # files until closed; PyAV containers, imageio readers, h5netcdf files, OpenSlide
+    # slides and SciPy NetCDF files hold their file until closed or collected
+    | {"tables.open_file", "pandas.HDFStore", "av.open", "imageio.get_reader", "imageio.v2.get_reader"}
+    | {"h5netcdf.File", "openslide.OpenSlide", "scipy.io.netcdf_file"}
 )
 # Library handles whose file (and native state) is released by their close, not by
-# dropping the Python object: GDAL datasets, NetCDF/xarray file managers, LMDB maps.
-NATIVE_OPENERS = frozenset(q for q in LIBRARY_OPENERS if q.split(".")[0] in ("netCDF4", "rasterio", "lmdb", "xarray"))
+# dropping the Python object: GDAL datasets, NetCDF/xarray file managers, LMDB maps,
+# PyTables files (kept in its registry of open files).
+NATIVE_OPENERS = frozenset(
+    q for q in LIBRARY_OPENERS if q.split(".")[0] in ("netCDF4", "rasterio", "lmdb", "xarray", "tables") or q == "pandas.HDFStore"
+)
 MMAP_LOADERS = frozenset({"numpy.load", "numpy.memmap"})
 # ``np.load`` of an ``.npz`` path: an ``NpzFile`` holds its archive open until closed
 # (or collected: a temporary is closed at once, a kept one is not)

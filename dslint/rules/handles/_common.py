@@ -248,6 +248,8 @@ def per_sample(ctx, node) -> bool:
 
 def released_how(ctx, call, kind) -> str:
     """How a handle with no ``consequence`` is released, as DSL104's message says it."""
+    if not per_sample(ctx, call) and lt.opener_name(ctx, call) in lt.NATIVE_OPENERS:
+        return "it does not run per sample: one handle per call, which the library releases through `close()`, not when it is dropped"
     if not per_sample(ctx, call):
         return "it does not run per sample, and it is released when it is dropped (a ResourceWarning)"
     if kind == "image" and memory_source(ctx, call):

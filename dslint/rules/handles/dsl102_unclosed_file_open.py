@@ -20,24 +20,26 @@ class UnclosedFileOpen(Rule):
       `self.reader = csv.reader(open(p))`);
     - a library handle whose file is released by its `close()`, not by dropping
       the object: `rasterio.open`, `netCDF4.Dataset`/`MFDataset`,
-      `xarray.open_dataset`/`open_dataarray`/`open_mfdataset`, `lmdb.open`, in any
-      form (`[rasterio.open(p).read() for p in paths]`, `nc = xr.open_dataset(p)`).
+      `xarray.open_dataset`/`open_dataarray`/`open_mfdataset`, `lmdb.open`,
+      `tables.open_file`, `pandas.HDFStore` (PyTables keeps its files open until
+      closed), in any form (`[rasterio.open(p).read() for p in paths]`).
       A module imported by a call (`xr = importlib.import_module("xarray")`, or
       a project helper that calls `importlib.import_module`) is followed.
 
     The openers are `open()`, `io.open`, `gzip`/`bz2`/`lzma.open`, `tarfile.open`,
     `zipfile.ZipFile`, `h5py.File`, `tifffile.TiffFile`, `soundfile.SoundFile`,
-    `smart_open.open`, `Path(...).open()` and the library openers above.
+    `smart_open.open`, `av.open`, `imageio.get_reader`, `h5netcdf.File`,
+    `openslide.OpenSlide`, `scipy.io.netcdf_file`, `Path(...).open()` and the
+    library openers above.
 
     ## Why is this bad?
     A handle kept on `self` stays open between samples, one more descriptor per
-    worker, and each replaced one is dropped unclosed (`ResourceWarning:
-    unclosed file` on every sample). Library handles hold a GDAL dataset, a
-    NetCDF/HDF5 file or an LMDB map outside Python's file objects, and their
-    libraries release them through `close()` or a `with` block; per-sample
-    handles left open ran workers out of descriptors in torchgeo (#3233,
-    #3234). Handles kept in a container are DSL103's, handles opened in
-    `__init__` and kept DSL401's.
+    worker, and each replaced one is dropped unclosed (`ResourceWarning: unclosed
+    file` on every sample). Library handles hold a GDAL dataset, a NetCDF/HDF5 file
+    or an LMDB map outside Python's file objects, and their libraries release them
+    through `close()` or a `with` block; per-sample handles left open ran workers out
+    of descriptors in torchgeo (#3233, #3234). Handles kept in a container are
+    DSL103's, handles opened in `__init__` and kept DSL401's.
 
     ## When it does not fire
     - A Python file object used and dropped in its statement or function
@@ -76,15 +78,14 @@ class UnclosedFileOpen(Rule):
     ```
 
     ## Fix safety
-    For a handle that is never named (`rasterio.open(p).read()`,
-    `json.load(open(p))`), the fix wraps the statement in `with ... as f:` and
-    passes `f`; the name is fresh and nothing else moves. It is safe when the
-    statement consumes the file: a read method on it, or a call that reads
-    everything before it returns (`json.load`, `pickle.load`, `yaml.safe_load`,
-    `torch.load`, `np.loadtxt`, `pd.read_csv`, `list(...)` and the like). For
-    anything else, such as `rows = csv.reader(open(p))`, the wrapped object would
-    read the file after the block closed it (`ValueError: I/O operation on closed
-    file`), so the fix is unsafe and applied only with `--unsafe-fixes`.
+    For a handle that is never named (`rasterio.open(p).read()`, `json.load(open(p))`),
+    the fix wraps the statement in `with ... as f:` and passes `f`; the name is fresh
+    and nothing else moves. It is safe when the statement consumes the file: a read
+    method on it, or a call that reads everything before it returns (`json.load`,
+    `pickle.load`, `yaml.safe_load`, `torch.load`, `np.loadtxt`, `pd.read_csv`,
+    `list(...)` and the like). For anything else, such as `csv.reader(open(p))`, the
+    wrapped object would read the file after the block closed it (`ValueError: I/O
+    operation on closed file`): unsafe, applied only with `--unsafe-fixes`.
 
     ## References
     - torchgeo/torchgeo#3233, torchgeo/torchgeo#3234 (per-sample raster and NetCDF handles)
@@ -136,6 +137,7 @@ class UnclosedFileOpen(Rule):
         import gzip
         from contextlib import ExitStack
         import fsspec
+        import pandas as pd
         import rasterio
         from torch.utils.data import Dataset
 
@@ -149,8 +151,8 @@ class UnclosedFileOpen(Rule):
                 with ExitStack() as stack:
                     fs = [stack.enter_context(open(p)) for p in self.parts[i]]
                     parts = [g.read() for g in fs]
-                with rasterio.open(self.rasters[i]) as src:
-                    image = src.read()
+                with rasterio.open(self.rasters[i]) as src, pd.HDFStore(self.stores[i]) as store:
+                    image = src.read() + store["a"]
                 with fsspec.open(self.urls[i]) as g:
                     raw = g.read()
                 open(self.markers[i], "a").close()  # closed at once
@@ -235,15 +237,16 @@ class UnclosedFileOpen(Rule):
                     return importlib.import_module(name)
             """,
             "geo.py": """
-                import rasterio
+                import rasterio, tables
                 from torch.utils.data import Dataset
                 from lazy import lazy_import
                 class Patches(Dataset):
                     def __getitem__(self, i):
                         xr = lazy_import("xarray")
                         nc = xr.open_dataset(self.files[i])  # expect: DSL102
+                        table = tables.open_file(self.tables[i])  # expect: DSL102
                         steps = [rasterio.open(p).read() for p in self.series[i]]  # expect: DSL102
-                        return nc.band.values, steps
+                        return nc.band.values, steps, table.root.x[:]
             """,
         },
         Invalid(
