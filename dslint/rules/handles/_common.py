@@ -14,7 +14,7 @@ from dslint.semantics import lifetimes as lt
 from dslint.semantics.bindings import names_in_target
 from dslint.semantics.call_facts import in_per_example_function
 from dslint.semantics.handle_returns import helper_calls
-from dslint.semantics.memoised import memoised_call
+from dslint.semantics.memoised import maybe_handle_calls, memoised_call
 from dslint.semantics.memory_buffers import buffer_call, self_buffer_element
 from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.walk import iter_subtree
@@ -26,7 +26,7 @@ def opened_handles(ctx, kinds, built=False):
     a handle it opened (``handle_returns``); with ``built``, also in the functions that
     run while a dataset is built (``in_construction``)."""
     tails = ctx.names.call_tails(lt.OPENER_TAILS)
-    helpers = helper_calls(ctx)
+    helpers, maybes = helper_calls(ctx), maybe_handle_calls(ctx)
 
     def wanted(call) -> bool:
         return ctx.in_dataset_code(call) or in_per_example_function(ctx, call) or (built and in_construction(ctx, call))
@@ -37,6 +37,11 @@ def opened_handles(ctx, kinds, built=False):
             # a memoised helper's handle is the cache's, shared by every caller: not a new one
             if helper[1] in kinds and wanted(call) and not memoised_call(ctx, call):
                 yield call, helper[1], lt.fate(ctx, call, helper[2])
+            continue
+        maybe = maybes.get(id(call))  # a new handle or a memoised one: reported only where it runs once
+        if maybe is not None:
+            if maybe[1] in kinds and wanted(call) and not per_sample(ctx, call):
+                yield call, maybe[1], lt.fate(ctx, call)
             continue
         func = call.func
         tail = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else None)
@@ -426,8 +431,8 @@ def with_fix(ctx, call, fate, names):
     """
     if fate.kind not in (lt.CHAINED, lt.TEMPORARY) or fate.name is not None:
         return None
-    if id(call) in helper_calls(ctx):
-        return None  # what the helper returns need not be a context manager
+    if id(call) in helper_calls(ctx) or id(call) in maybe_handle_calls(ctx):
+        return None  # what the helper returns need not be a context manager (or may be a cache's)
     edits = with_statement_fix(ctx, call, names)
     if edits is None:
         return None
@@ -446,7 +451,8 @@ def opener_text(ctx, call) -> str:
     parts = ctx.code(call.func).strip()
     helper = helper_calls(ctx).get(id(call))
     if helper is None:
-        return f"`{parts}()`"
+        maybe = id(call) in maybe_handle_calls(ctx)
+        return f"`{parts}()` (which returns a new open handle where it misses its cache)" if maybe else f"`{parts}()`"
     where = "" if helper[2] is None else " in a tuple"
     return f"`{parts}()` (which returns an open handle{where})"
 
@@ -464,3 +470,25 @@ class Wrap(torch.utils.data.Dataset):
 """
 # (rule cases) a memoised opener (the cache owns its handle) and a plain one
 SHARDS = "import functools\nimport h5py\n@functools.lru_cache(maxsize=8)\ndef cached_shard(p):\n    return h5py.File(p)\ndef open_shard(p):\n    return h5py.File(p)\n"
+# (rule cases) an image helper of a base class; a helper that returns a cached or a new handle
+IMAGE_BASE = "from PIL import Image\nclass ImageBase:\n    def load(self, path):\n        return Image.open(path)\n"
+CACHED_OR_NEW = """
+import functools
+import xarray as xr
+from torch.utils.data import Dataset
+def _open(path):
+    return xr.open_dataset(path)
+_cached = functools.lru_cache()(_open)
+def open_any(path, remote):
+    if remote:
+        return _cached(path)
+    return _open(path)
+class Cubes(Dataset):
+    def __init__(self, paths):
+        first = self._first(paths)  # expect: DSL104
+        self.names = list(first.data_vars)
+    def _first(self, paths):
+        return open_any(paths[0], False)
+    def __getitem__(self, i):
+        return open_any(self.paths[i], True)["x"].values
+"""

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 from dslint.rules.base import WARNING, Invalid, Rule, Symptom
-from dslint.rules.handles._common import memory_source, opener_text, released_how, unclosed_handles, with_fix
-
-
-IMAGE_BASE = "from PIL import Image\nclass ImageBase:\n    def load(self, path):\n        return Image.open(path)\n"
+from dslint.rules.handles._common import CACHED_OR_NEW, IMAGE_BASE, memory_source, opener_text, released_how, unclosed_handles, with_fix
 
 
 class UnclosedHandleResourceWarning(Rule):
@@ -23,7 +20,8 @@ class UnclosedHandleResourceWarning(Rule):
     - any handle opened once, not per sample: `json.load(open(p))` or
       `open(p).readlines()` in `__init__`, `h5py.File(p)` in `process()`, an
       `Image.open` in a setup method or in a helper of any file that `__init__`
-      calls for every image while it builds the dataset.
+      calls for every image while it builds the dataset, a helper whose paths
+      return a new handle or an `lru_cache`d one (only where it runs once).
 
     Dataset code includes a project class without a torch base whose
     `__getitem__`/`__len__` serve an instance a `DataLoader` or `Subset` takes, or
@@ -276,6 +274,8 @@ class UnclosedHandleResourceWarning(Rule):
                     return f.read(), [r for r in reader], open(self.texts[i]).read()  # expect: DSL104
             """,
         ),
+        # a helper that returns a new handle where it misses its cache, in setup code (silent per sample)
+        CACHED_OR_NEW,
         # a per-example function of a `datasets` object, through a helper
         """
         from datasets import load_dataset
