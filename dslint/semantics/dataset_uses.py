@@ -17,7 +17,8 @@ a torch base to be one (``alternatives.duck_roots`` reads them across files).
 
 A construction is a call whose class ``bindings.class_ref`` resolves, passed directly or
 through each assignment of a name in its scope (any branch) or of ``self.<attr>`` in any
-method of the class, either arm of a conditional expression, or the elements of a list.
+method of the class, either arm of a conditional expression, the elements of a list, a
+list comprehension or generator, both sides of a ``+``, or what ``name.append(...)`` adds to a list in its scope.
 """
 
 from __future__ import annotations
@@ -48,16 +49,35 @@ def constructed(tree: TreeIndex, names: ModuleNames, values: list, qualname_of: 
         seen.add(id(value))
         if isinstance(value, cst.Name):
             values += scope_assignments(tree, enclosing_scope(tree, value), value.value) or []
+            values += _appended(tree, value)
         elif isinstance(value, cst.IfExp):
             values += [value.body, value.orelse]
         elif isinstance(value, (cst.List, cst.Tuple)):
             values += [e.value for e in value.elements if not isinstance(e, cst.StarredElement)]
+        elif isinstance(value, (cst.ListComp, cst.GeneratorExp)):
+            values.append(value.elt)
+        elif isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
+            values += [value.left, value.right]
         elif isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name):
             values += _self_assignments(tree, value)
         elif isinstance(value, cst.Call):
             ref = class_ref(tree, names, value)
             if ref is not None:
                 found.add(f"{names.modname}.{qualname_of(ref[1])}" if ref[0] == "local" else ref[1])
+    return found
+
+
+def _appended(tree: TreeIndex, name: cst.Name) -> list:
+    """What ``name.append(x)`` adds to a list in the scope of ``name`` (``parts.append(Pages(p))``)."""
+    return list(tree.memo(("dataset_uses.appended",), lambda: _appends(tree)).get((id(enclosing_scope(tree, name)), name.value), ()))
+
+
+def _appends(tree: TreeIndex) -> dict:
+    found: dict = {}
+    for call in tree.nodes(cst.Call):
+        func = call.func
+        if type(func) is cst.Attribute and func.attr.value == "append" and type(func.value) is cst.Name and len(call.args) == 1:
+            found.setdefault((id(enclosing_scope(tree, call)), func.value.value), []).append(call.args[0].value)
     return found
 
 
