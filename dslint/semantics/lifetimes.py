@@ -75,6 +75,8 @@ IMAGE_LOADING_METHODS = frozenset(
     {"load", "convert", "copy", "resize", "crop", "rotate", "transpose", "filter", "point", "split", "getdata"}
     | {"tobytes", "thumbnail", "reduce", "quantize", "getpixel", "histogram", "getbbox", "getextrema", "save"}
 )
+# Openers whose first argument is a path or a descriptor they own, never a file object.
+_PATH_ONLY = frozenset({"builtins.open", "io.FileIO", "os.fdopen", "codecs.open"})
 # Wrappers that do not change who owns the handle.
 _CLOSING = frozenset({"contextlib.closing"})
 _MEMORY_FILES = frozenset({"io.BytesIO", "io.StringIO"})
@@ -128,7 +130,9 @@ def opener_kind(ctx, call: cst.Call) -> Optional[str]:
     if qualified == IMAGE_OPEN:
         return "image" if not _image_source_is_fileobj(ctx, call) else None
     if qualified in FILE_OPENERS or qualified in LIBRARY_OPENERS:
-        return "file"
+        # a reader over a file object the code opened (``av.open(f)``, ``zipfile.ZipFile(
+        # BytesIO(b))``, ``tarfile.open(fileobj=f)``) does not own it: nothing to close here
+        return None if qualified not in _PATH_ONLY and _source_is_fileobj(ctx, call) else "file"
     if qualified in MMAP_LOADERS:
         for arg in call.args:
             if arg.keyword is not None and arg.keyword.value == "mmap_mode":
@@ -168,11 +172,20 @@ def _names_suffix(ctx, expr, suffix: str, depth: int = 0) -> bool:
     return False
 
 
+def _source_is_fileobj(ctx, call: cst.Call) -> bool:
+    """The opener reads a file object it is handed (first argument, or ``fileobj=``)."""
+    given = [a for a in call.args if a.keyword is not None and a.keyword.value == "fileobj"]
+    if given:
+        return _is_fileobj(ctx, given[0].value)
+    return bool(call.args) and call.args[0].keyword is None and _image_source_is_fileobj(ctx, call)
+
+
 def _image_source_is_fileobj(ctx, call: cst.Call) -> bool:
     """``Image.open(f)`` on a file object: Pillow does not own (or close) it."""
-    if not call.args:
-        return False
-    source = call.args[0].value
+    return bool(call.args) and _is_fileobj(ctx, call.args[0].value)
+
+
+def _is_fileobj(ctx, source) -> bool:
     if isinstance(source, cst.Call):
         qualified = ctx.call_name(source)
         return qualified in _MEMORY_FILES or qualified in FILE_OPENERS or opener_kind(ctx, source) is not None or (

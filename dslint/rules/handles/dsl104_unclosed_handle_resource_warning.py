@@ -48,9 +48,8 @@ class UnclosedHandleResourceWarning(Rule):
       library handle per sample) and DSL103 (handles kept in a container).
     - Handles closed on every path, returned to the caller, kept on `self` in
       `__init__` (DSL401) or managed once per worker, as for DSL102.
-    - `Image.open` of an in-memory buffer (`BytesIO(...)`, a name bound to one, an
-      element of a `self` list the class fills only with them): no descriptor and
-      no ResourceWarning.
+    - A reader over a file object or an in-memory buffer (`av.open(BytesIO(b))`, `Image.open`
+      of an element of a `self` list of `BytesIO`s): no descriptor of its own.
 
     ## Example
     ```python
@@ -192,9 +191,9 @@ class UnclosedHandleResourceWarning(Rule):
                         return image, json.load(f)  # expect: DSL104
             """,
         ),
-        # images loaded later or handed to a transform (not one read from memory)
+        # images loaded later or handed to a transform, a video container (not those read from memory)
         """
-        import six
+        import av, io, six
         from PIL import Image as I
         import torch.utils.data as tud
         class D(tud.Dataset):
@@ -206,8 +205,9 @@ class UnclosedHandleResourceWarning(Rule):
                 img = I.open(self.masks[i])  # expect: DSL104
                 buf = six.BytesIO()
                 buf.write(self.blobs[i])
-                thumb, jpeg = I.open(buf), I.open(self.jpegs[i])  # in-memory buffers: no descriptor
-                return image, self.transform(img), thumb.size, jpeg.size
+                clip = av.open(self.videos[i])  # expect: DSL104
+                thumb, jpeg, mem = I.open(buf), I.open(self.jpegs[i]), av.open(io.BytesIO(self.raw[i]))  # no descriptor
+                return image, self.transform(img), thumb.size, jpeg.size, clip.streams, mem.streams
         """,
         # handles opened once, not per sample
         Invalid(
