@@ -221,21 +221,32 @@ def _kept_params(tree: TreeIndex, cls: cst.ClassDef, init: cst.FunctionDef, para
     assignment of ``self.attr`` in the class's methods gives it another value."""
     selfp = init.params.params[0].name.value
     kept, other = {}, set()
-    for target in tree.nodes(cst.AssignTarget):
-        node = target.target
-        if type(node) is not cst.Attribute or type(node.value) is not cst.Name:
-            continue
+    for node, value, target in _attribute_stores(tree):
         where = tree.scope_node(target)
         if type(where) is not cst.FunctionDef or tree.scope_node(where) is not cls or not where.params.params:
             continue
         if where.params.params[0].name.value != node.value.value:
             continue
-        value = tree.parent_of(target).value
         if where is init and node.value.value == selfp and type(value) is cst.Name and value.value in params:
             kept.setdefault(node.attr.value, set()).add(value.value)
         else:
             other.add(node.attr.value)
     return {attr: next(iter(ps)) for attr, ps in kept.items() if len(ps) == 1 and attr not in other}
+
+
+def _attribute_stores(tree: TreeIndex):
+    """(``x.attr`` target, its value or None, the AssignTarget) for each assignment to an
+    attribute of a name, pairing ``self.a, self.b = a, b`` element by element."""
+    for target in tree.nodes(cst.AssignTarget):
+        node, value = target.target, tree.parent_of(target).value
+        if type(node) is cst.Attribute and type(node.value) is cst.Name:
+            yield node, value, target
+        elif type(node) in (cst.Tuple, cst.List):
+            values = value.elements if type(value) in (cst.Tuple, cst.List) and len(value.elements) == len(node.elements) else None
+            for i, element in enumerate(node.elements):
+                inner = element.value
+                if type(inner) is cst.Attribute and type(inner.value) is cst.Name:
+                    yield inner, (values[i].value if values is not None else None), target
 
 
 def _annotated_class(names: ModuleNames, annotation) -> Optional[str]:
