@@ -11,12 +11,12 @@ import libcst as cst
 from dslint.edits import with_statement_fix
 from dslint.report import FixSpec
 from dslint.semantics import lifetimes as lt
-from dslint.semantics.bindings import names_in_target
 from dslint.semantics.call_facts import in_per_example_function
 from dslint.semantics.handle_returns import helper_calls
 from dslint.semantics.memoised import maybe_handle_calls, memoised_call
 from dslint.semantics.memory_buffers import buffer_call, self_buffer_element
 from dslint.semantics.regions import self_attr, self_name
+from dslint.semantics.sample_keys import distinct_per_sample
 from dslint.semantics.walk import iter_subtree
 
 
@@ -109,9 +109,10 @@ def in_local_container(ctx, call, fate) -> bool:
 
 
 def keyed_by_sample_index(ctx, fate) -> bool:
-    """A handle stored under the sample index itself (``self.cache[idx] = open(p)`` in
-    ``__getitem__(self, idx)``): a "not opened yet" guard on that key still keeps one
-    handle for every distinct sample, not one per file or per worker."""
+    """A handle stored under a key distinct for every sample (``self.cache[idx] = open(p)``
+    in ``__getitem__(self, idx)``, or under ``self.paths[idx]`` when the dataset has one
+    path per sample: ``sample_keys``): a "not opened yet" guard on that key still keeps
+    one handle for every distinct sample, not one per file or per worker."""
     site = fate.site
     if not isinstance(site, cst.Assign) or len(site.targets) != 1:
         return False
@@ -119,18 +120,7 @@ def keyed_by_sample_index(ctx, fate) -> bool:
     if not isinstance(target, cst.Subscript) or len(target.slice) != 1:
         return False
     key = target.slice[0].slice
-    if not isinstance(key, cst.Index) or not isinstance(key.value, cst.Name):
-        return False
-    func = ctx.enclosing_function(site)
-    if func is None or func.name.value != "__getitem__" or ctx.method_class(func) is None:
-        return False
-    params = func.params.params
-    if len(params) < 2 or params[1].name.value != key.value.value:
-        return False
-    for assign in ctx.nodes(cst.AssignTarget):  # the index is not rebound in the method
-        if key.value.value in names_in_target(assign.target) and ctx.enclosing_function(assign) is func:
-            return False
-    return True
+    return isinstance(key, cst.Index) and distinct_per_sample(ctx, key.value)
 
 
 def _kept_on_self(ctx, call, attr: str) -> bool:
