@@ -173,11 +173,20 @@ def _names_suffix(ctx, expr, suffix: str, depth: int = 0) -> bool:
 
 
 def _source_is_fileobj(ctx, call: cst.Call) -> bool:
-    """The opener reads a file object it is handed (first argument, or ``fileobj=``)."""
+    """The opener reads a file object it is handed (first argument, or ``fileobj=``) that
+    holds no descriptor (an in-memory buffer) or that the code closes itself (a ``with``
+    target). One opened for it and left to it (``h5py.File(fs.open(p))``) is the reader's
+    to keep alive: keeping the reader keeps the descriptor."""
     given = [a for a in call.args if a.keyword is not None and a.keyword.value == "fileobj"]
     if given:
-        return _is_fileobj(ctx, given[0].value)
-    return bool(call.args) and call.args[0].keyword is None and _image_source_is_fileobj(ctx, call)
+        source = given[0].value
+    elif call.args and call.args[0].keyword is None:
+        source = call.args[0].value
+    else:
+        return False
+    if isinstance(source, cst.Call):
+        return ctx.call_name(source) in _MEMORY_FILES
+    return isinstance(source, cst.Name) and _name_is_fileobj(ctx, source, managed_only=True)
 
 
 def _image_source_is_fileobj(ctx, call: cst.Call) -> bool:
@@ -196,7 +205,7 @@ def _is_fileobj(ctx, source) -> bool:
     return False
 
 
-def _name_is_fileobj(ctx, name: cst.Name) -> bool:
+def _name_is_fileobj(ctx, name: cst.Name, managed_only: bool = False) -> bool:
     func = ctx.enclosing_function(name)
     for item in ctx.nodes(cst.WithItem):
         if item.asname is not None and isinstance(item.asname.name, cst.Name) and item.asname.name.value == name.value:
@@ -205,7 +214,7 @@ def _name_is_fileobj(ctx, name: cst.Name) -> bool:
     value = ctx.single_assignment(name)
     if isinstance(value, cst.Call):
         qualified = ctx.call_name(value)
-        return qualified in _MEMORY_FILES or qualified in FILE_OPENERS
+        return qualified in _MEMORY_FILES or (qualified in FILE_OPENERS and not managed_only)
     return False
 
 

@@ -198,7 +198,7 @@ class RetainedFileHandles(Rule):
         class D(Dataset):
             def __getitem__(self, idx):
                 if idx not in self.cache:
-                    self.cache[idx] = h5py.File(self.files[idx], "r")  # expect: DSL103
+                    self.cache[idx] = h5py.File(self.fs.open(self.files[idx]), "r")  # expect: DSL103 (keeps its file object)
                 return self.cache[idx]["x"][()]
         class E(Dataset):  # one path per sample (its length); a shard is shared by rows
             def __len__(self): return len(self.files)

@@ -48,8 +48,8 @@ class UnclosedHandleResourceWarning(Rule):
       library handle per sample) and DSL103 (handles kept in a container).
     - Handles closed on every path, returned to the caller, kept on `self` in
       `__init__` (DSL401) or managed once per worker, as for DSL102.
-    - A reader over a file object or an in-memory buffer (`av.open(BytesIO(b))`, `Image.open`
-      of an element of a `self` list of `BytesIO`s): no descriptor of its own.
+    - A reader over an in-memory buffer or a file object the code closes (`av.open(f)` in
+      `with open(p) as f`, `Image.open` of a `self` list's `BytesIO`): no descriptor.
 
     ## Example
     ```python
