@@ -59,7 +59,7 @@ FORMS = [
     ("image-in-local-list-returned", None, _dataset("", "views = []\nviews.append(Image.open(p))  # <-\nreturn views")),
     ("image-in-local-list-loaded", None, _dataset("", "views = []\nviews.append(Image.open(p))  # <-\nreturn [v.resize((8, 8)) for v in views]")),
     ("file-in-init-local-list-kept", "DSL103", _dataset("handles = []\nfor q in root:\n    handles.append(open(q))  # <-\nself.handles = handles", "return p")),
-    ("image-six-buffer", "DSL104", _dataset("", 'return Image.open(six.BytesIO(self.blobs[i])).convert("RGB")  # <-')),
+    ("image-six-buffer", None, _dataset("", 'return Image.open(six.BytesIO(self.blobs[i])).convert("RGB")  # <-')),
     ("image-io-buffer", None, _dataset("", 'return Image.open(io.BytesIO(self.blobs[i])).convert("RGB")  # <-')),
     ("image-once-in-init", "DSL104", _dataset('self.paths = glob.glob(root + "/*.gif")\nself.first = Image.open(self.paths[0]).convert("RGB")  # <-', "return p")),
     ("image-with", None, _dataset("", "with Image.open(p) as im:  # <-\n    return im.copy()")),

@@ -8,9 +8,10 @@
 * ``duck_roots``: project classes that are datasets without a torch base: the class
   defining the ``__getitem__`` (with a ``__len__``) of an instance that a ``DataLoader``
   of the project receives (directly, wrapped by ``Subset``/``ConcatDataset``, or through
-  a parameter of a project function: ``dataset_uses``) is the project's own dataset
-  base, and every class deriving from it is a dataset, as a subclass of torch's
-  ``Dataset`` is.
+  a parameter of a project function: ``dataset_uses``), or that a dataset wrapper of
+  the project indexes per sample (its ``__getitem__`` returns ``self.inner[index]`` of
+  the object its ``__init__`` was given) is the project's own dataset base, and every
+  class deriving from it is a dataset, as a subclass of torch's ``Dataset`` is.
 * ``construction_reach``: the functions that run while a dataset object is built:
   reached from its ``__init__`` through ``self.m()``, ``super().m()`` and plain calls,
   across files (a module-level helper called for every image while ``__init__`` builds
@@ -170,6 +171,32 @@ def _received(index) -> List[Tuple[str, str]]:
                 continue
             for key in locate_all(index, canonical(callee), path, "functions"):
                 if any(where in (position, name) for position, name in params.get(key, ())):
+                    found.append((path, cls))
+    return found + _wrapped(index)
+
+
+def _wrapped(index) -> List[Tuple[str, str]]:
+    """(path, class) for each class a dataset wrapper indexes per sample (``dataset_uses``
+    ``indexed_params``): a class with a dataset base (torch's, or a project base that has
+    one) whose ``__getitem__`` indexes an ``__init__`` parameter it keeps; the class is the
+    parameter's annotation, or one passed to a construction of the wrapper."""
+    wrappers: Dict[Key, List[tuple]] = {}
+    found = []
+    for path, summary in index.summaries.items():
+        for qual, position, name, annotation in summary.get("indexed_params", ()):
+            key = (path, qual)
+            if index.class_kind(key) is None:
+                continue
+            wrappers.setdefault(key, []).append((position, name))
+            if annotation:
+                found.append((path, annotation))
+    tails = {key[1].rsplit(".", 1)[-1] for key in wrappers}
+    for path, summary in index.summaries.items():
+        for callee, where, cls in summary.get("wrapped_args", ()):
+            if callee.rsplit(".", 1)[-1] not in tails:
+                continue
+            for key in locate_all(index, canonical(callee), path):
+                if any(where in (position, name) for position, name in wrappers.get(key, ())):
                     found.append((path, cls))
     return found
 

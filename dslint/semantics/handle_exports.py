@@ -22,6 +22,7 @@ import libcst as cst
 from dslint.semantics.bindings import single_assignment
 from dslint.semantics.calls import UNKNOWN, literal_value
 from dslint.semantics.handle_returns import Returned, returning_functions
+from dslint.semantics.memoised import memoised_def
 from dslint.semantics.names import ModuleNames
 from dslint.semantics.walk import TreeIndex
 
@@ -99,6 +100,8 @@ def exported_handles(tree: TreeIndex, names: ModuleNames) -> List[Tuple[cst.Func
     out = []
     for func, answer in returning_functions(facts):
         owner = facts.method_class(func)
+        if memoised_def(names, func):
+            continue  # the cache owns what it returns (``memoised``)
         if isinstance(facts.parent(func if owner is None else owner), cst.Module):
             out.append((func, answer))
     return out

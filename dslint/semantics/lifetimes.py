@@ -50,10 +50,18 @@ LIBRARY_OPENERS = frozenset(
     {"tarfile.TarFile", "netCDF4.Dataset", "netCDF4.MFDataset", "rasterio.open", "lmdb.open"}
     | {"xarray.open_dataset", "xarray.open_dataarray", "xarray.open_mfdataset", "smart_open.open"}
     | {"smart_open.smart_open", "tifffile.TiffFile", "soundfile.SoundFile"}
+    # PyTables files (also behind pandas' HDFStore) stay in PyTables' registry of open
+    # files until closed; PyAV containers, imageio readers, h5netcdf files, OpenSlide
+    # slides and SciPy NetCDF files hold their file until closed or collected
+    | {"tables.open_file", "pandas.HDFStore", "av.open", "imageio.get_reader", "imageio.v2.get_reader"}
+    | {"h5netcdf.File", "openslide.OpenSlide", "scipy.io.netcdf_file"}
 )
 # Library handles whose file (and native state) is released by their close, not by
-# dropping the Python object: GDAL datasets, NetCDF/xarray file managers, LMDB maps.
-NATIVE_OPENERS = frozenset(q for q in LIBRARY_OPENERS if q.split(".")[0] in ("netCDF4", "rasterio", "lmdb", "xarray"))
+# dropping the Python object: GDAL datasets, NetCDF/xarray file managers, LMDB maps,
+# PyTables files (kept in its registry of open files).
+NATIVE_OPENERS = frozenset(
+    q for q in LIBRARY_OPENERS if q.split(".")[0] in ("netCDF4", "rasterio", "lmdb", "xarray", "tables") or q == "pandas.HDFStore"
+)
 MMAP_LOADERS = frozenset({"numpy.load", "numpy.memmap"})
 # ``np.load`` of an ``.npz`` path: an ``NpzFile`` holds its archive open until closed
 # (or collected: a temporary is closed at once, a kept one is not)
@@ -67,6 +75,8 @@ IMAGE_LOADING_METHODS = frozenset(
     {"load", "convert", "copy", "resize", "crop", "rotate", "transpose", "filter", "point", "split", "getdata"}
     | {"tobytes", "thumbnail", "reduce", "quantize", "getpixel", "histogram", "getbbox", "getextrema", "save"}
 )
+# Openers whose first argument is a path or a descriptor they own, never a file object.
+_PATH_ONLY = frozenset({"builtins.open", "io.FileIO", "os.fdopen", "codecs.open"})
 # Wrappers that do not change who owns the handle.
 _CLOSING = frozenset({"contextlib.closing"})
 _MEMORY_FILES = frozenset({"io.BytesIO", "io.StringIO"})
@@ -120,7 +130,9 @@ def opener_kind(ctx, call: cst.Call) -> Optional[str]:
     if qualified == IMAGE_OPEN:
         return "image" if not _image_source_is_fileobj(ctx, call) else None
     if qualified in FILE_OPENERS or qualified in LIBRARY_OPENERS:
-        return "file"
+        # a reader over a file object the code opened (``av.open(f)``, ``zipfile.ZipFile(
+        # BytesIO(b))``, ``tarfile.open(fileobj=f)``) does not own it: nothing to close here
+        return None if qualified not in _PATH_ONLY and _source_is_fileobj(ctx, call) else "file"
     if qualified in MMAP_LOADERS:
         for arg in call.args:
             if arg.keyword is not None and arg.keyword.value == "mmap_mode":
@@ -160,11 +172,29 @@ def _names_suffix(ctx, expr, suffix: str, depth: int = 0) -> bool:
     return False
 
 
+def _source_is_fileobj(ctx, call: cst.Call) -> bool:
+    """The opener reads a file object it is handed (first argument, or ``fileobj=``) that
+    holds no descriptor (an in-memory buffer) or that the code closes itself (a ``with``
+    target). One opened for it and left to it (``h5py.File(fs.open(p))``) is the reader's
+    to keep alive: keeping the reader keeps the descriptor."""
+    given = [a for a in call.args if a.keyword is not None and a.keyword.value == "fileobj"]
+    if given:
+        source = given[0].value
+    elif call.args and call.args[0].keyword is None:
+        source = call.args[0].value
+    else:
+        return False
+    if isinstance(source, cst.Call):
+        return ctx.call_name(source) in _MEMORY_FILES
+    return isinstance(source, cst.Name) and _name_is_fileobj(ctx, source, managed_only=True)
+
+
 def _image_source_is_fileobj(ctx, call: cst.Call) -> bool:
     """``Image.open(f)`` on a file object: Pillow does not own (or close) it."""
-    if not call.args:
-        return False
-    source = call.args[0].value
+    return bool(call.args) and _is_fileobj(ctx, call.args[0].value)
+
+
+def _is_fileobj(ctx, source) -> bool:
     if isinstance(source, cst.Call):
         qualified = ctx.call_name(source)
         return qualified in _MEMORY_FILES or qualified in FILE_OPENERS or opener_kind(ctx, source) is not None or (
@@ -175,7 +205,7 @@ def _image_source_is_fileobj(ctx, call: cst.Call) -> bool:
     return False
 
 
-def _name_is_fileobj(ctx, name: cst.Name) -> bool:
+def _name_is_fileobj(ctx, name: cst.Name, managed_only: bool = False) -> bool:
     func = ctx.enclosing_function(name)
     for item in ctx.nodes(cst.WithItem):
         if item.asname is not None and isinstance(item.asname.name, cst.Name) and item.asname.name.value == name.value:
@@ -184,7 +214,7 @@ def _name_is_fileobj(ctx, name: cst.Name) -> bool:
     value = ctx.single_assignment(name)
     if isinstance(value, cst.Call):
         qualified = ctx.call_name(value)
-        return qualified in _MEMORY_FILES or qualified in FILE_OPENERS
+        return qualified in _MEMORY_FILES or (qualified in FILE_OPENERS and not managed_only)
     return False
 
 

@@ -15,7 +15,7 @@ import libcst as cst
 
 from dslint.semantics.bindings import class_ref
 from dslint.semantics.bound_collates import bound_collates, param_collates
-from dslint.semantics.dataset_uses import class_args, loader_classes, loader_params
+from dslint.semantics.dataset_uses import class_args, indexed_params, loader_classes, loader_params, wrapped_args
 from dslint.semantics.device_flow import device_facts
 from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall, literal_value
 from dslint.semantics.epoch_hooks import hook_facts
@@ -414,6 +414,9 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         "loader_classes": loader_classes(tree, names, qualname_of),
         "loader_params": loader_params(tree, names, qualname_of),
         "class_args": class_args(tree, names, qualname_of),
+        # (``dataset_uses``) parameters a class indexes per sample, constructions passed to classes
+        "indexed_params": indexed_params(tree, names, qualname_of),
+        "wrapped_args": wrapped_args(tree, names, qualname_of),
         "references": references,
         # {function: [what it calls into]} for functions that evaluate a loader they are given,
         # and the functions this file hands a loader to (this module's included)

@@ -11,10 +11,12 @@ import libcst as cst
 from dslint.edits import with_statement_fix
 from dslint.report import FixSpec
 from dslint.semantics import lifetimes as lt
-from dslint.semantics.bindings import names_in_target
 from dslint.semantics.call_facts import in_per_example_function
 from dslint.semantics.handle_returns import helper_calls
+from dslint.semantics.memoised import maybe_handle_calls, memoised_call
+from dslint.semantics.memory_buffers import buffer_call, self_buffer_element
 from dslint.semantics.regions import self_attr, self_name
+from dslint.semantics.sample_keys import distinct_per_sample
 from dslint.semantics.walk import iter_subtree
 
 
@@ -24,7 +26,7 @@ def opened_handles(ctx, kinds, built=False):
     a handle it opened (``handle_returns``); with ``built``, also in the functions that
     run while a dataset is built (``in_construction``)."""
     tails = ctx.names.call_tails(lt.OPENER_TAILS)
-    helpers = helper_calls(ctx)
+    helpers, maybes = helper_calls(ctx), maybe_handle_calls(ctx)
 
     def wanted(call) -> bool:
         return ctx.in_dataset_code(call) or in_per_example_function(ctx, call) or (built and in_construction(ctx, call))
@@ -32,8 +34,14 @@ def opened_handles(ctx, kinds, built=False):
     for call in ctx.nodes(cst.Call):
         helper = helpers.get(id(call))
         if helper is not None:
-            if helper[1] in kinds and wanted(call):
+            # a memoised helper's handle is the cache's, shared by every caller: not a new one
+            if helper[1] in kinds and wanted(call) and not memoised_call(ctx, call):
                 yield call, helper[1], lt.fate(ctx, call, helper[2])
+            continue
+        maybe = maybes.get(id(call))  # a new handle or a memoised one: reported only where it runs once
+        if maybe is not None:
+            if maybe[1] in kinds and wanted(call) and not per_sample(ctx, call):
+                yield call, maybe[1], lt.fate(ctx, call)
             continue
         func = call.func
         tail = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else None)
@@ -101,9 +109,10 @@ def in_local_container(ctx, call, fate) -> bool:
 
 
 def keyed_by_sample_index(ctx, fate) -> bool:
-    """A handle stored under the sample index itself (``self.cache[idx] = open(p)`` in
-    ``__getitem__(self, idx)``): a "not opened yet" guard on that key still keeps one
-    handle for every distinct sample, not one per file or per worker."""
+    """A handle stored under a key distinct for every sample (``self.cache[idx] = open(p)``
+    in ``__getitem__(self, idx)``, or under ``self.paths[idx]`` when the dataset has one
+    path per sample: ``sample_keys``): a "not opened yet" guard on that key still keeps
+    one handle for every distinct sample, not one per file or per worker."""
     site = fate.site
     if not isinstance(site, cst.Assign) or len(site.targets) != 1:
         return False
@@ -111,18 +120,7 @@ def keyed_by_sample_index(ctx, fate) -> bool:
     if not isinstance(target, cst.Subscript) or len(target.slice) != 1:
         return False
     key = target.slice[0].slice
-    if not isinstance(key, cst.Index) or not isinstance(key.value, cst.Name):
-        return False
-    func = ctx.enclosing_function(site)
-    if func is None or func.name.value != "__getitem__" or ctx.method_class(func) is None:
-        return False
-    params = func.params.params
-    if len(params) < 2 or params[1].name.value != key.value.value:
-        return False
-    for assign in ctx.nodes(cst.AssignTarget):  # the index is not rebound in the method
-        if key.value.value in names_in_target(assign.target) and ctx.enclosing_function(assign) is func:
-            return False
-    return True
+    return isinstance(key, cst.Index) and distinct_per_sample(ctx, key.value)
 
 
 def _kept_on_self(ctx, call, attr: str) -> bool:
@@ -245,6 +243,8 @@ def per_sample(ctx, node) -> bool:
 
 def released_how(ctx, call, kind) -> str:
     """How a handle with no ``consequence`` is released, as DSL104's message says it."""
+    if not per_sample(ctx, call) and lt.opener_name(ctx, call) in lt.NATIVE_OPENERS:
+        return "it does not run per sample: one handle per call, which the library releases through `close()`, not when it is dropped"
     if not per_sample(ctx, call):
         return "it does not run per sample, and it is released when it is dropped (a ResourceWarning)"
     if kind == "image" and memory_source(ctx, call):
@@ -336,7 +336,8 @@ def multi_frame_code(ctx) -> bool:
 
 def memory_source(ctx, call) -> bool:
     """``Image.open`` of an in-memory buffer (``BytesIO``, ``six.BytesIO``, a name bound
-    to one in the function), which holds no descriptor."""
+    to one in the function, an element of a ``self`` list of them: ``memory_buffers``),
+    which holds no descriptor."""
     if not call.args:
         return False
     source = call.args[0].value
@@ -348,15 +349,8 @@ def memory_source(ctx, call) -> bool:
             if ctx.enclosing_function(a) is func
             and any(isinstance(t.target, cst.Name) and t.target.value == source.value for t in a.targets)
         ]
-        return bool(values) and all(_buffer_call(ctx, v) for v in values)
-    return _buffer_call(ctx, source)
-
-
-def _buffer_call(ctx, expr) -> bool:
-    if not isinstance(expr, cst.Call):
-        return False
-    name = ctx.call_name(expr) or ctx.code(expr.func)
-    return name.rsplit(".", 1)[-1] in ("BytesIO", "StringIO")
+        return bool(values) and all(buffer_call(ctx, v) for v in values)
+    return buffer_call(ctx, source) or self_buffer_element(ctx, source)
 
 
 # Calls that read everything they need from a handle before they return.
@@ -427,8 +421,8 @@ def with_fix(ctx, call, fate, names):
     """
     if fate.kind not in (lt.CHAINED, lt.TEMPORARY) or fate.name is not None:
         return None
-    if id(call) in helper_calls(ctx):
-        return None  # what the helper returns need not be a context manager
+    if id(call) in helper_calls(ctx) or id(call) in maybe_handle_calls(ctx):
+        return None  # what the helper returns need not be a context manager (or may be a cache's)
     edits = with_statement_fix(ctx, call, names)
     if edits is None:
         return None
@@ -447,6 +441,44 @@ def opener_text(ctx, call) -> str:
     parts = ctx.code(call.func).strip()
     helper = helper_calls(ctx).get(id(call))
     if helper is None:
-        return f"`{parts}()`"
+        maybe = id(call) in maybe_handle_calls(ctx)
+        return f"`{parts}()` (which returns a new open handle where it misses its cache)" if maybe else f"`{parts}()`"
     where = "" if helper[2] is None else " in a tuple"
     return f"`{parts}()` (which returns an open handle{where})"
+
+
+# (rule cases) a project base without a torch base that a torch wrapper indexes per sample
+WRAPPED_SOURCE = """
+import torch
+class SourceDataset:
+    def __len__(self): return len(self.files)
+    def __getitem__(self, i): raise NotImplementedError
+    def as_torch(self): return Wrap(self)
+class Wrap(torch.utils.data.Dataset):
+    def __init__(self, inner): self.inner = inner
+    def __getitem__(self, index): return self.inner[index]
+"""
+# (rule cases) a memoised opener (the cache owns its handle) and a plain one
+SHARDS = "import functools\nimport h5py\n@functools.lru_cache(maxsize=8)\ndef cached_shard(p):\n    return h5py.File(p)\ndef open_shard(p):\n    return h5py.File(p)\n"
+# (rule cases) an image helper of a base class; a helper that returns a cached or a new handle
+IMAGE_BASE = "from PIL import Image\nclass ImageBase:\n    def load(self, path):\n        return Image.open(path)\n"
+CACHED_OR_NEW = """
+import functools
+import xarray as xr
+from torch.utils.data import Dataset
+def _open(path):
+    return xr.open_dataset(path)
+_cached = functools.lru_cache()(_open)
+def open_any(path, remote):
+    if remote:
+        return _cached(path)
+    return _open(path)
+class Cubes(Dataset):
+    def __init__(self, paths):
+        first = self._first(paths)  # expect: DSL104
+        self.names = list(first.data_vars)
+    def _first(self, paths):
+        return open_any(paths[0], False)
+    def __getitem__(self, i):
+        return open_any(self.paths[i], True)["x"].values
+"""

@@ -3,23 +3,29 @@
 from __future__ import annotations
 
 from dslint.rules.base import WARNING, Invalid, Rule, Symptom
-from dslint.rules.handles._common import (
-    KEPT,
-    MULTI_FRAME,
-    opener_text,
-    unclosed_handles,
-    with_fix,
-)
+from dslint.rules.handles._common import KEPT, MULTI_FRAME, opener_text, unclosed_handles, with_fix
+
+PAGES = """# a class without a torch base whose pages are concatenated (or only listed) per book
+from PIL import Image
+from torch.utils.data import ConcatDataset
+class Pages:
+    def __len__(self): return len(self.paths)
+    def __getitem__(self, i): return Image.open(self.paths[i]).size{expect}
+def build(books):
+    parts = []
+    for book in books: parts.append(Pages(book))
+    return {use}
+"""
 
 
 class UnclosedImageOpen(Rule):
     """
     ## What it does
-    Flags `PIL.Image.open(...)` in per-sample dataset code (`__getitem__`, the
-    yielding loop of `__iter__`, the functions they call, and the per-example
-    functions given to a `datasets`/`webdataset`/`torchdata` dataset's
-    `.set_transform(f)`, `.with_transform(f)` or `.map(f)`) whose image is not
-    closed and whose open file has a runtime consequence:
+    Flags `PIL.Image.open(...)` in per-sample dataset code (`__getitem__`, the yielding
+    loop of `__iter__`, the functions they call, and the per-example functions given to
+    a `datasets`/`webdataset`/`torchdata` dataset's `.set_transform(f)`,
+    `.with_transform(f)` or `.map(f)`) whose image is not closed and whose open file
+    has a runtime consequence:
 
     - the image is never loaded: only `.size`, `.info` or the like are read
       (`Image.open(p).size`), so Pillow never closes the file;
@@ -31,14 +37,13 @@ class UnclosedImageOpen(Rule):
       loads it, and only the frame attributes show a TIFF stack.
 
     ## Why is this bad?
-    `Image.open` reads the header and keeps the file open. Pillow closes a
-    single-frame file (JPEG, PNG, single-frame TIFF) as soon as it loads the
-    pixels, but it keeps GIF, APNG, MPO and multi-frame TIFF files open after
-    loading (to seek to other frames), and it never closes an image that is never
-    loaded. Measured with Pillow 13: such a file is released only when the image
-    is dropped, each one with `ResourceWarning: unclosed file` in the worker, so a
-    multi-frame dataset warns on every sample; an image kept alive (on `self`, in
-    a cache) keeps its descriptor, and images kept in a container are DSL103's.
+    `Image.open` reads the header and keeps the file open. Pillow closes a single-frame
+    file (JPEG, PNG, single-frame TIFF) as soon as it loads the pixels, but it keeps
+    GIF, APNG, MPO and multi-frame TIFF files open after loading (to seek to other
+    frames), and it never closes an image that is never loaded. Measured with Pillow
+    13: such a file is released only when the image is dropped, each one with
+    `ResourceWarning: unclosed file` in the worker, so a multi-frame dataset warns on
+    every sample; an image kept alive (on `self`) keeps its descriptor (in a container: DSL103).
 
     ## When it does not fire
     - `Image.open(p).convert("RGB")`, or an image loaded on a later statement or
@@ -46,13 +51,15 @@ class UnclosedImageOpen(Rule):
       format: Pillow loads and closes JPEG/PNG files, nothing stays open. These
       forms are DSL104's (opt-in), with the same fix.
     - An image opened once (in `__init__`, a setup method, a script): DSL104's.
-    - `Image.open` on an in-memory buffer (`io.BytesIO`, `six.BytesIO`), or on a
-      file object the code opened and closes.
+    - `Image.open` on an in-memory buffer (`io.BytesIO`, an element of a `self` list
+      of them), or on a file object the code opened and closes.
     - An image returned to the caller (`return image, label`): the caller owns it.
       A call to a function that returns the image it opens (of this file, of
       another module, or a method on an object whose class the file names) is
       judged where it is called, as an `Image.open` there.
-    - Code that is not dataset code (a `multiprocessing.Pool` job, a script).
+    - Code that is not dataset code (a `multiprocessing.Pool` job, a script). A class
+      without a torch base is dataset code when a `DataLoader` or `ConcatDataset`
+      receives it (in a list, a comprehension, `parts.append(...)`).
 
     ## Example
     ```python
@@ -70,16 +77,15 @@ class UnclosedImageOpen(Rule):
     ```
 
     ## Fix safety
-    For an image that is never named (`x = Image.open(p).convert("RGB")`,
-    `return Image.open(p).copy()`), the fix wraps the statement in
-    `with Image.open(p) as im:` and uses `im` in it. It is offered only when
-    moving the `Image.open` call in front of its statement changes nothing else
-    (no conditional, boolean operator, comprehension or earlier call on the way),
-    the new name is unused in the function, and comments are kept. It is safe
-    when the statement has read the pixels by its end (a loading method such as
-    `.convert()`, `.copy()` or `.resize()` on the image); otherwise, e.g.
-    `x = transform(Image.open(p))`, the object built from the image may read the
-    file after the block closed it, and the fix is unsafe.
+    For an image that is never named (`x = Image.open(p).convert("RGB")`, `return
+    Image.open(p).copy()`), the fix wraps the statement in `with Image.open(p) as im:`
+    and uses `im` in it. It is offered only when moving the `Image.open` call in front
+    of its statement changes nothing else (no conditional, boolean operator,
+    comprehension or earlier call on the way), the new name is unused in the function,
+    and comments are kept. It is safe when the statement has read the pixels by its
+    end (a loading method such as `.convert()`, `.copy()` or `.resize()` on the
+    image); otherwise, e.g. `x = transform(Image.open(p))`, the object built from the
+    image may read the file after the block closed it, and the fix is unsafe.
 
     ## References
     - Pillow: "File handling in Pillow" (`_exclusive_fp`, `load()` closes single-frame files)
@@ -94,6 +100,7 @@ class UnclosedImageOpen(Rule):
     help = "Open the image with `with Image.open(path) as im:` and return data loaded from it"
 
     valid = (
+        PAGES.format(expect="", use="{book: len(p) for book, p in zip(books, parts)}"),
         """
         import io
         import six
@@ -169,6 +176,7 @@ class UnclosedImageOpen(Rule):
         """,
     )
     invalid = (
+        PAGES.format(expect="  # expect: DSL101", use="ConcatDataset([Pages(b) for b in extra] + parts)"),
         # never loaded, per example of a `datasets` object
         """
         from datasets import load_dataset

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dslint.rules.base import WARNING, Invalid, Rule, Symptom
-from dslint.rules.handles._common import KEPT, opener_text, unclosed_handles, with_fix
+from dslint.rules.handles._common import KEPT, SHARDS, WRAPPED_SOURCE, opener_text, unclosed_handles, with_fix
 
 
 class UnclosedFileOpen(Rule):
@@ -11,30 +11,35 @@ class UnclosedFileOpen(Rule):
     ## What it does
     Flags a file opened in per-sample dataset code (`__getitem__`, the yielding
     loop of `__iter__`, the functions they call) and never closed, when the
-    handle outlives what reference counting closes at once:
+    handle outlives what reference counting closes at once. A project class
+    without a torch base is a dataset when a torch dataset indexes it per sample
+    (`return self.inner[index]` of the object its `__init__` is given), as
+    when a `DataLoader` receives it:
 
     - a new handle kept on `self` on every sample (`self.f = open(p)`,
       `self.reader = csv.reader(open(p))`);
     - a library handle whose file is released by its `close()`, not by dropping
       the object: `rasterio.open`, `netCDF4.Dataset`/`MFDataset`,
-      `xarray.open_dataset`/`open_dataarray`/`open_mfdataset`, `lmdb.open`, in any
-      form (`[rasterio.open(p).read() for p in paths]`, `nc = xr.open_dataset(p)`).
+      `xarray.open_dataset`/`open_dataarray`/`open_mfdataset`, `lmdb.open`,
+      `tables.open_file`, `pandas.HDFStore` (PyTables keeps its files open until
+      closed), in any form (`[rasterio.open(p).read() for p in paths]`).
       A module imported by a call (`xr = importlib.import_module("xarray")`, or
       a project helper that calls `importlib.import_module`) is followed.
 
     The openers are `open()`, `io.open`, `gzip`/`bz2`/`lzma.open`, `tarfile.open`,
     `zipfile.ZipFile`, `h5py.File`, `tifffile.TiffFile`, `soundfile.SoundFile`,
-    `smart_open.open`, `Path(...).open()` and the library openers above.
+    `smart_open.open`, `av.open`, `imageio.get_reader`, `h5netcdf.File`,
+    `openslide.OpenSlide`, `scipy.io.netcdf_file`, `Path(...).open()` and the
+    library openers above.
 
     ## Why is this bad?
     A handle kept on `self` stays open between samples, one more descriptor per
-    worker, and each replaced one is dropped unclosed (`ResourceWarning:
-    unclosed file` on every sample). Library handles hold a GDAL dataset, a
-    NetCDF/HDF5 file or an LMDB map outside Python's file objects, and their
-    libraries release them through `close()` or a `with` block; per-sample
-    handles left open ran workers out of descriptors in torchgeo (#3233,
-    #3234). Handles kept in a container are DSL103's, handles opened in
-    `__init__` and kept DSL401's.
+    worker, and each replaced one is dropped unclosed (`ResourceWarning: unclosed
+    file` on every sample). Library handles hold a GDAL dataset, a NetCDF/HDF5 file
+    or an LMDB map outside Python's file objects, and their libraries release them
+    through `close()` or a `with` block; per-sample handles left open ran workers out
+    of descriptors in torchgeo (#3233, #3234). Handles kept in a container are
+    DSL103's, handles opened in `__init__` and kept DSL401's.
 
     ## When it does not fire
     - A Python file object used and dropped in its statement or function
@@ -50,6 +55,9 @@ class UnclosedFileOpen(Rule):
       Source()`, or a `Source()` handed in where the file builds the dataset) is
       judged where it is called. A method on an object of unknown class (a
       parameter nothing in the file builds, two classes) is not followed.
+    - A function memoised with `functools.lru_cache`/`cache` (decorated, or
+      `lru_cache()(f)`): the cache owns the one handle it shares; closing it
+      would break the next caller.
     - One handle the class manages: closed somewhere (`__del__`, `close()`) or
       opened lazily once per worker (`if self.f is None: self.f = open(p)`).
     - `fsspec.open`: a lazy `OpenFile` that holds nothing until it is entered.
@@ -70,15 +78,14 @@ class UnclosedFileOpen(Rule):
     ```
 
     ## Fix safety
-    For a handle that is never named (`rasterio.open(p).read()`,
-    `json.load(open(p))`), the fix wraps the statement in `with ... as f:` and
-    passes `f`; the name is fresh and nothing else moves. It is safe when the
-    statement consumes the file: a read method on it, or a call that reads
-    everything before it returns (`json.load`, `pickle.load`, `yaml.safe_load`,
-    `torch.load`, `np.loadtxt`, `pd.read_csv`, `list(...)` and the like). For
-    anything else, such as `rows = csv.reader(open(p))`, the wrapped object would
-    read the file after the block closed it (`ValueError: I/O operation on closed
-    file`), so the fix is unsafe and applied only with `--unsafe-fixes`.
+    For a handle that is never named (`rasterio.open(p).read()`, `json.load(open(p))`),
+    the fix wraps the statement in `with ... as f:` and passes `f`; the name is fresh
+    and nothing else moves. It is safe when the statement consumes the file: a read
+    method on it, or a call that reads everything before it returns (`json.load`,
+    `pickle.load`, `yaml.safe_load`, `torch.load`, `np.loadtxt`, `pd.read_csv`,
+    `list(...)` and the like). For anything else, such as `csv.reader(open(p))`, the
+    wrapped object would read the file after the block closed it (`ValueError: I/O
+    operation on closed file`): unsafe, applied only with `--unsafe-fixes`.
 
     ## References
     - torchgeo/torchgeo#3233, torchgeo/torchgeo#3234 (per-sample raster and NetCDF handles)
@@ -92,6 +99,12 @@ class UnclosedFileOpen(Rule):
     help = "Open the file in a `with` block so it is closed on every path"
 
     valid = (
+        # the wrapper reads its object by a fixed key, not by the sample index: not a dataset
+        {
+            "source.py": WRAPPED_SOURCE.replace("self.inner[index]", "self.inner[self.key]"),
+            "rasters.py": "import rasterio\nfrom source import SourceDataset\nclass Rasters(SourceDataset):\n"
+            "    def __getitem__(self, i):\n        return [rasterio.open(p).read() for p in self.files[i]]\n",
+        },
         # Python file objects dropped at once, or read once: DSL104's (opt-in)
         """
         import gzip
@@ -103,7 +116,6 @@ class UnclosedFileOpen(Rule):
             def __init__(self, index, cube):
                 self.files = json.load(open(index))
                 self.attrs = xr.open_dataset(cube).attrs
-
             def __getitem__(self, i):
                 f = gzip.open(self.blobs[i])
                 return json.load(open(self.files[i])), open(self.texts[i]).read(), f.read()
@@ -125,6 +137,7 @@ class UnclosedFileOpen(Rule):
         import gzip
         from contextlib import ExitStack
         import fsspec
+        import pandas as pd
         import rasterio
         from torch.utils.data import Dataset
 
@@ -138,8 +151,8 @@ class UnclosedFileOpen(Rule):
                 with ExitStack() as stack:
                     fs = [stack.enter_context(open(p)) for p in self.parts[i]]
                     parts = [g.read() for g in fs]
-                with rasterio.open(self.rasters[i]) as src:
-                    image = src.read()
+                with rasterio.open(self.rasters[i]) as src, pd.HDFStore(self.stores[i]) as store:
+                    image = src.read() + store["a"]
                 with fsspec.open(self.urls[i]) as g:
                     raw = g.read()
                 open(self.markers[i], "a").close()  # closed at once
@@ -152,14 +165,11 @@ class UnclosedFileOpen(Rule):
             def __init__(self, path):
                 self.path = path
                 self.data = None
-
             def _open(self):
                 self.data = open(self.path, "rb")
-
             def __del__(self):
                 if self.data:
                     self.data.close()
-
             def __getitem__(self, i):
                 if not self.data:
                     self._open()  # once per worker, through a helper
@@ -172,7 +182,6 @@ class UnclosedFileOpen(Rule):
             "texts.py": """
                 def open_text(path):
                     return open(path)
-
                 class Source:
                     def open(self, path):
                         return open(path)
@@ -180,11 +189,9 @@ class UnclosedFileOpen(Rule):
             "lines.py": """
                 from torch.utils.data import Dataset
                 from texts import open_text
-
                 class Lines(Dataset):
                     def __init__(self, paths, source):
                         self.paths, self.source = paths, source
-
                     def __getitem__(self, i):
                         with open_text(self.paths[i]) as f:
                             first = f.readline()
@@ -194,6 +201,19 @@ class UnclosedFileOpen(Rule):
         },
     )
     invalid = (
+        # a function of another module returns a new handle; its memoised twin the cache's shared one
+        {
+            "shards.py": SHARDS,
+            "d.py": "from torch.utils.data import Dataset\nfrom shards import cached_shard, open_shard\nclass D(Dataset):\n"
+            "    def __getitem__(self, i):\n        self.f = cached_shard(self.paths[i])\n"
+            "        self.g = open_shard(self.paths[i])  # expect: DSL102\n        return self.f, self.g\n",
+        },
+        # a project base without a torch base that a torch wrapper indexes per sample (``Wrap(self)``)
+        {
+            "source.py": WRAPPED_SOURCE,
+            "rasters.py": "import rasterio\nfrom source import SourceDataset\nclass Rasters(SourceDataset):\n"
+            "    def __getitem__(self, i):\n        return [rasterio.open(p).read() for p in self.files[i]]  # expect: DSL102\n",
+        },
         # a function of another module that returns the handle it opens, kept on self per sample
         {
             "texts.py": """
@@ -203,7 +223,6 @@ class UnclosedFileOpen(Rule):
             "lines.py": """
                 from torch.utils.data import Dataset
                 from texts import open_text
-
                 class Lines(Dataset):
                     def __getitem__(self, i):
                         self.f = open_text(self.paths[i])  # expect: DSL102
@@ -214,28 +233,26 @@ class UnclosedFileOpen(Rule):
         {
             "lazy.py": """
                 import importlib
-
                 def lazy_import(name):
                     return importlib.import_module(name)
             """,
             "geo.py": """
-                import rasterio
+                import rasterio, tables
                 from torch.utils.data import Dataset
                 from lazy import lazy_import
-
                 class Patches(Dataset):
                     def __getitem__(self, i):
                         xr = lazy_import("xarray")
                         nc = xr.open_dataset(self.files[i])  # expect: DSL102
+                        table = tables.open_file(self.tables[i])  # expect: DSL102
                         steps = [rasterio.open(p).read() for p in self.series[i]]  # expect: DSL102
-                        return nc.band.values, steps
+                        return nc.band.values, steps, table.root.x[:]
             """,
         },
         Invalid(
             """
             import rasterio
             from torch.utils.data import Dataset
-
             class D(Dataset):
                 def __getitem__(self, i):
                     return rasterio.open(self.files[i]).read()  # expect: DSL102
@@ -243,7 +260,6 @@ class UnclosedFileOpen(Rule):
             expected_replacement="""
             import rasterio
             from torch.utils.data import Dataset
-
             class D(Dataset):
                 def __getitem__(self, i):
                     with rasterio.open(self.files[i]) as f:

@@ -49,8 +49,9 @@ class RetainedFileHandles(Rule):
       self.handles:`, `if self.h is None:`, `if not hasattr(self.local, "f"):`):
       at most one handle per file or per worker, the lazy per-worker pattern.
       A cache keyed by the sample index itself (`self.cache[idx]` in
-      `__getitem__(self, idx)`) is reported even behind such a guard: it keeps
-      one handle for every sample the worker has seen.
+      `__getitem__(self, idx)`), or by the entry of a per-sample table
+      (`path = self.paths[idx]` where `__len__` returns `len(self.paths)`), is
+      reported even behind such a guard: one handle for every sample seen.
     - A handle returned to the caller (`return image, label`).
     - A handle added to a container local to the sample's code (`views.append(
       Image.open(p))` in `__getitem__`): the container ends with the sample.
@@ -93,7 +94,6 @@ class RetainedFileHandles(Rule):
         class D(Dataset):
             def __init__(self, root, names):
                 self.arrays = [np.load(os.path.join(root, f"{n}.npz"))["x"] for n in names]  # loaded
-
             def __getitem__(self, i):
                 with Image.open(self.paths[i]) as im:
                     self.cache[i] = im.convert("RGB")
@@ -107,7 +107,6 @@ class RetainedFileHandles(Rule):
         class D(Dataset):
             def __init__(self, path):
                 self.data = np.load(path, mmap_mode="r")  # one shared map: fine
-
             def __getitem__(self, i):
                 return self.data[i]
         """,
@@ -130,12 +129,10 @@ class RetainedFileHandles(Rule):
             def __init__(self, path):
                 self.path = path
                 self.local = threading.local()
-
             def _file(self):
                 if not hasattr(self.local, "f"):
                     self.local.f = open(self.path)  # once per thread
                 return self.local.f
-
             def __getitem__(self, i):
                 f = self._file()
                 f.seek(self.offsets[i])
@@ -153,11 +150,9 @@ class RetainedFileHandles(Rule):
             def __init__(self, files):
                 self.sizes = [len(open_map(f)) for f in files]  # measured and dropped
                 self.index = open_map(files[0])  # one shared map
-
             def _read(self, path):
                 data = np.memmap(path, dtype="uint8", mode="r")
                 return data, data.shape
-
             def __getitem__(self, i):
                 data, shape = self._read(self.files[i])
                 return np.array(data[:4]), shape
@@ -203,8 +198,18 @@ class RetainedFileHandles(Rule):
         class D(Dataset):
             def __getitem__(self, idx):
                 if idx not in self.cache:
-                    self.cache[idx] = h5py.File(self.files[idx], "r")  # expect: DSL103
+                    self.cache[idx] = h5py.File(self.fs.open(self.files[idx]), "r")  # expect: DSL103 (keeps its file object)
                 return self.cache[idx]["x"][()]
+        class E(Dataset):  # one path per sample (its length); a shard is shared by rows
+            def __len__(self): return len(self.files)
+            def __getitem__(self, idx):
+                path = self.files[idx]
+                if path not in self.cache:
+                    self.cache[path] = h5py.File(path, "r")  # expect: DSL103
+                shard, row = self.rows[idx]
+                if shard not in self.shards:
+                    self.shards[shard] = h5py.File(shard, "r")
+                return self.cache[path]["x"][()], self.shards[shard]["x"][row]
         """,
         """
         import os
@@ -215,7 +220,6 @@ class RetainedFileHandles(Rule):
             def __init__(self, root, names):
                 self.archives = [np.load(os.path.join(root, f"{n}.npz")) for n in names]  # expect: DSL103
                 self.arrays = [np.load(os.path.join(root, f"{n}.npz"))["x"] for n in names]  # loaded: fine
-
             def __getitem__(self, i):
                 return self.archives[i]["x"], self.arrays[i]
         """,
@@ -225,7 +229,6 @@ class RetainedFileHandles(Rule):
         class D(Dataset):
             def __init__(self, paths):
                 self.handles = [open(p, "rb") for p in paths]  # expect: DSL103
-
             def __getitem__(self, i):
                 return self.handles[i].read()
         """,
@@ -242,15 +245,12 @@ class RetainedFileHandles(Rule):
                 self.maps = []
                 for f in files:
                     self._add(f)
-
             def _open(self, path):
                 data = np.memmap(path, dtype="uint8", mode="r")
                 return data, {"size": data.shape}
-
             def _add(self, path):
                 data, meta = self._open(path)  # expect: DSL103
                 self.maps.append(data)
-
             def __getitem__(self, i):
                 return self.maps[i][:4]
         """,
@@ -258,7 +258,6 @@ class RetainedFileHandles(Rule):
         {
             "reader.py": """
                 import numpy as np
-
                 class Reader:
                     def read(self, path):
                         data = np.memmap(path, dtype="uint8", mode="r")
@@ -267,14 +266,11 @@ class RetainedFileHandles(Rule):
             "chunks.py": """
                 from torch.utils.data import Dataset
                 from reader import Reader
-
                 class Store:
                     def __init__(self):
                         self.reader = Reader()
-
                     def dataset(self, files):
                         return Chunks(self.reader, files)
-
                 class Chunks(Dataset):
                     def __init__(self, reader, files):
                         self.reader = reader
@@ -282,7 +278,6 @@ class RetainedFileHandles(Rule):
                         for f in files:
                             data, meta = self.reader.read(f)  # expect: DSL103
                             self.maps.append(data)
-
                     def __getitem__(self, i):
                         return self.maps[i][:4]
                 """,
@@ -291,8 +286,8 @@ class RetainedFileHandles(Rule):
 
     def check(self, ctx):
         for call, kind, fate in opened_handles(ctx, ("image", "file", "mmap", lt.NPZ)):
-            lazy = in_lazy_block(ctx, call) and not keyed_by_sample_index(ctx, fate)
-            if fate.kind != lt.STORED or lazy or in_local_container(ctx, call, fate):
+            keyed = keyed_by_sample_index(ctx, fate)
+            if fate.kind != lt.STORED or (in_lazy_block(ctx, call) and not keyed) or in_local_container(ctx, call, fate):
                 continue
-            setup = in_init(ctx, call) or not ctx.is_per_sample(call)
+            setup = in_init(ctx, call) or not (ctx.is_per_sample(call) or keyed)
             yield self.report(call, opener_text(ctx, call) + (PER_FILE if setup else PER_SAMPLE))

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 from dslint.rules.base import WARNING, Invalid, Rule, Symptom
-from dslint.rules.handles._common import opener_text, released_how, unclosed_handles, with_fix
-
-
-IMAGE_BASE = "from PIL import Image\nclass ImageBase:\n    def load(self, path):\n        return Image.open(path)\n"
+from dslint.rules.handles._common import CACHED_OR_NEW, IMAGE_BASE, memory_source, opener_text, released_how, unclosed_handles, with_fix
 
 
 class UnclosedHandleResourceWarning(Rule):
@@ -19,18 +16,18 @@ class UnclosedHandleResourceWarning(Rule):
       handed to a transform or `np.array`, in code that shows no multi-frame
       format: Pillow loads and closes single-frame files;
     - a Python file object used and dropped per sample: `json.load(open(p))`,
-      `open(p).read()`, `f = gzip.open(p)` then `f.read()`,
-      `rows = csv.reader(open(p))`;
+      `open(p).read()`, `f = gzip.open(p)` then `f.read()`, `csv.reader(open(p))`;
     - any handle opened once, not per sample: `json.load(open(p))` or
       `open(p).readlines()` in `__init__`, `h5py.File(p)` in `process()`, an
       `Image.open` in a setup method or in a helper of any file that `__init__`
-      calls for every image while it builds the dataset;
-    - `Image.open` on an in-memory buffer (`six.BytesIO`, a name bound to one).
+      calls for every image while it builds the dataset, a helper whose paths
+      return a new handle or an `lru_cache`d one (only where it runs once).
 
     Dataset code includes a project class without a torch base whose
-    `__getitem__`/`__len__` serve an instance a `DataLoader` or `Subset` takes
-    (and the other subclasses of that class), and a function a package binds by a
-    star import in one branch of an `if`/`try` (each branch's is followed).
+    `__getitem__`/`__len__` serve an instance a `DataLoader` or `Subset` takes, or
+    a torch dataset indexes per sample (`self.inner[index]`), the other subclasses
+    of that class, and a function a package binds by a star import in one branch
+    of an `if`/`try` (each branch's is followed).
 
     This is an opt-in rule: it runs only with `--preview` (or `preview = true`).
 
@@ -38,14 +35,12 @@ class UnclosedHandleResourceWarning(Rule):
     Mostly it is not, and that is the trade-off. CPython's reference counting
     closes a file object as soon as the last reference goes (the end of the
     statement or function), and Pillow closes a JPEG/PNG file when it loads the
-    pixels; an in-memory buffer holds no descriptor at all. What remains is
-    `ResourceWarning: unclosed file` (shown under `-X dev`, `-W default` or
-    pytest), a descriptor held a little longer, and a dependence on CPython:
-    PyPy and code that keeps a traceback or a reference cycle hold the file
-    until the garbage collector runs. ruff keeps its "open without a context
-    manager" rule (SIM115) out of its default set for the same reason. Enable
-    this rule for code that must run warning-free, e.g. tests run with
-    `-W error::ResourceWarning`.
+    pixels. What remains is `ResourceWarning: unclosed file` (under `-X dev`,
+    `-W default` or pytest), a descriptor held a little longer, and a dependence
+    on CPython: PyPy and code that keeps a traceback or a reference cycle hold the
+    file until the garbage collector runs. ruff keeps its "open without a context
+    manager" rule (SIM115) out of its default set for the same reason. Enable this
+    rule for code that must run warning-free (`-W error::ResourceWarning`).
 
     ## When it does not fire
     - The forms with a runtime consequence: DSL101 (an image never loaded, kept
@@ -53,6 +48,8 @@ class UnclosedHandleResourceWarning(Rule):
       library handle per sample) and DSL103 (handles kept in a container).
     - Handles closed on every path, returned to the caller, kept on `self` in
       `__init__` (DSL401) or managed once per worker, as for DSL102.
+    - A reader over an in-memory buffer or a file object the code closes (`av.open(f)` in
+      `with open(p) as f`, `Image.open` of a `self` list's `BytesIO`): no descriptor.
 
     ## Example
     ```python
@@ -194,22 +191,23 @@ class UnclosedHandleResourceWarning(Rule):
                         return image, json.load(f)  # expect: DSL104
             """,
         ),
-        # images loaded later, handed to a transform, or read from memory
+        # images loaded later or handed to a transform, a video container (not those read from memory)
         """
-        import six
+        import av, io, six
         from PIL import Image as I
         import torch.utils.data as tud
         class D(tud.Dataset):
+            def __init__(self, paths):
+                self.jpegs = [six.BytesIO(open(p, "rb").read()) for p in paths]  # expect: DSL104
             def __getitem__(self, i):
                 image = I.open(self.paths[i])  # expect: DSL104
-                if image.mode != "RGB":
-                    image = image.convert("RGB")
                 image = image.resize((64, 64))
                 img = I.open(self.masks[i])  # expect: DSL104
                 buf = six.BytesIO()
                 buf.write(self.blobs[i])
-                thumb = I.open(buf)  # expect: DSL104
-                return image, self.transform(img), thumb.size
+                clip = av.open(self.videos[i])  # expect: DSL104
+                thumb, jpeg, mem = I.open(buf), I.open(self.jpegs[i]), av.open(io.BytesIO(self.raw[i]))  # no descriptor
+                return image, self.transform(img), thumb.size, jpeg.size, clip.streams, mem.streams
         """,
         # handles opened once, not per sample
         Invalid(
@@ -276,6 +274,8 @@ class UnclosedHandleResourceWarning(Rule):
                     return f.read(), [r for r in reader], open(self.texts[i]).read()  # expect: DSL104
             """,
         ),
+        # a helper that returns a new handle where it misses its cache, in setup code (silent per sample)
+        CACHED_OR_NEW,
         # a per-example function of a `datasets` object, through a helper
         """
         from datasets import load_dataset
@@ -294,7 +294,7 @@ class UnclosedHandleResourceWarning(Rule):
     )
     def check(self, ctx):
         for call, kind, fate, why in unclosed_handles(ctx, ("image", "file")):
-            if why is None:
+            if why is None and not (kind == "image" and memory_source(ctx, call)):
                 names = ("im", "image", "pil_image") if kind == "image" else ("f", "fh", "handle")
                 message = f"{opener_text(ctx, call)} is never closed, but {released_how(ctx, call, kind)}"
                 yield self.report(call, message, fix=with_fix(ctx, call, fate, names))
