@@ -454,3 +454,34 @@ class Rows(Dataset):
 '''
     found = [(row, code) for _, row, code in _codes(tmp_path, {"rows.py": source}, "DSL202") if code == "DSL202"]
     assert found == [(12, "DSL202")]
+
+
+def test_reads_of_in_memory_buffers_are_not_file_reloads(tmp_path):
+    # a buffer made once per sample and filled with that sample's bytes reads no file (DSL202 silent);
+    # the index file beside it is parsed again for every sample (reported)
+    found = _codes(
+        tmp_path,
+        """
+        import io
+        import json
+        import numpy as np
+        from torch.utils.data import Dataset
+
+        class Blobs(Dataset):
+            def __init__(self, blobs, index_path):
+                self.blobs = blobs
+                self.index_path = index_path
+
+            def __getitem__(self, idx):
+                buf = io.BytesIO()
+                buf.write(self.blobs[idx])
+                buf.seek(0)
+                array = np.load(buf)
+                meta = json.load(io.StringIO(self.blobs[0].decode()))
+                with open(self.index_path) as f:
+                    index = json.load(f)
+                return array, meta, index[idx]
+        """,
+        ["DSL202"],
+    )
+    assert [(row, code) for _, row, code in found] == [(18, "DSL202")]

@@ -22,6 +22,7 @@ import libcst as cst
 from dslint.semantics import dataflow as df
 from dslint.semantics.call_facts import has_star, positional_or_keyword, unresolved_receiver
 from dslint.semantics.calls import UNKNOWN as UNKNOWN_LITERAL
+from dslint.semantics.memory_buffers import buffer_call, self_buffer_element
 from dslint.semantics.records import same_record
 
 OPENERS = frozenset({"builtins.open", "gzip.open", "bz2.open", "lzma.open", "codecs.open"})
@@ -66,6 +67,8 @@ def reads_fixed_file(ctx, call: cst.Call, qualified: str) -> bool:
     if source is None:
         return False
     expr = source.value
+    if in_memory(ctx, expr):
+        return False  # `np.load(buf)` of a `BytesIO` filled from this sample's bytes reads no file
     # every other argument (skiprows=idx, a per-sample query) must be index-invariant too
     if any(df.depends_on_sample(ctx, arg.value) for arg in call.args if arg is not source):
         return False
@@ -91,6 +94,15 @@ def reads_fixed_file(ctx, call: cst.Call, qualified: str) -> bool:
         if mmap is not None and ctx.literal(mmap.value) is not False:
             return False
     return True
+
+
+def in_memory(ctx, expr) -> bool:
+    """``expr`` is an in-memory buffer (``BytesIO``/``StringIO``): a call, a local name bound
+    only to such calls, or an element of a ``self`` list of them. Reading it touches no file."""
+    if self_buffer_element(ctx, expr):
+        return True
+    values = _values(ctx, expr)
+    return bool(values) and all(buffer_call(ctx, value) for value in values)
 
 
 def _values(ctx, expr) -> Optional[List[cst.BaseExpression]]:

@@ -28,7 +28,8 @@ class PerSampleIndexReload(Rule):
     - Other reads whose path depends on the sample (`torch.load(self.files[idx])`,
       a record position drawn at random or constant).
     - A handle opened once and read incrementally; memory maps
-      (`np.load(p, mmap_mode="r")`, `torch.load(p, mmap=True)`).
+      (`np.load(p, mmap_mode="r")`, `torch.load(p, mmap=True)`); in-memory
+      buffers (`np.load(io.BytesIO(blob))`, also filled by `write`): no file.
     - Loads in `__init__`, lazy once-per-worker loads (`if self.df is None:`, or
       after an early `if self.loaded: return`) and `lru_cache`d helpers.
 
