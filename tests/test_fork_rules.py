@@ -550,6 +550,31 @@ def test_sqlite_is_a_warning(tmp_path):
 # Cases of this family's rules that do not fit in the rule modules (300 lines each);
 # they run exactly like the embedded ones (tests/test_rule_cases.py).
 MORE_CASES = [
+    # a dataset of an evaluation split keeps its seeded generator: the same draws keep evaluation reproducible
+    ('DSL402', 'valid', """
+        import numpy as np
+        from torch.utils.data import Dataset
+
+        class ValidationCrops(Dataset):
+            def __init__(self, items, seed):
+                self.items = items
+                self.random = np.random.RandomState(seed)
+
+            def __getitem__(self, i):
+                return self.items[i][self.random.randint(4):]
+        """),
+    ('DSL402', 'invalid', """
+        import numpy as np
+        from torch.utils.data import Dataset
+
+        class TrainingCrops(Dataset):
+            def __init__(self, items, seed):
+                self.items = items
+                self.random = np.random.RandomState(seed)  # expect: DSL402
+
+            def __getitem__(self, i):
+                return self.items[i][self.random.randint(4):]
+        """),
     ('DSL401', 'valid', """
         import numpy as np
         from torch.utils.data import Dataset

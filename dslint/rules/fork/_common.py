@@ -37,6 +37,7 @@ from dslint.semantics.instance_state import (
     self_attr_uses,
     stores_elsewhere,
 )
+from dslint.semantics.loader_roles import eval_name
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.reseeding import reseeded
@@ -54,11 +55,8 @@ def call_text(ctx, call: cst.Call) -> str:
 
 
 def family_consults_worker(ctx, cls: cst.ClassDef, family: List[cst.ClassDef]) -> bool:
-    """Does the dataset's own code look at which worker or process it runs in?
-
-    ``get_worker_info()`` or ``os.getpid()`` anywhere in the class family (this
-    file), or in what its entry points reach across the project.
-    """
+    """Does the dataset's own code look at which worker or process it runs in? ``get_worker_info()``
+    or ``os.getpid()`` anywhere in the class family (this file), or in what its entry points reach."""
     family_ids = {id(c) for c in family}
     memo = ctx.memo(("fork._common.consults",), dict)
     if id(cls) in memo:
@@ -217,6 +215,8 @@ def rngs_in_init(ctx):
     from per sample while nothing reseeds it per worker."""
     reported = set()
     for cls, init, func, self_param, call in construction_calls(ctx):
+        if eval_name(cls.name.value):
+            continue  # a dataset of an evaluation split: the same draws in every worker keep it reproducible
         kind = rng_kind(ctx, call) or rng_factory_kind(ctx, call, self_param, class_family(ctx, cls)) or (
             "holder" if returns_holder(ctx, call) else None)
         if kind is None or (kind == "numpy" and isinstance(ctx.parent(call), cst.Arg)):

@@ -27,8 +27,8 @@ class RngStateInInit(Rule):
     code calls (`self.t(x)`) and nothing replaces.
 
     ## When it does not fire
-    - Global RNG use (`np.random.rand()`, `random.random()`, `torch.rand()` per sample): since torch 1.9 every worker
-      reseeds the global `random`, `numpy` and `torch` generators from its own per-epoch seed.
+    - Global RNG use (`np.random.rand()`, `random.random()`, `torch.rand()`): torch >= 1.9 reseeds them per worker.
+    - Datasets of an evaluation split (`ValidationDataset`, `TestSet`): the same draws keep evaluation reproducible.
     - A generator reseeded per worker, per epoch or per index: `get_worker_info()`/`os.getpid()` in the dataset, a
       `worker_init_fn` or another method (`set_epoch`) that reassigns it, `self.rng.seed(self.seed + i)`.
     - A generator handed to a plain function (it may use it up and return data), a factory that may return anything
