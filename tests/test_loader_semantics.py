@@ -232,3 +232,38 @@ def test_test_paths_answer_for_files_and_modules():
     assert not is_test_path("src/contest/data.py") and not is_test_path("latest/data.py")
     assert is_test_module("Tests.ML.configs") and is_test_module("pkg.tests.data") and is_test_module("conftest")
     assert not is_test_module("pkg.testbed.data")
+
+
+def test_subclasses_that_forward_every_argument_are_judged_like_dataloader(tmp_path):
+    """A DataLoader subclass of the file whose ``__init__(self, *args, **kwargs)`` hands both on
+    unchanged takes torch's arguments (``semantics.passthrough_loaders``): its constructions are
+    DSL503's like ``DataLoader(...)``; one that names a parameter of its own is not followed."""
+    write_files(
+        tmp_path,
+        {
+            "loaders.py": """
+            import torch
+            from torch.utils.data import DataLoader
+
+            class Endless(torch.utils.data.DataLoader):
+                def __init__(self, *args, **kwargs):
+                    super().__init__(*args, **kwargs)
+                    self.it = super().__iter__()
+
+            class Own(DataLoader):
+                def __init__(self, ds, *args, **kwargs):
+                    super().__init__(ds, *args, **kwargs)
+
+            def make(ds, cfg, workers):
+                a = Endless(ds, num_workers=workers, prefetch_factor=cfg.p if workers > 0 else 2)
+                b = Endless(ds, 4, True, persistent_workers=True)
+                c = Own(ds, batch_size=4, persistent_workers=True)
+                d = Endless(ds, num_workers=workers, prefetch_factor=cfg.p if workers > 0 else None)
+                return a, b, c, d
+            """,
+        },
+    )
+    run = run_cli("check", "--no-cache", "--select", "DSL503", "--output-format", "concise", ".", cwd=tmp_path)
+    rows = sorted(int(line.split(":")[1]) for line in run.stdout.splitlines() if "DSL503" in line)
+    assert rows == [14, 15]
+    assert "`prefetch_factor` is `2` when `workers` is 0 (`workers > 0` is false then)" in run.stdout

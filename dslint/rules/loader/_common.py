@@ -14,6 +14,7 @@ from dslint.semantics.forwarding import caller_key_reaches, handled_before, key_
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.open_specs import open_spec, test_can_be_true
 from dslint.semantics.libraries import kwargs_loader_calls, library_iterable
+from dslint.semantics.passthrough_loaders import passthrough_loader_calls
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.module_calls import positional_args
 from dslint.semantics.project import ITERABLE, MAP
@@ -116,15 +117,15 @@ def loader_calls(ctx):
 
 
 def forwarding_loader_calls(ctx):
-    """``loader_calls`` and the constructions of third-party DataLoader subclasses that pass
-    torch's arguments through (``libraries.KWARGS_LOADERS``, e.g. PyG's ``DataLoader``), each
-    bound to its own positional parameters and torch's keywords and defaults."""
+    """``loader_calls`` and the constructions of DataLoader subclasses that pass torch's arguments
+    through (third-party ``libraries.KWARGS_LOADERS``, e.g. PyG's ``DataLoader``, and this file's
+    ``passthrough_loaders``), each bound to its positional parameters and torch's keywords and defaults."""
 
     def bind(call, positional):
         keywords = tuple(n for n in DATALOADER.names if n not in positional)
         return BoundCall(call, Signature(positional, keywords, DATALOADER.defaults))
 
-    extra = [bind(call, positional) for call, positional in kwargs_loader_calls(ctx)]
+    extra = [bind(call, positional) for call, positional in (*kwargs_loader_calls(ctx), *passthrough_loader_calls(ctx))]
     return loader_calls(ctx) + [b for b in extra if not expects_error(ctx, b.call)]
 
 

@@ -11,6 +11,7 @@ from dslint.rules.loader._common import fixed_by_code, forwarding_loader_calls, 
 from dslint.semantics.builder_defaults import defaulted_option
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.loops import loader_loops
+from dslint.semantics.zero_arms import TORCH_ERRORS as ERRORS, zero_arm_options
 
 
 class WorkerOptionWithoutWorkers(Rule):
@@ -29,6 +30,9 @@ class WorkerOptionWithoutWorkers(Rule):
     the author expects 0). The option must then be set on every path seen
     (`persistent_workers=True` hard-coded).
 
+    An option whose value is a conditional on the worker count itself is judged by the arm for 0
+    workers: `prefetch_factor=p if workers > 0 else 2` raises whenever the count is 0.
+
     A worker count the *user* sets also counts as one that can be 0 (users set 0 to
     debug, or on machines without shared memory): a setting read from a
     configuration (`cfg.workers`, `self.hparams["num_workers"]`, `args.workers` with
@@ -41,9 +45,9 @@ class WorkerOptionWithoutWorkers(Rule):
     persistent_workers=True)`, directly or via `kwargs[...] = ...` and `**kwargs`)
     counts.
 
-    Third-party DataLoader subclasses that hand torch's arguments through
-    (PyG's `DataLoader`, `DataListLoader`, `DenseDataLoader`) are checked the
-    same way.
+    DataLoader subclasses that hand torch's arguments through (PyG's `DataLoader`,
+    `DataListLoader`, `DenseDataLoader`, and a subclass of the same file whose
+    `__init__(self, *args, **kwargs)` forwards both unchanged) are checked the same way.
 
     ## When it does not fire
     - A computed count (`max(1, n)`, `os.cpu_count()`), argparse `choices` that list every
@@ -109,11 +113,13 @@ class WorkerOptionWithoutWorkers(Rule):
 
         parser = argparse.ArgumentParser()
         parser.add_argument("--workers", type=int, default=0)
+        parser.add_argument("--listed", type=int, default=4, choices=[2, 4, 8])
         args = parser.parse_args()
         if args.workers > 0:  # the loader's code handles 0 itself
             loader = DataLoader(ds, num_workers=args.workers, persistent_workers=True)
         fast = DataLoader(ds, num_workers=args.workers, persistent_workers=args.workers > 0)
         prefetched = DataLoader(ds, num_workers=args.workers, prefetch_factor=4 if args.workers else None)
+        listed = DataLoader(ds, num_workers=args.listed, persistent_workers=True)
         """,
         """
         import os
@@ -133,15 +139,6 @@ class WorkerOptionWithoutWorkers(Rule):
         def build(ds, workers, persistent_workers=False, **kwargs):  # the builder's default is off
             kwargs["persistent_workers"] = persistent_workers
             return DataLoader(ds, num_workers=workers, **kwargs)
-        """,
-        """
-        import argparse
-        from torch.utils.data import DataLoader
-
-        parser = argparse.ArgumentParser()
-        parser.add_argument("--workers", type=int, default=4, choices=[2, 4, 8])
-        args = parser.parse_args()
-        loader = DataLoader(ds, num_workers=args.workers, persistent_workers=True)
         """,
     )
     invalid = (
@@ -196,6 +193,9 @@ class WorkerOptionWithoutWorkers(Rule):
             else:
                 workers = 0
             return DataLoader(ds, num_workers=workers, prefetch_factor=4)  # expect: DSL503
+
+        def zero_arm(ds, n):  # the arm for 0 workers still sets the option
+            return DataLoader(ds, num_workers=n, prefetch_factor=4 if n > 0 else 2)  # expect: DSL503
         """,
         """
         from torch.utils.data import DataLoader
@@ -251,6 +251,12 @@ class WorkerOptionWithoutWorkers(Rule):
     def check(self, ctx):
         index = loader_loops(ctx)
         for bound in forwarding_loader_calls(ctx):
+            arms = zero_arm_options(ctx, bound)
+            for name, cond, value, truth, count in arms:
+                yield self.report(cond, f"`{name}` is `{value!r}` when `{count}` is 0 (`{ctx.code(cond.test).strip()}` is "
+                                  f"{str(truth).lower()} then), and the DataLoader raises {ERRORS[name]}")
+            if arms:
+                continue
             zero = zero_workers(ctx, index, bound) or user_zero_workers(ctx, index, bound)
             if zero is None:
                 continue
@@ -262,24 +268,18 @@ class WorkerOptionWithoutWorkers(Rule):
                 continue
             removed, fix = [bound.arg(p[1]) for p in problems], None
             if certain and all(arg is not None for arg in removed):
-                shown = ", ".join(f"`{p[1]}`" for p in problems)
-                fix = FixSpec("unsafe", f"Remove {shown}", remove_args(bound.call, removed))
+                fix = FixSpec("unsafe", f"Remove {', '.join(f'`{p[1]}`' for p in problems)}", remove_args(bound.call, removed))
             names = " and ".join(f"`{p[0]}`" for p in problems)
-            verb = "raises" if certain else "then raises"
-            tail = f"the DataLoader {verb} {problems[0][2]}"
+            tail = f"the DataLoader {'raises' if certain else 'then raises'} {problems[0][2]}"
             if zero.startswith("comes from"):
                 tail = f"the DataLoader raises {problems[0][2]} when it is 0"
-            yield self.report(
-                bound.call,
-                f"{names} need{'s' if len(problems) == 1 else ''} worker processes but `num_workers` {zero}: {tail}",
-                fix=fix,
-            )
+            message = f"{names} need{'s' if len(problems) == 1 else ''} worker processes but `num_workers` {zero}: {tail}"
+            yield self.report(bound.call, message, fix=fix)
 
     @staticmethod
     def _options(ctx, bound, certain: bool) -> Iterator[Optional[Tuple[str, str, str]]]:
-        """(shown, argument, error) for each worker-only option that is set. With ``num_workers``
-        certainly 0, an option passed with a value that is not known to be unset counts (as
-        before); when 0 is only possible, every value seen must set it."""
+        """(shown, argument, error) for each worker-only option that is set: with ``num_workers`` certainly 0,
+        a value not known to be unset; when 0 is only possible, every value seen must set it."""
 
         def given(name, is_set):
             if certain and bound.passed(name):
@@ -288,13 +288,13 @@ class WorkerOptionWithoutWorkers(Rule):
             return must_be(ctx, bound, name, is_set) is not None
 
         if given("prefetch_factor", lambda v: v is not None):
-            yield "prefetch_factor", "prefetch_factor", "`ValueError: prefetch_factor option could only be specified in multiprocessing`"
+            yield "prefetch_factor", "prefetch_factor", ERRORS["prefetch_factor"]
         persistent = must_be(ctx, bound, "persistent_workers", lambda v: v is True) if not certain else None
         if truthy(ctx.value(bound, "persistent_workers")) or persistent or defaulted_option(ctx, bound, "persistent_workers"):
-            yield "persistent_workers=True", "persistent_workers", "`ValueError: persistent_workers option needs num_workers > 0`"
+            yield "persistent_workers=True", "persistent_workers", ERRORS["persistent_workers"]
         if given("multiprocessing_context", lambda v: v is not None):
-            yield "multiprocessing_context", "multiprocessing_context", "`ValueError: multiprocessing_context can only be used with multi-process loading`"
+            yield "multiprocessing_context", "multiprocessing_context", ERRORS["multiprocessing_context"]
         timeout = must_be(ctx, bound, "timeout", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0)
         if timeout is not None:
             shown = f"timeout={timeout.values[0].value!r}" if len({v.value for v in timeout.values}) == 1 else "timeout"
-            yield shown, "timeout", "`AssertionError: _SingleProcessDataLoaderIter requires timeout == 0` at the first `iter()`"
+            yield shown, "timeout", ERRORS["timeout"]
