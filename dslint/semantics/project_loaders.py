@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import List, Tuple
 
 from dslint.semantics.collate_reach import collate_table
-from dslint.semantics.device_flow import attribute_origin, device_table, init_param_origin, kept_attribute, partial_origin
+from dslint.semantics.device_index import attribute_origin, device_table, init_param_origin, kept_attribute, partial_origin
 from dslint.semantics.modules import canonical
 
 Key = Tuple[str, str]  # (path, local qualified name)

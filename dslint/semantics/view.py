@@ -11,13 +11,10 @@ from typing import List, Optional
 
 from dslint.semantics.epoch_hook_index import hook_loaders
 from dslint.semantics.inheritance import iterable_heirs, one_shot_arguments
-from dslint.semantics.loader_roles import eval_roles
 from dslint.semantics.modules import canonical
 from dslint.semantics.numpy_rng import loader_draws
-from dslint.semantics.rank_entries import split_entries
 from dslint.semantics.project import ProjectIndex
 from dslint.semantics.rng_heirs import state_heirs
-from dslint.semantics.trained_results import trained_positions
 from dslint.semantics.rng_holder_index import holder_returned
 from dslint.semantics.torch_version import old_torch
 
@@ -239,16 +236,22 @@ class View:
     def loader_eval_roles(self, qual: str) -> List[list]:
         """[module, name] of the callers (any file, also through functions returning its result)
         that keep the result of this file's function ``qual`` under an evaluation name (``loader_roles``)."""
+        from dslint.semantics.loader_roles import eval_roles  # (parses: not imported by a replayed warm run)
+
         return self._record("loader_eval_roles", [qual], eval_roles(self._index, (self.path, qual)))
 
     def rank_split_entries(self, qual: str) -> List[list]:
         """[module, what starts it] of the DDP entry scripts (any file) that seed the global RNG per
         rank only and call this file's function ``qual``, up to four calls deep (``rank_entries``)."""
+        from dslint.semantics.rank_entries import split_entries  # (parses: not imported by a replayed warm run)
+
         return self._record("rank_split_entries", [qual], split_entries(self._index, (self.path, qual)))
 
     def ddp_trained_positions(self, qual: str) -> List[list]:
         """[module, marker, position] of the training loops of DDP files (any file) over the result of
         this file's function ``qual`` (-1) or element ``position`` of it (``trained_results``)."""
+        from dslint.semantics.trained_results import trained_positions  # (parses: not imported by a replayed warm run)
+
         return self._record("ddp_trained_positions", [qual], trained_positions(self._index, (self.path, qual)))
 
 
