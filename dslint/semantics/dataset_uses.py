@@ -23,7 +23,7 @@ list comprehension or generator, both sides of a ``+``, or what ``name.append(..
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Set
+from typing import Callable, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -115,26 +115,38 @@ def class_args(tree: TreeIndex, names: ModuleNames, qualname_of: QualnameOf) -> 
     """[callee, position or keyword, class] for each construction of a class (a capitalised name)
     passed to a call of a project-looking function (a lower-case name, not a builtin)."""
     found = []
-    for call in tree.nodes(cst.Call):
-        func = call.func
-        tail = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else None)
-        if not tail or not tail[:1].islower() or not call.args:
-            continue
-        callee, position = None, 0
-        for arg in call.args:
-            if arg.star:
-                position = None if arg.star == "*" else position
-                continue
-            where = arg.keyword.value if arg.keyword is not None else position
-            if arg.keyword is None and position is not None:
-                position += 1
-            if where is None or not isinstance(arg.value, (cst.Name, cst.Call)):
-                continue
+    for call, func in _calls_named(tree, lambda tail: tail[:1].islower()):
+        callee = None
+        for where, arg in _placed_args(call):
             classes = [c for c in constructed(tree, names, [arg.value], qualname_of) if _capitalised(c)]
             callee = callee or (names.qualname(func) if classes else None)
             if callee and not callee.startswith("builtins."):
                 found.extend([callee, where, c] for c in sorted(classes))
     return found
+
+
+def _calls_named(tree: TreeIndex, wanted) -> Iterator[Tuple[cst.Call, cst.BaseExpression]]:
+    """(call, callee expression) for each call with arguments whose callee's last name passes ``wanted``."""
+    for call in tree.nodes(cst.Call):
+        func = call.func
+        tail = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else None)
+        if tail and wanted(tail) and call.args:
+            yield call, func
+
+
+def _placed_args(call: cst.Call) -> Iterator[Tuple[object, cst.Arg]]:
+    """(position or keyword, argument) for each argument that is a name or a call; positions
+    after a ``*args`` are unknown, so those arguments are left out."""
+    position = 0
+    for arg in call.args:
+        if arg.star:
+            position = None if arg.star == "*" else position
+            continue
+        where = arg.keyword.value if arg.keyword is not None else position
+        if arg.keyword is None and position is not None:
+            position += 1
+        if where is not None and isinstance(arg.value, (cst.Name, cst.Call)):
+            yield where, arg
 
 
 def _capitalised(qualified: str) -> bool:
@@ -266,21 +278,9 @@ def wrapped_args(tree: TreeIndex, names: ModuleNames, qualname_of: QualnameOf) -
     """[class called, position or keyword, class given] for each construction, or ``self`` of
     a method (its class), passed to a call of a capitalised name (a class construction)."""
     found = []
-    for call in tree.nodes(cst.Call):
-        func = call.func
-        tail = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else None)
-        if not tail or not tail.lstrip("_")[:1].isupper() or not call.args:
-            continue
-        callee, position = None, 0
-        for arg in call.args:
-            if arg.star:
-                position = None if arg.star == "*" else position
-                continue
-            where = arg.keyword.value if arg.keyword is not None else position
-            if arg.keyword is None and position is not None:
-                position += 1
-            if where is None or not isinstance(arg.value, (cst.Name, cst.Call)):
-                continue
+    for call, _ in _calls_named(tree, lambda tail: tail.lstrip("_")[:1].isupper()):
+        callee = None
+        for where, arg in _placed_args(call):
             classes = _own_class(tree, names, arg.value, qualname_of)
             classes = classes or [c for c in constructed(tree, names, [arg.value], qualname_of) if _capitalised(c)]
             if not classes:

@@ -383,8 +383,6 @@ def trains(index, loop) -> Optional[cst.Call]:
 
 # ----------------------------------------------------------------------- evaluation
 
-NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad",
-                     "torch.autograd.grad_mode.inference_mode"})
 
 
 

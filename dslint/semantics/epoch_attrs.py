@@ -22,11 +22,11 @@ from typing import Dict, List, Optional, Set
 
 import libcst as cst
 
+from dslint.semantics.grad_modes import no_grad_block, no_grad_decorated
 from dslint.semantics.names import ModuleNames
 from dslint.semantics.walk import TreeIndex
 
 _SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
-_NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"})
 
 
 def epoch_stored_params(tree: TreeIndex, names: ModuleNames, qualname_of) -> Dict[str, List[list]]:
@@ -63,7 +63,7 @@ def epoch_iterated_params(tree: TreeIndex, names: ModuleNames, qualname_of) -> D
                 funcs.append((stmt, 0 if static else 1))
     for func, skip in funcs:
         params = [p.name.value for p in (*func.params.posonly_params, *func.params.params)][skip:]
-        if not params or _decorated_no_grad(names, func):
+        if not params or no_grad_decorated(names, func):
             continue
         rebound = {t.target.value for a in tree.scope_nodes(func, cst.Assign) for t in a.targets
                    if isinstance(t.target, cst.Name)}
@@ -123,7 +123,7 @@ def _epoch_iterated_attrs(tree: TreeIndex, names: ModuleNames, methods: Dict[str
                 looped_calls.add(func.attr.value)
     out: Set[str] = set()
     for name, method in methods.items():
-        if _decorated_no_grad(names, method):
+        if no_grad_decorated(names, method):
             continue
         params = [*method.params.posonly_params, *method.params.params]
         selfp = params[0].name.value if params else None
@@ -154,7 +154,7 @@ def _outer_loop(tree: TreeIndex, names: ModuleNames, node) -> Optional[cst.CSTNo
     for ancestor in tree.ancestors(node):
         if isinstance(ancestor, _SCOPES):
             return None
-        if isinstance(ancestor, cst.With) and _no_grad(names, ancestor):
+        if isinstance(ancestor, cst.With) and no_grad_block(names, ancestor):
             return None
         if isinstance(ancestor, (cst.For, cst.While)) and previous is ancestor.body:
             return ancestor
@@ -166,23 +166,6 @@ def _under_no_grad(tree: TreeIndex, names: ModuleNames, node) -> bool:
     for ancestor in tree.ancestors(node):
         if isinstance(ancestor, _SCOPES):
             return False
-        if isinstance(ancestor, cst.With) and _no_grad(names, ancestor):
-            return True
-    return False
-
-
-def _decorated_no_grad(names: ModuleNames, func: cst.FunctionDef) -> bool:
-    """``@torch.no_grad()`` / ``@torch.inference_mode()``: the function evaluates."""
-    for decorator in func.decorators:
-        expr = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
-        if isinstance(expr, (cst.Name, cst.Attribute)) and names.qualname(expr) in _NO_GRAD:
-            return True
-    return False
-
-
-def _no_grad(names: ModuleNames, with_node: cst.With) -> bool:
-    for item in with_node.items:
-        expr = item.item.func if isinstance(item.item, cst.Call) else item.item
-        if isinstance(expr, (cst.Name, cst.Attribute)) and names.qualname(expr) in _NO_GRAD:
+        if isinstance(ancestor, cst.With) and no_grad_block(names, ancestor):
             return True
     return False

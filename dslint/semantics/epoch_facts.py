@@ -9,6 +9,7 @@ from typing import List
 
 import libcst as cst
 
+from dslint.semantics.grad_modes import NO_GRAD
 from dslint.semantics.names import ModuleNames
 from dslint.semantics.walk import TreeIndex
 
@@ -38,7 +39,6 @@ def iterated_params(func: cst.FunctionDef, loops) -> List[list]:
     return [[params.index(n), n] for n in sorted(found)]
 
 
-_NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"})
 
 
 def epoch_iterated_results(tree: TreeIndex, names: ModuleNames) -> List[str]:
@@ -52,7 +52,7 @@ def epoch_iterated_results(tree: TreeIndex, names: ModuleNames) -> List[str]:
             if kind in _SCOPES:
                 break
             if kind is cst.With and any(
-                names.qualname(i.item.func if isinstance(i.item, cst.Call) else i.item) in _NO_GRAD
+                names.qualname(i.item.func if isinstance(i.item, cst.Call) else i.item) in NO_GRAD
                 for i in ancestor.items if isinstance(i.item, (cst.Call, cst.Name, cst.Attribute))
             ):
                 nested = False

@@ -20,11 +20,11 @@ from typing import Dict, List, Optional, Set
 
 import libcst as cst
 
+from dslint.semantics.grad_modes import no_grad_block
 from dslint.semantics.names import ModuleNames
 from dslint.semantics.walk import TreeIndex
 
 _SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
-_NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"})
 MAX_HELPERS = 3
 
 
@@ -123,21 +123,13 @@ def _outer_loop(tree: TreeIndex, names: ModuleNames, node, assign) -> Optional[c
     for ancestor in tree.ancestors(node):
         if isinstance(ancestor, _SCOPES):
             break
-        if isinstance(ancestor, cst.With) and _no_grad(names, ancestor):
+        if isinstance(ancestor, cst.With) and no_grad_block(names, ancestor):
             return None
         if isinstance(ancestor, (cst.For, cst.While)) and node is not getattr(ancestor, "iter", None):
             if any(a is ancestor for a in tree.ancestors(assign)):
                 break
             found = ancestor
     return found
-
-
-def _no_grad(names: ModuleNames, with_node: cst.With) -> bool:
-    for item in with_node.items:
-        expr = item.item.func if isinstance(item.item, cst.Call) else item.item
-        if isinstance(expr, (cst.Name, cst.Attribute)) and names.qualname(expr) in _NO_GRAD:
-            return True
-    return False
 
 
 def _use_kinds(tree: TreeIndex, names: ModuleNames, use, outer, depth: int) -> Set[str]:

@@ -35,6 +35,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 import libcst as cst
 
 from dslint.semantics.calls import BoundCall, Signature
+from dslint.semantics.grad_modes import NO_GRAD
 from dslint.semantics.module_calls import MAX_CALLERS, positional_args
 from dslint.semantics.scopes import COMPREHENSIONS, is_none, names_used
 from dslint.semantics.value_flow import Value, ValueFlow
@@ -59,7 +60,6 @@ _IN_MEMORY_CALLS = frozenset({"torch.utils.data.TensorDataset", "builtins.range"
 _TENSOR_FACTORIES = frozenset(
     {"tensor", "as_tensor", "from_numpy", "arange", "randn", "rand", "randint", "zeros", "ones", "randperm", "stack", "cat"}
 )
-_NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"})
 
 DISTRIBUTED_SAMPLER_SIGNATURE = Signature(
     ("dataset", "num_replicas", "rank", "shuffle", "seed", "drop_last"),
@@ -435,7 +435,7 @@ class LoopIndex(ValueFlow):
     def is_no_grad(self, expr: cst.BaseExpression) -> bool:
         if isinstance(expr, cst.Call):
             expr = expr.func
-        return self.ctx.qualname(expr) in _NO_GRAD if isinstance(expr, (cst.Name, cst.Attribute)) else False
+        return self.ctx.qualname(expr) in NO_GRAD if isinstance(expr, (cst.Name, cst.Attribute)) else False
 
     def iter_parts(self, expr: cst.BaseExpression) -> List[cst.BaseExpression]:
         """The iterables a loop header iterates: ``enumerate(tqdm(a))`` -> [a]; ``zip(a, b)`` -> [a, b]."""
