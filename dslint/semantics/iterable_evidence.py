@@ -53,16 +53,23 @@ def _names_iterable(ctx, node: cst.CSTNode) -> bool:
     return isinstance(node, (cst.Name, cst.Attribute)) and ctx.qualname(node) in ITERABLE_CLASSES
 
 
+def sole_parameter(index, expr) -> Tuple[Optional[cst.CSTNode], Optional[cst.Param]]:
+    """(function, parameter) when the name ``expr`` has one binding, a parameter of its
+    function (the value is whatever the caller passes); (None, None) otherwise."""
+    if not isinstance(expr, cst.Name):
+        return None, None
+    scope, bindings = index.name_bindings(expr.value, expr)
+    if not isinstance(scope, cst.FunctionDef) or not bindings or len(bindings) != 1 or bindings[0].kind != "param":
+        return None, None
+    param = bindings[0].node
+    return (scope, param) if isinstance(param, cst.Param) else (None, None)
+
+
 def annotated_iterable(ctx, index, expr: Optional[cst.BaseExpression]) -> Optional[Tuple[str, str, bool]]:
     """(parameter name, its annotation's code, whether it can only be iterable) when ``expr`` is
     a parameter whose annotation allows an ``IterableDataset``; None otherwise."""
-    if not isinstance(expr, cst.Name):
-        return None
-    scope, bindings = index.name_bindings(expr.value, expr)
-    if not isinstance(scope, cst.FunctionDef) or not bindings or len(bindings) != 1 or bindings[0].kind != "param":
-        return None
-    param = bindings[0].node
-    if not isinstance(param, cst.Param) or param.annotation is None:
+    scope, param = sole_parameter(index, expr)
+    if param is None or param.annotation is None:
         return None
     annotation = param.annotation.annotation
     options = list(_alternatives(ctx, annotation))

@@ -31,6 +31,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 import libcst as cst
 
+from dslint.semantics.iterable_evidence import sole_parameter
 from dslint.semantics.names import canonical, dotted_parts
 from dslint.semantics.walk import iter_subtree
 
@@ -376,13 +377,8 @@ def attribute_probes(tree, names, local_qualname) -> Dict[str, list]:
 
 def annotated_class(ctx, index, expr) -> Optional[str]:
     """The class a name's one binding, a parameter, is annotated with (a string too)."""
-    if not isinstance(expr, cst.Name):
-        return None
-    scope, bindings = index.name_bindings(expr.value, expr)
-    if not isinstance(scope, cst.FunctionDef) or not bindings or len(bindings) != 1 or bindings[0].kind != "param":
-        return None
-    param = bindings[0].node
-    annotation = param.annotation.annotation if isinstance(param, cst.Param) and param.annotation else None
+    param = sole_parameter(index, expr)[1]
+    annotation = param.annotation.annotation if param is not None and param.annotation else None
     if isinstance(annotation, (cst.Name, cst.Attribute)):
         return ctx.qualname(annotation)
     if isinstance(annotation, cst.SimpleString):
