@@ -155,20 +155,25 @@ def _local_probe(ctx, call: cst.Call) -> Optional[list]:
             defs = [s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == func.attr.value]
             target = defs[0] if len(defs) == 1 else None
             if target is not None:
-                answer = probe_parameter(target, ctx.qualname, ctx.ancestors)
+                answer = _target_probe(ctx, target)
                 return [answer[0] - 1, answer[1], answer[2]] if answer and answer[0] > 0 else None
     elif isinstance(func, cst.Attribute):
         return _project_probe(ctx, ctx.qualname(func))
     if target is None:
         return None
-    return probe_parameter(target, ctx.qualname, ctx.ancestors)
+    return _target_probe(ctx, target)
+
+
+def _target_probe(ctx, target: cst.FunctionDef) -> Optional[list]:
+    """``probe_parameter`` of a function of this file, once per function."""
+    return ctx.memo(("length_probes.target", id(target)), lambda: probe_parameter(target, ctx.qualname, ctx.ancestors))
 
 
 def _module_functions(ctx) -> Dict[str, list]:
     def compute():
         found: Dict[str, list] = {}
-        for node in ctx.nodes(cst.FunctionDef):
-            if isinstance(ctx.parent(node), cst.Module):
+        for node in ctx.module.body:  # (module-level statements: the functions whose parent is the module)
+            if isinstance(node, cst.FunctionDef):
                 found.setdefault(node.name.value, []).append(node)
         return found
     return ctx.memo("length_probes.module_functions", compute)
@@ -197,7 +202,7 @@ def value_key(ctx, expr) -> Optional[Tuple[str, str]]:
                 break
         return "name", expr.value
     if isinstance(expr, cst.Attribute) and dotted_parts(expr):
-        return "name", ctx.code(expr)
+        return "name", ".".join(dotted_parts(expr))
     return None
 
 
@@ -215,7 +220,7 @@ def _collection(ctx, iterable, target, name) -> Optional[Tuple[str, str]]:
     else:
         return None
     if isinstance(source, (cst.Name, cst.Attribute)) and dotted_parts(source):
-        return "each", ctx.code(source)
+        return "each", ".".join(dotted_parts(source))
     return None
 
 
@@ -394,11 +399,11 @@ def outside_uses(ctx, index, func: cst.FunctionDef, uses):
     """(use, [class, loader]) for each use of ``obj.x`` — ``obj`` a parameter annotated with a
     project class whose own methods probe ``self.x`` for a length — in code outside that
     class, with no probe of its own in the function."""
-    probes = function_probes(ctx, func)
+    candidates = [(node, expr, truth) for node, expr, truth in uses
+                  if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value != "self"]
+    probes = function_probes(ctx, func) if candidates else []  # (the probes cost a walk: only when needed)
     probed = {key for key, _, _ in probes}
-    for node, expr, truth in uses:
-        if not isinstance(expr, cst.Attribute) or not isinstance(expr.value, cst.Name) or expr.value.value == "self":
-            continue
+    for node, expr, truth in candidates:
         if value_key(ctx, expr) in probed or _guarded_by_probe(ctx, node, probes, value_key(ctx, expr)):
             continue
         qualified = annotated_class(ctx, index, expr.value)

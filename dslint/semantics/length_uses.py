@@ -27,17 +27,21 @@ def len_guarded(ctx, call: cst.Call) -> bool:
                 names = {".".join(p) for p in [dotted_parts(n) for n in iter_subtree(handler.type)] if p}
                 if names & {"TypeError", "Exception", "BaseException", "builtins.TypeError"}:
                     return True
-        if isinstance(ancestor, (cst.If, cst.IfExp, cst.While)):
-            text = ctx.code(ancestor.test)
-            if "__len__" in text or "Sized" in text:
-                return True
-        if isinstance(ancestor, cst.BooleanOperation):
-            text = ctx.code(ancestor.left)
-            if "__len__" in text or "Sized" in text:
-                return True
+        if isinstance(ancestor, (cst.If, cst.IfExp, cst.While)) and _names_length(ancestor.test):
+            return True
+        if isinstance(ancestor, cst.BooleanOperation) and _names_length(ancestor.left):
+            return True
         if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
             break
     return False
+
+
+def _names_length(test) -> bool:
+    """A name, attribute or string of ``test`` mentions ``__len__`` or ``Sized``."""
+    return any(
+        isinstance(n, (cst.Name, cst.SimpleString)) and ("__len__" in n.value or "Sized" in n.value)
+        for n in iter_subtree(test)
+    )
 
 
 def truth_tested(ctx):
