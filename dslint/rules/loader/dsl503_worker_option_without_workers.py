@@ -11,7 +11,7 @@ from dslint.rules.loader._common import fixed_by_code, forwarding_loader_calls, 
 from dslint.semantics.builder_defaults import defaulted_option
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.loops import loader_loops
-from dslint.semantics.zero_arms import TORCH_ERRORS as ERRORS, zero_arm_options
+from dslint.semantics.zero_arms import TORCH_ERRORS as ERRORS, WORKER_ONLY as SET, zero_arm_options
 
 
 class WorkerOptionWithoutWorkers(Rule):
@@ -287,14 +287,14 @@ class WorkerOptionWithoutWorkers(Rule):
                 return value is UNKNOWN or is_set(value)
             return must_be(ctx, bound, name, is_set) is not None
 
-        if given("prefetch_factor", lambda v: v is not None):
+        if given("prefetch_factor", SET["prefetch_factor"]):
             yield "prefetch_factor", "prefetch_factor", ERRORS["prefetch_factor"]
-        persistent = must_be(ctx, bound, "persistent_workers", lambda v: v is True) if not certain else None
+        persistent = must_be(ctx, bound, "persistent_workers", SET["persistent_workers"]) if not certain else None
         if truthy(ctx.value(bound, "persistent_workers")) or persistent or defaulted_option(ctx, bound, "persistent_workers"):
             yield "persistent_workers=True", "persistent_workers", ERRORS["persistent_workers"]
-        if given("multiprocessing_context", lambda v: v is not None):
+        if given("multiprocessing_context", SET["multiprocessing_context"]):
             yield "multiprocessing_context", "multiprocessing_context", ERRORS["multiprocessing_context"]
-        timeout = must_be(ctx, bound, "timeout", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0)
+        timeout = must_be(ctx, bound, "timeout", SET["timeout"])
         if timeout is not None:
             shown = f"timeout={timeout.values[0].value!r}" if len({v.value for v in timeout.values}) == 1 else "timeout"
             yield shown, "timeout", ERRORS["timeout"]
