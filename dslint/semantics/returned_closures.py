@@ -1,9 +1,10 @@
-"""Which functions return a closure: a function (or a lambda) defined inside them.
+"""Which functions return a closure: a function, lambda or class defined inside them.
 
-Such a factory's result has no importable name, so pickle (a DataLoader worker under the
+Such a factory's result has no importable name (nor have the instances of a class it
+returns), so pickle (a DataLoader worker under the
 spawn start method) cannot send it: ``collate_fn=make_collate(...)`` fails like a nested
 function written in place. A function counts only when every ``return`` of its own body
-returns a local function or a lambda and its body ends with such a ``return`` (no
+returns a local function, class or lambda and its body ends with such a ``return`` (no
 fall-through ``None``); a generator never counts. The fact crosses files through the
 summary (``closure_returns``) and ``View.returned_closure``.
 """
@@ -29,8 +30,9 @@ def _own_nodes(func: cst.FunctionDef) -> Iterator[cst.CSTNode]:
 
 
 def returned_closure(func: cst.FunctionDef, qualname_of: Callable[[cst.CSTNode], str]) -> Optional[List[str]]:
-    """[what, qualified name pickle reports] when every value ``func`` returns is a function
-    or lambda defined directly in its body; None when any return may give something else."""
+    """[what, qualified name pickle reports] when every value ``func`` returns is a function,
+    class or lambda defined directly in its body ("the local class `X`" for a class); None
+    when any return may give something else."""
     if not isinstance(func.body, cst.IndentedBlock) or not func.body.body:
         return None
     last = func.body.body[-1]
@@ -41,7 +43,7 @@ def returned_closure(func: cst.FunctionDef, qualname_of: Callable[[cst.CSTNode],
     for node in _own_nodes(func):
         if isinstance(node, (cst.Yield, cst.Await)):
             return None
-        if isinstance(node, cst.FunctionDef):
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
             local_defs.setdefault(node.name.value, []).append(node)
         elif isinstance(node, cst.Return):
             returns.append(node)
@@ -58,7 +60,8 @@ def returned_closure(func: cst.FunctionDef, qualname_of: Callable[[cst.CSTNode],
         defs = local_defs.get(value.value)
         if not defs or _rebound(func, value.value):
             return None
-        found = found or [f"the nested function `{value.value}`", f"{qualname_of(defs[0])}"]
+        kind = "the local class" if isinstance(defs[0], cst.ClassDef) else "the nested function"
+        found = found or [f"{kind} `{value.value}`", f"{qualname_of(defs[0])}"]
     return found
 
 

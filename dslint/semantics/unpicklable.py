@@ -1,8 +1,8 @@
 """Is a value a callable or object that pickle cannot send to a DataLoader worker?
 
 A lambda, a function or class defined inside a function (pickle stores them by importable
-name, and they have none), ``functools.partial`` of one, and the result of a project
-factory that returns such a closure (``returned_closures``, across files through the
+name, and they have none), ``functools.partial`` of one, the result of a project
+factory that returns such a closure, and an instance of a class such a factory returns (``returned_closures``, across files through the
 summaries). Answers ``(description, error)`` only when *every* value of the expression is
 unpicklable; any other or unknown value gives None (the rules stay silent).
 """
@@ -100,13 +100,27 @@ def local_instance(ctx, index, expr) -> Optional[Problem]:
         if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Name):
             return None
         _, bindings = index.name_bindings(node.func.value, node)
-        if not bindings or len(bindings) != 1 or not isinstance(bindings[0].node, cst.ClassDef):
+        if not bindings or len(bindings) != 1:
             return None
+        problem = _returned_class(ctx, index, bindings[0])
         cls = bindings[0].node
-        if not is_local_def(ctx, cls):
+        if problem is None and isinstance(cls, cst.ClassDef) and is_local_def(ctx, cls):
+            problem = (f"an instance of the local class `{cls.name.value}`",
+                       f"AttributeError: Can't pickle local object '{ctx.qualname_of_def(cls)}'")
+        if problem is None:
             return None
-        found = found or (
-            f"an instance of the local class `{cls.name.value}`",
-            f"AttributeError: Can't pickle local object '{ctx.qualname_of_def(cls)}'",
-        )
+        found = found or problem
     return found
+
+
+def _returned_class(ctx, index, binding) -> Optional[Problem]:
+    """The name is bound once, to what a project factory returns, and that is always a class
+    defined inside the factory (``Cls = make_dataset_class(...)``): its instances cannot be
+    pickled either."""
+    value = binding.value if binding.kind == "value" and binding.index is None else None
+    if not isinstance(value, cst.Call):
+        return None
+    problem = factory_closure(ctx, index, value)
+    if problem is None or not problem[0].startswith("the local class"):
+        return None
+    return (f"an instance of {problem[0]}", problem[1])

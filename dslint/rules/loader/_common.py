@@ -433,21 +433,6 @@ def set_epoch_fix(ctx, index, loader, sampler, loops) -> Optional[FixSpec]:
     return FixSpec("unsafe", f"Insert `{statement}` at the start of the epoch loop", [edit])
 
 
-def local_callers_pass_no_workers(ctx, cls) -> bool:
-    """A class defined inside a function is constructed only there: none of those calls passes
-    ``num_workers`` (other than 0) or ``**kwargs``."""
-    scope = ctx.enclosing_function(cls)
-    if scope is None:
-        return False
-    for call in ctx.tree.scope_nodes(scope, cst.Call):
-        if not (isinstance(call.func, cst.Name) and call.func.value == cls.name.value):
-            continue
-        for arg in call.args:
-            if arg.star or (arg.keyword is not None and arg.keyword.value == "num_workers" and ctx.literal(arg.value) != 0):
-                return False
-    return True
-
-
 def kwargs_entry(ctx, bound, name) -> Optional[Possible]:
     """What ``name`` is when the call does not pass it but a ``**`` dict this file builds holds it."""
     if bound.passed(name) or not bound.has_star_kwargs:

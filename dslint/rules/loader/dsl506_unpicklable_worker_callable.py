@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dslint.rules.base import ERROR, Rule, Symptom
-from dslint.rules.loader._common import fork_context, fork_everywhere, literal_zero, local_callers_pass_no_workers
-from dslint.semantics.calls import UNKNOWN, SubclassInit, dataloader_constructions
+from dslint.rules.loader._common import fork_context, fork_everywhere
+from dslint.semantics.worker_counts import may_have_workers
+from dslint.semantics.calls import SubclassInit, dataloader_constructions
 from dslint.semantics.loops import loader_loops
-from dslint.semantics.forwarding import forwarded_option
 from dslint.semantics.unpicklable import local_instance, unpicklable
 
 
@@ -19,8 +19,9 @@ class UnpicklableWorkerCallable(Rule):
     function (also through `functools.partial`), or whose `dataset` is an
     instance of a class defined inside a function. A call of a module-level
     project function (in this file or another) whose every `return` gives a
-    function or lambda defined inside it (a collate *factory*, and its body
-    ends with that `return`) counts as that nested function.
+    function, class or lambda defined inside it (a collate or dataset-class
+    *factory*, and its body ends with that `return`) counts as that nested
+    function or class, and so does an instance of the class it returns.
 
     A `DataLoader` subclass counts too: the `super().__init__(...)` call in its
     `__init__` is a DataLoader construction. When the subclass forwards
@@ -100,10 +101,7 @@ class UnpicklableWorkerCallable(Rule):
         """
         from torch.utils.data import DataLoader
         loader = DataLoader(ds, collate_fn=lambda b: b)  # no workers: nothing is pickled
-        """,
-        """
-        from torch.utils.data import DataLoader
-        loader = DataLoader(ds, num_workers=0, collate_fn=lambda b: b)
+        zero = DataLoader(ds, num_workers=0, collate_fn=lambda b: b)
         """,
         """
         from torch.utils.data import DataLoader
@@ -143,6 +141,13 @@ class UnpicklableWorkerCallable(Rule):
                             return [pad] + batch
                         return collate  # otherwise None: the default collate
 
+                def dataset_class(base, cached):
+                    if cached:
+                        return base  # may be a module-level class: instances pickle
+                    class Cached(base):
+                        pass
+                    return Cached
+
                 @functools.cache
                 def wrapped_collate():
                     def collate(batch):
@@ -151,10 +156,12 @@ class UnpicklableWorkerCallable(Rule):
                 """,
             "train.py": """
                 from torch.utils.data import DataLoader
-                from collating import make_collate, pick_collate, wrapped_collate
+                from collating import dataset_class, make_collate, pick_collate, wrapped_collate
 
-                def loaders(ds):
-                    return (DataLoader(ds, num_workers=4, collate_fn=make_collate(None)),
+                def loaders(ds, Base):
+                    Kind = dataset_class(Base, False)
+                    return (DataLoader(Kind(), num_workers=4),
+                            DataLoader(ds, num_workers=4, collate_fn=make_collate(None)),
                             DataLoader(ds, num_workers=4, collate_fn=pick_collate(0)),
                             DataLoader(ds, num_workers=4, collate_fn=wrapped_collate()))
                 """,
@@ -196,6 +203,24 @@ class UnpicklableWorkerCallable(Rule):
 
                 def train_loader(ds, workers):
                     return DataLoader(ds, num_workers=workers, collate_fn=make_collate(0))  # expect: DSL506
+                """,
+        },
+        {
+            "factory.py": """
+                from torch.utils.data import Dataset
+
+                def dataset_class(base, extra):
+                    class Combined(base, extra, Dataset):  # a class built per call: no importable name
+                        pass
+                    return Combined
+                """,
+            "train.py": """
+                from torch.utils.data import DataLoader
+                from factory import dataset_class
+
+                def main(opt, Base, Extra):
+                    Dataset = dataset_class(Base, Extra)
+                    return DataLoader(Dataset(opt, "train"), num_workers=opt.workers)  # expect: DSL506
                 """,
         },
         """
@@ -248,7 +273,7 @@ class UnpicklableWorkerCallable(Rule):
             return
         index = loader_loops(ctx)
         for bound in dataloader_constructions(ctx):
-            if not self._may_have_workers(ctx, bound):
+            if not may_have_workers(ctx, bound):
                 continue
             if fork_context(ctx, index, bound):
                 continue
@@ -272,18 +297,3 @@ class UnpicklableWorkerCallable(Rule):
                 f"{what}, which cannot be pickled{via}: with the spawn or forkserver start method (the default on "
                 f"macOS and Windows, and on Linux from Python 3.14) starting the workers fails with `{error}`",
             )
-
-    @staticmethod
-    def _may_have_workers(ctx, bound) -> bool:
-        """``num_workers`` is passed and not known to be 0; or, in a DataLoader subclass, it may
-        come from the subclass's callers through ``**kwargs`` (a dict this file builds without
-        ``num_workers`` does not count)."""
-        if bound.passed("num_workers"):
-            workers = ctx.value(bound, "num_workers")
-            return workers is UNKNOWN or not (literal_zero(workers) or workers is None or workers is False)
-        if not isinstance(bound, SubclassInit) or not bound.has_star_kwargs:
-            return False
-        workers, open_ = forwarded_option(ctx, bound.call, "num_workers")
-        if workers is not None and (workers.can_be(lambda v: not (v == 0 or v is None)) or not workers.complete):
-            return True
-        return open_ and not local_callers_pass_no_workers(ctx, bound.owner)
