@@ -163,7 +163,7 @@ def _false(expr) -> bool:
 
 
 def _returned_class(tree, names, func: cst.FunctionDef) -> Optional[str]:
-    returns = plain_returns(func)
+    returns = plain_returns(func, tree)
     if returns is None:
         return None
     found = set()

@@ -34,7 +34,7 @@ from dslint.semantics.distributed import (DEDUP_METHODS, GATHER_CALLS, INDEX_WRI
                                           project_calls_any, sample_index_name, trains)
 from dslint.semantics.loops import DISTRIBUTED_SAMPLER, DISTRIBUTED_SAMPLER_SIGNATURE, is_test_code, loader_loops
 from dslint.semantics.values import possible_arg
-from dslint.semantics.walk import iter_subtree
+from dslint.semantics.walk import body_buckets, iter_subtree
 
 #: qualified-name prefixes that are not project code
 LIBRARY_PREFIXES = ("builtins.", "torch.", "numpy.", "os.", "sys.", "math.", "random.", "logging.", "time.", "json.",
@@ -103,7 +103,7 @@ def delegated_classes(func: cst.FunctionDef, tree, names, local_qualname) -> Lis
     calls_same = any(
         isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == name
         and not (isinstance(n.func.value, cst.Name) and n.func.value.value == self_param)
-        for n in iter_subtree(func.body, into_scopes=False)
+        for n in body_buckets(func, tree).get(cst.Call, ())
     )
     if not calls_same or name.startswith("__"):
         return []

@@ -45,7 +45,7 @@ def returned_handle(ctx, func: cst.FunctionDef) -> Optional[Returned]:
 
 
 def _returned_handle(ctx, func: cst.FunctionDef) -> Optional[Returned]:
-    returns = plain_returns(func)
+    returns = plain_returns(func, ctx.tree)
     if returns is None:
         return None
     found: List[Returned] = []

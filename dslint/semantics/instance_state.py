@@ -456,7 +456,7 @@ def rng_kind(ctx, call: cst.Call) -> Optional[str]:
 
 def _returned_kind(ctx, func: cst.FunctionDef) -> Optional[str]:
     """The RNG kind every ``return`` of ``func`` hands back, directly or through a local."""
-    returns = plain_returns(func)
+    returns = plain_returns(func, ctx.tree)
     if returns is None:
         return None
     kinds = set()

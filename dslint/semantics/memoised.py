@@ -120,7 +120,7 @@ def _call_answer(ctx, call, helpers, memo) -> Optional[Tuple[str, bool]]:
     if id(func) in memo:
         return memo[id(func)]
     memo[id(func)] = None  # (recursion)
-    returns = plain_returns(func)
+    returns = plain_returns(func, ctx.tree)
     kinds, cached, fresh = set(), False, False
     for ret in returns or ():
         value = ret.value

@@ -15,21 +15,16 @@ from typing import Callable, Iterator, List, Optional
 
 import libcst as cst
 
-_SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
+from dslint.semantics.walk import body_buckets, iter_subtree
+
 
 
 def _own_nodes(func: cst.FunctionDef) -> Iterator[cst.CSTNode]:
     """The nodes of ``func``'s body outside nested scopes (the nested defs themselves included)."""
-    stack = list(func.body.children)
-    while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, _SCOPES):
-            continue
-        stack.extend(node.children)
+    return iter_subtree(func.body, into_scopes=False)
 
 
-def returned_closure(func: cst.FunctionDef, qualname_of: Callable[[cst.CSTNode], str]) -> Optional[List[str]]:
+def returned_closure(func: cst.FunctionDef, qualname_of: Callable[[cst.CSTNode], str], tree=None) -> Optional[List[str]]:
     """[what, qualified name pickle reports] when every value ``func`` returns is a function,
     class or lambda defined directly in its body ("the local class `X`" for a class); None
     when any return may give something else."""
@@ -38,17 +33,13 @@ def returned_closure(func: cst.FunctionDef, qualname_of: Callable[[cst.CSTNode],
     last = func.body.body[-1]
     if not (isinstance(last, cst.SimpleStatementLine) and any(isinstance(s, cst.Return) for s in last.body)):
         return None
+    buckets = body_buckets(func, tree)
+    if any(buckets.get(kind) for kind in (cst.Yield, cst.Await, cst.Global, cst.Nonlocal)):
+        return None
     local_defs = {}
-    returns = []
-    for node in _own_nodes(func):
-        if isinstance(node, (cst.Yield, cst.Await)):
-            return None
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-            local_defs.setdefault(node.name.value, []).append(node)
-        elif isinstance(node, cst.Return):
-            returns.append(node)
-        elif isinstance(node, (cst.Global, cst.Nonlocal)):
-            return None
+    for node in [*buckets.get(cst.FunctionDef, ()), *buckets.get(cst.ClassDef, ())]:
+        local_defs.setdefault(node.name.value, []).append(node)
+    returns = buckets.get(cst.Return, ())
     found = None
     for ret in returns:
         value = ret.value
@@ -102,7 +93,7 @@ def closure_returns(tree, qualname_of: Callable[[cst.CSTNode], str]) -> dict:
             continue
         if type(parent) is not cst.Module or node.decorators:
             continue  # a decorator may wrap what the function returns
-        found = returned_closure(node, qualname_of)
+        found = returned_closure(node, qualname_of, tree)
         if found:
             answer[qualname_of(node)] = found
     return answer

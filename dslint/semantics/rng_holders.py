@@ -35,7 +35,7 @@ import libcst as cst
 
 from dslint.semantics.held_classes import receiver_class
 from dslint.semantics.names import ModuleNames
-from dslint.semantics.walk import TreeIndex, iter_subtree, plain_returns
+from dslint.semantics.walk import TreeIndex, body_buckets, plain_returns
 
 GENERATORS = frozenset({
     "numpy.random.default_rng", "numpy.random.RandomState", "numpy.random.Generator",
@@ -49,13 +49,11 @@ def _is_generator(names: ModuleNames, node) -> bool:
     return isinstance(node, cst.Call) and names.qualname(node.func) in GENERATORS
 
 
-def _locals(func: cst.FunctionDef) -> Dict[str, List[cst.CSTNode]]:
+def _locals(func: cst.FunctionDef, tree: Optional[TreeIndex] = None) -> Dict[str, List[cst.CSTNode]]:
     """Local name -> the values assigned to it (plain ``x = value`` only), and for ``d[k] = v``
     the value under ``"<item>" + d``."""
     found: Dict[str, List[cst.CSTNode]] = {}
-    for node in iter_subtree(func.body, into_scopes=False):
-        if not isinstance(node, cst.Assign):
-            continue
+    for node in body_buckets(func, tree).get(cst.Assign, ()):
         for target in node.targets:
             target = target.target
             if isinstance(target, cst.Name):
@@ -116,11 +114,11 @@ def _class_callee(names, func, local, call: cst.Call):
     return None
 
 
-def _function_facts(names: ModuleNames, func: cst.FunctionDef) -> Optional[dict]:
-    local = _locals(func)
-    statements = plain_returns(func)
-    if statements is None:
+def _function_facts(names: ModuleNames, func: cst.FunctionDef, tree: Optional[TreeIndex] = None) -> Optional[dict]:
+    statements = plain_returns(func, tree)
+    if not statements:
         return None
+    local = _locals(func, tree)
     each, returns, getattrs = [], [], []
     for node in statements:
         value = node.value
@@ -166,7 +164,7 @@ def holder_facts(tree: TreeIndex, names: ModuleNames, qualname) -> Dict[str, dic
     """Phase 1: qualname -> facts (above) for the functions and methods of a file with any."""
     found = {}
     for func in tree.nodes(cst.FunctionDef):
-        facts = _function_facts(names, func)
+        facts = _function_facts(names, func, tree)
         if facts is not None:
             found[qualname(func, tree)] = facts
     return found

@@ -79,7 +79,7 @@ def _length_table(ctx, cls: cst.ClassDef) -> Optional[str]:
         return None
     selfp = length.params.params[0].name.value
     found = set()
-    for ret in plain_returns(length) or ():
+    for ret in plain_returns(length, ctx.tree) or ():
         value = ret.value
         if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "len" and len(value.args) == 1):
             return None

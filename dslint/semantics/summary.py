@@ -34,7 +34,7 @@ from dslint.semantics.rng_holders import holder_facts
 from dslint.semantics.returned_closures import closure_returns
 from dslint.semantics.length_probes import attribute_probes, summary_probes
 from dslint.semantics.start_methods import start_methods
-from dslint.semantics.walk import TreeIndex, body_buckets
+from dslint.semantics.walk import TreeIndex, body_buckets, iter_subtree
 
 WORKER_INFO = "torch.utils.data.get_worker_info"
 
@@ -466,7 +466,7 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
 def sets_worker_init(cls: cst.ClassDef) -> bool:
     """The class body chooses a ``worker_init_fn`` itself: passes ``worker_init_fn=`` anything but
     a parameter of that name (whose default is ``None``), or assigns an attribute ``worker_init_fn``."""
-    for node in _walk(cls.body):
+    for node in iter_subtree(cls.body):
         if type(node) is cst.Arg and node.keyword is not None and node.keyword.value == "worker_init_fn":
             if not (type(node.value) is cst.Name and node.value.value == "worker_init_fn"):
                 return True
@@ -476,11 +476,3 @@ def sets_worker_init(cls: cst.ClassDef) -> bool:
             if not (type(node.default) is cst.Name and node.default.value == "None"):
                 return True
     return False
-
-
-def _walk(node: cst.CSTNode):
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(current.children)

@@ -71,7 +71,7 @@ def factory_closure(ctx, index, call: cst.Call) -> Optional[Problem]:
             target = bindings[0].node
             if is_local_def(ctx, target) or target.decorators:
                 return None
-            answer = returned_closure(target, ctx.qualname_of_def)
+            answer = returned_closure(target, ctx.qualname_of_def, ctx.tree)
             return _described(target.name.value, answer)
     if not isinstance(func, (cst.Name, cst.Attribute)):
         return None

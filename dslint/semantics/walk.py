@@ -313,13 +313,11 @@ def iter_subtree(node: cst.CSTNode, *, into_scopes: bool = True):
 _SCOPE_NODES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
 
 
-def plain_returns(func: cst.FunctionDef) -> Optional[List[cst.Return]]:
+def plain_returns(func: cst.FunctionDef, tree: Optional["TreeIndex"] = None) -> Optional[List[cst.Return]]:
     """The ``return`` statements of ``func``'s own body (not of nested scopes), in source order;
-    None when the function is a generator or a coroutine (a ``yield`` or ``await`` in it)."""
-    found: List[cst.Return] = []
-    for node in iter_subtree(func.body, into_scopes=False):
-        if isinstance(node, (cst.Yield, cst.Await)):
-            return None
-        if isinstance(node, cst.Return):
-            found.append(node)
-    return found
+    None when the function is a generator or a coroutine (a ``yield`` or ``await`` in it).
+    With the function's ``tree``, from that tree's one walk (``body_buckets``)."""
+    buckets = body_buckets(func, tree)
+    if buckets.get(cst.Yield) or buckets.get(cst.Await):
+        return None
+    return list(buckets.get(cst.Return, ()))
