@@ -151,6 +151,8 @@ class ProjectIndex(LoaderQueries):
             if target is not None:
                 return self.locate(canonical(".".join([target, *rest[1:]])), path, table, depth + 1)
             for star in reversed(summary["star_imports"]):  # the last one binding the name wins
+                if star not in self.by_module and not self._namespace_paths(star.split(".")):
+                    continue  # a module the project does not have binds none of its names
                 found = self.locate(f"{star}.{key}", path, table, depth + 1)
                 if found is not None:
                     return found
