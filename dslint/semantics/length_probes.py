@@ -33,7 +33,7 @@ import libcst as cst
 
 from dslint.semantics.iterable_evidence import sole_parameter
 from dslint.semantics.names import canonical, dotted_parts
-from dslint.semantics.walk import iter_subtree
+from dslint.semantics.walk import body_buckets, iter_subtree
 
 SIZED = frozenset({"typing.Sized", "collections.abc.Sized"})
 ITERABLE_CLASSES = frozenset({"torch.utils.data.IterableDataset", "torch.utils.data.dataset.IterableDataset"})
@@ -71,11 +71,22 @@ def _single_arg(call: cst.Call, count: int = 1) -> Optional[List[cst.BaseExpress
     return [a.value for a in call.args]
 
 
-def direct_probe(call: cst.Call, qualname, parents) -> Optional[Tuple[cst.BaseExpression, bool]]:
+#: the builtins a length probe of its own calls (``direct_probe``)
+PROBE_CALLS = frozenset({"len", "hasattr", "isinstance"})
+
+
+def direct_probe(call: cst.Call, qualname, parents, tails=None) -> Optional[Tuple[cst.BaseExpression, bool]]:
     """(the probed expression, whether it is a loader's ``.dataset``) when ``call`` is a length
     probe of its own: ``hasattr(x, "__len__")``, ``isinstance(x, Sized)``, ``len(x)`` under
-    ``except TypeError``, ``isinstance(x.dataset, IterableDataset)``."""
-    name = qualname(call.func) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
+    ``except TypeError``, ``isinstance(x.dataset, IterableDataset)``. ``tails``: the names
+    those builtins may be spelled with in the file (``ModuleNames.call_tails(PROBE_CALLS)``),
+    to skip resolving other calls."""
+    func = call.func
+    if tails is not None:
+        tail = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
+        if tail not in tails:
+            return None
+    name = qualname(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
     probed = None
     if name == "builtins.len" and (args := _single_arg(call)) and _in_type_error_try(call, parents):
         probed = args[0]
@@ -108,15 +119,13 @@ def _annotated_loader(param: cst.Param) -> bool:
                and n.attr.value == "DataLoader" for n in iter_subtree(param.annotation))
 
 
-def probe_parameter(func: cst.FunctionDef, qualname, parents) -> Optional[list]:
+def probe_parameter(func: cst.FunctionDef, qualname, parents, tree=None, tails=None) -> Optional[list]:
     """[position, name, loader annotated] of the parameter ``func`` probes for a length (the
     first such parameter), else None. A method's position counts ``self``."""
     params = list(func.params.posonly_params) + list(func.params.params)
     names = {p.name.value: i for i, p in enumerate(params)}
-    for node in iter_subtree(func.body, into_scopes=False):
-        if not isinstance(node, cst.Call):
-            continue
-        found = direct_probe(node, qualname, parents)
+    for node in body_buckets(func, tree).get(cst.Call, ()):
+        found = direct_probe(node, qualname, parents, tails)
         if found and isinstance(found[0], cst.Name) and found[0].value in names:
             position = names[found[0].value]
             return [position, found[0].value, found[1] or _annotated_loader(params[position])]
@@ -130,7 +139,7 @@ def summary_probes(tree, names, local_qualname) -> Dict[str, list]:
         parent = tree.parent_of(func)
         if not isinstance(parent, cst.Module):
             continue
-        answer = probe_parameter(func, names.qualname, tree.ancestors)
+        answer = probe_parameter(func, names.qualname, tree.ancestors, tree, names.call_tails(PROBE_CALLS))
         if answer is not None:
             found[local_qualname(func, tree)] = answer
     return found
@@ -166,7 +175,7 @@ def _local_probe(ctx, call: cst.Call) -> Optional[list]:
 
 def _target_probe(ctx, target: cst.FunctionDef) -> Optional[list]:
     """``probe_parameter`` of a function of this file, once per function."""
-    return ctx.memo(("length_probes.target", id(target)), lambda: probe_parameter(target, ctx.qualname, ctx.ancestors))
+    return ctx.memo(("length_probes.target", id(target)), lambda: probe_parameter(target, ctx.qualname, ctx.ancestors, ctx.tree, ctx.names.call_tails(PROBE_CALLS)))
 
 
 def _module_functions(ctx) -> Dict[str, list]:
@@ -228,10 +237,9 @@ def function_probes(ctx, func: cst.FunctionDef) -> List[Tuple[Tuple[str, str], c
     """(value key, probe call, the value is a loader) for each length probe in ``func``."""
     def compute():
         found = []
-        for node in iter_subtree(func.body, into_scopes=False):
-            if not isinstance(node, cst.Call):
-                continue
-            direct = direct_probe(node, ctx.qualname, ctx.ancestors)
+        tails = ctx.names.call_tails(PROBE_CALLS)
+        for node in body_buckets(func, ctx.tree).get(cst.Call, ()):
+            direct = direct_probe(node, ctx.qualname, ctx.ancestors, tails)
             if direct is not None:
                 expr, loader = direct
             else:
@@ -343,6 +351,7 @@ def attribute_probes(tree, names, local_qualname) -> Dict[str, list]:
     length (summary fact) — directly (callee ""), or handed to a function at ``position``
     that may probe it (resolved against ``length_probes`` when asked)."""
     found: Dict[str, list] = {}
+    tails = names.call_tails(PROBE_CALLS)
     for cls in tree.nodes(cst.ClassDef):
         if not isinstance(cls.body, cst.IndentedBlock):
             continue
@@ -351,10 +360,8 @@ def attribute_probes(tree, names, local_qualname) -> Dict[str, list]:
             if not isinstance(method, cst.FunctionDef) or not method.params.params:
                 continue
             selves = {method.params.params[0].name.value}
-            for node in iter_subtree(method.body, into_scopes=False):
-                if not isinstance(node, cst.Call):
-                    continue
-                direct = direct_probe(node, names.qualname, tree.ancestors)
+            for node in body_buckets(method, tree).get(cst.Call, ()):
+                direct = direct_probe(node, names.qualname, tree.ancestors, tails)
                 if direct is not None:
                     attr = _self_attr(direct[0], selves)
                     if attr is not None:
@@ -406,6 +413,8 @@ def outside_uses(ctx, index, func: cst.FunctionDef, uses):
     for node, expr, truth in candidates:
         if value_key(ctx, expr) in probed or _guarded_by_probe(ctx, node, probes, value_key(ctx, expr)):
             continue
+        if not _annotated_parameter_named(ctx, node, expr.value.value):
+            continue  # (cheap: resolving the name's bindings costs a table per scope)
         qualified = annotated_class(ctx, index, expr.value)
         answer = ctx.view.probed_attribute(qualified, expr.attr.value) if qualified else None
         if answer and (answer[1] or not truth):
@@ -469,3 +478,14 @@ def _tested_iterable(ctx, test) -> Optional[cst.BaseExpression]:
     classes = args[1].elements if isinstance(args[1], cst.Tuple) else [args[1]]
     kinds = {ctx.qualname(c.value if isinstance(c, cst.Element) else c) for c in classes}
     return args[0] if kinds & ITERABLE_CLASSES else None
+
+
+def _annotated_parameter_named(ctx, node, name: str) -> bool:
+    """Some function enclosing ``node`` has an annotated parameter called ``name``."""
+    for ancestor in ctx.ancestors(node):
+        if isinstance(ancestor, cst.FunctionDef):
+            params = ancestor.params
+            for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+                if param.name.value == name and param.annotation is not None:
+                    return True
+    return False

@@ -127,14 +127,17 @@ def cuda_sites(ctx) -> Iterator[Tuple[cst.Call, str, str, str]]:
     seen_statements = set()
     asked = False
     for call in ctx.nodes(cst.Call):
-        what = cuda_use(ctx, call) if may_touch_cuda(call, cuda_imports) else None
+        maybe = may_touch_cuda(call, cuda_imports)
+        if not maybe and not (isinstance(call.func, cst.Attribute) and ctx.is_per_sample(call)):
+            continue
+        context = loading_context(ctx, call, lambdas)  # (cheaper than following the device: first)
+        if context is None:
+            continue
+        what = cuda_use(ctx, call) if maybe else None
         runs_model = what is None and isinstance(call.func, cst.Attribute) and ctx.is_per_sample(call)
         if runs_model:
             what = cuda_model_call(ctx, call)
-        if what is None:
-            continue
-        context = loading_context(ctx, call, lambdas)
-        if context is None or is_test_code(ctx, call) or (runs_model and context[0] != "sample"):
+        if what is None or is_test_code(ctx, call) or (runs_model and context[0] != "sample"):
             continue
         statement = next(
             (a for a in ctx.ancestors(call) if isinstance(a, (cst.SimpleStatementLine, cst.BaseCompoundStatement))), None
