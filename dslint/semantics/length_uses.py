@@ -20,28 +20,34 @@ from dslint.semantics.walk import iter_subtree
 def len_guarded(ctx, call: cst.Call) -> bool:
     """Inside ``try: ... except TypeError`` or a ``hasattr(x, "__len__")``/``Sized`` test."""
     for ancestor in ctx.ancestors(call):
-        if isinstance(ancestor, cst.Try):
-            for handler in ancestor.handlers:
-                if handler.type is None:
-                    return True
-                names = {".".join(p) for p in [dotted_parts(n) for n in iter_subtree(handler.type)] if p}
-                if names & {"TypeError", "Exception", "BaseException", "builtins.TypeError"}:
-                    return True
-        if isinstance(ancestor, (cst.If, cst.IfExp, cst.While)) and _names_length(ancestor.test):
+        if isinstance(ancestor, cst.Try) and ctx.memo(("length_uses.catches", id(ancestor)), lambda: _catches_type_error(ancestor)):
             return True
-        if isinstance(ancestor, cst.BooleanOperation) and _names_length(ancestor.left):
+        if isinstance(ancestor, (cst.If, cst.IfExp, cst.While)) and _names_length(ctx, ancestor.test):
+            return True
+        if isinstance(ancestor, cst.BooleanOperation) and _names_length(ctx, ancestor.left):
             return True
         if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
             break
     return False
 
 
-def _names_length(test) -> bool:
-    """A name, attribute or string of ``test`` mentions ``__len__`` or ``Sized``."""
-    return any(
+def _catches_type_error(node: cst.Try) -> bool:
+    for handler in node.handlers:
+        if handler.type is None:
+            return True
+        names = {".".join(p) for p in [dotted_parts(n) for n in iter_subtree(handler.type)] if p}
+        if names & {"TypeError", "Exception", "BaseException", "builtins.TypeError"}:
+            return True
+    return False
+
+
+def _names_length(ctx, test) -> bool:
+    """A name, attribute or string of ``test`` mentions ``__len__`` or ``Sized`` (once per test:
+    the uses under one ``if`` share it)."""
+    return ctx.memo(("length_uses.names_length", id(test)), lambda: any(
         isinstance(n, (cst.Name, cst.SimpleString)) and ("__len__" in n.value or "Sized" in n.value)
         for n in iter_subtree(test)
-    )
+    ))
 
 
 def truth_tested(ctx):
