@@ -34,7 +34,7 @@ from dslint.semantics.rng_holders import holder_facts
 from dslint.semantics.returned_closures import closure_returns
 from dslint.semantics.length_probes import attribute_probes, summary_probes
 from dslint.semantics.start_methods import start_methods
-from dslint.semantics.walk import TreeIndex, body_buckets, iter_subtree
+from dslint.semantics.walk import TreeIndex, body_buckets
 
 WORKER_INFO = "torch.utils.data.get_worker_info"
 
@@ -370,6 +370,7 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         return local_qualname(node, tree)
     classes: Dict[str, dict] = {}
     functions: Dict[str, dict] = {}
+    worker_inits = worker_init_classes(tree)
     for node in tree.nodes(cst.ClassDef):
         qual = local_qualname(node, tree)
         methods = {}
@@ -379,7 +380,7 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         classes[qual] = {
             "bases": [s.resolve_class_ref(arg.value, node) for arg in node.bases if arg.keyword is None],
             "methods": methods,
-            "worker_init": sets_worker_init(node),
+            "worker_init": id(node) in worker_inits,
         }
     for node in tree.nodes(cst.FunctionDef):
         parent = tree.parent_of(node)
@@ -463,16 +464,27 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
     }
 
 
-def sets_worker_init(cls: cst.ClassDef) -> bool:
-    """The class body chooses a ``worker_init_fn`` itself: passes ``worker_init_fn=`` anything but
-    a parameter of that name (whose default is ``None``), or assigns an attribute ``worker_init_fn``."""
-    for node in iter_subtree(cls.body):
-        if type(node) is cst.Arg and node.keyword is not None and node.keyword.value == "worker_init_fn":
-            if not (type(node.value) is cst.Name and node.value.value == "worker_init_fn"):
-                return True
-        elif type(node) is cst.AssignTarget and type(node.target) is cst.Attribute and node.target.attr.value == "worker_init_fn":
-            return True
-        elif type(node) is cst.Param and node.name.value == "worker_init_fn" and node.default is not None:
-            if not (type(node.default) is cst.Name and node.default.value == "None"):
-                return True
-    return False
+def worker_init_classes(tree: TreeIndex) -> set:
+    """ids of the classes whose body chooses a ``worker_init_fn`` itself: passes ``worker_init_fn=``
+    anything but a parameter of that name (whose default is ``None``), or assigns an attribute
+    ``worker_init_fn`` (from the tree's nodes by type: most files have none)."""
+    chosen = []
+    for node in tree.nodes(cst.Arg):
+        if node.keyword is not None and node.keyword.value == "worker_init_fn" \
+                and not (type(node.value) is cst.Name and node.value.value == "worker_init_fn"):
+            chosen.append(node)
+    for node in tree.nodes(cst.AssignTarget):
+        if type(node.target) is cst.Attribute and node.target.attr.value == "worker_init_fn":
+            chosen.append(node)
+    for node in tree.nodes(cst.Param):
+        if node.name.value == "worker_init_fn" and node.default is not None \
+                and not (type(node.default) is cst.Name and node.default.value == "None"):
+            chosen.append(node)
+    found = set()
+    for node in chosen:
+        previous = node
+        for ancestor in tree.ancestors(node):
+            if type(ancestor) is cst.ClassDef and previous is ancestor.body:
+                found.add(id(ancestor))
+            previous = ancestor
+    return found
