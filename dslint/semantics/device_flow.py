@@ -181,7 +181,7 @@ def device_facts(tree: TreeIndex, names: ModuleNames, qualname_of: Callable) -> 
                 if isinstance(value, cst.Name) and value.value in own:
                     stores.append([qual, attr, value.value, "", ""])
                     continue
-                kind = _kind(tree, names, original)
+                kind = _kind(tree, names, original) if mentions_cuda(tree) else None
                 if kind is not None:
                     stores.append([qual, attr, "", _short(original), kind])
         for call in tree.scope_nodes(init, cst.Call):
@@ -196,6 +196,8 @@ def device_facts(tree: TreeIndex, names: ModuleNames, qualname_of: Callable) -> 
                 forwards.append([qual, slot, arg.value.value])
         inits[qual] = params
     cuda_args, partials = [], []
+    if not mentions_cuda(tree):  # no argument of this file can be a CUDA device or on one
+        return {"stores": stores, "forwards": forwards, "inits": inits, "cuda_args": cuda_args, "partials": partials}
     lambdas = {id(body) for body, _ in collate_lambda_calls(tree, names)}
     for call in tree.nodes(cst.Call):
         func = call.func
@@ -227,6 +229,15 @@ def device_facts(tree: TreeIndex, names: ModuleNames, qualname_of: Callable) -> 
 
 
 _MOVES = frozenset({"eval", "half", "float", "requires_grad_", "train"})
+
+
+def mentions_cuda(tree: TreeIndex) -> bool:
+    """Some name, attribute or string of the file says ``cuda``: without one, nothing here is a
+    CUDA device or on one (every way ``_kind`` answers goes through such a name or string)."""
+    def compute():
+        return any("cuda" in n.value for kind in (cst.Name, cst.SimpleString, cst.FormattedStringText)
+                   for n in tree.nodes(kind))
+    return tree.memo(("device_flow.mentions_cuda",), compute)
 
 
 def _kind(tree: TreeIndex, names: ModuleNames, expr) -> Optional[str]:
