@@ -224,6 +224,36 @@ def test_test_directories_are_test_code_in_any_letter_case(tmp_path):
     assert flagged == ["src/fit.py"]
 
 
+def test_only_directories_inside_the_project_make_test_code(tmp_path):
+    """A project checked out under a directory named ``testing`` is not test code: only the
+    directories below the project's root (its ``pyproject.toml``) count, however dslint is run."""
+    source = """
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    class Images(Dataset):
+        def __init__(self, paths):
+            self.paths = paths
+
+        def __len__(self):
+            return len(self.paths)
+
+        def __getitem__(self, i):
+            return torch.load(self.paths[i])
+
+    def fit(model, opt, paths):
+        for x in DataLoader(Images(paths), batch_size=8, shuffle=True):
+            model(x).sum().backward()
+            opt.step()
+    """
+    project = tmp_path / "testing" / "proj"
+    write_files(project, {"pyproject.toml": "[project]\nname = 'proj'\n", "src/fit.py": source, "tests/fit.py": source})
+    for cwd, target in ((tmp_path, "testing/proj"), (project, "."), (tmp_path, str(project))):
+        run = run_cli("check", "--no-cache", "--select", "DSL507", "--output-format", "concise", target, cwd=cwd)
+        flagged = [line.split(":")[0].replace("\\", "/") for line in run.stdout.splitlines() if "DSL507" in line]
+        assert len(flagged) == 1 and flagged[0].endswith("src/fit.py"), (target, run.stdout)
+
+
 def test_test_paths_answer_for_files_and_modules():
     from dslint.semantics.test_paths import is_test_module, is_test_path
 
