@@ -92,25 +92,49 @@ def kept_for_epochs(ctx, index, loader) -> bool:
     """The loader is handed to the constructor of a project class (``Trainer(model, loader)``) that
     keeps that parameter on ``self`` and re-iterates it epoch after epoch in its methods, or to a
     project function that iterates it inside an outer loop of its own (``fit(model, loader,
-    epochs)``) (``epoch_attrs``, through ``view.epoch_stored_params``/``epoch_iterated_params``)."""
+    epochs)``) (``epoch_attrs``, through ``view.epoch_stored_params``/``epoch_iterated_params``).
+    A parameter re-iterated as an entry (``self.loaders["train"]``) counts when the argument is a
+    dict literal whose entry of that key may be the loader (``Trainer(loaders={"train": loader})``)."""
     for call in ctx.nodes(cst.Call):
         if not isinstance(call.func, (cst.Name, cst.Attribute)) or not _is_argument(index, call, loader):
             continue
         stored = _epoch_params(ctx, index, call)
-        positions = {p for p, _ in stored if p >= 0}
-        names = {n for _, n in stored}
         for i, arg in enumerate(call.args):
-            if arg.star or not _is_loader(index, arg.value, loader):
+            if arg.star:
                 continue
-            if arg.keyword is not None and arg.keyword.value in names:
-                return True
-            if arg.keyword is None and i in positions and not any(a.star for a in call.args[:i]):
-                return True
+            for param in stored:
+                if not _holds(index, arg.value, loader, param[2] if len(param) > 2 else None):
+                    continue
+                if arg.keyword is not None and arg.keyword.value == param[1]:
+                    return True
+                if arg.keyword is None and i == param[0] >= 0 and not any(a.star for a in call.args[:i]):
+                    return True
     return False
 
 
 def _is_argument(index, call: cst.Call, loader) -> bool:
-    return any(not a.star and _is_loader(index, a.value, loader) for a in call.args)
+    return any(not a.star and (_is_loader(index, a.value, loader) or _entry_keys(index, a.value, loader))
+               for a in call.args)
+
+
+def _holds(index, expr, loader, key: Optional[str]) -> bool:
+    """``expr`` may be the loader (``key`` None), or a dict whose entry ``key`` may be it."""
+    if key is None:
+        return _is_loader(index, expr, loader)
+    return key in _entry_keys(index, expr, loader)
+
+
+def _entry_keys(index, expr, loader) -> Set[str]:
+    """The string keys of the dict literals ``expr`` may be whose value may be the loader."""
+    keys: Set[str] = set()
+    for value in index.values(expr):
+        if isinstance(value.node, cst.Dict):
+            for e in value.node.elements:
+                if isinstance(e, cst.DictElement) and _is_loader(index, e.value, loader):
+                    key = literal_value(e.key)
+                    if isinstance(key, str):
+                        keys.add(key)
+    return keys
 
 
 def _epoch_params(ctx, index, call: cst.Call) -> list:
