@@ -12,6 +12,10 @@ records the same of functions and methods that iterate a parameter inside an out
 own body (``fit(model, loader, epochs)``, ``runner.train(loader, epochs)``;
 ``view.epoch_iterated_params``, ``view.epoch_iterated_method_params``).
 
+A loop over an entry (``self.loaders["train"]``, ``loaders["train"]`` with a string key) records
+``[position, name, key]``: what is re-iterated is that entry of the dict handed in
+(``loader_results.kept_for_epochs`` matches it against the caller's dict).
+
 Loops under ``torch.no_grad()``/``torch.inference_mode()`` are evaluation and do not count;
 anything else (a parameter transformed before it is stored, a loop over a copy) is not recorded.
 """

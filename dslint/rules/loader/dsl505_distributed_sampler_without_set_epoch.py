@@ -21,18 +21,17 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     Also flagged, when no file of the project names `set_epoch` nor imports a library whose trainers call it
     (Lightning, Accelerate, Ignite...): the loader handed to project code whose result an epoch loop iterates
     (`batches = Prefetcher(loader)`), to a class or function that re-iterates it every epoch itself (`Trainer(m,
-    loader)`, `fit(m, loader, n)`; a dict literal holding it counts for the entry they re-iterate,
+    loader)`, `fit(m, loader, n)`; a dict holding it counts for the entry they re-iterate,
     `self.loaders["train"]`), in the epoch loop to a function of another module that iterates it (`train_one_epoch(m,
     loader)`), returned by a function whose result another file re-iterates, or by a method (itself, or in a returned
     dict or list) that a file calls on an object annotated with (or made by) its class or a base (`self.experiment:
     Experiment`; of an unknown class: silent) and re-iterates every epoch.
 
     ## When it does not fire
-    A `shuffle` certainly false (`shuffle=False`; one read from a configuration counts: where true, the order
-    repeats), a sampler or loader made anew in each pass of the outer loop, evaluation loops
-    (`no_grad()`/`inference_mode()`), loaders built in a Lightning `*_dataloader` hook or wrapped by a framework
-    (Lightning, Accelerate call `set_epoch`), and loaders or samplers handed to a function of another module in the
-    epoch loop (it may call `set_epoch`).
+    A `shuffle` certainly false (`shuffle=False`; one read from a configuration counts: where true, the order repeats),
+    a sampler or loader made anew in each pass of the outer loop, evaluation loops (`no_grad()`/`inference_mode()`),
+    loaders built in a Lightning `*_dataloader` hook or wrapped by a framework (they call `set_epoch`), and loaders
+    or samplers handed to a function of another module in the epoch loop (it may call `set_epoch`).
 
     ## Why is this bad?
     `DistributedSampler` shuffles with the seed `seed + epoch`; only `set_epoch` changes its epoch. Without it every
@@ -122,7 +121,7 @@ class DistributedSamplerWithoutSetEpoch(Rule):
                         for batch in loader: self.step(batch)
         def once(loaders):  # one pass over the "train" entry of the dict it is handed: no epochs
             for batch in loaders["train"]: step(batch)
-        once({"train": DataLoader(ds, sampler=DistributedSampler(ds))})
+        once(dict(train=DataLoader(ds, sampler=DistributedSampler(ds))))
         """,
         """
         from torch.utils.data import DataLoader, DistributedSampler
@@ -225,8 +224,9 @@ class DistributedSamplerWithoutSetEpoch(Rule):
             def run(self):
                 while True:
                     for batch in enumerate(self.loaders["train"]): self.step(batch)
-        Looper({"train": DataLoader(ds, sampler=DistributedSampler(ds)),  # expect: DSL505
-                "dev": DataLoader(ds, sampler=DistributedSampler(ds))})  # never re-iterated: silent
+        loaders = {"dev": DataLoader(ds, sampler=DistributedSampler(ds))}  # never re-iterated: silent
+        loaders["train"] = DataLoader(ds, sampler=DistributedSampler(ds))  # expect: DSL505
+        Looper(loaders).run()
         class Runner:  # the loaders come from a method of the class the object is annotated with
             def __init__(self, experiment: Experiment): self.experiment = experiment
             def run_loader(self, loader):
