@@ -12,13 +12,17 @@ records the same of functions and methods that iterate a parameter inside an out
 own body (``fit(model, loader, epochs)``, ``runner.train(loader, epochs)``;
 ``view.epoch_iterated_params``, ``view.epoch_iterated_method_params``).
 
+A loop over an entry (``self.loaders["train"]``, ``loaders["train"]`` with a string key) records
+``[position, name, key]``: what is re-iterated is that entry of the dict handed in
+(``loader_results.kept_for_epochs`` matches it against the caller's dict).
+
 Loops under ``torch.no_grad()``/``torch.inference_mode()`` are evaluation and do not count;
 anything else (a parameter transformed before it is stored, a loop over a copy) is not recorded.
 """
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Set
+from typing import Dict, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -42,7 +46,8 @@ def epoch_stored_params(tree: TreeIndex, names: ModuleNames, qualname_of) -> Dic
         if not stored:
             continue
         iterated = _epoch_iterated_attrs(tree, names, methods)
-        found = sorted({tuple(p) for attr, p in stored.items() if attr in iterated})
+        found = sorted({(*p, key) if key is not None else tuple(p)
+                        for attr, p in stored.items() for a, key in iterated if a == attr}, key=repr)
         if found:
             out[qualname_of(cls)] = [list(p) for p in found]
     return out
@@ -69,21 +74,40 @@ def epoch_iterated_params(tree: TreeIndex, names: ModuleNames, qualname_of) -> D
                    if isinstance(t.target, cst.Name)}
         found = set()
         for loop in tree.scope_nodes(func, cst.For):
-            for name in _iterated_names(loop):
+            for name, key in _iterated_names(loop):
                 if name in params and name not in rebound and not _under_no_grad(tree, names, loop) \
                         and _outer_loop(tree, names, loop) is not None:
-                    found.add((params.index(name), name))
+                    found.add((params.index(name), name) if key is None else (params.index(name), name, key))
         if found:
-            out[qualname_of(func)] = [list(p) for p in sorted(found)]
+            out[qualname_of(func)] = [list(p) for p in sorted(found, key=repr)]
     return out
 
 
-def _iterated_names(loop: cst.For) -> List[str]:
-    """``for ... in p`` (or ``p`` as a positional argument of the iterable's call, two deep): ``p``."""
+def _iterated_names(loop: cst.For) -> List[Tuple[str, Optional[str]]]:
+    """``for ... in p`` (or ``p`` as a positional argument of the iterable's call, two deep): ``(p,
+    None)``; ``for ... in p["train"]``: ``(p, "train")`` (the entry of a dict handed in)."""
+    out = []
+    for expr in _iterated_exprs(loop):
+        base, key = _keyed(expr)
+        if isinstance(base, cst.Name):
+            out.append((base.value, key))
+    return list(dict.fromkeys(out))
+
+
+def _iterated_exprs(loop: cst.For) -> list:
     exprs = [loop.iter]
     for _ in range(2):
         exprs += [a.value for e in exprs if isinstance(e, cst.Call) for a in e.args if not a.star and a.keyword is None]
-    return list(dict.fromkeys(e.value for e in exprs if isinstance(e, cst.Name)))
+    return exprs
+
+
+def _keyed(expr) -> Tuple[cst.BaseExpression, Optional[str]]:
+    """``x["k"]`` (a string literal key): ``(x, "k")``; anything else: ``(expr, None)``."""
+    if isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
+        key = expr.slice[0].slice.value
+        if isinstance(key, cst.SimpleString) and isinstance(key.evaluated_value, str):
+            return expr.value, key.evaluated_value
+    return expr, None
 
 
 def _stored_params(tree: TreeIndex, init: cst.FunctionDef) -> Dict[str, list]:
@@ -111,9 +135,10 @@ def _stored_params(tree: TreeIndex, init: cst.FunctionDef) -> Dict[str, list]:
     return {a: p for a, p in found.items() if counts.get(a) == 1 and p[1] not in rebound}
 
 
-def _epoch_iterated_attrs(tree: TreeIndex, names: ModuleNames, methods: Dict[str, cst.FunctionDef]) -> Set[str]:
-    """Attributes ``self.<a>`` a ``for`` loop of a method iterates inside another loop of that
-    method, or in a method the class calls (``self.m()``) inside a loop of another method."""
+def _epoch_iterated_attrs(tree: TreeIndex, names: ModuleNames, methods: Dict[str, cst.FunctionDef]) -> Set[tuple]:
+    """``(a, key)`` of the attributes ``self.<a>`` (key None) or entries ``self.<a>["key"]`` a ``for``
+    loop of a method iterates inside another loop of that method, or in a method the class calls
+    (``self.m()``) inside a loop of another method."""
     looped_calls = set()
     for method in methods.values():
         for call in tree.scope_nodes(method, cst.Call):
@@ -136,15 +161,13 @@ def _epoch_iterated_attrs(tree: TreeIndex, names: ModuleNames, methods: Dict[str
     return out
 
 
-def _iterated_self_attr(loop: cst.For, selfp: Optional[str]) -> Optional[str]:
+def _iterated_self_attr(loop: cst.For, selfp: Optional[str]) -> Optional[tuple]:
     """``for ... in self.a`` (or ``self.a`` as a positional argument of the iterable's call,
-    ``enumerate(self.a)``, ``tqdm(enumerate(self.a))``): ``a``."""
-    exprs = [loop.iter]
-    for _ in range(2):
-        exprs += [a.value for e in exprs if isinstance(e, cst.Call) for a in e.args if not a.star and a.keyword is None]
-    for expr in exprs:
+    ``enumerate(self.a)``, ``tqdm(enumerate(self.a))``): ``(a, None)``; ``self.a["k"]``: ``(a, "k")``."""
+    for expr in _iterated_exprs(loop):
+        expr, key = _keyed(expr)
         if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == selfp:
-            return expr.attr.value
+            return expr.attr.value, key
     return None
 
 

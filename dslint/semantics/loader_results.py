@@ -92,25 +92,71 @@ def kept_for_epochs(ctx, index, loader) -> bool:
     """The loader is handed to the constructor of a project class (``Trainer(model, loader)``) that
     keeps that parameter on ``self`` and re-iterates it epoch after epoch in its methods, or to a
     project function that iterates it inside an outer loop of its own (``fit(model, loader,
-    epochs)``) (``epoch_attrs``, through ``view.epoch_stored_params``/``epoch_iterated_params``)."""
+    epochs)``) (``epoch_attrs``, through ``view.epoch_stored_params``/``epoch_iterated_params``).
+    A parameter re-iterated as an entry (``self.loaders["train"]``) counts when the argument is a
+    dict literal whose entry of that key may be the loader (``Trainer(loaders={"train": loader})``)."""
     for call in ctx.nodes(cst.Call):
-        if not isinstance(call.func, (cst.Name, cst.Attribute)) or not _is_argument(index, call, loader):
+        if not isinstance(call.func, (cst.Name, cst.Attribute)) or not _is_argument(ctx, index, call, loader):
             continue
         stored = _epoch_params(ctx, index, call)
-        positions = {p for p, _ in stored if p >= 0}
-        names = {n for _, n in stored}
         for i, arg in enumerate(call.args):
-            if arg.star or not _is_loader(index, arg.value, loader):
+            if arg.star:
                 continue
-            if arg.keyword is not None and arg.keyword.value in names:
-                return True
-            if arg.keyword is None and i in positions and not any(a.star for a in call.args[:i]):
-                return True
+            for param in stored:
+                if not _holds(ctx, index, arg.value, loader, param[2] if len(param) > 2 else None):
+                    continue
+                if arg.keyword is not None and arg.keyword.value == param[1]:
+                    return True
+                if arg.keyword is None and i == param[0] >= 0 and not any(a.star for a in call.args[:i]):
+                    return True
     return False
 
 
-def _is_argument(index, call: cst.Call, loader) -> bool:
-    return any(not a.star and _is_loader(index, a.value, loader) for a in call.args)
+def _is_argument(ctx, index, call: cst.Call, loader) -> bool:
+    return any(not a.star and (_is_loader(index, a.value, loader) or _entry_keys(ctx, index, a.value, loader))
+               for a in call.args)
+
+
+def _holds(ctx, index, expr, loader, key: Optional[str]) -> bool:
+    """``expr`` may be the loader (``key`` None), or a dict whose entry ``key`` may be it."""
+    if key is None:
+        return _is_loader(index, expr, loader)
+    return key in _entry_keys(ctx, index, expr, loader)
+
+
+def _entry_keys(ctx, index, expr, loader) -> Set[str]:
+    """The string keys under which a dict ``expr`` may be holds the loader: entries of a dict literal
+    (``{"train": loader}``), keywords of ``dict(train=loader)``, and, for a name bound to a dict,
+    ``name["train"] = loader`` in the loader's function (or module)."""
+    keys: Set[str] = set()
+    for value in index.values(expr):
+        node = value.node
+        if isinstance(node, cst.Dict):
+            for e in node.elements:
+                if isinstance(e, cst.DictElement) and _is_loader(index, e.value, loader):
+                    key = literal_value(e.key)
+                    if isinstance(key, str):
+                        keys.add(key)
+        elif isinstance(node, cst.Call) and ctx.call_name(node) == "builtins.dict":
+            keys.update(a.keyword.value for a in node.args if a.keyword is not None and _is_loader(index, a.value, loader))
+        else:
+            continue
+        if isinstance(expr, cst.Name):
+            keys.update(_written_keys(ctx, index, expr.value, loader))
+    return keys
+
+
+def _written_keys(ctx, index, name: str, loader) -> Set[str]:
+    keys: Set[str] = set()
+    for node in ctx.tree.scope_nodes(loader.function, cst.Subscript):
+        holder = ctx.parent(node)
+        if not (isinstance(node.value, cst.Name) and node.value.value == name and isinstance(holder, cst.AssignTarget)):
+            continue
+        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+            key = literal_value(node.slice[0].slice.value)
+            if isinstance(key, str) and _is_loader(index, ctx.parent(holder).value, loader):
+                keys.add(key)
+    return keys
 
 
 def _epoch_params(ctx, index, call: cst.Call) -> list:

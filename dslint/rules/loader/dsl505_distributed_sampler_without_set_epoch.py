@@ -11,35 +11,31 @@ from dslint.semantics.loops import loader_loops
 class DistributedSamplerWithoutSetEpoch(Rule):
     """
     ## What it does
-    Flags a `DistributedSampler` passed as `sampler=` (or as the `"sampler"` entry of the `**` dict)
-    to a `DataLoader` iterated inside an epoch loop (an outer `for`/`while`, also around a call of
-    the helper that holds the batch loop), when nothing in the module calls `set_epoch` on the
-    sampler or on `loader.sampler`. The loop may iterate the loader on one branch only (a name bound
-    to it under `if distributed:` and to another `DataLoader(...)` otherwise; no fix is offered), or
-    be a training loop (`.backward()`) of `self.m(loader)` where `self` is a static method's parameter.
+    Flags a `DistributedSampler` passed as `sampler=` (or as the `"sampler"` entry of the `**` dict) to a `DataLoader`
+    iterated inside an epoch loop (an outer `for`/`while`, also around a call of the helper that holds the batch
+    loop), when nothing in the module calls `set_epoch` on the sampler or on `loader.sampler`. The loop may iterate
+    the loader on one branch only (bound to it under `if distributed:`, to another `DataLoader(...)` otherwise; no
+    fix), or be a training loop (`.backward()`) of `self.m(loader)` where `self` is a static method's parameter.
     Several `DistributedSampler` calls for one `sampler=` (one per branch) are reported at the loader.
 
-    Also flagged, when no file of the project names `set_epoch` nor imports a library whose trainers
-    call it (Lightning, Accelerate, Ignite...): the loader handed to project code whose result an
-    epoch loop iterates (`batches = Prefetcher(loader)`), to a class or function that re-iterates it
-    every epoch itself (`Trainer(m, loader)`, `fit(m, loader, n)`), in the epoch loop to a function
-    of another module that iterates it (`train_one_epoch(m, loader)`), returned by a function whose
-    result another file re-iterates, or by a method (itself, or in a returned dict or list) that a
-    file calls on an object annotated with (or made by) its class or a base (`self.experiment:
-    Experiment`) and re-iterates every epoch (an object of a class nothing states: silent).
+    Also flagged, when no file of the project names `set_epoch` nor imports a library whose trainers call it
+    (Lightning, Accelerate, Ignite...): the loader handed to project code whose result an epoch loop iterates
+    (`batches = Prefetcher(loader)`), to a class or function that re-iterates it every epoch itself (`Trainer(m,
+    loader)`, `fit(m, loader, n)`; a dict holding it counts for the entry they re-iterate,
+    `self.loaders["train"]`), in the epoch loop to a function of another module that iterates it (`train_one_epoch(m,
+    loader)`), returned by a function whose result another file re-iterates, or by a method (itself, or in a returned
+    dict or list) that a file calls on an object annotated with (or made by) its class or a base (`self.experiment:
+    Experiment`; of an unknown class: silent) and re-iterates every epoch.
 
     ## When it does not fire
-    A `shuffle` certainly false (`shuffle=False`; a value read from a configuration the file cannot see counts: where
-    it is true, the order repeats), a sampler or loader made anew on every iteration of the outer loop (each is
-    iterated once), evaluation loops (under `no_grad()`/ `inference_mode()`), loaders built in a Lightning
-    `*_dataloader` hook or wrapped by a framework (Lightning and Accelerate call `set_epoch` themselves), and loaders
-    or samplers handed to a function of another module inside the epoch loop (it may call `set_epoch`).
+    A `shuffle` certainly false (`shuffle=False`; one read from a configuration counts: where true, the order repeats),
+    a sampler or loader made anew in each pass of the outer loop, evaluation loops (`no_grad()`/`inference_mode()`),
+    loaders built in a Lightning `*_dataloader` hook or wrapped by a framework (they call `set_epoch`), and loaders
+    or samplers handed to a function of another module in the epoch loop (it may call `set_epoch`).
 
     ## Why is this bad?
-    `DistributedSampler` shuffles with the seed `seed + epoch`, and its epoch only changes when
-    `set_epoch` is called. Without it the epoch stays 0, so every epoch visits the samples in the
-    identical order on every rank (measured: `[12, 9, 11, 13, 2, 15, 4, 7]` in all three epochs).
-    Nothing fails; the model sees a fixed order.
+    `DistributedSampler` shuffles with the seed `seed + epoch`; only `set_epoch` changes its epoch. Without it every
+    epoch visits the samples in one identical order on every rank (measured: `[12, 9, 11, 13, 2, 15, 4, 7]` each epoch).
 
     ## Example
     ```python
@@ -59,10 +55,9 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     ```
 
     ## Fix safety
-    When the epoch loop is `for <name> in range(...)` and the sampler (or the loader) has one name
-    there, the fix inserts `<sampler>.set_epoch(<name>)` as the epoch loop's first statement. It is
-    unsafe: it changes the order samples are visited in (the point), and the loop variable may not
-    count epochs from where the user expects (when resuming, the epoch comes from the checkpoint).
+    When the epoch loop is `for <name> in range(...)` and the sampler (or the loader) has one name there, the fix
+    inserts `<sampler>.set_epoch(<name>)` first in the epoch loop. It is unsafe: it changes the sample order (the
+    point), and the loop variable may not count epochs as the user expects (when resuming).
 
     ## References
     - [`DistributedSampler`](https://pytorch.org/docs/stable/data.html#torch.utils.data.distributed.DistributedSampler):
@@ -124,13 +119,15 @@ class DistributedSamplerWithoutSetEpoch(Rule):
                 for epoch in range(epochs):
                     for loader in loaders.values():
                         for batch in loader: self.step(batch)
+        def once(loaders):  # one pass over the "train" entry of the dict it is handed: no epochs
+            for batch in loaders["train"]: step(batch)
+        once(dict(train=DataLoader(ds, sampler=DistributedSampler(ds))))
         """,
         """
         from torch.utils.data import DataLoader, DistributedSampler
         import pytorch_lightning as pl
         class Model(pl.LightningModule):
-            def train_dataloader(self):
-                return DataLoader(self.ds, sampler=DistributedSampler(self.ds))
+            def train_dataloader(self): return DataLoader(self.ds, sampler=DistributedSampler(self.ds))
         def main(accelerator, ds):
             loader = DataLoader(ds, sampler=DistributedSampler(ds))
             model, loader = accelerator.prepare(model, loader)
@@ -196,8 +193,6 @@ class DistributedSamplerWithoutSetEpoch(Rule):
             train_loader = tud.DataLoader(train_set, batch_size=32, sampler=sampler, shuffle=sampler is None)
             for epoch in range(args.epochs):
                 train_one_epoch(model, train_loader, optimizer)
-        """,
-        """
         from torch.utils.data import DataLoader, DistributedSampler
         class Trainer:
             def __init__(self, ds):
@@ -224,6 +219,14 @@ class DistributedSamplerWithoutSetEpoch(Rule):
                     params["sampler"] = DistributedSampler(ds)  # expect: DSL505
                     loaders[name] = DataLoader(**params)
                 return loaders
+        class Looper:  # keeps the dict it is handed; every pass of `run` re-iterates its "train" entry
+            def __init__(self, loaders): self.loaders = loaders
+            def run(self):
+                while True:
+                    for batch in enumerate(self.loaders["train"]): self.step(batch)
+        loaders = {"dev": DataLoader(ds, sampler=DistributedSampler(ds))}  # never re-iterated: silent
+        loaders["train"] = DataLoader(ds, sampler=DistributedSampler(ds))  # expect: DSL505
+        Looper(loaders).run()
         class Runner:  # the loaders come from a method of the class the object is annotated with
             def __init__(self, experiment: Experiment): self.experiment = experiment
             def run_loader(self, loader):
@@ -232,9 +235,6 @@ class DistributedSamplerWithoutSetEpoch(Rule):
                 loaders = self.experiment.get_loaders()
                 for epoch in range(epochs):
                     for name in loaders: self.run_loader(loaders[name])
-        """,
-        """
-        from torch.utils.data import DataLoader, DistributedSampler
         sampler = DistributedSampler(ds) if distributed else None  # expect: DSL505
         loader = DataLoader(ds, shuffle=True, sampler=sampler)  # DSL501 reports the shuffle
         for epoch in range(3):
