@@ -27,7 +27,10 @@ from typing import Dict, List, Optional, Tuple
 import libcst as cst
 
 from dslint.semantics.calls import literal_value
-from dslint.semantics.distributed import FRAMEWORK_CALLS, PROCESS_GROUP_CALLS, RANK_ENV, SEED_CALLS, STARTS, env_key, mentions_rank
+from dslint.semantics.distributed import (
+    FRAMEWORK_CALLS, PROCESS_GROUP_CALLS, RANK_ENV, SEED_CALLS, STARTS, env_key, mentions_rank,
+)
+from dslint.semantics.seed_helpers import passed_arguments
 from dslint.semantics.test_paths import is_test_module
 from dslint.semantics.walk import iter_subtree
 
@@ -128,12 +131,10 @@ def _seed_calls(tree, names, ctx) -> List[cst.Call]:
 def _deferred(ctx, call: cst.Call):
     """A seed call to a function that may be the project's own helper: what phase 2 needs to ask
     that helper whether it seeds per rank ([callee, keywords passed, number of positional arguments])."""
-    name = ctx.call_name(call)
-    if name is None or name in SEED_CALLS or any(a.star for a in call.args):
+    name, passed = ctx.call_name(call), passed_arguments(call)
+    if name is None or name in SEED_CALLS or passed is None:
         return False
-    keywords = [a.keyword.value for a in call.args
-                if a.keyword is not None and not (isinstance(a.value, cst.Name) and a.value.value == "None")]
-    return [name, keywords, sum(1 for a in call.args if a.keyword is None)]
+    return [name, *passed]
 
 
 def entry_facts(tree, names) -> dict:
@@ -170,7 +171,9 @@ def _rank_roots(tree, ctx, call: cst.Call, func: cst.FunctionDef) -> Optional[Li
     roots, tests = set(), set()
     for source in sources:
         for node in iter_subtree(source, into_scopes=False):
-            if isinstance(node, cst.Attribute) and mentions_rank(ctx, node):
+            if isinstance(node, cst.Name) and node.value in params and mentions_rank(ctx, node):
+                roots.add(node.value)  # ``seed + rank`` with a parameter ``rank``
+            elif isinstance(node, cst.Attribute) and mentions_rank(ctx, node):
                 root = node
                 while isinstance(root, cst.Attribute):
                     root = root.value
@@ -306,3 +309,8 @@ def _seeds_per_rank(index, path: str, seeds: list, strict: bool) -> bool:
     answers = [_resolve(index, path, seed, strict, 0) for seed in seeds]
     answers = [a for a in answers if a is not None]
     return bool(answers) and all(answers)
+
+
+def helper_per_rank(index, path: str, seed: list) -> bool:
+    """A call to a project helper (``[callee, keywords, positional count]``) seeds per rank."""
+    return _resolve(index, path, seed, False, 0) is True

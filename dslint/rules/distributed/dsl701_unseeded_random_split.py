@@ -14,8 +14,7 @@ def _seeded_through_helper(args: str, expect: str) -> dict:
         "seeding.py": """
         import torch
         def seed_all(seed, accelerator=None):
-            if accelerator is not None:
-                seed += accelerator.process_index  # a different seed per process
+            if accelerator is not None: seed += accelerator.process_index  # a different seed per process
             torch.manual_seed(seed)
         """,
         "data.py": f"""
@@ -24,13 +23,14 @@ def _seeded_through_helper(args: str, expect: str) -> dict:
         """,
         "train.py": f"""
         from accelerate import Accelerator
-        from torch.utils.data import DataLoader
+        from torch.utils.data import random_split
         from data import build
         from seeding import seed_all
         def main(cfg, full):
             accelerator = Accelerator()
             seed_all({args})
             train, val = build(full)
+            parts = random_split(full, [0.5, 0.5]){expect}
         """,
     }
 
