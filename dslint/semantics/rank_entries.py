@@ -289,8 +289,8 @@ def _resolve(index, path: str, seed, strict: bool, depth: int) -> Optional[bool]
     facts = (summary.get("rank_seeders") or {}).get(located[1])
     if facts is None:
         calls = (summary.get("functions", {}).get(located[1]) or {}).get("calls", ())
-        seeds_more = any("seed" in target.rsplit(".", 1)[-1].lower() for _, target, _ in calls)
-        return False if seeds_more else None  # a function named for a seed that seeds nothing (returns one)
+        calls_more = any(not target.startswith("builtins.") for _, target, _ in calls)
+        return False if calls_more else None  # a function named for a seed that calls nothing: it returns one
     passed = set(keywords) | set(facts["params"][:positional])
     answers = []
     for inner in facts["seeds"]:
