@@ -53,6 +53,7 @@ import libcst as cst
 from dslint.semantics.calls import BoundCall
 from dslint.semantics.loops import DISTRIBUTED_SAMPLER_SIGNATURE
 from dslint.semantics.names import dotted_parts
+from dslint.semantics.seed_helpers import passed_arguments
 from dslint.semantics.values import possible_arg
 from dslint.semantics.walk import iter_subtree
 
@@ -289,8 +290,8 @@ def rank_guarded(ctx, node: cst.CSTNode) -> bool:
 
 
 def global_seeds(ctx, index) -> List[Tuple[cst.Call, bool]]:
-    """Calls that seed torch's global RNG in this file (directly or through a project
-    function of any file), each with whether its seed differs per rank."""
+    """Calls that seed torch's global RNG in this file (directly or through a project function of
+    any file), each with whether its seed differs per rank (also: a helper adding the rank to it)."""
     return ctx.memo(("distributed.seeds",), lambda: _global_seeds(ctx, index))
 
 
@@ -304,12 +305,14 @@ def _global_seeds(ctx, index) -> List[Tuple[cst.Call, bool]]:
             if target is not None:
                 seeds = any(ctx.call_name(c) in SEED_CALLS for c in iter_subtree(target[0].body) if isinstance(c, cst.Call))
             else:
-                # a helper of another file: its summary, or (a file not analysed) its name (``set_seed``)
-                seeds = project_calls_any(ctx, name, SEED_CALLS, depth=1) or (
+                seeds = project_calls_any(ctx, name, SEED_CALLS, depth=1) or (  # another file's helper (or its name)
                     "seed" in name.rsplit(".", 1)[-1].lower() and ctx.view.function_facts(name) is None)
         if seeds:
-            out.append((call, any(rank_dependent(ctx, index, arg.value) for arg in call.args)))
+            out.append((call, any(rank_dependent(ctx, index, arg.value) for arg in call.args) or (
+                name not in SEED_CALLS and not name.startswith(_LIBRARIES) and (passed := passed_arguments(call)) is not None
+                and ctx.view.helper_seeds_per_rank(name, *passed))))
     return out
+
 
 
 def _seed_off(ctx, call: cst.Call) -> bool:

@@ -27,7 +27,10 @@ from typing import Dict, List, Optional, Tuple
 import libcst as cst
 
 from dslint.semantics.calls import literal_value
-from dslint.semantics.distributed import FRAMEWORK_CALLS, PROCESS_GROUP_CALLS, RANK_ENV, SEED_CALLS, STARTS, env_key, mentions_rank
+from dslint.semantics.distributed import (
+    FRAMEWORK_CALLS, PROCESS_GROUP_CALLS, RANK_ENV, SEED_CALLS, STARTS, env_key, mentions_rank,
+)
+from dslint.semantics.seed_helpers import passed_arguments
 from dslint.semantics.test_paths import is_test_module
 from dslint.semantics.walk import iter_subtree
 
@@ -116,6 +119,24 @@ def _per_rank(tree, ctx, call: cst.Call) -> bool:
     return False
 
 
+def _seed_calls(tree, names, ctx) -> List[cst.Call]:
+    seed_tails = names.call_tails({q.rsplit(".", 1)[-1] for q in SEED_CALLS})
+    # a project function named for a seed whose result is handed to another call returns a seed
+    # (``start_seed=resolve_seed(cfg)``): it does not seed the global RNG
+    return [call for call in tree.nodes(cst.Call)
+            if (_tail(call) in seed_tails or "seed" in (_tail(call) or "").lower()) and _seeds(ctx.call_name(call))
+            and (ctx.call_name(call) in SEED_CALLS or not isinstance(tree.parent_of(call), cst.Arg))]
+
+
+def _deferred(ctx, call: cst.Call):
+    """A seed call to a function that may be the project's own helper: what phase 2 needs to ask
+    that helper whether it seeds per rank ([callee, keywords passed, number of positional arguments])."""
+    name, passed = ctx.call_name(call), passed_arguments(call)
+    if name is None or name in SEED_CALLS or passed is None:
+        return False
+    return [name, *passed]
+
+
 def entry_facts(tree, names) -> dict:
     if is_test_module(names.modname):
         return {}
@@ -123,10 +144,71 @@ def entry_facts(tree, names) -> dict:
     start = markers(tree, names)[0]
     if start is None:
         return {}
-    seed_tails = names.call_tails({q.rsplit(".", 1)[-1] for q in SEED_CALLS})
-    seeds = [_per_rank(tree, ctx, call) for call in tree.nodes(cst.Call)
-             if (_tail(call) in seed_tails or "seed" in (_tail(call) or "").lower()) and _seeds(ctx.call_name(call))]
+    seeds = [_per_rank(tree, ctx, call) or _deferred(ctx, call) for call in _seed_calls(tree, names, ctx)]
     return {"start": start, "seeds": seeds}
+
+
+def seed_references(entry: dict, seeders: Dict[str, dict]) -> List[str]:
+    """The functions a DDP entry script's seeds, and a seeding helper's, call into (the engine
+    analyses their files, so that phase 2 can ask them whether they seed per rank)."""
+    seeds = list(entry.get("seeds", ())) + [seed for facts in seeders.values() for seed in facts["seeds"]]
+    return sorted({seed[0] for seed in seeds if isinstance(seed, list) and seed[0] != "via"})
+
+
+def _rank_roots(tree, ctx, call: cst.Call, func: cst.FunctionDef) -> Optional[List[str]]:
+    """The parameters of ``func`` that carry the rank into seed call ``call``: the roots of the
+    rank-naming expressions (``accelerator`` in ``seed += accelerator.process_index``), else the
+    parameters the ``if`` tests guarding them read; [] when the rank comes from nowhere else."""
+    params = {p.name.value for p in (*func.params.params, *func.params.posonly_params, *func.params.kwonly_params)}
+    sources = [arg.value for arg in call.args if mentions_rank(ctx, arg.value)]
+    names = {arg.value.value for arg in call.args if isinstance(arg.value, cst.Name)}
+    for node in iter_subtree(func.body, into_scopes=False):
+        if isinstance(node, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value in names for t in node.targets):
+            sources.append(node.value)
+        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)) and isinstance(node.target, cst.Name) and node.target.value in names:
+            sources.append(node.value)
+    sources = [s for s in sources if s is not None and mentions_rank(ctx, s)]
+    roots, tests = set(), set()
+    for source in sources:
+        for node in iter_subtree(source, into_scopes=False):
+            if isinstance(node, cst.Name) and node.value in params and mentions_rank(ctx, node):
+                roots.add(node.value)  # ``seed + rank`` with a parameter ``rank``
+            elif isinstance(node, cst.Attribute) and mentions_rank(ctx, node):
+                root = node
+                while isinstance(root, cst.Attribute):
+                    root = root.value
+                if isinstance(root, cst.Name) and root.value in params:
+                    roots.add(root.value)
+        for ancestor in tree.ancestors(source):
+            if ancestor is func:
+                break
+            if isinstance(ancestor, cst.If):
+                tests.update(n.value for n in iter_subtree(ancestor.test, into_scopes=False)
+                             if isinstance(n, cst.Name) and n.value in params)
+    return sorted(roots or tests)
+
+
+def seeder_facts(tree, names) -> Dict[str, dict]:
+    """Module-level functions of any file that seed torch's global RNG (a summary fact):
+    {function: {"params": [...], "seeds": [...]}}, each seed True (names a rank), False (does not),
+    ["via", params] (names a rank only when one of these parameters is passed) or a deferred call
+    to another function (see ``_deferred``)."""
+    if is_test_module(names.modname):
+        return {}
+    ctx = NamesContext(names)
+    found: Dict[str, dict] = {}
+    for call in _seed_calls(tree, names, ctx):
+        func = next((a for a in tree.ancestors(call) if isinstance(a, (cst.FunctionDef, cst.ClassDef, cst.Module))), None)
+        if not isinstance(func, cst.FunctionDef) or not isinstance(tree.parent_of(func), cst.Module):
+            continue
+        if _per_rank(tree, ctx, call):
+            via = _rank_roots(tree, ctx, call, func)
+            seed = ["via", via] if via else True
+        else:
+            seed = _deferred(ctx, call)
+        facts = found.setdefault(func.name.value, {"params": [p.name.value for p in (*func.params.posonly_params, *func.params.params)], "seeds": []})
+        facts["seeds"].append(seed)
+    return found
 
 
 def names_context(names) -> NamesContext:
@@ -174,8 +256,7 @@ def split_entries(index, key) -> List[list]:
                 following.append(caller)
                 summary = index.summaries[caller[0]]
                 facts = summary.get("rank_entry") or {}
-                seeds = facts.get("seeds") or []
-                if facts.get("start") and seeds and all(seeds):
+                if facts.get("start") and _seeds_per_rank(index, caller[0], facts.get("seeds") or [], strict=True):
                     entry = [summary["module"], facts["start"]]
                     if entry not in found:
                         found.append(entry)
@@ -191,3 +272,45 @@ def split_entry_scripts(ctx, call: cst.Call) -> List[list]:
         return []
     qual = ctx.qualname_of_def(func)
     return [[*entry, func.name.value] for entry in ctx.view.rank_split_entries(qual)]
+
+
+def _resolve(index, path: str, seed, strict: bool, depth: int) -> Optional[bool]:
+    """Whether one seed of a file seeds per rank: a deferred call is asked of the project function
+    it calls (with the parameters it passes); None when that function seeds nothing at all."""
+    if isinstance(seed, bool):
+        return seed
+    if seed[0] == "via":
+        return False  # a parameter of an entry script's function: not known to be passed
+    name, keywords, positional = seed
+    located = index.locate(name, path, table="functions") if depth < 3 else None
+    if located is None:
+        return False if strict else None  # a helper not analysed may seed the same on every rank
+    summary = index.summaries[located[0]]
+    facts = (summary.get("rank_seeders") or {}).get(located[1])
+    if facts is None:
+        calls = (summary.get("functions", {}).get(located[1]) or {}).get("calls", ())
+        calls_more = any(not target.startswith("builtins.") for _, target, _ in calls)
+        return False if calls_more else None  # a function named for a seed that calls nothing: it returns one
+    passed = set(keywords) | set(facts["params"][:positional])
+    answers = []
+    for inner in facts["seeds"]:
+        if not isinstance(inner, bool) and inner[0] == "via":
+            answers.append(bool(passed & set(inner[1])))
+        else:
+            answers.append(_resolve(index, located[0], inner, False, depth + 1))
+    answers = [a for a in answers if a is not None]
+    return (bool(answers) and all(answers)) if answers else None
+
+
+def _seeds_per_rank(index, path: str, seeds: list, strict: bool) -> bool:
+    """At least one seed names the rank (itself, or through a project helper that adds the rank
+    to the seed for what it is passed) and every other seed does too (seed-named functions that
+    seed nothing aside)."""
+    answers = [_resolve(index, path, seed, strict, 0) for seed in seeds]
+    answers = [a for a in answers if a is not None]
+    return bool(answers) and all(answers)
+
+
+def helper_per_rank(index, path: str, seed: list) -> bool:
+    """A call to a project helper (``[callee, keywords, positional count]``) seeds per rank."""
+    return _resolve(index, path, seed, False, 0) is True

@@ -24,7 +24,7 @@ from dslint.semantics.epoch_methods import epoch_iterated_methods
 from dslint.semantics.epoch_facts import dataloader_calls, epoch_iterated_results, iterated_params, loader_receivers
 from dslint.semantics.handle_exports import exported_handles
 from dslint.semantics.loader_roles import role_facts
-from dslint.semantics.rank_entries import entry_facts
+from dslint.semantics.rank_entries import entry_facts, seed_references, seeder_facts
 from dslint.semantics.trained_results import trained_facts
 from dslint.semantics.handed_evals import delegated_classes, eval_facts, eval_references
 from dslint.semantics.modules import canonical
@@ -400,6 +400,9 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
     evaluated += [(f"{cls}.{name}", facts) for cls, c in classes.items() for name, facts in c["methods"].items()]
     eval_refs = {f"{names.modname}.{qual}": refs for qual, facts in evaluated if (refs := eval_references([facts]))}
     epoch_results = epoch_iterated_results(tree, names)
+    rank_entry, rank_seeders = entry_facts(tree, names), seeder_facts(tree, names)
+    # the project helpers a DDP script (or a seeding helper) seeds through (``rank_entries``)
+    references.update(seed_references(rank_entry, rank_seeders))
     references = sorted(references)
     return {
         "module": names.modname,
@@ -454,7 +457,9 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         # evaluation names callers keep a function's result under, and functions returning another's result
         "loader_roles": role_facts(tree, names, local_qualname),
         # what starts the distributed state in a DDP entry script, and whether each global seed names the rank
-        "rank_entry": entry_facts(tree, names),
+        "rank_entry": rank_entry,
+        # module-level functions that seed torch's global RNG: per rank, or per rank given a parameter (``rank_entries``)
+        "rank_seeders": rank_seeders,
         # in a DDP file: training loops over a project function's result ([callee, position])
         "trained_results": trained_facts(tree, names),
         # module-level functions that probe a parameter for a length: [position, name, loader] (``length_probes``)

@@ -254,6 +254,14 @@ class View:
 
         return self._record("ddp_trained_positions", [qual], trained_positions(self._index, (self.path, qual)))
 
+    def helper_seeds_per_rank(self, qualified: str, keywords: List[str], positional: int) -> bool:
+        """The project function ``qualified``, called with these keywords and this many positional
+        arguments, seeds torch's global RNG per rank (it adds the rank to the seed; ``rank_entries``)."""
+        from dslint.semantics.rank_entries import helper_per_rank  # (parses: not imported by a replayed warm run)
+
+        answer = helper_per_rank(self._index, self.path, [qualified, list(keywords), positional])
+        return self._record("helper_seeds_per_rank", [qualified, list(keywords), positional], answer)
+
 
 def replay(index: ProjectIndex, path: str, log: List[list]) -> bool:
     """True when every recorded question still gets the recorded answer."""

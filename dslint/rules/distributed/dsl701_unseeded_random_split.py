@@ -9,6 +9,32 @@ from dslint.semantics.loops import loader_loops
 from dslint.semantics.random_splits import random_splits, split_pairs
 
 
+def _seeded_through_helper(args: str, expect: str) -> dict:
+    return {
+        "seeding.py": """
+        import torch
+        def seed_all(seed, accelerator=None):
+            if accelerator is not None: seed += accelerator.process_index  # a different seed per process
+            torch.manual_seed(seed)
+        """,
+        "data.py": f"""
+        from torch.utils.data import random_split
+        def build(full): return random_split(full, [0.9, 0.1]){expect}
+        """,
+        "train.py": f"""
+        from accelerate import Accelerator
+        from torch.utils.data import random_split
+        from data import build
+        from seeding import seed_all
+        def main(cfg, full):
+            accelerator = Accelerator()
+            seed_all({args})
+            train, val = build(full)
+            parts = random_split(full, [0.5, 0.5]){expect}
+        """,
+    }
+
+
 class UnseededRandomSplit(Rule):
     """
     ## What it does
@@ -22,7 +48,9 @@ class UnseededRandomSplit(Rule):
       seeds the global RNG the same way on every rank; or because a DDP
       script of another file (it starts its distributed state as above) calls
       the split's function, up to four calls deep, and seeds the global RNG per
-      rank only (`torch.manual_seed(args.seed + rank)`); or because it sits in a
+      rank only (`torch.manual_seed(args.seed + rank)`, or a project helper that
+      adds the rank for what it is passed: `seed_all(seed, accelerator=acc)`
+      with `seed += accelerator.process_index`); or because it sits in a
       method of a `LightningDataModule`/`LightningModule` (Lightning calls
       `setup`, the `*_dataloader` hooks and `__init__` on every rank) whose
       class stores a seed (`self.seed = seed`) that the split ignores;
@@ -69,25 +97,21 @@ class UnseededRandomSplit(Rule):
     ```
 
     ## When it does not fire
-    - `generator=` is passed (any generator: a fresh `torch.Generator()` starts
-      from the same fixed seed in every process), or the call hides it in
-      `*args`/`**kwargs`;
+    - `generator=` is passed (a fresh `torch.Generator()` starts from the same
+      seed in every process), or hidden in `*args`/`**kwargs`;
     - the file seeds torch's global RNG with a seed that does not name the rank
       (`torch.manual_seed(args.seed)`, `seed_everything(42)`, a project helper
-      in any file that calls them, `utils.set_seed(...)` of a file not
-      analysed, Lightning's CLI): every rank then draws the same split. A seed
-      that names the rank (`seed + rank`) does not count;
-    - a Lightning datamodule without a seed of its own: its training script
-      (another file, not seen from here) usually seeds the global RNG, which
-      makes the ranks agree; and a file that only shows DDP through a
-      `DistributedDataParallel` wrapper or a `DistributedSampler` (a helper
-      the script imports: the script's seeding is not seen from it);
-    - the split runs on one rank only (under `if rank == 0:`), or in
-      `prepare_data` (Lightning runs it on one process);
-    - files without any sign of a process group and outside Lightning hooks
-      (a single-process script draws one split), and test code; a script of
-      another file that seeds nothing (a helper it calls may seed), or that
-      seeds once without the rank, does not count;
+      calling them without what makes it add the rank, `utils.set_seed(...)`
+      of a file not analysed, Lightning's CLI): every rank draws the same split;
+    - a Lightning datamodule without a seed of its own (its training script,
+      not seen, usually seeds), and a file that only shows DDP through a
+      `DistributedDataParallel` wrapper or a `DistributedSampler`;
+    - the split runs on one rank only (`if rank == 0:`), or in `prepare_data`;
+    - files without any sign of a process group and outside Lightning hooks,
+      and test code; a script of another file that seeds nothing (a helper it
+      calls may seed), or seeds once without the rank (a seed-named function
+      whose result is passed on, `start_seed=resolve_seed(cfg)`, returns a
+      seed: it is not counted);
     - for two draws: a seed set in the same function before each call, or
       calls over different datasets or lengths.
     """
@@ -101,10 +125,10 @@ class UnseededRandomSplit(Rule):
             "and keep both subsets")
 
     valid = (
+        _seeded_through_helper("cfg.seed", ""),
         {
             "data.py": """
             from torch.utils.data import random_split
-
             def build(full):
                 return random_split(full, [0.9, 0.1])
             """,
@@ -123,7 +147,6 @@ class UnseededRandomSplit(Rule):
         import torch
         import torch.distributed as dist
         from torch.utils.data import random_split
-
         def main(ds):
             dist.init_process_group("gloo")
             g = torch.Generator().manual_seed(0)
@@ -133,7 +156,6 @@ class UnseededRandomSplit(Rule):
         import torch
         import torch.distributed as dist
         from torch.utils.data import random_split
-
         def main(args, ds):
             dist.init_process_group("gloo")
             torch.manual_seed(args.seed)  # the same seed on every rank
@@ -141,14 +163,12 @@ class UnseededRandomSplit(Rule):
         """,
         """
         from torch.utils.data import random_split
-
         def main(ds):  # a single-process script: one split per run
             train, val = random_split(ds, [0.8, 0.2])
         """,
         """
         import torch.distributed as dist
         from torch.utils.data import random_split
-
         def main(ds):
             dist.init_process_group("gloo")
             if dist.get_rank() == 0:
@@ -157,7 +177,6 @@ class UnseededRandomSplit(Rule):
         """
         import pytorch_lightning as pl
         from torch.utils.data import random_split
-
         class Data(pl.LightningDataModule):
             def prepare_data(self):  # one process only
                 self.parts = random_split(self.full, [0.9, 0.1])
@@ -165,7 +184,6 @@ class UnseededRandomSplit(Rule):
         """
         import pytorch_lightning as pl
         from torch.utils.data import random_split
-
         class Data(pl.LightningDataModule):
             def setup(self, stage):  # the training script seeds (or not): not seen from here
                 self.train, self.val = random_split(self.full, [0.9, 0.1])
@@ -174,7 +192,6 @@ class UnseededRandomSplit(Rule):
         import torch.distributed as dist
         from torch.utils.data import random_split
         from utils import set_seed
-
         def main(args, ds):
             dist.init_process_group("nccl")
             set_seed(args.seed)  # a helper of a file not analysed, named for what it does
@@ -182,20 +199,18 @@ class UnseededRandomSplit(Rule):
         """,
         """
         from torch.utils.data import random_split
-
         class Data:
             def train_data(self):
                 return random_split(self.full, [9, 1])[0]
-
             def test_data(self):
                 return random_split(self.other, [9, 1])[1]
         """,
     )
     invalid = (
+        _seeded_through_helper("cfg.seed, accelerator=accelerator", "  # expect: DSL701"),
         {
             "data.py": """
             from torch.utils.data import random_split
-
             def build(full):
                 return random_split(full, [0.9, 0.1])  # expect: DSL701
             """,
@@ -213,10 +228,8 @@ class UnseededRandomSplit(Rule):
         """
         import torch.distributed as dist
         from torch.utils.data import random_split
-
         def setup_ddp():
             dist.init_process_group("nccl")
-
         def main(ds):
             setup_ddp()
             train, val = random_split(ds, [0.8, 0.2])  # expect: DSL701
@@ -225,7 +238,6 @@ class UnseededRandomSplit(Rule):
         import os
         import torch
         from torch.utils.data import random_split
-
         def main(args, ds):
             rank = int(os.environ["RANK"])
             torch.manual_seed(args.seed + rank)  # a different seed per rank
@@ -234,32 +246,27 @@ class UnseededRandomSplit(Rule):
         """
         from lightning.pytorch import LightningDataModule
         from torch.utils.data import random_split
-
         class Data(LightningDataModule):
             def __init__(self, full, seed: int = 42):
                 super().__init__()
                 self.full = full
                 self.seed = seed
-
             def setup(self, stage):
                 self.train, self.val = random_split(self.full, [55000, 5000])  # expect: DSL701
         """,
         {
             "base.py": """
             import pytorch_lightning as pl
-
             class Base(pl.LightningDataModule):
                 pass
             """,
             "data.py": """
             from torch.utils.data import random_split
             from base import Base
-
             class Data(Base):
                 def __init__(self, full, split_seed=0):
                     super().__init__()
                     self.full, self.split_seed = full, split_seed
-
                 def setup(self, stage=None):
                     parts = random_split(self.full, [0.9, 0.1])  # expect: DSL701
                     self.train, self.val = parts
@@ -268,13 +275,11 @@ class UnseededRandomSplit(Rule):
         """
         from torchvision.datasets import MNIST
         from torch.utils.data import DataLoader, random_split
-
         class Data:
             def train_loader(self):
                 full = MNIST(self.root, train=True, transform=self.train_tf)
                 part, _ = random_split(full, [len(full) - self.n_val, self.n_val])  # expect: DSL701
                 return DataLoader(part, shuffle=True)
-
             def val_loader(self):
                 full = MNIST(self.root, train=True, transform=self.val_tf)
                 _, part = random_split(full, [len(full) - self.n_val, self.n_val])
@@ -283,18 +288,13 @@ class UnseededRandomSplit(Rule):
     )
 
     def check(self, ctx):
-        calls = random_splits(ctx)
-        if not calls:
-            return
-        index = loader_loops(ctx)
-        reported = set()
-        for first, second, kept in split_pairs(ctx, index, calls):
+        calls, reported = random_splits(ctx), set()
+        index = loader_loops(ctx) if calls else None
+        for first, second, kept in split_pairs(ctx, index, calls) if calls else ():
             reported.update((id(first), id(second)))
-            yield self.report(
-                first,
-                f"this `random_split` and the one at line {line_of(ctx, second)} split the same dataset with two "
-                f"separate draws of torch's global RNG: the {kept[0]} part kept here and the {kept[1]} part kept "
-                "there overlap, so samples are validated on that were also trained on",
-            )
-        for call, message in per_rank_splits(ctx, index, calls, reported):
+            yield self.report(first, f"this `random_split` and the one at line {line_of(ctx, second)} split the same "
+                              f"dataset with two separate draws of torch's global RNG: the {kept[0]} part kept here "
+                              f"and the {kept[1]} part kept there overlap, so samples are validated on that were also "
+                              "trained on")
+        for call, message in per_rank_splits(ctx, index, calls, reported) if calls else ():
             yield self.report(call, message)
