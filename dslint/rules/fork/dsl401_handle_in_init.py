@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from dslint.rules.base import ERROR, WARNING, Rule, Symptom
-from dslint.rules.fork._common import handle_message, handles_in_init
+from dslint.rules.fork._common import construction_calls, handle_message, handles_in_init, held_object, inherited_uses
+from dslint.semantics.classes import dataset_inits
+from dslint.semantics.instance_state import consumed_by_iter
+from dslint.semantics.pre_fork import holder_kind, length_code, opened_handles
+from dslint.semantics.regions import self_name
 
 
 class HandleInInit(Rule):
@@ -15,7 +19,11 @@ class HandleInInit(Rule):
     (directly, through `f["key"]`, `env.begin()`, `conn.cursor()`, or in a container:
     `self.files.append(f)`, `self.files[k] = f`), when per-sample code (`__getitem__`,
     the yielding loop of `__iter__`, and what they call) uses it. Methods `__init__`
-    calls on `self` (at any depth, none called per sample) run before the fork too.
+    calls on `self` (at any depth, none called per sample) run before the fork too, and so
+    does `__len__` (samplers, `len(loader)` and progress bars call it in the parent): a
+    lazy opener that `__len__` runs opens the handle before the workers exist. An object
+    of a class of the file whose `__init__` opens a handle and keeps it
+    (`self.reader = Reader(path)`) holds that handle one level down.
 
     ## When it does not fire
     - The lazy pattern: `self.db = None` in `__init__`, opened on first use in each worker.
@@ -80,12 +88,10 @@ class HandleInInit(Rule):
     valid = (
         """
         from torch.utils.data import Dataset
-
         class Lazy(Dataset):
             def __init__(self, path):
                 self.path = path
                 self.f = None
-
             def __getitem__(self, i):
                 if self.f is None:
                     self.f = open(self.path, "rb")
@@ -95,7 +101,6 @@ class HandleInInit(Rule):
         """
         import h5py
         from torch.utils.data import Dataset
-
         class Meta(Dataset):
             def __init__(self, path):
                 self.path = path
@@ -105,7 +110,6 @@ class HandleInInit(Rule):
                 self.length = len(self.h5["x"])
                 self.h5.close()
                 self.h5 = None
-
             def __getitem__(self, i):
                 if self.h5 is None:
                     self.h5 = h5py.File(self.path, "r")
@@ -115,18 +119,15 @@ class HandleInInit(Rule):
         import os
         import sqlite3
         from torch.utils.data import Dataset
-
         class PerProcess(Dataset):
             def __init__(self, path):
                 self.path = path
                 self.conn = sqlite3.connect(path)
                 self.pid = os.getpid()
-
             def __getitem__(self, i):
                 if self.pid != os.getpid():
                     self._reconnect()
                 return self.conn.execute("select v from t where k=?", (i,)).fetchone()
-
             def _reconnect(self):
                 self.conn = sqlite3.connect(self.path)
                 self.pid = os.getpid()
@@ -134,77 +135,87 @@ class HandleInInit(Rule):
         """
         import lmdb
         from torch.utils.data import DataLoader, Dataset, get_worker_info
-
         class Env(Dataset):
             def __init__(self, path):
                 self.path = path
                 self.env = lmdb.open(path, readonly=True, lock=False)
-
             def __getitem__(self, i):
                 with self.env.begin() as txn:
                     return txn.get(str(i).encode())
-
         def reopen(worker_id):
             ds = get_worker_info().dataset
             ds.env = lmdb.open(ds.path, readonly=True, lock=False)
-
         loader = DataLoader(Env("db"), num_workers=4, worker_init_fn=reopen)
         """,
         """
         import h5py
         from torch.utils.data import Dataset, get_worker_info
-
         class Cells(Dataset):
             def __init__(self, paths):
                 self.paths = paths
                 self.open_all()  # re-run in each worker by the worker_init_fn
-
             def open_all(self):
                 self.data = []
                 for p in self.paths:
                     self.data.append(h5py.File(p, "r")["cells"])
-
             def __getitem__(self, i):
                 return self.data[0][i]
-
         def reopen(worker_id):
             get_worker_info().dataset.open_all()
         """,
         """
         from torch.utils.data import IterableDataset
-
         class Lines(IterableDataset):
             def __init__(self, path):
                 self.f = open(path)  # consumed by iteration: DSL302 reports it
-
             def __iter__(self):
                 for line in self.f:
                     yield line.strip()
         """,
         """
         from torch.utils.data import DataLoader, Dataset
-
         class Single(Dataset):
             def __init__(self, path):
                 self.f = open(path, "rb")
-
             def __getitem__(self, i):
                 self.f.seek(i * 8)
                 return self.f.read(8)
-
         loader = DataLoader(Single("x.bin"), batch_size=4, num_workers=0)
+        """,
+        """
+        import h5py
+        import lmdb
+        from torch.utils.data import Dataset
+
+        class Reader:
+            def __init__(self, path):
+                self.path, self.env = path, None
+            def get(self, key):
+                if self.env is None:  # opened on first use, in each worker
+                    self.env = lmdb.open(self.path, readonly=True)
+                with self.env.begin() as txn:
+                    return txn.get(key)
+
+        class Records(Dataset):
+            def __init__(self, path):
+                self.reader = Reader(path)
+                self.path, self.h5 = path, None
+            def __len__(self):
+                with h5py.File(self.path, "r") as f:  # closed before the fork
+                    return len(f["x"])
+            def __getitem__(self, i):
+                if self.h5 is None:
+                    self.h5 = h5py.File(self.path, "r")
+                return self.h5["x"][i], self.reader.get(str(i).encode())
         """,
     )
     invalid = (
         """
         from torch.utils.data import Dataset
-
         RECORD = 16
-
         class Records(Dataset):
             def __init__(self, path):
                 self.f = open(path, "rb")  # expect: DSL401
-
             def __getitem__(self, i):
                 self.f.seek(i * RECORD)
                 return self.f.read(RECORD)
@@ -212,52 +223,42 @@ class HandleInInit(Rule):
         """
         import h5py as h
         import torch.utils.data as tud
-
         class Frames(tud.Dataset):
             def __init__(self, path):
                 self.images = h.File(path, "r")["images"]  # expect: DSL401
-
             def __len__(self):
                 return len(self.images)
-
             def __getitem__(self, i):
                 return self._load(i)
-
             def _load(self, i):
                 return self.images[i]
         """,
         """
         from lmdb import open as lmdb_open
         from torch.utils.data import Dataset
-
         class Env(Dataset):
             def __init__(self, path):
                 env = lmdb_open(path, readonly=True, lock=False)  # expect: DSL401
                 self.txn = env.begin()
-
             def __getitem__(self, i):
                 return self.txn.get(str(i).encode())
         """,
         """
         import h5py
         from torch.utils.data import Dataset
-
         class Cells(Dataset):
             def __init__(self, paths):
                 self.data = []
                 any(self._add(p) for p in paths)
-
             def _add(self, path):
                 f = h5py.File(path, "r")  # expect: DSL401
                 self.data.append(f.get("cells"))
-
             def __getitem__(self, i):
                 return self.data[0][i]
         """,
         {
             "base.py": """
                 from torch.utils.data import Dataset
-
                 class Base(Dataset):
                     def __getitem__(self, i):
                         return self.read(i)
@@ -265,12 +266,10 @@ class HandleInInit(Rule):
             "zipped.py": """
                 import zipfile
                 from base import Base
-
                 class Zipped(Base):
                     def __init__(self, path):
                         self.zf = zipfile.ZipFile(path)  # expect: DSL401
                         self.names = self.zf.namelist()
-
                     def read(self, i):
                         return self.zf.read(self.names[i])
                 """,
@@ -278,23 +277,67 @@ class HandleInInit(Rule):
         """
         import gzip
         from torch.utils.data import DataLoader, Dataset
-
         class Packed(Dataset):
             def __init__(self, path):
                 self.f = gzip.open(path)  # expect: DSL401
-
             def __getitem__(self, i):
                 self.f.seek(i * 4)
                 return self.f.read(4)
-
         def seed_worker(worker_id):
             import numpy as np, torch
             np.random.seed(torch.initial_seed() % 2**32)
-
         loader = DataLoader(Packed("a.gz"), num_workers=2, worker_init_fn=seed_worker)
+        """,
+        """
+        import h5py
+        import lmdb
+        from torch.utils.data import Dataset
+
+        class Reader:
+            def __init__(self, path):
+                self.env = lmdb.open(path, readonly=True)
+            def get(self, key):
+                with self.env.begin() as txn:
+                    return txn.get(key)
+
+        class Records(Dataset):
+            def __init__(self, path):
+                self.reader = Reader(path)  # expect: DSL401
+                self.path = path
+                self.clips = None
+            def _open(self):
+                self.clips = h5py.File(self.path, "r")["clips"]  # expect: DSL401
+            def __len__(self):  # run in the parent by samplers and len(loader)
+                if self.clips is None:
+                    self._open()
+                return len(self.clips)
+            def __getitem__(self, i):
+                if self.clips is None:
+                    self._open()
+                return self.clips[i], self.reader.get(str(i).encode())
         """,
     )
 
     def check(self, ctx):
+        reported = set()
         for call, kind, attr in handles_in_init(ctx):
+            reported.add(id(call))
             yield self.report(call, handle_message(ctx, kind, call, attr), level=WARNING if kind == "sqlite" else None)
+        silenced = lambda attr, uses: consumed_by_iter(ctx, uses)  # noqa: E731
+        for cls, init, func, selfp, call in construction_calls(ctx):
+            kind = holder_kind(ctx, call)  # self.reader = Reader(path): Reader's construction keeps a handle
+            held, construction = held_object(ctx, cls, init, func, selfp, call) if kind else (None, ())
+            used = held and inherited_uses(ctx, cls, func, selfp, held, ("close",), silenced, construction)
+            if used:
+                text = f"`{ctx.code(call.func)}()`"
+                inner = f"{text}, whose constructor opens a {kind} handle and keeps it,"
+                yield self.report(call, handle_message(ctx, kind, call, used[0]).replace(text, inner, 1))
+        for cls, init, _ in dataset_inits(ctx):
+            for func in length_code(ctx, cls):  # what len(dataset) runs in the parent
+                for call, kind, held in opened_handles(ctx, func):
+                    used = id(call) not in reported and inherited_uses(
+                        ctx, cls, func, self_name(func), held, ("close",), silenced, (func,))
+                    if used:
+                        reported.add(id(call))
+                        where = f"in `{func.name.value}`, run by `__len__` in the parent before the workers start,"
+                        yield self.report(call, handle_message(ctx, kind, call, used[0]).replace("in `__init__`", where, 1))
