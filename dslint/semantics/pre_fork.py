@@ -23,7 +23,7 @@ from typing import List, Optional
 import libcst as cst
 
 from dslint.semantics.bindings import class_ref
-from dslint.semantics.classes import class_family, find_method, methods, reached_methods
+from dslint.semantics.classes import class_family, dataset_inits, find_method, methods, reached_methods
 from dslint.semantics.init_code import family_construction, init_helpers
 from dslint.semantics.instance_state import (
     HANDLE_DERIVATIONS,
@@ -54,6 +54,18 @@ def length_code(ctx, cls: cst.ClassDef) -> List[cst.FunctionDef]:
         return reached_methods(ctx, cls, length)
 
     return ctx.memo(("pre_fork.length_code", id(cls)), compute)
+
+
+def length_handles(ctx):
+    """(dataset class, function, call, kind, Held) for each handle that code ``len(dataset)``
+    runs (``length_code``) opens and keeps on ``self``, once per call."""
+    seen = set()
+    for cls, _, _ in dataset_inits(ctx):
+        for func in length_code(ctx, cls):
+            for call, kind, held in opened_handles(ctx, func):
+                if id(call) not in seen:
+                    seen.add(id(call))
+                    yield cls, func, call, kind, held
 
 
 def opened_handles(ctx, func: cst.FunctionDef):
