@@ -56,26 +56,27 @@ def length_code(ctx, cls: cst.ClassDef) -> List[cst.FunctionDef]:
     return ctx.memo(("pre_fork.length_code", id(cls)), compute)
 
 
-def length_handles(ctx):
+def length_handles(ctx, ignored=None):
     """(dataset class, function, call, kind, Held) for each handle that code ``len(dataset)``
-    runs (``length_code``) opens and keeps on ``self``, once per call."""
+    runs (``length_code``) opens and keeps on ``self``, once per call (``ignored(call)``: the
+    caller's opens that do not matter, e.g. write-only files)."""
     seen = set()
     for cls, _, _ in dataset_inits(ctx):
         for func in length_code(ctx, cls):
-            for call, kind, held in opened_handles(ctx, func):
+            for call, kind, held in opened_handles(ctx, func, ignored):
                 if id(call) not in seen:
                     seen.add(id(call))
                     yield cls, func, call, kind, held
 
 
-def opened_handles(ctx, func: cst.FunctionDef):
+def opened_handles(ctx, func: cst.FunctionDef, ignored=None):
     """(call, kind, Held) for every handle ``func`` opens and keeps on its ``self``."""
     selfp = self_name(func)
     if not selfp:
         return
     for call in iter_subtree(func.body, into_scopes=False):
         kind = handle_kind(ctx, call) if isinstance(call, cst.Call) else None
-        if kind is None:
+        if kind is None or (ignored is not None and ignored(call)):
             continue
         derive_methods, subscript = HANDLE_DERIVATIONS.get(kind, ((), False))
         held = held_on_self(ctx, func, selfp, call, derive_methods, subscript)
@@ -95,15 +96,16 @@ def _consults_process(ctx, family: List[cst.ClassDef]) -> bool:
     return False
 
 
-def holder_kind(ctx, call: cst.Call) -> Optional[str]:
-    """The kind of handle that the object ``call`` constructs keeps open (see the module)."""
+def holder_kind(ctx, call: cst.Call, ignored=None) -> Optional[str]:
+    """The kind of handle that the object ``call`` constructs keeps open (see the module);
+    ``ignored(open_call)``: opens that do not count (the same for every call of a rule)."""
     ref = class_ref(ctx.tree, ctx.names, call)
     if ref is None or ref[0] != "local":
         return None
-    return ctx.memo(("pre_fork.holder_kind", id(ref[1])), lambda: _holder_kind(ctx, ref[1]))
+    return ctx.memo(("pre_fork.holder_kind", id(ref[1])), lambda: _holder_kind(ctx, ref[1], ignored))
 
 
-def _holder_kind(ctx, cls: cst.ClassDef) -> Optional[str]:
+def _holder_kind(ctx, cls: cst.ClassDef, ignored) -> Optional[str]:
     if ctx.class_kind(cls):
         return None  # a dataset: its own construction is checked where it is defined
     family = class_family(ctx, cls)
@@ -114,7 +116,7 @@ def _holder_kind(ctx, cls: cst.ClassDef) -> Optional[str]:
         return None
     construction = family_construction(ctx, cls)
     for func in (init, *init_helpers(ctx, cls, init)):
-        for call, kind, held in opened_handles(ctx, func):
+        for call, kind, held in opened_handles(ctx, func, ignored):
             for attr, site in held.attrs.items():
                 if dropped_in_init(ctx, func, self_name(func), attr, site, ("close",)):
                     continue

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dslint.rules.base import ERROR, WARNING, Rule, Symptom
-from dslint.rules.fork._common import construction_calls, handle_message, handles_in_init, held_object, inherited_uses
+from dslint.rules.fork._common import (
+    construction_calls, handle_message, handles_in_init, held_object, inherited_uses, write_only)
 from dslint.semantics.instance_state import consumed_by_iter
 from dslint.semantics.pre_fork import holder_kind, length_handles
 from dslint.semantics.regions import self_name
@@ -283,15 +284,15 @@ class HandleInInit(Rule):
     def check(self, ctx):
         for call, kind, attr in handles_in_init(ctx):
             yield self.report(call, handle_message(ctx, kind, call, attr), level=WARNING if kind == "sqlite" else None)
-        silenced = lambda attr, uses: consumed_by_iter(ctx, uses)  # noqa: E731
+        silenced, unread = (lambda attr, uses: consumed_by_iter(ctx, uses)), (lambda call: write_only(ctx, call))
         for cls, init, func, selfp, call in construction_calls(ctx):
-            kind = holder_kind(ctx, call)  # self.reader = Reader(path): Reader's construction keeps a handle
+            kind = holder_kind(ctx, call, unread)  # self.reader = Reader(path): Reader's construction keeps a handle
             held, construction = held_object(ctx, cls, init, func, selfp, call) if kind else (None, ())
             used = held and inherited_uses(ctx, cls, func, selfp, held, ("close",), silenced, construction)
             if used:
                 where = f"(whose constructor opens a {kind} handle and keeps it) in `__init__`"
                 yield self.report(call, handle_message(ctx, kind, call, used[0]).replace("in `__init__`", where, 1))
-        for cls, func, call, kind, held in length_handles(ctx):  # what len(dataset) runs in the parent
+        for cls, func, call, kind, held in length_handles(ctx, unread):  # what len(dataset) runs in the parent
             used = inherited_uses(ctx, cls, func, self_name(func), held, ("close",), silenced, (func,))
             if used:
                 where = f"in `{func.name.value}`, run by `__len__` in the parent before the workers start,"
