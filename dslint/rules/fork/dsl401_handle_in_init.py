@@ -3,41 +3,43 @@
 from __future__ import annotations
 
 from dslint.rules.base import ERROR, WARNING, Rule, Symptom
-from dslint.rules.fork._common import handle_message, handles_in_init
+from dslint.rules.fork._common import (
+    construction_calls, handle_message, handles_in_init, held_object, inherited_uses, write_only)
+from dslint.semantics.instance_state import consumed_by_iter
+from dslint.semantics.pre_fork import holder_kind, length_handles
+from dslint.semantics.regions import self_name
 
 
 class HandleInInit(Rule):
     """
     ## What it does
-    Flags a file, archive (`gzip`, `bz2`, `lzma`, `tarfile`, `zipfile`), `h5py.File`,
-    `lmdb.open`, `sqlite3.connect`, `PIL.Image.open`, socket, database client or
-    HTTP session handle that a dataset's `__init__` creates and keeps on `self`
-    (directly, through `f["key"]`, `env.begin()`, `conn.cursor()`, or in a container:
-    `self.files.append(f)`, `self.files[k] = f`), when per-sample code (`__getitem__`,
-    the yielding loop of `__iter__`, and what they call) uses it. Methods `__init__`
-    calls on `self` (at any depth, none called per sample) run before the fork too.
+    Flags a file, archive (`gzip`, `bz2`, `lzma`, `tarfile`, `zipfile`), `h5py.File`, `lmdb.open`, `sqlite3.connect`,
+    `PIL.Image.open`, socket, database client or HTTP session handle that a dataset's `__init__` creates and keeps on
+    `self` (directly, through `f["key"]`, `env.begin()`, `conn.cursor()`, or in a container: `self.files.append(f)`,
+    `self.files[k] = f`), when per-sample code (`__getitem__`, the yielding loop of `__iter__`, and what they call)
+    uses it. Methods `__init__` calls on `self` (at any depth, none called per sample) run before the fork too, and so
+    does `__len__` (samplers, `len(loader)` and progress bars call it in the parent): a lazy opener that `__len__`
+    runs opens the handle before the workers exist. An object of a class of the file whose `__init__` opens a handle
+    and keeps it (`self.reader = Reader(path)`) holds that handle one level down.
 
     ## When it does not fire
     - The lazy pattern: `self.db = None` in `__init__`, opened on first use in each worker.
-    - Handles the project re-creates per worker (reassigned in another method or
-      a `worker_init_fn`, or a dataset that checks `get_worker_info()`/`os.getpid()`).
+    - Handles the project re-creates per worker (reassigned in another method or a `worker_init_fn`, or a dataset that
+      checks `get_worker_info()`/`os.getpid()`).
     - Read-only `np.load(mmap_mode=...)` maps: a shared read-only mapping is safe.
-    - Handles that `__iter__` consumes by iteration (DSL302 reports those), and
-      classes whose every DataLoader has `num_workers=0`.
+    - Handles that `__iter__` consumes by iteration (DSL302 reports those), and classes whose every DataLoader has
+      `num_workers=0`.
 
     ## Why is this bad?
-    DataLoader workers are forked from the process that built the dataset, so they
-    all inherit the *same* open file description: one worker's `seek()` moves the
-    offset another worker is about to `read()` from. Measured on torch 2.13 with 2
-    workers reading fixed-size records with `seek`+`read`: 54 wrong records in
-    60,000 buffered reads, silently. Archives and image decoders fail louder
-    (`zipfile.BadZipFile: Bad CRC-32`, `OSError: image file is truncated`), h5py gives
-    `KeyError: 'Unable to open object (bad object header version number)'`, LMDB
-    forbids using an environment across `fork()`, and SQLite connections must not
-    cross `fork()` either (`sqlite3.DatabaseError: database disk image is
-    malformed`). Under the spawn or forkserver start methods (macOS, Windows, and
-    Linux from Python 3.14) the dataset cannot even be sent to the workers:
-    `TypeError: cannot pickle '_io.BufferedReader' object`.
+    DataLoader workers are forked from the process that built the dataset, so they all inherit the *same* open file
+    description: one worker's `seek()` moves the offset another worker is about to `read()` from. Measured on torch
+    2.13 with 2 workers reading fixed-size records with `seek`+`read`: 54 wrong records in 60,000 buffered reads,
+    silently. Archives and image decoders fail louder (`zipfile.BadZipFile: Bad CRC-32`, `OSError: image file is
+    truncated`), h5py gives `KeyError: 'Unable to open object (bad object header version number)'`, LMDB forbids using
+    an environment across `fork()`, and SQLite connections must not cross `fork()` either (`sqlite3.DatabaseError:
+    database disk image is malformed`). Under the spawn or forkserver start methods (macOS, Windows, and Linux from
+    Python 3.14) the dataset cannot even be sent to the workers: `TypeError: cannot pickle '_io.BufferedReader'
+    object`.
 
     ## Example
     ```python
@@ -79,23 +81,35 @@ class HandleInInit(Rule):
 
     valid = (
         """
-        from torch.utils.data import Dataset
-
+        from torch.utils.data import DataLoader, Dataset, IterableDataset
         class Lazy(Dataset):
             def __init__(self, path):
                 self.path = path
                 self.f = None
-
             def __getitem__(self, i):
                 if self.f is None:
                     self.f = open(self.path, "rb")
                 self.f.seek(i * 8)
                 return self.f.read(8)
+        class Lines(IterableDataset):
+            def __init__(self, path):
+                self.lines = open(path)  # consumed by iteration: DSL302 reports it
+            def __iter__(self):
+                for line in self.lines:
+                    yield line.strip()
+        class Single(Dataset):
+            def __init__(self, path):
+                self.g = open(path, "rb")
+            def __getitem__(self, i):
+                self.g.seek(i * 8)
+                return self.g.read(8)
+        loader = DataLoader(Single("x.bin"), batch_size=4, num_workers=0)
         """,
         """
         import h5py
+        import os
+        import sqlite3
         from torch.utils.data import Dataset
-
         class Meta(Dataset):
             def __init__(self, path):
                 self.path = path
@@ -105,159 +119,130 @@ class HandleInInit(Rule):
                 self.length = len(self.h5["x"])
                 self.h5.close()
                 self.h5 = None
-
             def __getitem__(self, i):
                 if self.h5 is None:
                     self.h5 = h5py.File(self.path, "r")
                 return self.h5["x"][i]
-        """,
-        """
-        import os
-        import sqlite3
-        from torch.utils.data import Dataset
-
         class PerProcess(Dataset):
             def __init__(self, path):
                 self.path = path
                 self.conn = sqlite3.connect(path)
                 self.pid = os.getpid()
-
             def __getitem__(self, i):
                 if self.pid != os.getpid():
                     self._reconnect()
                 return self.conn.execute("select v from t where k=?", (i,)).fetchone()
-
             def _reconnect(self):
                 self.conn = sqlite3.connect(self.path)
                 self.pid = os.getpid()
         """,
         """
+        import h5py
         import lmdb
         from torch.utils.data import DataLoader, Dataset, get_worker_info
-
         class Env(Dataset):
             def __init__(self, path):
                 self.path = path
                 self.env = lmdb.open(path, readonly=True, lock=False)
-
             def __getitem__(self, i):
                 with self.env.begin() as txn:
                     return txn.get(str(i).encode())
-
         def reopen(worker_id):
             ds = get_worker_info().dataset
             ds.env = lmdb.open(ds.path, readonly=True, lock=False)
-
         loader = DataLoader(Env("db"), num_workers=4, worker_init_fn=reopen)
-        """,
-        """
-        import h5py
-        from torch.utils.data import Dataset, get_worker_info
-
         class Cells(Dataset):
             def __init__(self, paths):
                 self.paths = paths
                 self.open_all()  # re-run in each worker by the worker_init_fn
-
             def open_all(self):
                 self.data = []
                 for p in self.paths:
                     self.data.append(h5py.File(p, "r")["cells"])
-
             def __getitem__(self, i):
                 return self.data[0][i]
-
-        def reopen(worker_id):
+        def reopen_all(worker_id):
             get_worker_info().dataset.open_all()
-        """,
-        """
-        from torch.utils.data import IterableDataset
-
-        class Lines(IterableDataset):
+        class Reader:
             def __init__(self, path):
-                self.f = open(path)  # consumed by iteration: DSL302 reports it
-
-            def __iter__(self):
-                for line in self.f:
-                    yield line.strip()
-        """,
-        """
-        from torch.utils.data import DataLoader, Dataset
-
-        class Single(Dataset):
+                self.path, self.db = path, None
+            def get(self, key):
+                if self.db is None:  # opened on first use, in each worker
+                    self.db = lmdb.open(self.path, readonly=True)
+                with self.db.begin() as txn:
+                    return txn.get(key)
+        class Records(Dataset):
             def __init__(self, path):
-                self.f = open(path, "rb")
-
+                self.reader = Reader(path)
+                self.path, self.h5 = path, None
+            def __len__(self):
+                with h5py.File(self.path, "r") as f:  # closed before the fork
+                    return len(f["x"])
             def __getitem__(self, i):
-                self.f.seek(i * 8)
-                return self.f.read(8)
-
-        loader = DataLoader(Single("x.bin"), batch_size=4, num_workers=0)
+                if self.h5 is None:
+                    self.h5 = h5py.File(self.path, "r")
+                return self.h5["x"][i], self.reader.get(str(i).encode())
         """,
     )
     invalid = (
         """
-        from torch.utils.data import Dataset
-
-        RECORD = 16
-
-        class Records(Dataset):
-            def __init__(self, path):
-                self.f = open(path, "rb")  # expect: DSL401
-
-            def __getitem__(self, i):
-                self.f.seek(i * RECORD)
-                return self.f.read(RECORD)
-        """,
-        """
         import h5py as h
         import torch.utils.data as tud
-
         class Frames(tud.Dataset):
             def __init__(self, path):
                 self.images = h.File(path, "r")["images"]  # expect: DSL401
-
             def __len__(self):
                 return len(self.images)
-
             def __getitem__(self, i):
                 return self._load(i)
-
             def _load(self, i):
                 return self.images[i]
         """,
         """
+        import h5py
+        import lmdb
         from lmdb import open as lmdb_open
         from torch.utils.data import Dataset
-
         class Env(Dataset):
             def __init__(self, path):
                 env = lmdb_open(path, readonly=True, lock=False)  # expect: DSL401
                 self.txn = env.begin()
-
             def __getitem__(self, i):
                 return self.txn.get(str(i).encode())
-        """,
-        """
-        import h5py
-        from torch.utils.data import Dataset
-
         class Cells(Dataset):
             def __init__(self, paths):
                 self.data = []
                 any(self._add(p) for p in paths)
-
             def _add(self, path):
                 f = h5py.File(path, "r")  # expect: DSL401
                 self.data.append(f.get("cells"))
-
             def __getitem__(self, i):
                 return self.data[0][i]
+        class Reader:
+            def __init__(self, path):
+                self.env = lmdb.open(path, readonly=True)
+            def get(self, key):
+                with self.env.begin() as txn:
+                    return txn.get(key)
+        class Records(Dataset):
+            def __init__(self, path):
+                self.reader = Reader(path)  # expect: DSL401
+                self.path = path
+                self.clips = None
+            def _open(self):
+                self.clips = h5py.File(self.path, "r")["clips"]  # expect: DSL401
+            def __len__(self):  # run in the parent by samplers and len(loader)
+                if self.clips is None:
+                    self._open()
+                return len(self.clips)
+            def __getitem__(self, i):
+                if self.clips is None:
+                    self._open()
+                return self.clips[i], self.reader.get(str(i).encode())
         """,
         {
             "base.py": """
                 from torch.utils.data import Dataset
-
                 class Base(Dataset):
                     def __getitem__(self, i):
                         return self.read(i)
@@ -265,12 +250,10 @@ class HandleInInit(Rule):
             "zipped.py": """
                 import zipfile
                 from base import Base
-
                 class Zipped(Base):
                     def __init__(self, path):
                         self.zf = zipfile.ZipFile(path)  # expect: DSL401
                         self.names = self.zf.namelist()
-
                     def read(self, i):
                         return self.zf.read(self.names[i])
                 """,
@@ -278,19 +261,22 @@ class HandleInInit(Rule):
         """
         import gzip
         from torch.utils.data import DataLoader, Dataset
-
+        RECORD = 16
+        class Records(Dataset):
+            def __init__(self, path):
+                self.fh = open(path, "rb")  # expect: DSL401
+            def __getitem__(self, i):
+                self.fh.seek(i * RECORD)
+                return self.fh.read(RECORD)
         class Packed(Dataset):
             def __init__(self, path):
                 self.f = gzip.open(path)  # expect: DSL401
-
             def __getitem__(self, i):
                 self.f.seek(i * 4)
                 return self.f.read(4)
-
         def seed_worker(worker_id):
             import numpy as np, torch
             np.random.seed(torch.initial_seed() % 2**32)
-
         loader = DataLoader(Packed("a.gz"), num_workers=2, worker_init_fn=seed_worker)
         """,
     )
@@ -298,3 +284,16 @@ class HandleInInit(Rule):
     def check(self, ctx):
         for call, kind, attr in handles_in_init(ctx):
             yield self.report(call, handle_message(ctx, kind, call, attr), level=WARNING if kind == "sqlite" else None)
+        silenced, unread = (lambda attr, uses: consumed_by_iter(ctx, uses)), (lambda call: write_only(ctx, call))
+        for cls, init, func, selfp, call in construction_calls(ctx):
+            kind = holder_kind(ctx, call, unread)  # self.reader = Reader(path): Reader's construction keeps a handle
+            held, construction = held_object(ctx, cls, init, func, selfp, call) if kind else (None, ())
+            used = held and inherited_uses(ctx, cls, func, selfp, held, ("close",), silenced, construction)
+            if used:
+                where = f"(whose constructor opens a {kind} handle and keeps it) in `__init__`"
+                yield self.report(call, handle_message(ctx, kind, call, used[0]).replace("in `__init__`", where, 1))
+        for cls, func, call, kind, held in length_handles(ctx, unread):  # what len(dataset) runs in the parent
+            used = inherited_uses(ctx, cls, func, self_name(func), held, ("close",), silenced, (func,))
+            if used:
+                where = f"in `{func.name.value}`, run by `__len__` in the parent before the workers start,"
+                yield self.report(call, handle_message(ctx, kind, call, used[0]).replace("in `__init__`", where, 1))

@@ -1,0 +1,128 @@
+"""Handles that exist in the parent process before the DataLoader starts its workers,
+besides the ones ``__init__`` opens itself.
+
+Two facts, each asked only for a call the fork rules already look at:
+
+* ``length_code``: ``len(dataset)`` runs in the parent. Samplers, ``len(loader)``,
+  progress bars and training loops ask it before (and between) the epochs whose
+  workers are forked or spawned, so a handle that ``__len__`` opens and keeps on
+  ``self`` (itself, or through the lazy opener it shares with ``__getitem__``, at any
+  depth of ``self.m()`` calls) is already open when the workers are made: their
+  ``if self.f is None: self._open()`` never runs again.
+* ``holder_kind``: ``self.reader = Reader(path)`` where ``Reader`` (a plain class of
+  this file) opens a handle in its construction code and keeps it on its own ``self``
+  holds that handle one level down. A class that only stores the path, closes what it
+  opened, re-opens it outside construction (lazily, per worker), consults
+  ``os.getpid()``/``get_worker_info()``, or defines its own pickling is not one.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+import libcst as cst
+
+from dslint.semantics.bindings import class_ref
+from dslint.semantics.classes import class_family, dataset_inits, find_method, methods, reached_methods
+from dslint.semantics.init_code import family_construction, init_helpers
+from dslint.semantics.instance_state import (
+    HANDLE_DERIVATIONS,
+    dropped_in_init,
+    handle_kind,
+    held_on_self,
+    self_attr_uses,
+    stores_elsewhere,
+)
+from dslint.semantics.names import dotted_parts
+from dslint.semantics.regions import self_name
+from dslint.semantics.walk import iter_subtree
+
+PROCESS_CHECKS = frozenset(
+    {"torch.utils.data.get_worker_info", "os.getpid", "os.getppid", "multiprocessing.current_process"}
+)
+OWN_PICKLING = frozenset({"__getstate__", "__setstate__", "__reduce__", "__reduce_ex__", "__del__"})
+
+
+def length_code(ctx, cls: cst.ClassDef) -> List[cst.FunctionDef]:
+    """``__len__`` of the class (or its bases in this file) and the methods it reaches
+    through ``self.m``: code the parent process runs before the workers exist."""
+
+    def compute():
+        length = find_method(ctx, cls, "__len__")
+        if length is None or not self_name(length):
+            return []
+        return reached_methods(ctx, cls, length)
+
+    return ctx.memo(("pre_fork.length_code", id(cls)), compute)
+
+
+def length_handles(ctx, ignored=None):
+    """(dataset class, function, call, kind, Held) for each handle that code ``len(dataset)``
+    runs (``length_code``) opens and keeps on ``self``, once per call (``ignored(call)``: the
+    caller's opens that do not matter, e.g. write-only files)."""
+    seen = set()
+    for cls, _, _ in dataset_inits(ctx):
+        for func in length_code(ctx, cls):
+            for call, kind, held in opened_handles(ctx, func, ignored):
+                if id(call) not in seen:
+                    seen.add(id(call))
+                    yield cls, func, call, kind, held
+
+
+def opened_handles(ctx, func: cst.FunctionDef, ignored=None):
+    """(call, kind, Held) for every handle ``func`` opens and keeps on its ``self``."""
+    selfp = self_name(func)
+    if not selfp:
+        return
+    for call in iter_subtree(func.body, into_scopes=False):
+        kind = handle_kind(ctx, call) if isinstance(call, cst.Call) else None
+        if kind is None or (ignored is not None and ignored(call)):
+            continue
+        derive_methods, subscript = HANDLE_DERIVATIONS.get(kind, ((), False))
+        held = held_on_self(ctx, func, selfp, call, derive_methods, subscript)
+        if held is not None:
+            yield call, kind, held
+
+
+def _consults_process(ctx, family: List[cst.ClassDef]) -> bool:
+    for klass in family:
+        for node in iter_subtree(klass.body, into_scopes=True):
+            if isinstance(node, (cst.Name, cst.Attribute)) and dotted_parts(node):
+                parts = dotted_parts(node)
+                if parts[-1] in ("get_worker_info", "getpid", "getppid", "current_process") and (
+                    ctx.qualname(node) in PROCESS_CHECKS
+                ):
+                    return True
+    return False
+
+
+def holder_kind(ctx, call: cst.Call, ignored=None) -> Optional[str]:
+    """The kind of handle that the object ``call`` constructs keeps open (see the module);
+    ``ignored(open_call)``: opens that do not count (the same for every call of a rule)."""
+    ref = class_ref(ctx.tree, ctx.names, call)
+    if ref is None or ref[0] != "local":
+        return None
+    return ctx.memo(("pre_fork.holder_kind", id(ref[1])), lambda: _holder_kind(ctx, ref[1], ignored))
+
+
+def _holder_kind(ctx, cls: cst.ClassDef, ignored) -> Optional[str]:
+    if ctx.class_kind(cls):
+        return None  # a dataset: its own construction is checked where it is defined
+    family = class_family(ctx, cls)
+    if any(name in OWN_PICKLING for klass in family for name in methods(klass)):
+        return None
+    init = methods(cls).get("__init__")
+    if init is None or not self_name(init):
+        return None
+    construction = family_construction(ctx, cls)
+    for func in (init, *init_helpers(ctx, cls, init)):
+        for call, kind, held in opened_handles(ctx, func, ignored):
+            for attr, site in held.attrs.items():
+                if dropped_in_init(ctx, func, self_name(func), attr, site, ("close",)):
+                    continue
+                if stores_elsewhere(ctx, family, attr, func, construction):
+                    return None  # re-opened outside construction (lazily, per worker)
+                uses = self_attr_uses(ctx, family, attr)
+                if any(not use.store and not any(use.method is f for f in construction) for use in uses):
+                    return None if _consults_process(ctx, family) else kind
+    return None
