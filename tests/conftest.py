@@ -20,13 +20,13 @@ FIXTURES = REPO / "fixtures"
 #: and never closed, DSL102 with its `with` fix, at line 7, column 16. (A Python file
 #: object used and dropped at once, `json.load(open(p))`, is only the opt-in DSL104's.)
 PER_SAMPLE_HANDLE = """
-import rasterio
+import tables
 from torch.utils.data import Dataset
 
 
 class Rasters(Dataset):
     def __getitem__(self, i):
-        return rasterio.open(self.files[i]).read()
+        return tables.open_file(self.files[i]).read()
 """
 
 

@@ -8,13 +8,13 @@ from tests.conftest import run_cli, write_files
 
 # DSL102 by default: a library handle opened per sample and never closed
 LEGACY = """
-import rasterio
+import tables
 from torch.utils.data import DataLoader, Dataset, RandomSampler
 
 
 class Records(Dataset):
     def __getitem__(self, i):
-        return rasterio.open(self.files[i]).read()
+        return tables.open_file(self.files[i]).read()
 
 
 loader = DataLoader(Records(), sampler=RandomSampler(range(3)), shuffle=True, num_workers=2)
@@ -74,13 +74,13 @@ def test_add_noqa_merges_and_keeps_other_codes(tmp_path):
         tmp_path,
         {
             "a.py": '''
-            import rasterio
+            import tables
             from torch.utils.data import DataLoader, Dataset
 
 
             class Records(Dataset):
                 def __getitem__(self, i):
-                    return rasterio.open(self.files[i]).read()  # noqa: E501
+                    return tables.open_file(self.files[i]).read()  # noqa: E501
 
 
             a = DataLoader(ds, sampler=s, shuffle=True)
@@ -95,7 +95,7 @@ def test_add_noqa_merges_and_keeps_other_codes(tmp_path):
     assert run.returncode == 0
     assert "Added 3 noqa directives." in run.stderr and "1 line(s) could not take a comment" in run.stderr
     text = (tmp_path / "a.py").read_text()
-    assert "return rasterio.open(self.files[i]).read()  # noqa: E501, DSL102\n" in text
+    assert "return tables.open_file(self.files[i]).read()  # noqa: E501, DSL102\n" in text
     assert "a = DataLoader(ds, sampler=s, shuffle=True)  # noqa: DSL501\n" in text
     assert "b = DataLoader(ds, sampler=s, shuffle=True)  # trailing note  # noqa: DSL501\n" in text
     assert "c = DataLoader(ds, sampler=s, shuffle=True)  # noqa\n" in text

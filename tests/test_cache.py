@@ -25,14 +25,14 @@ class Base(Sampler):
 
 # DSL102 by default: a library handle opened per sample and never closed
 CHILD = """
-import rasterio
+import tables
 from base import Base
 from torch.utils.data import get_worker_info
 
 
 class Child(Base):
     def __getitem__(self, i):
-        return rasterio.open(self.files[i]).read()
+        return tables.open_file(self.files[i]).read()
 """
 
 
@@ -122,13 +122,13 @@ class Special(Base):
 
 # Never says "Dataset": it is analysed only once `Special` derives from a dataset.
 LEAF = """
-import rasterio
+import tables
 from special import Special
 
 
 class Leaf(Special):
     def __getitem__(self, i):
-        return rasterio.open(self.files[i]).read()
+        return tables.open_file(self.files[i]).read()
 """
 
 
@@ -267,7 +267,7 @@ def test_a_recorded_run_misses_on_any_change_the_analysis_could_see(tmp_path):
     run_cli("check", ".", cwd=tmp_path)
     # an edit of the same size, with an old modification time: the stat differs, not the size
     child = tmp_path / "child.py"
-    child.write_text(child.read_text().replace("open(", "opem("))
+    child.write_text(child.read_text().replace("open_file(", "opem_file("))
     _age(tmp_path, 7200)
     edited = run_cli("check", "-v", "--output-format", "json", ".", cwd=tmp_path)
     assert codes(edited) == [] and "replayed run" not in edited.stderr

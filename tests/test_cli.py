@@ -315,8 +315,8 @@ def test_concise_output(project):
     assert run.stdout.splitlines() == [
         "pkg/a.py:3:10: DSL501 [*] `sampler` and `shuffle=True` are mutually exclusive: the DataLoader raises "
         "`ValueError: sampler option is mutually exclusive with shuffle`",
-        "pkg/b.py:7:16: DSL102 [*] `rasterio.open()` is never closed on a per-sample path: the library releases its "
-        "file through `close()`, not when the object is dropped, so open handles can pile up in every worker",
+        "pkg/b.py:7:16: DSL102 [*] `tables.open_file()` is never closed on a per-sample path: PyTables keeps the file in "
+        "its registry of open files until `close()`, not when the object is dropped, so open handles pile up in every worker",
     ]
 
 

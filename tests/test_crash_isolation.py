@@ -24,13 +24,13 @@ from tests.conftest import Run, write_files
 # Both files have a DSL102 (a library handle opened per sample, never closed) and a DSL501
 # (sampler + shuffle).
 SOURCE = """
-import rasterio
+import tables
 from torch.utils.data import DataLoader, Dataset
 
 
 class Records(Dataset):
     def __getitem__(self, i):
-        return rasterio.open(self.files[i]).read()
+        return tables.open_file(self.files[i]).read()
 
 
 loader = DataLoader(Records(), sampler=s, shuffle=True)

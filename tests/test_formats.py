@@ -32,18 +32,18 @@ BAD_DATASET = PER_SAMPLE_HANDLE
 
 # two identical DSL102 findings (library handles opened per sample, never closed)
 TWICE = """
-import rasterio
+import tables
 from torch.utils.data import Dataset
 
 
 class Records(Dataset):
     def __getitem__(self, i):
-        return rasterio.open(self.files[i]).read()
+        return tables.open_file(self.files[i]).read()
 
 
 class Labels(Dataset):
     def __getitem__(self, i):
-        return rasterio.open(self.files[i]).read()
+        return tables.open_file(self.files[i]).read()
 """
 
 GITLAB_SCHEMA = {

@@ -17,8 +17,10 @@ import glob
 import io
 import json
 import h5py
+import pandas as pd
 import rasterio
 import six
+import tables
 import tarfile
 import xarray as xr
 from PIL import Image, ImageSequence
@@ -81,9 +83,12 @@ FORMS = [
     ("file-json-once-in-init", "DSL104", _dataset('self.paths = json.load(open(root + "/index.json"))  # <-', "return p")),
     ("file-kept-on-self", "DSL102", _dataset("", "self.f = open(p)  # <-\nreturn self.f.read()")),
     ("file-kept-in-dict", "DSL103", _dataset("", "self.handles[i] = open(p)  # <-\nreturn i")),
-    # library handles: released by close(), not by dropping the object
-    ("library-raster-per-sample", "DSL102", _dataset("", "return rasterio.open(p).read()  # <-")),
-    ("library-netcdf-named-per-sample", "DSL102", _dataset("", "nc = xr.open_dataset(p)  # <-\nreturn nc.band.values")),
+    # PyTables files stay open until closed (bench/handle_release.py); rasterio and xarray
+    # handles are freed with their object, as file objects are
+    ("library-pytables-per-sample", "DSL102", _dataset("", "return tables.open_file(p).read()  # <-")),
+    ("library-hdfstore-named-per-sample", "DSL102", _dataset("", 'store = pd.HDFStore(p)  # <-\nreturn store.get("frame")')),
+    ("library-raster-per-sample", "DSL104", _dataset("", "return rasterio.open(p).read()  # <-")),
+    ("library-netcdf-named-per-sample", "DSL104", _dataset("", "nc = xr.open_dataset(p)  # <-\nreturn nc.band.values")),
     ("library-once-in-init", "DSL104", _dataset('self.attrs = xr.open_dataset(root + "/c.nc").attrs  # <-', "return p")),
     ("library-with", None, _dataset("", "with rasterio.open(p) as src:  # <-\n    return src.read()")),
 ]

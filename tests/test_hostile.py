@@ -203,8 +203,8 @@ NESTING = {
 ACCEPTED = {
     # deep, but within what CPython accepts: analysed, and the finding inside is found (a
     # library handle opened per sample and never closed: DSL102)
-    "deep_but_valid.py": "import rasterio\nfrom torch.utils.data import Dataset\n\n\nclass D(Dataset):\n"
-    "    def __getitem__(self, i):\n        x = " + "f(" * 150 + "rasterio.open(i)" + ")" * 150 + "\n        return x\n",
+    "deep_but_valid.py": "import tables\nfrom torch.utils.data import Dataset\n\n\nclass D(Dataset):\n"
+    "    def __getitem__(self, i):\n        x = " + "f(" * 150 + "tables.open_file(i)" + ")" * 150 + "\n        return x\n",
     "indent_99.py": "".join(" " * i + "if a:\n" for i in range(99)) + " " * 99 + "pass",
 }
 # CPython accepts this, libcst (1.x) does not: said as such, not called a syntax error
@@ -224,9 +224,9 @@ SHORT_LINES = {
 }
 # ... and just within CPython's limits: analysed, the finding inside (DSL102) reported
 SHORT_LINES_ACCEPTED = {
-    "calls_190_lines.py": "x = " + "f(\n" * 190 + "rasterio.open(p)" + "\n)" * 190,
-    "elif_chain_1500.py": "if a: pass\n" + "".join(f"elif a{i}: pass\n" for i in range(1500)) + "else: x = f(rasterio.open(p))",
-    "for_loops_15.py": "".join(" " * i + f"for a{i} in b:\n" for i in range(15)) + " " * 15 + "x = f(rasterio.open(p))",
+    "calls_190_lines.py": "x = " + "f(\n" * 190 + "tables.open_file(p)" + "\n)" * 190,
+    "elif_chain_1500.py": "if a: pass\n" + "".join(f"elif a{i}: pass\n" for i in range(1500)) + "else: x = f(tables.open_file(p))",
+    "for_loops_15.py": "".join(" " * i + f"for a{i} in b:\n" for i in range(15)) + " " * 15 + "x = f(tables.open_file(p))",
 }
 
 
@@ -263,7 +263,7 @@ def test_deep_nesting_on_short_lines_is_python_s_verdict_not_a_pass(tmp_path):
         (tmp_path / name).write_text(header + body + "\n")
     for name, body in SHORT_LINES_ACCEPTED.items():
         indented = "\n".join("        " + line for line in body.splitlines())
-        (tmp_path / name).write_text("import rasterio\n" + header + dataset.format(body=indented))
+        (tmp_path / name).write_text("import tables\n" + header + dataset.format(body=indented))
     for name, body in SHORT_LINES_ACCEPTED.items():  # (they are valid Python)
         compile((tmp_path / name).read_text(), name, "exec")
     assert max(len(line) for body, _ in SHORT_LINES.values() for line in body.splitlines()) < 1000

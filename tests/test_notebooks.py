@@ -197,10 +197,10 @@ def source_outside(raw: str, cell: int) -> tuple:
 # DSL102 (a library handle opened per sample, never closed) in cell 3, DSL501 in cell 4: both fixable
 FIXABLE = [
     new_markdown_cell("Loading"),
-    new_code_cell("import rasterio\nfrom torch.utils.data import DataLoader, Dataset, RandomSampler\n%load_ext autoreload",
+    new_code_cell("import tables\nfrom torch.utils.data import DataLoader, Dataset, RandomSampler\n%load_ext autoreload",
                   execution_count=1, outputs=[new_output("stream", name="stderr", text="warn\n")]),
     new_code_cell("class Records(Dataset):\n    def __getitem__(self, i):\n        %time y = 1\n"
-                  "        return rasterio.open(self.files[i]).read()\n\n    def __len__(self):\n        return 3",
+                  "        return tables.open_file(self.files[i]).read()\n\n    def __len__(self):\n        return 3",
                   execution_count=2, metadata={"tags": ["data"], "collapsed": False}),
     new_code_cell("ds = Records()\nloader = DataLoader(ds, sampler=RandomSampler(ds), shuffle=True, num_workers=2)\n",
                   execution_count=3, outputs=[new_output("error", ename="ValueError", evalue="sampler", traceback=["tb"])]),
@@ -232,7 +232,7 @@ def test_fix_writes_back_into_the_cells_and_nothing_else(tmp_path, style):
     nbformat.validate(fixed)
     assert fixed.cells[2].source == (
         "class Records(Dataset):\n    def __getitem__(self, i):\n        %time y = 1\n"
-        "        with rasterio.open(self.files[i]) as f:\n            return f.read()\n\n    def __len__(self):\n        return 3"
+        "        with tables.open_file(self.files[i]) as f:\n            return f.read()\n\n    def __len__(self):\n        return 3"
     )
     assert fixed.cells[3].source == "ds = Records()\nloader = DataLoader(ds, sampler=RandomSampler(ds), num_workers=2)\n"
     # the file differs only inside the two fixed sources

@@ -15,19 +15,19 @@ class UnclosedHandleResourceWarning(Rule):
     - `Image.open(p).convert("RGB")`, an image loaded on a later statement, or
       handed to a transform or `np.array`, in code that shows no multi-frame
       format: Pillow loads and closes single-frame files;
-    - a Python file object used and dropped per sample: `json.load(open(p))`,
-      `open(p).read()`, `f = gzip.open(p)` then `f.read()`, `csv.reader(open(p))`;
+    - a Python file object used and dropped per sample (`json.load(open(p))`, `open(p).read()`, `f =
+      gzip.open(p)` then `f.read()`, `csv.reader(open(p))`), or a library handle freed with its
+      object (`rasterio.open(p).read()`, `h5py.File`, `lmdb.open`, `xarray.open_dataset`, `netCDF4.Dataset`);
     - any handle opened once, not per sample: `json.load(open(p))` or
       `open(p).readlines()` in `__init__`, `h5py.File(p)` in `process()`, an
       `Image.open` in a setup method or in a helper of any file that `__init__`
       calls for every image while it builds the dataset, a helper whose paths
       return a new handle or an `lru_cache`d one (only where it runs once).
 
-    Dataset code includes a project class without a torch base whose
-    `__getitem__`/`__len__` serve an instance a `DataLoader` or `Subset` takes, or
-    a torch dataset indexes per sample (`self.inner[index]`), the other subclasses
-    of that class, and a function a package binds by a star import in one branch
-    of an `if`/`try` (each branch's is followed).
+    Dataset code includes a project class without a torch base whose `__getitem__`/`__len__`
+    serve an instance a `DataLoader` or `Subset` takes, or a torch dataset indexes per sample
+    (`self.inner[index]`), the other subclasses of that class, and a function a package binds
+    by a star import in one branch of an `if`/`try` (each branch's is followed).
 
     This is an opt-in rule: it runs only with `--preview` (or `preview = true`).
 
@@ -45,7 +45,7 @@ class UnclosedHandleResourceWarning(Rule):
     ## When it does not fire
     - The forms with a runtime consequence: DSL101 (an image never loaded, kept
       on `self`, or of a multi-frame format), DSL102 (a handle kept on `self`, a
-      library handle per sample) and DSL103 (handles kept in a container).
+      PyTables file per sample) and DSL103 (handles kept in a container).
     - Handles closed on every path, returned to the caller, kept on `self` in
       `__init__` (DSL401) or managed once per worker, as for DSL102.
     - A reader over an in-memory buffer or a file object the code closes (`av.open(f)` in
@@ -84,7 +84,7 @@ class UnclosedHandleResourceWarning(Rule):
     valid = (
         """
         import json
-        import rasterio
+        import tables
         from PIL import Image
         from torch.utils.data import Dataset
         class D(Dataset):
@@ -97,7 +97,7 @@ class UnclosedHandleResourceWarning(Rule):
                 with open(self.files[i]) as f:
                     record = json.load(f)
                 self.current = open(self.files[i])  # kept on self per sample: DSL102's
-                return image, record, rasterio.open(self.rasters[i]).read()  # a library handle: DSL102's
+                return image, record, tables.open_file(self.tables[i]).read()  # a PyTables file: DSL102's
         """,
         # a base class of another file opens and returns the image; a subclass overrides it
         {
