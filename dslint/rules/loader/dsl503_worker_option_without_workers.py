@@ -9,6 +9,7 @@ from dslint.report import FixSpec
 from dslint.rules.base import Invalid, Rule, Symptom
 from dslint.rules.loader._common import fixed_by_code, forwarding_loader_calls, must_be, truthy, user_zero_workers, zero_workers
 from dslint.semantics.builder_defaults import defaulted_option
+from dslint.semantics.forced_zero import forced_zero_leftovers, leftovers_message
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.zero_arms import TORCH_ERRORS as ERRORS, WORKER_ONLY as SET, zero_arm_options
@@ -17,58 +18,48 @@ from dslint.semantics.zero_arms import TORCH_ERRORS as ERRORS, WORKER_ONLY as SE
 class WorkerOptionWithoutWorkers(Rule):
     """
     ## What it does
-    Flags `prefetch_factor`, `persistent_workers=True`, `timeout > 0` or
-    `multiprocessing_context` on a `DataLoader` (or a DataLoader subclass's
-    `super().__init__`) whose `num_workers` is absent, a literal `0`, or can
-    be 0 while the option is set on every path.
+    Flags `prefetch_factor`, `persistent_workers=True`, `timeout > 0` or `multiprocessing_context` on a
+    `DataLoader` (or a DataLoader subclass's `super().__init__`) whose `num_workers` is absent, a literal `0`,
+    or can be 0 while the option is set on every path.
 
-    "Can be 0" follows the value where the code passes it (argparse, a
-    parameter's default and this file's calls, a config class default, a
-    `**kwargs` dict the file builds, the branches that assign it): an argparse
-    option whose default is 0 counts as 0, and so does a value the code itself
-    tests against 0 in another function (`if num_workers > 0:` in `__init__`:
-    the author expects 0). The option must then be set on every path seen
-    (`persistent_workers=True` hard-coded).
+    "Can be 0" follows the value where the code passes it (argparse, a parameter's default and this file's
+    calls, a config class default, a `**kwargs` dict the file builds, the branches that assign it): an argparse
+    option whose default is 0 counts as 0, and so does a value the code itself tests against 0 in another
+    function (`if num_workers > 0:` in `__init__`: the author expects 0). The option must then be set on every
+    path seen (`persistent_workers=True` hard-coded). A function that forces `opts["num_workers"] = 0` in a
+    caller's options dict spread into the loader (`**opts`), resetting some worker-only keys but never naming
+    `prefetch_factor` (or another), keeps whatever the caller put there: it fires on that call.
 
     An option whose value is a conditional on the worker count itself is judged by the arm for 0
     workers: `prefetch_factor=p if workers > 0 else 2` raises whenever the count is 0.
 
-    A worker count the *user* sets also counts as one that can be 0 (users set 0 to
-    debug, or on machines without shared memory): a setting read from a
-    configuration (`cfg.workers`, `self.hparams["num_workers"]`, `args.workers` with
-    `args` from `parse_args()`, `self.args.workers` stored from a parameter), or a
-    parameter of a public function or class that no call in the file fills in (`def
-    make_loader(ds, workers):`), followed through names, `self.x` stored in
-    `__init__` and `**kwargs` dicts. The message then says where the value comes
-    from. A builder whose count is a parameter without a default and whose own
-    default turns `persistent_workers` on (`def build(ds, workers,
-    persistent_workers=True)`, directly or via `kwargs[...] = ...` and `**kwargs`)
-    counts.
+    A worker count the *user* sets also counts as one that can be 0 (users set 0 to debug, or on machines
+    without shared memory): a setting read from a configuration (`cfg.workers`, `self.hparams["num_workers"]`,
+    `args.workers` with `args` from `parse_args()`, `self.args.workers` stored from a parameter), or a parameter
+    of a public function or class that no call in the file fills in (`def make_loader(ds, workers):`), followed
+    through names, `self.x` stored in `__init__` and `**kwargs` dicts. The message then says where the value
+    comes from. A builder whose count is a parameter without a default and whose own default turns
+    `persistent_workers` on (`def build(ds, workers, persistent_workers=True)`, directly or via
+    `kwargs[...] = ...` and `**kwargs`) counts.
 
-    DataLoader subclasses that hand torch's arguments through (PyG's `DataLoader`,
-    `DataListLoader`, `DenseDataLoader`, and a subclass of the same file whose
-    `__init__(self, *args, **kwargs)` forwards both unchanged) are checked the same way.
+    DataLoader subclasses that hand torch's arguments through (PyG's `DataLoader`, `DataListLoader`,
+    `DenseDataLoader`, and a subclass of the same file whose `__init__(self, *args, **kwargs)` forwards both
+    unchanged) are checked the same way.
 
     ## When it does not fire
-    - A computed count (`max(1, n)`, `os.cpu_count()`), argparse `choices` that list every
-      value, values this file's calls pass, a name the file does not bind.
-    - A function that branches on the worker count before building the loader (`if workers
-      > 0:`), an option set only with workers (`persistent_workers=workers > 0`, or `None`).
+    - A computed count (`max(1, n)`, `os.cpu_count()`), argparse `choices` that list every value, values this
+      file's calls pass, a name the file does not bind.
+    - A function that branches on the worker count before building the loader (`if workers > 0:`), an option
+      set only with workers (`persistent_workers=workers > 0`, or `None`), a forced 0 whose function names
+      every worker-only key.
 
     ## Why is this bad?
-    These options only mean something for worker processes, and torch rejects
-    them without workers:
+    These options only mean something for worker processes, and torch rejects them without workers:
 
-    - `prefetch_factor`: `ValueError: prefetch_factor option could only be
-      specified in multiprocessing.let num_workers > 0 to enable multiprocessing,
-      otherwise set prefetch_factor to None.`
-    - `persistent_workers=True`: `ValueError: persistent_workers option needs
-      num_workers > 0`
-    - `multiprocessing_context`: `ValueError: multiprocessing_context can only be
-      used with multi-process loading (num_workers > 0), but got num_workers=0`
-    - `timeout > 0`: no error at construction, but
-      `AssertionError: _SingleProcessDataLoaderIter requires timeout == 0` at the
-      first `iter()`, i.e. when training starts.
+    `prefetch_factor` (`ValueError: prefetch_factor option could only be specified in multiprocessing`),
+    `persistent_workers=True` (`ValueError: persistent_workers option needs num_workers > 0`),
+    `multiprocessing_context` (`ValueError: ... can only be used with multi-process loading`);
+    `timeout > 0` raises `AssertionError: _SingleProcessDataLoaderIter requires timeout == 0` at the first `iter()`.
 
     Often `num_workers` was meant to be set and was forgotten.
 
@@ -83,11 +74,9 @@ class WorkerOptionWithoutWorkers(Rule):
     ```
 
     ## Fix safety
-    When `num_workers` is certainly 0, the unsafe fix removes the worker-only
-    options (the loader then runs in the main process): the author may have
-    meant to add workers (`num_workers=4`) instead. When 0 is only one of the
-    possible values there is no fix: removing the option would change the runs
-    that have workers.
+    When `num_workers` is certainly 0, the unsafe fix removes the worker-only options (the loader then runs in
+    the main process): the author may have meant to add workers (`num_workers=4`) instead. When 0 is only one
+    of the possible values there is no fix: removing the option would change the runs that have workers.
     """
 
     code = "DSL503"
@@ -136,6 +125,11 @@ class WorkerOptionWithoutWorkers(Rule):
 
         def create_loader(ds, num_workers=4, persistent_workers=True):  # the caller sets both
             return DataLoader(ds, num_workers=num_workers, persistent_workers=persistent_workers)
+        def debug_loader(ds, opts, no_workers=False):  # every worker-only key the caller may pass is reset
+            if no_workers:
+                opts["num_workers"] = 0
+                opts.update(persistent_workers=False, prefetch_factor=None, timeout=0, multiprocessing_context=None)
+            return DataLoader(ds, **opts)
         def build(ds, workers, persistent_workers=False, **kwargs):  # the builder's default is off
             kwargs["persistent_workers"] = persistent_workers
             return DataLoader(ds, num_workers=workers, **kwargs)
@@ -196,6 +190,11 @@ class WorkerOptionWithoutWorkers(Rule):
 
         def zero_arm(ds, n):  # the arm for 0 workers still sets the option
             return DataLoader(ds, num_workers=n, prefetch_factor=4 if n > 0 else 2)  # expect: DSL503
+        def debug_loader(ds, opts, no_workers=False):  # the caller's prefetch_factor is kept
+            if no_workers:
+                opts["num_workers"] = 0
+                opts["persistent_workers"] = False
+            return DataLoader(ds, **opts)  # expect: DSL503
         """,
         """
         from torch.utils.data import DataLoader
@@ -255,7 +254,10 @@ class WorkerOptionWithoutWorkers(Rule):
             for name, cond, value, truth, count in arms:
                 yield self.report(cond, f"`{name}` is `{value!r}` when `{count}` is 0 (`{ctx.code(cond.test).strip()}` is "
                                   f"{str(truth).lower()} then), and the DataLoader raises {ERRORS[name]}")
-            if arms:
+            left = None if arms else forced_zero_leftovers(ctx, bound)
+            if left:
+                yield self.report(bound.call, leftovers_message(left))
+            if arms or left:
                 continue
             zero = zero_workers(ctx, index, bound) or user_zero_workers(ctx, index, bound)
             if zero is None:
@@ -278,9 +280,7 @@ class WorkerOptionWithoutWorkers(Rule):
 
     @staticmethod
     def _options(ctx, bound, certain: bool) -> Iterator[Optional[Tuple[str, str, str]]]:
-        """(shown, argument, error) for each worker-only option that is set: with ``num_workers`` certainly 0,
-        a value not known to be unset; when 0 is only possible, every value seen must set it."""
-
+        """(shown, argument, error) per worker-only option set: with 0 certain, a value not known unset; else every value."""
         def given(name, is_set):
             if certain and bound.passed(name):
                 value = ctx.value(bound, name)
