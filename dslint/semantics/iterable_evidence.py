@@ -142,6 +142,13 @@ def tested_iterable(ctx, index, call: cst.CSTNode, expr: Optional[cst.BaseExpres
     positive branch rebinds the value or raises (the code rejects or converts it), and when the
     name is bound more than once in its function."""
     key = _key(ctx, expr)
+    derived = False
+    if key is None and isinstance(expr, cst.Call) and expr.args and expr.args[0].keyword is None \
+            and not expr.args[0].star and _key(ctx, expr.args[0].value) is not None:
+        # a value made from the tested one (``self.prepare(self.train_set, ...)``): judged by the
+        # positive branch of its test only, where the value it is made from is iterable
+        expr, derived = expr.args[0].value, True
+        key = _key(ctx, expr)
     func = ctx.enclosing_function(call, through_lambdas=False)
     if key is None or func is None:
         return None
@@ -161,10 +168,14 @@ def tested_iterable(ctx, index, call: cst.CSTNode, expr: Optional[cst.BaseExpres
             tested = _isinstance_iterable(ctx, node)
             if tested is None or _key(ctx, tested) != key:
                 continue
-            statement = ctx.parent(node)
-            if not isinstance(statement, cst.If) or statement.test is not node:
-                return None  # a flag, an `and`, a `not`, an assert: it may choose the path
+            statement, conjunct = _whole_test(ctx, node)
+            if statement is None:
+                return None  # a flag, an `or`, a `not`, an assert: it may choose the path
             if isinstance(_last(statement.body), cst.Raise) or _assigns(ctx, statement.body, key):
+                return None
+            if conjunct:  # `if isinstance(x, IterableDataset) and ...:` tells only its positive branch
+                if _within(ctx, call, statement.body):
+                    return ctx.code(expr), ctx.line(node)
                 return None
             tests.append((scope, statement, node))
     if not tests:
@@ -172,6 +183,8 @@ def tested_iterable(ctx, index, call: cst.CSTNode, expr: Optional[cst.BaseExpres
     for scope, statement, node in tests:
         if _within(ctx, call, statement.body):
             return ctx.code(expr), ctx.line(node)  # the positive branch: the value is iterable
+    if derived:
+        return None
     for scope, statement, node in tests:
         if _within(ctx, call, statement):
             return None  # the other branch: narrowed
@@ -179,6 +192,17 @@ def tested_iterable(ctx, index, call: cst.CSTNode, expr: Optional[cst.BaseExpres
                 and (_terminates(statement.body) or _terminates_at(statement.orelse)):
             return None
     return ctx.code(expr), ctx.line(tests[0][2])
+
+
+def _whole_test(ctx, node):
+    """(the ``if`` whose test ``node`` is, whether it is one term of an ``and`` chain there), or
+    (None, False) when the test result may be kept or combined otherwise."""
+    parent, conjunct = ctx.parent(node), False
+    while isinstance(parent, cst.BooleanOperation) and isinstance(parent.operator, cst.And):
+        node, parent, conjunct = parent, ctx.parent(parent), True
+    if isinstance(parent, cst.If) and parent.test is node:
+        return parent, conjunct
+    return None, False
 
 
 def _last(block):

@@ -19,32 +19,30 @@ class IterableWithShuffleOrSampler(Rule):
     imported, or a library's iterable dataset: a Hugging Face `datasets.IterableDataset` from
     `load_dataset(..., streaming=True)` or `.to_iterable_dataset()`, a webdataset `WebDataset`
     pipeline, a torchdata `IterDataPipe`, or a project class deriving from one) given `shuffle`
-    (anything but `False`/`None`), a `sampler` or a `batch_sampler`. For a DataPipe only a
-    sampler counts: torch applies `shuffle` to its graph.
+    (anything but `False`/`None`), a `sampler` or a `batch_sampler` (for a DataPipe only a sampler:
+    torch applies `shuffle` to its graph).
 
-    The dataset is the value that reaches the call (an assignment in another branch does not
-    count), and it must be iterable on every path. A `shuffle` that *can* be true counts: a
-    conditional expression or an assignment that gives `True` on some path (the message names
-    the condition).
+    The dataset is the value that reaches the call (an assignment in another branch does not count),
+    iterable on every path. A `shuffle` that *can* be true counts: a conditional expression or an
+    assignment that gives `True` on some path (the message names the condition).
 
-    A dataset the function receives counts when its parameter's annotation allows an
-    `IterableDataset` (`ds: IterableDataset`, `Union[Dataset, IterableDataset]`, `Dataset |
-    IterableDataset`): the caller may pass one, and the loader then raises.
+    A dataset the function receives counts when its parameter's annotation allows an `IterableDataset`
+    (`ds: IterableDataset`, `Union[Dataset, IterableDataset]`, `Dataset | IterableDataset`).
 
-    A dataset the code itself tests with `if isinstance(x, IterableDataset):` counts too (the
-    same name in the function, the same `self.x` in any method of the class, or the argument a
-    caller in the file tests and passes to the parameter `x`), for a literal true `shuffle` or a
-    sampler object, on a path the test does not narrow (its positive branch; after it when no
-    branch of it ends in `return`/`raise`/...).
+    A dataset the code itself tests with `if isinstance(x, IterableDataset):` counts too (the same
+    name in the function, the same `self.x` in any method of the class, or the argument a caller in
+    the file tests and passes to the parameter `x`), for a literal true `shuffle` or a sampler
+    object, on a path the test does not narrow (its positive branch; after it when no branch of it ends
+    in `return`/`raise`/...), and in the positive branch of `if isinstance(x, IterableDataset) and ...:`
+    (also for a value made from `x` there: `prepare(x, ...)`).
 
     ## When it does not fire
     - An unknown `shuffle`; a dataset that may be map-style on some path.
-    - A parameter that is unannotated, annotated plain `Dataset`, or described
-      only in a docstring: nothing shows that the dataset can be iterable.
+    - A parameter unannotated, annotated plain `Dataset`, or described in a docstring only.
     - A function that rebinds the parameter or names `IterableDataset` in its
-      body (an `isinstance` test may choose the options), unless the test is
-      the `if isinstance(x, IterableDataset):` form above; that form is silent
-      when the test's result is kept in a flag or combined, when a positive
+      body (an `isinstance` test may choose the options), unless the test is the `if
+      isinstance(x, IterableDataset):` form above; that form is silent when the result is kept
+      in a flag or combined by `or`/`not`, off the positive branch of an `and`, when a positive
       branch rebinds the value or raises, and for a name bound more than once.
 
     ## Why is this bad?
@@ -142,11 +140,11 @@ class IterableWithShuffleOrSampler(Rule):
                 loader = DataLoader(ds, shuffle=True)  # the negative branch
             return loader
 
-        def flagged(ds):
+        def flagged(ds, world):
             streaming = isinstance(ds, IterableDataset)  # a flag may choose the path
-            if streaming:
+            if streaming or isinstance(ds, IterableDataset) and world > 1:
                 return None
-            return DataLoader(ds, shuffle=True)
+            return DataLoader(prepare(ds), shuffle=True)
         class Data:
             def setup(self):
                 if isinstance(self.train, IterableDataset):
@@ -237,7 +235,9 @@ class IterableWithShuffleOrSampler(Rule):
                 print("streaming")
             return DataLoader(ds, batch_size=batch_size, shuffle=True), build(ds)  # expect: DSL504
 
-        def build(data):
+        def build(data, world):
+            if isinstance(data, IterableDataset) and world == 1:
+                return DataLoader(prepare(data), shuffle=True)  # expect: DSL504
             return DataLoader(data, sampler=RandomSampler(data))  # expect: DSL504
 
         class Data:
