@@ -271,13 +271,13 @@ class IterableWithoutWorkerSharding(Rule):
         class SeedOnly(IterableDataset):
             def __init__(self, paths):
                 self.paths = paths
-
             def __iter__(self):  # expect: DSL303
                 info = torch.utils.data.get_worker_info()
                 if info is not None:
                     np.random.seed(info.seed % 2**32)
-                for path in self.paths:
-                    yield path
+                np.random.shuffle(self.paths)  # reordering the index draws no new samples
+                for i in range(len(self.paths)):
+                    yield self.paths[i]
         """,
     )
 
