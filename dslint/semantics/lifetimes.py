@@ -257,6 +257,9 @@ def fate(ctx, call: cst.Call, position: Optional[int] = None) -> Fate:
             display = ctx.parent(parent)
             if isinstance(ctx.parent(display), (cst.Return, cst.Yield)):
                 return Fate(RETURNED, display)
+            target = _unpacked_into(ctx, display, parent)
+            if target is not None:  # `a, b = open(x), open(y)`: each name gets one, no container
+                return _target_fate(ctx, call, target, ctx.parent(display))
             return Fate(STORED, display)
         if isinstance(parent, (cst.DictElement,)) and parent.value is node:
             return Fate(STORED, ctx.parent(parent))
@@ -289,18 +292,38 @@ def _element_fate(ctx, call: cst.Call, position: int) -> Fate:
         return Fate(UNKNOWN, parent)
     if any(isinstance(e, cst.StarredElement) for e in target.elements):
         return Fate(UNKNOWN, parent)
-    element = target.elements[position].value
+    return _target_fate(ctx, call, target.elements[position].value, parent)
+
+
+def _target_fate(ctx, call: cst.Call, element, site) -> Fate:
+    """What becomes of a handle that one element of an unpacking target receives."""
     if isinstance(element, cst.Name):
-        return _bound_name(ctx, call, element, parent)
+        return _bound_name(ctx, call, element, site)
     if isinstance(element, cst.Subscript):
-        return Fate(STORED, parent)
+        return Fate(STORED, site)
     if isinstance(element, cst.Attribute):
         parts = dotted_parts(element)
-        func = ctx.enclosing_function(parent)
+        func = ctx.enclosing_function(site)
         if func is not None and parts and len(parts) == 2 and parts[0] == self_name(func):
-            return Fate(STORED_SELF, parent, name=parts[1])
-        return Fate(STORED, parent)
-    return Fate(UNKNOWN, parent)
+            return Fate(STORED_SELF, site, name=parts[1])
+        return Fate(STORED, site)
+    return Fate(UNKNOWN, site)
+
+
+def _unpacked_into(ctx, display, element):
+    """The target ``element`` of the display ``display`` is unpacked into: ``a, b = x, y`` (one
+    target of the same length, no starred element on either side); None otherwise."""
+    assign = ctx.parent(display)
+    if not isinstance(display, (cst.Tuple, cst.List)) or not isinstance(assign, cst.Assign) \
+            or assign.value is not display or len(assign.targets) != 1:
+        return None
+    target = assign.targets[0].target
+    if not isinstance(target, (cst.Tuple, cst.List)) or len(target.elements) != len(display.elements):
+        return None
+    if any(isinstance(e, cst.StarredElement) for e in (*target.elements, *display.elements)):
+        return None
+    position = next(i for i, e in enumerate(display.elements) if e is element)
+    return target.elements[position].value
 
 
 def _assigned(ctx, call: cst.Call, assign) -> Fate:

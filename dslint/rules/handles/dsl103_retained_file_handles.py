@@ -98,7 +98,8 @@ class RetainedFileHandles(Rule):
                 with Image.open(self.paths[i]) as im:
                     self.cache[i] = im.convert("RGB")
                 preview = Image.open(self.paths[i]).convert("L")  # not kept: DSL104's
-                return self.cache[i], self.arrays[i], preview
+                left, right = open(self.lefts[i]), open(self.rights[i])  # unpacked into names: no container
+                return self.cache[i], self.arrays[i], preview, left.read(), right.read()
         """,
         """
         import numpy as np
