@@ -141,13 +141,14 @@ def read_inputs(paths: Sequence[str], settings: Settings, options: CheckOptions,
 
 def _run_record(settings: Settings, options: CheckOptions, inputs, stats) -> Optional[RunRecord]:
     """The record of a whole run of exactly these files (``cache.RunRecord``), when this
-    run can have one: the cache is on, nothing read from stdin, only regular Python
-    files that exist (no notebooks, no I/O errors)."""
+    run can have one: the cache is on, nothing read from stdin, only regular files that
+    exist (no I/O errors). Notebooks count by their stats like any file; a recorded run
+    with a finding in a notebook is not replayed (``_replayed``)."""
     if not options.use_cache or inputs or not stats:
         return None
     files = []
     for candidate, st in stats:
-        if st is None or isinstance(st, OSError) or not stat.S_ISREG(st.st_mode) or is_notebook(candidate.path):
+        if st is None or isinstance(st, OSError) or not stat.S_ISREG(st.st_mode):
             return None
         files.append((candidate.path, candidate.abspath, candidate.explicit, st.st_size, st.st_mtime_ns))
     context = sorted(c.abspath for c, _ in stats if isinstance(c, ContextCandidate))
@@ -158,12 +159,15 @@ def _run_record(settings: Settings, options: CheckOptions, inputs, stats) -> Opt
 
 def _replayed(data: dict, stats) -> Optional[CheckResult]:
     """The recorded run as a result; the texts of the files with findings are read again
-    (for the baseline, ``--add-noqa``). None if one of them cannot be read as before."""
+    (for the baseline, ``--add-noqa``). None if one of them cannot be read as before, or
+    is a notebook."""
     from dslint.source import SourceError, decode
 
     result = CheckResult(files=data.get("files", 0), selected=data.get("selected", 0), parsed=0)
     result.cached = result.selected
     result.diagnostics = [Finding.from_dict(d) for d in data["diagnostics"]]
+    if any(is_notebook(d.path) for d in result.diagnostics):
+        return None  # a notebook's findings carry its cells' sources: run again
     abspaths = {candidate.path: candidate.abspath for candidate, _ in stats}
     for path in sorted({d.path for d in result.diagnostics}):
         try:

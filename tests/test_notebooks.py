@@ -381,3 +381,31 @@ def test_notebook_json_nested_too_deeply_is_an_io_error(tmp_path):
     (tmp_path / "deep.ipynb").write_text("[" * 100000 + "]" * 100000)
     run = check("--output-format", "concise", "deep.ipynb", cwd=tmp_path)
     assert located(run.stdout) == [("deep.ipynb:1:1", "DSL002")] and "Traceback" not in run.stderr
+
+
+def test_a_rerun_with_notebooks_is_replayed_unless_a_notebook_has_a_finding(tmp_path):
+    """Notebooks count in the record of a whole run by their stats like any file: a rerun with
+    nothing changed prints the recorded findings without analysing anything. A recorded finding
+    in a notebook carries its cells' sources, so that run is analysed again, with the same output."""
+    import os
+    import time
+
+    def age():  # files written just now are never recorded (their next write may keep the stat)
+        for path in tmp_path.iterdir():
+            os.utime(path, (time.time() - 3600, time.time() - 3600))
+
+    write_nb(tmp_path / "explore.ipynb", notebook([new_code_cell("import torch\nx = torch.ones(3)")]))
+    (tmp_path / "loader.py").write_text(
+        "from torch.utils.data import DataLoader\nloader = DataLoader(ds, persistent_workers=True)\n")
+    age()
+    first = run_cli("check", "-v", "--output-format", "concise", ".", cwd=tmp_path)
+    again = run_cli("check", "-v", "--output-format", "concise", ".", cwd=tmp_path)
+    assert "loader.py:2:10: DSL503" in first.stdout and again.stdout == first.stdout
+    assert "replayed run" in again.stderr and "replayed run" not in first.stderr
+
+    write_nb(tmp_path / "nb.ipynb", training_notebook())
+    age()
+    first = run_cli("check", "-v", "--output-format", "concise", ".", cwd=tmp_path)
+    again = run_cli("check", "-v", "--output-format", "concise", ".", cwd=tmp_path)
+    assert SHUFFLE_MSG_START in first.stdout and again.stdout == first.stdout
+    assert "replayed run" not in again.stderr
