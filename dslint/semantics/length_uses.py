@@ -88,42 +88,47 @@ def method_loader(ctx, expr) -> Optional[cst.BaseExpression]:
 
 
 def length_uses(ctx):
-    """{function: [(use, the expression whose length it takes, a truth test)]}: every unguarded
-    ``len(x)`` and truth test of the file."""
+    """{function: [(use, the expression whose length it takes, a truth test)]}: every ``len(x)``
+    and truth test of the file. Whether a ``try``/``hasattr`` guards one (``len_guarded``) is
+    asked only of what the finders below keep: most uses never get that far."""
     def compute():
         by_function = {}
         for call in ctx.calls_to("builtins.len"):
-            if len(call.args) == 1 and call.args[0].keyword is None and not call.args[0].star \
-                    and not len_guarded(ctx, call):
+            if len(call.args) == 1 and call.args[0].keyword is None and not call.args[0].star:
                 by_function.setdefault(ctx.enclosing_function(call, through_lambdas=False), []).append(
                     (call, call.args[0].value, False))
         for tested in truth_tested(ctx):
-            if not len_guarded(ctx, tested):
-                by_function.setdefault(ctx.enclosing_function(tested, through_lambdas=False), []).append(
-                    (tested, tested, True))
+            by_function.setdefault(ctx.enclosing_function(tested, through_lambdas=False), []).append(
+                (tested, tested, True))
         by_function.pop(None, None)
         return by_function
     return ctx.memo("length_uses", compute)
 
 
+def _unguarded(ctx, found):
+    for item in found:
+        if not len_guarded(ctx, item[0]):
+            yield item
+
+
 def probed_length_uses(ctx):
-    """(use, probe, loader) for each ``len(x)`` or truth test of ``x`` that runs before the
-    same function probes ``x`` for a length (``semantics/length_probes.py``)."""
+    """(use, probe, loader) for each unguarded ``len(x)`` or truth test of ``x`` that runs before
+    the same function probes ``x`` for a length (``semantics/length_probes.py``)."""
     for func, uses in length_uses(ctx).items():
-        yield from early_uses(ctx, func, uses)
+        yield from _unguarded(ctx, early_uses(ctx, func, uses))
 
 
 def class_probed_uses(ctx):
-    """(use, [class, loader]) for each ``len(obj.x)`` or truth test of it where ``obj`` is
-    annotated with a project class whose own code probes ``self.x`` for a length."""
+    """(use, [class, loader]) for each unguarded ``len(obj.x)`` or truth test of it where ``obj``
+    is annotated with a project class whose own code probes ``self.x`` for a length."""
     index = loader_loops(ctx)
     for func, uses in length_uses(ctx).items():
-        yield from outside_uses(ctx, index, func, uses)
+        yield from _unguarded(ctx, outside_uses(ctx, index, func, uses))
 
 
 def vacuous_uses(ctx):
-    """(use, test) for each ``len(loader)`` or truth test in the false branch of
+    """(use, test) for each unguarded ``len(loader)`` or truth test in the false branch of
     ``if isinstance(loader, IterableDataset):`` where ``loader`` is a DataLoader."""
     index = loader_loops(ctx)
     for func, uses in length_uses(ctx).items():
-        yield from vacuous_tests(ctx, index, func, uses)
+        yield from _unguarded(ctx, vacuous_tests(ctx, index, func, uses))
