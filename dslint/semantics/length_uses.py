@@ -129,6 +129,9 @@ def class_probed_uses(ctx):
 def vacuous_uses(ctx):
     """(use, test) for each unguarded ``len(loader)`` or truth test in the false branch of
     ``if isinstance(loader, IterableDataset):`` where ``loader`` is a DataLoader."""
+    tails = ctx.names.call_tails({"IterableDataset"})
+    if not any(name.value in tails for name in ctx.nodes(cst.Name)):
+        return  # no name of the file can be the class such a test names
     index = loader_loops(ctx)
     for func, uses in length_uses(ctx).items():
         yield from _unguarded(ctx, vacuous_tests(ctx, index, func, uses))
