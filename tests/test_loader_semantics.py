@@ -196,28 +196,32 @@ def test_a_process_target_is_called_with_its_args(tmp_path):
     assert loop.loader is index.loaders[0]
 
 
+# A training loop over a small project dataset, without workers (DSL507's form)
+TRAINING_SOURCE = """
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+class Images(Dataset):
+    def __init__(self, paths):
+        self.paths = paths
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        return torch.load(self.paths[i])
+
+def fit(model, opt, paths):
+    for x in DataLoader(Images(paths), batch_size=8, shuffle=True):
+        model(x).sum().backward()
+        opt.step()
+"""
+
+
 def test_test_directories_are_test_code_in_any_letter_case(tmp_path):
     """``Tests/`` is a test directory as ``tests/`` is (one answer: ``semantics.test_paths``):
     the same training loader over a small project dataset is reported in ``src/`` only."""
-    source = """
-    import torch
-    from torch.utils.data import DataLoader, Dataset
-
-    class Images(Dataset):
-        def __init__(self, paths):
-            self.paths = paths
-
-        def __len__(self):
-            return len(self.paths)
-
-        def __getitem__(self, i):
-            return torch.load(self.paths[i])
-
-    def fit(model, opt, paths):
-        for x in DataLoader(Images(paths), batch_size=8, shuffle=True):
-            model(x).sum().backward()
-            opt.step()
-    """
+    source = TRAINING_SOURCE
     write_files(tmp_path, {"src/fit.py": source, "Tests/ML/fit.py": source, "Testing/fit.py": source})
     run = run_cli("check", "--no-cache", "--select", "DSL507", "--output-format", "concise", ".", cwd=tmp_path)
     flagged = sorted(line.split(":")[0] for line in run.stdout.splitlines() if "DSL507" in line)
@@ -227,25 +231,7 @@ def test_test_directories_are_test_code_in_any_letter_case(tmp_path):
 def test_only_directories_inside_the_project_make_test_code(tmp_path):
     """A project checked out under a directory named ``testing`` is not test code: only the
     directories below the project's root (its ``pyproject.toml``) count, however dslint is run."""
-    source = """
-    import torch
-    from torch.utils.data import DataLoader, Dataset
-
-    class Images(Dataset):
-        def __init__(self, paths):
-            self.paths = paths
-
-        def __len__(self):
-            return len(self.paths)
-
-        def __getitem__(self, i):
-            return torch.load(self.paths[i])
-
-    def fit(model, opt, paths):
-        for x in DataLoader(Images(paths), batch_size=8, shuffle=True):
-            model(x).sum().backward()
-            opt.step()
-    """
+    source = TRAINING_SOURCE
     project = tmp_path / "testing" / "proj"
     write_files(project, {"pyproject.toml": "[project]\nname = 'proj'\n", "src/fit.py": source, "tests/fit.py": source})
     for cwd, target in ((tmp_path, "testing/proj"), (project, "."), (tmp_path, str(project))):
