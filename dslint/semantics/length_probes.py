@@ -31,12 +31,11 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 import libcst as cst
 
-from dslint.semantics.iterable_evidence import sole_parameter
+from dslint.semantics.iterable_evidence import ITERABLE_CLASSES, sole_parameter
 from dslint.semantics.names import canonical, dotted_parts
 from dslint.semantics.walk import body_buckets, iter_subtree
 
 SIZED = frozenset({"typing.Sized", "collections.abc.Sized"})
-ITERABLE_CLASSES = frozenset({"torch.utils.data.IterableDataset", "torch.utils.data.dataset.IterableDataset"})
 # a probe names the error ``len()`` raises; a catch-all handler guards everything, probes nothing
 CAUGHT = frozenset({"TypeError"})
 COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)

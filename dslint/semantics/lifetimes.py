@@ -64,6 +64,9 @@ LIBRARY_OPENERS = frozenset(
 # 2026.9.0 left none, netCDF4 1.7.5 none once the collector ran. Those release their file
 # when the object is freed, as Python's file objects do.
 NATIVE_OPENERS = frozenset({"tables.open_file", "pandas.HDFStore"})
+# the library handles that measurement showed freed with their object (messages say so)
+FREED_ON_DROP = frozenset({"rasterio.open", "h5py.File", "lmdb.open", "netCDF4.Dataset", "netCDF4.MFDataset"}) | {
+    "xarray.open_dataset", "xarray.open_dataarray", "xarray.open_mfdataset"}
 MMAP_LOADERS = frozenset({"numpy.load", "numpy.memmap"})
 # ``np.load`` of an ``.npz`` path: an ``NpzFile`` holds its archive open until closed
 # (or collected: a temporary is closed at once, a kept one is not)

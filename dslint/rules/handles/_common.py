@@ -254,6 +254,8 @@ def released_how(ctx, call, kind) -> str:
             "Pillow closes single-frame files (JPEG, PNG) when it loads them and the image is dropped "
             "after its sample; only a ResourceWarning for other formats"
         )
+    if lt.opener_name(ctx, call) in lt.FREED_ON_DROP:
+        return "the library frees its file when the object is dropped (measured: no descriptor left open)"
     return "CPython's reference counting closes it when it is dropped, with a ResourceWarning in each worker"
 
 
