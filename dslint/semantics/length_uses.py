@@ -10,6 +10,7 @@ from typing import Optional
 import libcst as cst
 
 from dslint.semantics.classes import find_method
+from dslint.semantics.iterable_evidence import ITERABLE_CLASSES
 from dslint.semantics.length_probes import early_uses, outside_uses, vacuous_tests
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.names import dotted_parts
@@ -129,7 +130,7 @@ def class_probed_uses(ctx):
 def vacuous_uses(ctx):
     """(use, test) for each unguarded ``len(loader)`` or truth test in the false branch of
     ``if isinstance(loader, IterableDataset):`` where ``loader`` is a DataLoader."""
-    tails = ctx.names.call_tails({"IterableDataset"})
+    tails = ctx.names.call_tails({qualified.rsplit(".", 1)[1] for qualified in ITERABLE_CLASSES})
     if not any(name.value in tails for name in ctx.nodes(cst.Name)):
         return  # no name of the file can be the class such a test names
     index = loader_loops(ctx)

@@ -59,6 +59,11 @@ def _key(value):
     return (type(value).__name__, repr(value))
 
 
+def is_zero(value) -> bool:
+    """The integer 0 (not ``False``)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value == 0
+
+
 def holds(predicate, value) -> bool:
     try:
         return bool(predicate(value))

@@ -18,7 +18,6 @@ import libcst as cst
 from dslint.semantics.walk import body_buckets, iter_subtree
 
 
-
 def _own_nodes(func: cst.FunctionDef) -> Iterator[cst.CSTNode]:
     """The nodes of ``func``'s body outside nested scopes (the nested defs themselves included)."""
     return iter_subtree(func.body, into_scopes=False)

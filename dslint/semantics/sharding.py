@@ -30,7 +30,7 @@ _WRAPPED = re.compile(
 _RANGE_LIKE = frozenset({"builtins.range", "itertools.count", "itertools.repeat"})
 _RNG_PREFIXES = ("random.", "numpy.random.", "torch.rand", "torch.normal", "torch.bernoulli", "torch.multinomial", "torch.poisson")
 #: random calls that draw no sample: they reorder what they are given, seed, or make a generator
-_REORDERS = frozenset({"random.shuffle", "numpy.random.shuffle", "numpy.random.permutation", "torch.randperm"}) | {
+_NO_DRAWS = frozenset({"random.shuffle", "numpy.random.shuffle", "numpy.random.permutation", "torch.randperm"}) | {
     "random.seed", "numpy.random.seed", "numpy.random.default_rng", "numpy.random.RandomState", "random.Random"}
 _RNG_METHODS = (
     "normal", "uniform", "integers", "standard_normal", "randint", "randn", "rand", "random", "gauss", "choice",
@@ -62,7 +62,7 @@ def _uses_rng(ctx, funcs: List[cst.FunctionDef]) -> bool:
         for node in iter_subtree(func.body, into_scopes=False):
             if isinstance(node, cst.Call):
                 name = ctx.call_name(node)
-                if name and name.startswith(_RNG_PREFIXES) and name not in _REORDERS:
+                if name and name.startswith(_RNG_PREFIXES) and name not in _NO_DRAWS:
                     return True
                 if isinstance(node.func, cst.Attribute) and node.func.attr.value in _RNG_METHODS:
                     return True

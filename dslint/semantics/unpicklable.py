@@ -1,9 +1,9 @@
 """Is a value a callable or object that pickle cannot send to a DataLoader worker?
 
 A lambda, a function or class defined inside a function (pickle stores them by importable
-name, and they have none), ``functools.partial`` of one, the result of a project
-factory that returns such a closure, and an instance of a class such a factory returns (``returned_closures``, across files through the
-summaries). Answers ``(description, error)`` only when *every* value of the expression is
+name, and they have none), ``functools.partial`` of one, the result of a project factory
+that returns such a closure, and an instance of a class such a factory returns
+(``returned_closures``, across files through the summaries). Answers ``(description, error)`` only when *every* value of the expression is
 unpicklable; any other or unknown value gives None (the rules stay silent).
 """
 

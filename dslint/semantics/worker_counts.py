@@ -12,13 +12,14 @@ import libcst as cst
 
 from dslint.semantics.calls import UNKNOWN, SubclassInit
 from dslint.semantics.forwarding import forwarded_option
+from dslint.semantics.possible import is_zero
 
 
 def may_have_workers(ctx, bound) -> bool:
     """See the module docstring."""
     if bound.passed("num_workers"):
         workers = ctx.value(bound, "num_workers")
-        return workers is UNKNOWN or not (_zero(workers) or workers is None or workers is False)
+        return workers is UNKNOWN or not (is_zero(workers) or workers is None or workers is False)
     if not isinstance(bound, SubclassInit) or not bound.has_star_kwargs:
         return False
     workers, open_ = forwarded_option(ctx, bound.call, "num_workers")
@@ -40,7 +41,3 @@ def local_callers_pass_no_workers(ctx, cls) -> bool:
             if arg.star or (arg.keyword is not None and arg.keyword.value == "num_workers" and ctx.literal(arg.value) != 0):
                 return False
     return True
-
-
-def _zero(value) -> bool:
-    return type(value) is int and value == 0

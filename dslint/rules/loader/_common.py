@@ -15,6 +15,7 @@ from dslint.semantics.names import dotted_parts
 from dslint.semantics.open_specs import open_spec, test_can_be_true
 from dslint.semantics.libraries import kwargs_loader_calls, library_iterable
 from dslint.semantics.passthrough_loaders import passthrough_loader_calls
+from dslint.semantics.possible import is_zero
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.module_calls import positional_args
 from dslint.semantics.project import ITERABLE, MAP
@@ -29,7 +30,7 @@ def is_int(value) -> bool:
 
 
 def literal_zero(value) -> bool:
-    return is_int(value) and value == 0
+    return is_zero(value)
 
 
 def short(name: Optional[str]) -> str:
