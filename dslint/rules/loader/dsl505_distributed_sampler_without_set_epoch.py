@@ -60,7 +60,7 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     point), and the loop variable may not count epochs as the user expects (when resuming).
 
     ## References
-    - [`DistributedSampler`](https://pytorch.org/docs/stable/data.html#torch.utils.data.distributed.DistributedSampler):
+    - `DistributedSampler` (the PyTorch documentation, `torch.utils.data`):
       "calling the `set_epoch()` method at the beginning of each epoch before creating the
       DataLoader iterator is necessary to make shuffling work properly across multiple epochs."
     """

@@ -77,8 +77,8 @@ class UnpicklableWorkerCallable(Rule):
     ```
 
     ## References
-    - [Platform-specific behaviors of multi-process data loading](https://pytorch.org/docs/stable/data.html#platform-specific-behaviors)
-    - [What can be pickled](https://docs.python.org/3/library/pickle.html#what-can-be-pickled-and-unpickled)
+    - Platform-specific behaviors of multi-process data loading (the PyTorch documentation, `torch.utils.data`)
+    - What can be pickled (the Python documentation)
     """
 
     code = "DSL506"

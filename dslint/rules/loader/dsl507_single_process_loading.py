@@ -65,8 +65,8 @@ class SingleProcessLoading(Rule):
     ```
 
     ## References
-    - [Single- and multi-process data loading](https://pytorch.org/docs/stable/data.html#single-and-multi-process-data-loading)
-    - [Performance tuning guide](https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html#enable-async-data-loading-and-augmentation)
+    - Single- and multi-process data loading (the PyTorch documentation, `torch.utils.data`)
+    - Performance tuning guide (the PyTorch tutorials)
     """
 
     code = "DSL507"

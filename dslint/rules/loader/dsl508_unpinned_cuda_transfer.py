@@ -66,8 +66,8 @@ class UnpinnedCudaTransfer(Rule):
     ```
 
     ## References
-    - [Memory pinning](https://pytorch.org/docs/stable/data.html#memory-pinning)
-    - [A guide on good usage of `non_blocking` and `pin_memory()`](https://pytorch.org/tutorials/intermediate/pinmem_nonblock.html)
+    - Memory pinning (the PyTorch documentation, `torch.utils.data`)
+    - A guide on good usage of `non_blocking` and `pin_memory()` (the PyTorch tutorials)
     """
 
     code = "DSL508"

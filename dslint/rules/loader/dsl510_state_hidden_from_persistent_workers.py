@@ -64,7 +64,7 @@ class StateHiddenFromPersistentWorkers(Rule):
     ```
 
     ## References
-    - [`DataLoader(persistent_workers=...)`](https://pytorch.org/docs/stable/data.html#torch.utils.data.DataLoader)
+    - `DataLoader(persistent_workers=...)` (the PyTorch documentation, `torch.utils.data`)
     """
 
     code = "DSL510"

@@ -76,7 +76,7 @@ class LoaderReiteratedPerStep(Rule):
     ```
 
     ## References
-    - [`torch.utils.data.DataLoader`](https://pytorch.org/docs/stable/data.html#torch.utils.data.DataLoader)
+    - `torch.utils.data.DataLoader` (the PyTorch documentation, `torch.utils.data`)
     """
 
     code = "DSL511"

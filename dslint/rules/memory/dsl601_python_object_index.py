@@ -74,7 +74,7 @@ class PythonObjectIndex(Rule):
 
     ## References
     - pytorch/pytorch#13246 ("DataLoader memory usage keeps increasing")
-    - https://ppwwyyxx.com/blog/2022/Demystify-RAM-Usage-in-Multiprocess-DataLoader/
+    - Yuxin Wu, "Demystify RAM Usage in Multi-Process Data Loaders" (blog post, 2022)
     """
 
     code = "DSL601"
