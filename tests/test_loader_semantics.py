@@ -283,3 +283,49 @@ def test_subclasses_that_forward_every_argument_are_judged_like_dataloader(tmp_p
     rows = sorted(int(line.split(":")[1]) for line in run.stdout.splitlines() if "DSL503" in line)
     assert rows == [14, 15]
     assert "`prefetch_factor` is `2` when `workers` is 0 (`workers > 0` is false then)" in run.stdout
+
+
+def test_a_parameter_other_project_files_fill_is_decided_by_their_calls(tmp_path):
+    """A public function's worker-count parameter that no call in its own file fills is the
+    user's choice (DSL503 fires). In a module outside any package that a function of another
+    project file calls, the project's calls decide it, as its own file's calls would; a
+    package's function is an API whose users choose too (``user_values``)."""
+    loader = """
+        from torch.utils.data import DataLoader
+
+        def {name}(ds, workers):
+            return DataLoader(ds, num_workers=workers, persistent_workers=True)
+
+        class {cls}:
+            def __init__(self, ds, workers):
+                self.loader = DataLoader(ds, num_workers=workers, persistent_workers=True)
+        """
+    write_files(
+        tmp_path,
+        {
+            "called.py": loader.format(name="evaluate", cls="Evaluator"),
+            "library.py": loader.format(name="build", cls="Builder"),
+            "pkg/__init__.py": "",
+            "pkg/api.py": loader.format(name="make", cls="Maker"),
+            "pkg/train.py": """
+            from torchvision.datasets import MNIST
+            from pkg.api import Maker, make
+
+            def main(root, workers):
+                return make(MNIST(root), workers), Maker(MNIST(root), workers)
+            """,
+            "main.py": """
+            import called
+            from called import Evaluator
+            from torchvision.datasets import MNIST
+
+            def main(root, workers):
+                ds = MNIST(root)
+                called.evaluate(ds, workers)
+                return Evaluator(ds, workers)
+            """,
+        },
+    )
+    run = run_cli("check", "--no-cache", "--select", "DSL503", "--output-format", "concise", ".", cwd=tmp_path)
+    found = sorted(line.split(":")[0] + ":" + line.split(":")[1] for line in run.stdout.splitlines() if "DSL503" in line)
+    assert found == ["library.py:4", "library.py:8", "pkg/api.py:4", "pkg/api.py:8"]

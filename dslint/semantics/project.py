@@ -412,6 +412,27 @@ class ProjectIndex(LoaderQueries):
                 located = self.find_method(self.mro(cls), name)
         return located
 
+    # ------------------------------------------------------------ callers
+    def called_from_other_files(self, key: Key, table: str = "functions") -> bool:
+        """Some function of another summarised file calls the function (or, ``table="classes"``,
+        constructs the class) ``key``. Calls at module level are not summarised: a script
+        that calls it only there does not count."""
+        if getattr(self, "_calls_by_tail", None) is None:
+            by_tail: Dict[str, List[Tuple[str, str]]] = {}
+            for path, summary in self.summaries.items():
+                bodies = list(summary["functions"].values())
+                bodies += [m for cls in summary["classes"].values() for m in cls["methods"].values()]
+                for facts in bodies:
+                    for kind, target, _ in facts["calls"]:
+                        if kind == "func":
+                            by_tail.setdefault(target.rsplit(".", 1)[-1], []).append((path, target))
+            self._calls_by_tail = by_tail
+        tail = key[1].rsplit(".", 1)[-1]
+        return any(
+            path != key[0] and self.locate(target, path, table=table) == key
+            for path, target in self._calls_by_tail.get(tail, ())
+        )
+
     # ------------------------------------------------------------ returned handles
     def handle_function_names(self) -> List[str]:
         """The names of the project's functions and methods that return a handle they opened."""

@@ -9,7 +9,9 @@ be followed. It follows, inside the file:
 - names to every value assigned to them (one chosen value is enough);
 - a function's parameter to what this file's calls pass for it; a parameter of a
   public function (no leading ``_``) that no call here passes is chosen by its
-  callers elsewhere;
+  callers elsewhere. In a module outside any package (a script's neighbour, which
+  only the project imports) that a function of another project file calls (or
+  whose class it constructs), the project's calls decide it, as this file's would;
 - ``self.x`` to what ``__init__`` stores in it;
 - a read from a configuration: ``cfg.x``, ``cfg["x"]``, ``cfg.get("x")`` (any depth)
   whose root is a parameter, ``self.<attr>`` stored from a parameter, Lightning's
@@ -94,7 +96,22 @@ def _parameter_choice(ctx, func: cst.FunctionDef, param: cst.Param, depth: int, 
     name = owner.name.value if owner is not None and func.name.value == "__init__" else func.name.value
     if name.startswith("_") or (owner is not None and owner.name.value.startswith("_")):
         return None
+    if _called_by_neighbours(ctx, func, owner):
+        return None  # the project's own calls decide it, as this file's would
     return f"what a caller of `{name}` passes for parameter `{param.name.value}`"
+
+
+def _called_by_neighbours(ctx, func: cst.FunctionDef, owner: Optional[cst.ClassDef]) -> bool:
+    """``func`` is in a module outside any package (a script's neighbour: nothing outside the
+    project imports it) and a function of another project file calls it (constructs ``owner``
+    for ``__init__``). A package's functions are an API: its users' calls choose too."""
+    if "." in ctx.names.modname:
+        return False
+    if owner is not None and func.name.value == "__init__":
+        return ctx.view.called_elsewhere(ctx.qualname_of_def(owner), "classes")
+    if owner is not None:
+        return False  # a method: its callers hold an instance, not followed
+    return ctx.view.called_elsewhere(ctx.qualname_of_def(func))
 
 
 def _self_value(ctx, expr, depth: int, active: set) -> Optional[str]:

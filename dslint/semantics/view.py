@@ -68,6 +68,12 @@ class View:
         answer = self._index.epoch_iterated_method((self.path, qual), method, kind)
         return self._record("epoch_iterated_method", [qual, method, kind], answer)
 
+    def called_elsewhere(self, qual: str, table: str = "functions") -> bool:
+        """A function of another file of the project calls this file's function ``qual`` (or
+        constructs its class, ``table="classes"``)."""
+        answer = self._index.called_from_other_files((self.path, qual), table)
+        return self._record("called_elsewhere", [qual, table], answer)
+
     def in_project(self, qualified: str) -> bool:
         """The qualified name is defined in a module of the project (a checked file)."""
         return self._record("in_project", [qualified], self._index.in_project(qualified))

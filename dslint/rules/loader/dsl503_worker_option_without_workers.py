@@ -48,7 +48,8 @@ class WorkerOptionWithoutWorkers(Rule):
 
     ## When it does not fire
     - A computed count (`max(1, n)`, `os.cpu_count()`), argparse `choices` that list every value, values this
-      file's calls pass, a name the file does not bind.
+      file's calls pass, a name the file does not bind, a parameter of a function (or class) of a module in no
+      package that another project file's function calls: the project's calls decide it, as this file's would.
     - A function that branches on the worker count before building the loader (`if workers > 0:`), an option
       set only with workers (`persistent_workers=workers > 0`, or `None`), a forced 0 whose function names
       every worker-only key.
@@ -275,8 +276,7 @@ class WorkerOptionWithoutWorkers(Rule):
             tail = f"the DataLoader {'raises' if certain else 'then raises'} {problems[0][2]}"
             if zero.startswith("comes from"):
                 tail = f"the DataLoader raises {problems[0][2]} when it is 0"
-            message = f"{names} need{'s' if len(problems) == 1 else ''} worker processes but `num_workers` {zero}: {tail}"
-            yield self.report(bound.call, message, fix=fix)
+            yield self.report(bound.call, f"{names} need{'s' if len(problems) == 1 else ''} worker processes but `num_workers` {zero}: {tail}", fix=fix)
 
     @staticmethod
     def _options(ctx, bound, certain: bool) -> Iterator[Optional[Tuple[str, str, str]]]:
