@@ -5,6 +5,12 @@ The floor a libcst-based linter is measured against: read, decode and
 runnable alone::
 
     python bench/bare_parse.py --jobs 2 DIR
+    python bench/bare_parse.py --jobs 2 --chosen DIR   # only the files dslint parses
+
+``--chosen`` parses only the files dslint's prefilter hands to libcst
+(``dslint.prefilter.select``, the text pass before any parse; the files the engine
+pulls in later are not counted): the floor a cold ``dslint check`` pays for parsing
+whatever its rules do, since every rule reads libcst trees.
 
 Prints one JSON line: files, parse failures, seconds spent inside the pool.
 """
@@ -46,10 +52,20 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder")
     parser.add_argument("--jobs", "-j", type=int, default=2)
+    parser.add_argument("--chosen", action="store_true", help="only the files dslint's prefilter chooses")
     args = parser.parse_args(argv)
     import libcst  # noqa: F401  (imported before the pool forks, as a linter would)
 
     files = python_files(args.folder)
+    if args.chosen:
+        from dslint.prefilter import select
+
+        texts = {}
+        for path in files:
+            with open(path, "rb") as handle:
+                texts[path] = handle.read().decode("utf-8", "surrogateescape")
+        chosen = select(texts)
+        files = [path for path in files if path in chosen]
     start = time.perf_counter()
     if args.jobs <= 1:
         failures = sum(map(_parse, files))

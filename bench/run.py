@@ -8,6 +8,9 @@ Tools (each a fresh process, cwd = the corpus, path ``.``):
 - ``dslint-nocache``  ``dslint check --no-cache``
 - ``libcst-parse``    ``libcst.parse_module`` of every file, ``multiprocessing.Pool(2)``
                       (``bench/bare_parse.py``, dslint's own interpreter and libcst)
+- ``libcst-parse-chosen``  the same, of only the files dslint's prefilter chooses: the
+                      floor of a cold run (every rule reads libcst trees)
+- ``import-libcst``   ``python -c "import libcst"``: the floor of ``dslint-onefile``
 - ``dslint-onefile``  ``dslint check --no-cache one.py``: one small dataset file (start-up)
 - ``ruff``            ``ruff check --isolated --no-cache --select ALL``
 - ``torchfix``        ``torchfix .`` (TorchFix 0.7.0, default rules)
@@ -54,7 +57,12 @@ TORCH_SPEC = "torch==2.13.0"  # a CPU build lies on this machine's disk
 SUFFIXES = (".py", ".pyi")
 SKIP_DIRS = {"__pycache__", ".git", ".hg", ".svn"}
 
-ALL_TOOLS = ["dslint-cold", "dslint-warm", "dslint-nocache", "dslint-onefile", "libcst-parse", "ruff", "torchfix", "fixit"]
+ALL_TOOLS = [
+    "dslint-cold", "dslint-warm", "dslint-nocache", "dslint-onefile", "libcst-parse", "libcst-parse-chosen", "import-libcst",
+    "ruff", "torchfix", "fixit",
+]
+#: tools timed on something other than the whole corpus (no files/s, no lines/s)
+NOT_WHOLE_CORPUS = {"dslint-onefile", "libcst-parse-chosen", "import-libcst"}
 SLOW_TOOLS = {"torchfix", "fixit"}
 ANCHOR_TOOLS = {"ruff", "torchfix", "fixit"}
 
@@ -66,6 +74,8 @@ RATIOS = [
     ("warm / cold dslint (time)", "dslint-warm", "dslint-cold", "<= 0.10", lambda v: v <= 0.10),
     ("cold dslint / ruff --select ALL (time)", "dslint-cold", "ruff", "<= 3x (1M-line corpus)", lambda v: v <= 3.0),
     ("--no-cache dslint / bare libcst parse (time)", "dslint-nocache", "libcst-parse", "(info)", None),
+    ("parse of dslint's files alone / ruff (floor)", "libcst-parse-chosen", "ruff", "(info: floor of the 3x)", None),
+    ("cold dslint / parse of dslint's files alone", "dslint-cold", "libcst-parse-chosen", "(info)", None),
 ]
 
 
@@ -290,6 +300,8 @@ def build_commands(venv: Path, jobs: Optional[int], one_file: Optional[Path] = N
         "dslint-nocache": dslint + ["--no-cache", "."],
         "dslint-onefile": dslint + ["--no-cache", str(one_file or "one.py")],
         "libcst-parse": [sys.executable, str(HERE / "bare_parse.py"), "--jobs", "2", "."],
+        "libcst-parse-chosen": [sys.executable, str(HERE / "bare_parse.py"), "--jobs", "2", "--chosen", "."],
+        "import-libcst": [sys.executable, "-c", "import libcst"],
         "ruff": [str(_venv_bin(venv, "ruff")), "check", "--isolated", "--no-cache", "--select", "ALL",
                  "--output-format", "concise", "--exit-zero", "."],
         "torchfix": [str(_venv_bin(venv, "torchfix")), "."],
@@ -303,6 +315,8 @@ OK_RC = {
     "dslint-nocache": {0},
     "dslint-onefile": {0},
     "libcst-parse": {0},
+    "libcst-parse-chosen": {0},
+    "import-libcst": {0},
     "ruff": {0},
     "torchfix": {0, 1},  # 1 also when a file does not parse
     "fixit": {0, 1},  # 1 = findings
@@ -478,7 +492,7 @@ def summarize(tools, samples, errors, counts) -> Dict[str, dict]:
             walls = [s["wall"] for s in good]
             cpus = [s["cpu"] for s in good]
             wall = statistics.median(walls)
-            whole_corpus = tool != "dslint-onefile"
+            whole_corpus = tool not in NOT_WHOLE_CORPUS
             entry.update(
                 {
                     "wall_s": round(wall, 4),
@@ -524,18 +538,18 @@ def render(report: dict) -> str:
         "versions: " + ", ".join(f"{k} {v}" for k, v in report["versions"].items()),
         *(f"commit: {name} {commit}" for name, commit in corpus.get("commits", {}).items()),
         "",
-        f"{'tool':<16} {'wall s (median)':>15} {'CPU s':>9} {'files/s':>10} {'lines/s':>11}  runs (wall s)",
+        f"{'tool':<20} {'wall s (median)':>15} {'CPU s':>9} {'files/s':>10} {'lines/s':>11}  runs (wall s)",
     ]
     for tool, entry in report["tools"].items():
         if "wall_s" in entry:
             runs = ", ".join(f"{w:.2f}" for w in entry["walls"])
             files_per_s = f"{entry['files_per_s']:>10.1f}" if entry["files_per_s"] is not None else f"{'-':>10}"
             lines_per_s = f"{entry['lines_per_s']:>11,}" if entry["lines_per_s"] is not None else f"{'-':>11}"
-            lines.append(f"{tool:<16} {entry['wall_s']:>15.2f} {entry['cpu_s']:>9.2f} {files_per_s} {lines_per_s}  {runs}")
+            lines.append(f"{tool:<20} {entry['wall_s']:>15.2f} {entry['cpu_s']:>9.2f} {files_per_s} {lines_per_s}  {runs}")
             if "note" in entry:
-                lines.append(f"{'':<16} note: {entry['note']}")
+                lines.append(f"{'':<20} note: {entry['note']}")
         else:
-            lines.append(f"{tool:<16} ERROR: {entry.get('error', 'no runs')}")
+            lines.append(f"{tool:<20} ERROR: {entry.get('error', 'no runs')}")
     lines += ["", f"{'ratio (wall; CPU-time ratio in brackets)':<46} {'value':>9} {'(CPU)':>9}  {'target':<24} ok"]
     for ratio in report["ratios"]:
         if ratio["value"] is None:
@@ -550,6 +564,10 @@ def render(report: dict) -> str:
             f"{'dslint check on one small file':<46} {one['wall_s'] * 1000:>7.0f}ms {one['cpu_s'] * 1000:>7.0f}ms  "
             f"{'<= 150 ms':<24} {'yes' if one['wall_s'] <= 0.15 else 'NO'} (wall; CPU {'yes' if one['cpu_s'] <= 0.15 else 'NO'})"
         )
+    floor = report["tools"].get("import-libcst", {})
+    if "wall_s" in floor:
+        name = 'python -c "import libcst" (its floor)'
+        lines.append(f"{name:<46} {floor['wall_s'] * 1000:>7.0f}ms {floor['cpu_s'] * 1000:>7.0f}ms  (info)")
     return "\n".join(lines) + "\n"
 
 
