@@ -329,3 +329,53 @@ def test_a_parameter_other_project_files_fill_is_decided_by_their_calls(tmp_path
     run = run_cli("check", "--no-cache", "--select", "DSL503", "--output-format", "concise", ".", cwd=tmp_path)
     found = sorted(line.split(":")[0] + ":" + line.split(":")[1] for line in run.stdout.splitlines() if "DSL503" in line)
     assert found == ["library.py:4", "library.py:8", "pkg/api.py:4", "pkg/api.py:8"]
+
+
+def test_a_sampler_chosen_per_run_and_a_rebuilt_iterator_count_for_dsl505(tmp_path):
+    """A ``DistributedSampler`` on one branch and a torch sampler on the other (also a class chosen
+    into a name), and ``iter(loader)`` rebuilt inside a loop, are DSL505's (``sampler_passes``),
+    without a fix: ``set_epoch`` does not exist on the other branch's sampler, and the loop around
+    a rebuilt iterator need not count epochs. One ``iter`` before the loop is one pass: silent."""
+    write_files(
+        tmp_path,
+        {
+            "train.py": """
+            from torch.utils.data import DataLoader, RandomSampler
+            from torch.utils.data.distributed import DistributedSampler
+
+            def chosen(args, ds):
+                sampler = DistributedSampler(ds) if args.ddp else RandomSampler(ds)
+                loader = DataLoader(ds, sampler=sampler)
+                for epoch in range(args.epochs):
+                    for batch in loader:
+                        step(batch)
+
+            def by_class(args, ds):
+                make = DistributedSampler if args.ddp else RandomSampler
+                loader = DataLoader(ds, sampler=make(ds))
+                for epoch in range(args.epochs):
+                    for batch in loader:
+                        step(batch)
+
+            def rebuilt(args, ds):
+                loader = DataLoader(ds, sampler=DistributedSampler(ds))
+                batches = iter(loader)
+                for step_no in range(args.steps):
+                    try:
+                        batch = next(batches)
+                    except StopIteration:
+                        batches = iter(loader)
+                        batch = next(batches)
+
+            def one_pass(args, ds):
+                loader = DataLoader(ds, sampler=DistributedSampler(ds))
+                batches = iter(loader)
+                for step_no in range(args.steps):
+                    batch = next(batches)
+            """,
+        },
+    )
+    run = run_cli("check", "--no-cache", "--select", "DSL505", "--output-format", "concise", ".", cwd=tmp_path)
+    rows = sorted(int(line.split(":")[1]) for line in run.stdout.splitlines() if "DSL505" in line)
+    assert rows == [5, 13, 19]
+    assert "fixable" not in run.stdout + run.stderr

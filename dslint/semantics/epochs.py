@@ -45,6 +45,7 @@ from dslint.semantics.classes import find_method, reached_methods
 from dslint.semantics.loops import DISTRIBUTED_SAMPLER, DISTRIBUTED_SAMPLER_SIGNATURE, LoaderLoop, is_none, is_test_code, positional_args
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.regions import is_lazy_guard, self_attr, self_name
+from dslint.semantics.sampler_passes import constructed_classes, iter_call_loops, iterated_by, torch_sampler
 from dslint.semantics.values import possible_arg
 from dslint.semantics.walk import iter_subtree
 
@@ -78,7 +79,8 @@ def samplers_never_given_the_epoch(ctx, index, reported: Set[int]) -> Iterator[T
     for loader, sampler in found:
         loops = [
             loop
-            for loop in index.loops_of(loader) + alternative_loops(ctx, index, loader) + _instance_calls(ctx, index, loader)
+            for loop in (index.loops_of(loader) + alternative_loops(ctx, index, loader) + _instance_calls(ctx, index, loader)
+                         + iter_call_loops(ctx, index, loader))
             if index.epoch(loop) is not None and not index.is_eval(loop)
         ]
         samplers = branch_samplers(ctx, index, loader, sampler)
@@ -215,10 +217,10 @@ def _shuffling_samplers(ctx, index, reported: Set[int]) -> Iterator[Tuple[object
         samplers = []
         for value in values:
             node = value.node
-            if isinstance(node, cst.Call) and ctx.call_name(node) == DISTRIBUTED_SAMPLER:
+            if isinstance(node, cst.Call) and DISTRIBUTED_SAMPLER in constructed_classes(ctx, node):
                 if node not in samplers:
                     samplers.append(node)
-            elif not is_none(node):
+            elif not is_none(node) and not torch_sampler(ctx, node):
                 samplers = []
                 break
         if len(samplers) == 1 and id(samplers[0]) not in reported and may_shuffle(ctx, samplers[0]):
@@ -234,7 +236,7 @@ def branch_samplers(ctx, index, loader, anchor) -> Tuple[cst.Call, ...]:
     if anchor is not loader.call:
         return (anchor,)
     return tuple(dict.fromkeys(v.node for v in index.sampler_values(loader)
-                               if isinstance(v.node, cst.Call) and ctx.call_name(v.node) == DISTRIBUTED_SAMPLER))
+                               if isinstance(v.node, cst.Call) and DISTRIBUTED_SAMPLER in constructed_classes(ctx, v.node)))
 
 
 def _made_per_epoch(index, loop, samplers) -> bool:
@@ -356,10 +358,14 @@ def set_epoch_insertion(ctx, index, loader, sampler, loops) -> Optional[Tuple[cs
     when the loader's sampler is certainly ``sampler`` and an epoch loop counts epochs with a name."""
     if not all(v.node is sampler for v in index.sampler_values(loader)):
         return None
+    if isinstance(sampler, cst.Call) and constructed_classes(ctx, sampler) != {DISTRIBUTED_SAMPLER}:
+        return None  # a class chosen at run time: the other one may have no ``set_epoch``
     alternatives = {id(loop) for loop in _alternative_loops(ctx, index)}
     for loop in loops:
         if id(loop) in alternatives:
             continue  # on the other branch the sampler's name is unbound
+        if isinstance(loop.loop, cst.Call) and iterated_by(ctx, loop.loop) is not None:
+            continue  # ``iter(loader)`` may be rebuilt inside a step loop: its loop need not count epochs
         epoch = index.epoch(loop)
         if not isinstance(epoch, cst.For) or not isinstance(epoch.target, cst.Name) or epoch.target.value == "_":
             continue

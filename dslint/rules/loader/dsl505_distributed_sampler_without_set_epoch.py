@@ -15,8 +15,10 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     iterated inside an epoch loop (an outer `for`/`while`, also around a call of the helper that holds the batch
     loop), when nothing in the module calls `set_epoch` on the sampler or on `loader.sampler`. The loop may iterate
     the loader on one branch only (bound to it under `if distributed:`, to another `DataLoader(...)` otherwise; no
-    fix), or be a training loop (`.backward()`) of `self.m(loader)` where `self` is a static method's parameter.
-    Several `DistributedSampler` calls for one `sampler=` (one per branch) are reported at the loader.
+    fix), be a training loop (`.backward()`) of `self.m(loader)` where `self` is a static method's parameter, or call
+    `iter(loader)` (a `next()` stream rebuilt on `StopIteration`; no fix). Several `DistributedSampler` calls for one
+    `sampler=` (one per branch) are reported at the loader; a branch may build a torch sampler instead
+    (`DistributedSampler(ds) if ddp else RandomSampler(ds)`, `make = DistributedSampler if ddp else RandomSampler`).
 
     Also flagged, when no file of the project names `set_epoch` nor imports a library whose trainers call it
     (Lightning, Accelerate, Ignite...): the loader handed to project code whose result an epoch loop iterates
@@ -26,7 +28,6 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     loader)`), returned by a function whose result another file re-iterates, or by a method (itself, or in a returned
     dict or list) that a file calls on an object annotated with (or made by) its class or a base (`self.experiment:
     Experiment`; of an unknown class: silent) and re-iterates every epoch.
-
     ## When it does not fire
     A `shuffle` certainly false (`shuffle=False`; one read from a configuration counts: where true, the order repeats),
     a sampler or loader made anew in each pass of the outer loop, evaluation loops (`no_grad()`/`inference_mode()`),
@@ -34,8 +35,8 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     or samplers handed to a function of another module in the epoch loop (it may call `set_epoch`).
 
     ## Why is this bad?
-    `DistributedSampler` shuffles with the seed `seed + epoch`; only `set_epoch` changes its epoch. Without it every
-    epoch visits the samples in one identical order on every rank (measured: `[12, 9, 11, 13, 2, 15, 4, 7]` each epoch).
+    `DistributedSampler` shuffles with the seed `seed + epoch`; only `set_epoch` changes its epoch. Without it every epoch
+    visits the samples in one identical order on every rank (measured: `[12, 9, 11, 13, 2, 15, 4, 7]` each epoch).
 
     ## Example
     ```python
@@ -60,9 +61,8 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     point), and the loop variable may not count epochs as the user expects (when resuming).
 
     ## References
-    - `DistributedSampler` (the PyTorch documentation, `torch.utils.data`):
-      "calling the `set_epoch()` method at the beginning of each epoch before creating the
-      DataLoader iterator is necessary to make shuffling work properly across multiple epochs."
+    - `DistributedSampler` (the PyTorch documentation, `torch.utils.data`): "calling the `set_epoch()` method at the
+      beginning of each epoch before creating the DataLoader iterator is necessary to make shuffling work properly"
     """
 
     code = "DSL505"
