@@ -379,3 +379,29 @@ def test_a_sampler_chosen_per_run_and_a_rebuilt_iterator_count_for_dsl505(tmp_pa
     rows = sorted(int(line.split(":")[1]) for line in run.stdout.splitlines() if "DSL505" in line)
     assert rows == [5, 13, 19]
     assert "fixable" not in run.stdout + run.stderr
+
+
+def test_a_generic_dataloader_base_is_dataloader(tmp_path):
+    """``class L(DataLoader[T], Mixin)``: the subscripted base is the class itself, so the
+    ``super().__init__`` of ``L`` is a DataLoader construction (DSL506 judges its collate)."""
+    ctx = _ctx(
+        tmp_path,
+        """
+        from typing import TypeVar
+        from torch.utils.data import DataLoader
+
+        T = TypeVar("T")
+
+        class Typed(DataLoader[T], object):
+            def __init__(self, ds, cfg, **kwargs):
+                super().__init__(ds, collate_fn=lambda b: b[0], num_workers=cfg.workers, **kwargs)
+
+        class Other(list[T]):
+            def __init__(self, items):
+                super().__init__(items)
+        """,
+    )
+    inits = [b for b in dataloader_constructions(ctx) if isinstance(b, SubclassInit)]
+    assert [b.owner.name.value for b in inits] == ["Typed"]
+    run = run_cli("check", "--no-cache", "--select", "DSL506", "--output-format", "concise", "train.py", cwd=tmp_path)
+    assert [line.split(":")[1] for line in run.stdout.splitlines() if "DSL506" in line] == ["8"]

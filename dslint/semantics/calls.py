@@ -227,6 +227,8 @@ def _derives_directly(ctx, cls: cst.ClassDef) -> bool:
     if not bases:
         return False
     first = bases[0]
+    if isinstance(first, cst.Subscript):  # ``DataLoader[T]``: the generic alias is the class itself
+        first = first.value
     if ctx.qualname(first) == DATALOADER_QUALNAME:
         return True
     if isinstance(first, cst.Name) and first.value == cls.name.value:  # ``class DataLoader(DataLoader)``
