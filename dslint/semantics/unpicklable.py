@@ -14,6 +14,7 @@ from typing import Optional, Tuple
 import libcst as cst
 
 from dslint.semantics.module_calls import positional_args
+from dslint.semantics.scopes import is_none
 from dslint.semantics.returned_closures import returned_closure
 
 _PARTIAL = frozenset({"functools.partial"})
@@ -27,7 +28,8 @@ def is_local_def(ctx, node: cst.CSTNode) -> bool:
 
 
 def unpicklable(ctx, index, expr, depth: int = 0) -> Optional[Problem]:
-    """(description, error) when every value of ``expr`` is an unpicklable callable."""
+    """(description, error) when every value of ``expr`` but ``None`` (no callable: torch's default)
+    is an unpicklable callable (``collate = None`` on one branch, a nested function on the other)."""
     if expr is None or depth > 3:
         return None
     nodes = index.value_nodes(expr)
@@ -35,6 +37,8 @@ def unpicklable(ctx, index, expr, depth: int = 0) -> Optional[Problem]:
         return None
     found = []
     for node in nodes:
+        if is_none(node):
+            continue
         problem = None
         if isinstance(node, cst.Lambda):
             owner = ctx.enclosing_function(node, through_lambdas=False)
@@ -57,7 +61,7 @@ def unpicklable(ctx, index, expr, depth: int = 0) -> Optional[Problem]:
         if problem is None:
             return None
         found.append(problem)
-    return found[0]
+    return found[0] if found else None
 
 
 def factory_closure(ctx, index, call: cst.Call) -> Optional[Problem]:

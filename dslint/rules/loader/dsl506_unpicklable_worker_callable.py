@@ -16,7 +16,7 @@ class UnpicklableWorkerCallable(Rule):
     Flags a `DataLoader` with workers (`num_workers` passed and not a literal
     0) whose `collate_fn` or `worker_init_fn` is a lambda, a function defined
     inside another function, or an instance of a class defined inside a
-    function (also through `functools.partial`), or whose `dataset` is an
+    function (also through `functools.partial`; `None` on other branches), or whose `dataset` is an
     instance of a class defined inside a function. A call of a module-level
     project function (in this file or another) whose every `return` gives a
     function, class or lambda defined inside it (a collate or dataset-class
@@ -102,6 +102,7 @@ class UnpicklableWorkerCallable(Rule):
         from torch.utils.data import DataLoader
         loader = DataLoader(ds, collate_fn=lambda b: b)  # no workers: nothing is pickled
         zero = DataLoader(ds, num_workers=0, collate_fn=lambda b: b)
+        plain = DataLoader(ds, num_workers=2, collate_fn=None if ds else print)  # None, or a picklable builtin
         """,
         """
         from torch.utils.data import DataLoader
@@ -263,7 +264,7 @@ class UnpicklableWorkerCallable(Rule):
                     return len(paths)
 
             ds = Local()
-            seed = lambda wid: np.random.seed(wid)
+            seed = (lambda wid: np.random.seed(wid)) if paths else None  # None on the other branch
             return DataLoader(ds, num_workers=4, worker_init_fn=seed)  # expect: DSL506
         """,
     )
