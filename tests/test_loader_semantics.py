@@ -10,7 +10,7 @@ import textwrap
 import libcst as cst
 
 from dslint.check_file import file_contexts
-from dslint.semantics.calls import SubclassInit, dataloader_constructions
+from dslint.semantics.calls import ForwardedInit, SubclassInit, dataloader_constructions
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.forwarding import forwarded_option, switch
 from dslint.semantics.values import possible
@@ -42,7 +42,7 @@ def test_subclass_inits_are_constructions(tmp_path):
             def __init__(self, ds):
                 tud.DataLoader.__init__(self, ds, 8)
 
-        class C(A):  # A's __init__ is not DataLoader's
+        class C(A):  # A's __init__ is not DataLoader's, but it hands `ds` on to it
             def __init__(self, ds):
                 super().__init__(ds)
 
@@ -51,10 +51,13 @@ def test_subclass_inits_are_constructions(tmp_path):
     )
     found = dataloader_constructions(ctx)
     inits = [b for b in found if isinstance(b, SubclassInit)]
-    assert [b.owner.name.value for b in inits] == ["A", "B"]
+    assert [b.owner.name.value for b in inits] == ["A", "B", "C"]
     assert ctx.code(inits[0].expr("shuffle")) == "True" and inits[0].has_star_kwargs
     assert ctx.code(inits[1].expr("batch_size")) == "8" and ctx.code(inits[1].expr("dataset")) == "ds"
-    assert len(found) == 3
+    forwarded = inits[2]  # C's call, with A's arguments where A does not forward its own parameters
+    assert isinstance(forwarded, ForwardedInit) and forwarded.call.func.attr.value == "__init__"
+    assert forwarded.arg("dataset").value is forwarded.call.args[0].value and ctx.code(forwarded.expr("shuffle")) == "True"
+    assert len(found) == 4
 
 
 def test_the_binding_that_reaches_a_read(tmp_path):
@@ -405,3 +408,50 @@ def test_a_generic_dataloader_base_is_dataloader(tmp_path):
     assert [b.owner.name.value for b in inits] == ["Typed"]
     run = run_cli("check", "--no-cache", "--select", "DSL506", "--output-format", "concise", "train.py", cwd=tmp_path)
     assert [line.split(":")[1] for line in run.stdout.splitlines() if "DSL506" in line] == ["8"]
+
+
+def test_a_subclass_of_a_forwarding_dataloader_subclass_is_a_construction(tmp_path):
+    """``super().__init__`` of a subclass of a DataLoader subclass whose ``__init__`` hands its
+    parameters on to DataLoader by name (replacing one only when it is None) reaches DataLoader
+    with the outer arguments (``calls.ForwardedInit``): DSL506 judges the outer collate."""
+    write_files(
+        tmp_path,
+        {
+            "loaders.py": """
+            from torch.utils.data import DataLoader
+
+            def plain(batch):
+                return batch
+
+            def wrap(inner):
+                def collate(batch):
+                    return inner(batch)
+                return collate
+
+            class Base(DataLoader):
+                def __init__(self, dataset, num_workers=0, collate_fn=None):
+                    if collate_fn is None:
+                        collate_fn = plain
+                    super().__init__(dataset, num_workers=num_workers, collate_fn=collate_fn)
+
+            class Wrapped(Base):
+                def __init__(self, dataset, num_workers=0):
+                    super().__init__(dataset, num_workers=num_workers, collate_fn=wrap(plain))
+
+            class Plain(Base):
+                def __init__(self, dataset, num_workers=0):
+                    super().__init__(dataset, num_workers=num_workers, collate_fn=plain)
+
+            class Rebound(DataLoader):  # the parameter is replaced whatever it is: not forwarded
+                def __init__(self, dataset, num_workers=0, collate_fn=None):
+                    collate_fn = plain
+                    super().__init__(dataset, num_workers=num_workers, collate_fn=collate_fn)
+
+            class Unforwarded(Rebound):
+                def __init__(self, dataset, num_workers=0):
+                    super().__init__(dataset, num_workers=num_workers, collate_fn=wrap(plain))
+            """,
+        },
+    )
+    run = run_cli("check", "--no-cache", "--select", "DSL506", "--output-format", "concise", ".", cwd=tmp_path)
+    assert [line.split(":")[1] for line in run.stdout.splitlines() if "DSL506" in line] == ["19"]

@@ -190,6 +190,20 @@ class SubclassInit(BoundCall):
         self.owner = owner
 
 
+class ForwardedInit(SubclassInit):
+    """``super().__init__(...)`` in the ``__init__`` of a subclass of a DataLoader subclass of the
+    same file, whose own ``__init__`` hands its parameters on to DataLoader's unchanged
+    (``super().__init__(ds, collate_fn=collate_fn, num_workers=num_workers)``): what the outer
+    call passes for those parameters reaches DataLoader. ``args`` holds the outer call's
+    arguments where they are forwarded and the inner construction's elsewhere."""
+
+    def __init__(self, call: cst.Call, owner: cst.ClassDef, args: Dict[str, cst.Arg], star_args: bool, star_kwargs: bool) -> None:
+        super().__init__(call.with_changes(args=()), owner, skip_self=False)
+        self.call = call
+        self.args = args
+        self.has_star_args, self.has_star_kwargs = star_args, star_kwargs
+
+
 def dataloader_constructions(ctx) -> list:
     """Every DataLoader construction of the file: ``DataLoader(...)`` calls (``ctx.dataloader_calls``)
     and the base-class initialisation inside the ``__init__`` of a class deriving from
@@ -197,7 +211,10 @@ def dataloader_constructions(ctx) -> list:
     ``super(Cls, self).__init__(...)`` and ``DataLoader.__init__(self, ...)``. Each is a
     ``BoundCall`` whose ``call`` is the node to report; a subclass init is a
     ``SubclassInit`` (its ``owner`` is the class)."""
-    return ctx.memo(("calls.constructions",), lambda: list(ctx.dataloader_calls()) + _subclass_inits(ctx))
+    def compute():
+        inits = _subclass_inits(ctx)
+        return list(ctx.dataloader_calls()) + inits + _forwarded_inits(ctx, inits)
+    return ctx.memo(("calls.constructions",), compute)
 
 
 def _subclass_inits(ctx) -> list:
@@ -235,4 +252,64 @@ def _derives_directly(ctx, cls: cst.ClassDef) -> bool:
         return ctx.view.is_subclass(ctx.qualname_of_def(cls), [DATALOADER_QUALNAME]) and not any(
             ctx.qualname(b) != DATALOADER_QUALNAME for b in bases[1:2]
         )
+    return False
+
+
+def _init_of(cls: cst.ClassDef) -> Optional[cst.FunctionDef]:
+    body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+    return next((s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None)
+
+
+def _forwarded_inits(ctx, inits: list) -> list:
+    """``ForwardedInit`` for each ``super().__init__(...)`` of a class whose first base is a class
+    of this file with a ``SubclassInit`` (one level: the base derives from DataLoader itself)."""
+    by_class = {id(init.owner): init for init in inits}
+    if not by_class:
+        return []
+    named = {init.owner.name.value: init.owner for init in inits}
+    out = []
+    for cls in ctx.nodes(cst.ClassDef):
+        bases = [b.value for b in cls.bases if b.keyword is None]
+        base = named.get(bases[0].value) if bases and isinstance(bases[0], cst.Name) else None
+        inner = by_class.get(id(base)) if base is not None else None
+        init, base_init = _init_of(cls), _init_of(base) if base is not None else None
+        if inner is None or init is None or base_init is None or id(cls) in by_class:
+            continue
+        params = [p.name.value for p in base_init.params.params[1:]]
+        for call in ctx.tree.scope_nodes(init, cst.Call):
+            func = call.func
+            if not (isinstance(func, cst.Attribute) and func.attr.value == "__init__" and isinstance(func.value, cst.Call)
+                    and isinstance(func.value.func, cst.Name) and func.value.func.value == "super"):
+                continue
+            outer = BoundCall(call, Signature(params, [p.name.value for p in base_init.params.kwonly_params]))
+            args = {}
+            for name, arg in inner.args.items():
+                forwarded = arg.value.value if isinstance(arg.value, cst.Name) and _forwarded(ctx, base_init, arg.value.value) else None
+                args[name] = outer.args.get(forwarded, arg) if forwarded else arg
+            out.append(ForwardedInit(call, cls, args, inner.has_star_args or outer.has_star_args,
+                                     inner.has_star_kwargs or outer.has_star_kwargs))
+    return out
+
+
+def _forwarded(ctx, init: cst.FunctionDef, name: str) -> bool:
+    """``name`` is a parameter of ``init`` that reaches its DataLoader call unchanged, or replaced only
+    when it is ``None`` (``if collate_fn is None: collate_fn = default``)."""
+    every = [*init.params.params, *init.params.kwonly_params]
+    if not any(p.name.value == name for p in every):
+        return False
+    for node in ctx.tree.scope_nodes(init, cst.AssignTarget):
+        if isinstance(node.target, cst.Name) and node.target.value == name and not _under_none_test(ctx, node, name):
+            return False
+    return True
+
+
+def _under_none_test(ctx, node: cst.CSTNode, name: str) -> bool:
+    for ancestor in ctx.ancestors(node):
+        if isinstance(ancestor, cst.If):
+            test = ancestor.test
+            return (isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name) and test.left.value == name
+                    and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.Is)
+                    and isinstance(test.comparisons[0].comparator, cst.Name) and test.comparisons[0].comparator.value == "None")
+        if isinstance(ancestor, cst.FunctionDef):
+            return False
     return False

@@ -23,12 +23,11 @@ class UnpicklableWorkerCallable(Rule):
     *factory*, and its body ends with that `return`) counts as that nested
     function or class, and so does an instance of the class it returns.
 
-    A `DataLoader` subclass counts too: the `super().__init__(...)` call in its
-    `__init__` is a DataLoader construction. When the subclass forwards
-    `**kwargs` to it, `num_workers` is its callers' choice, and a subclass
-    is used like a DataLoader, so the workers count as possible: the
-    subclass is flagged unless it pins `num_workers` to 0 (or builds the
-    forwarded dict itself without `num_workers`).
+    A `DataLoader` subclass counts too: the `super().__init__(...)` call in its `__init__` is a DataLoader
+    construction, and so is that of a subclass of it whose own `__init__` hands its parameters on by name.
+    When the subclass forwards `**kwargs` to it, `num_workers` is its callers' choice, and a subclass
+    is used like a DataLoader, so the workers count as possible: the subclass is flagged unless it pins
+    `num_workers` to 0 (or builds the forwarded dict itself without `num_workers`).
 
     ## When it does not fire
     - Module-level functions and classes, `functools.partial` of a module-level
