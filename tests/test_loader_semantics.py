@@ -455,3 +455,30 @@ def test_a_subclass_of_a_forwarding_dataloader_subclass_is_a_construction(tmp_pa
     )
     run = run_cli("check", "--no-cache", "--select", "DSL506", "--output-format", "concise", ".", cwd=tmp_path)
     assert [line.split(":")[1] for line in run.stdout.splitlines() if "DSL506" in line] == ["19"]
+
+
+def test_keywords_a_forwarding_base_passes_on_in_its_kwargs_reach_dataloader(tmp_path):
+    """A base that hands ``**kwargs`` on to DataLoader passes the outer call's other keywords:
+    ``num_workers=0`` there pins the workers (no DSL506), a caller's ``**kwargs`` leaves them open."""
+    write_files(
+        tmp_path,
+        {
+            "loaders.py": """
+            from torch.utils.data import DataLoader
+
+            class Base(DataLoader):
+                def __init__(self, items, **kwargs):
+                    super().__init__(items, collate_fn=lambda b: b[0], **kwargs)
+
+            class Pinned(Base):
+                def __init__(self, items):
+                    super().__init__(items, shuffle=False, num_workers=0)
+
+            class Open(Base):
+                def __init__(self, items, **kwargs):
+                    super().__init__(items, **kwargs)
+            """,
+        },
+    )
+    run = run_cli("check", "--no-cache", "--select", "DSL506", "--output-format", "concise", ".", cwd=tmp_path)
+    assert [line.split(":")[1] for line in run.stdout.splitlines() if "DSL506" in line] == ["5", "13"]

@@ -281,13 +281,20 @@ def _forwarded_inits(ctx, inits: list) -> list:
             if not (isinstance(func, cst.Attribute) and func.attr.value == "__init__" and isinstance(func.value, cst.Call)
                     and isinstance(func.value.func, cst.Name) and func.value.func.value == "super"):
                 continue
-            outer = BoundCall(call, Signature(params, [p.name.value for p in base_init.params.kwonly_params]))
+            keyword_only = [p.name.value for p in base_init.params.kwonly_params]
+            outer = BoundCall(call, Signature(params, keyword_only))
             args = {}
             for name, arg in inner.args.items():
                 forwarded = arg.value.value if isinstance(arg.value, cst.Name) and _forwarded(ctx, base_init, arg.value.value) else None
                 args[name] = outer.args.get(forwarded, arg) if forwarded else arg
-            out.append(ForwardedInit(call, cls, args, inner.has_star_args or outer.has_star_args,
-                                     inner.has_star_kwargs or outer.has_star_kwargs))
+            star_kwargs = inner.has_star_kwargs or outer.has_star_kwargs
+            rest = base_init.params.star_kwarg
+            if rest is not None and any(a.star == "**" and isinstance(a.value, cst.Name) and a.value.value == rest.name.value
+                                        for a in inner.call.args):
+                # the base hands its ``**kwargs`` on: they are the outer call's other keywords
+                args.update((k, a) for k, a in outer.args.items() if k not in params and k not in keyword_only and k in DATALOADER.names)
+                star_kwargs = outer.has_star_kwargs or sum(a.star == "**" for a in inner.call.args) > 1
+            out.append(ForwardedInit(call, cls, args, inner.has_star_args or outer.has_star_args, star_kwargs))
     return out
 
 
