@@ -15,6 +15,7 @@ from typing import Optional
 
 import libcst as cst
 
+from dslint.semantics.loader_roles import eval_name
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.scopes import COMPREHENSIONS, names_used
 
@@ -190,6 +191,27 @@ def evaluation_split(ctx, index, dataset) -> Optional[str]:
             return None
         found = found or shown
     return found
+
+
+def evaluation_named(ctx, bound) -> Optional[str]:
+    """The loader is kept under a name that says evaluation (``test_loader = DataLoader(...)``,
+    ``self.val_dl = ...``, ``loaders["test"] = ...``) or built over one (``DataLoader(test_set)``,
+    tokens ``val``/``valid``/``eval``/``test``...: ``loader_roles.eval_name``): the name, for a
+    message. None otherwise."""
+    names = []
+    parent = ctx.parent(bound.call)
+    if isinstance(parent, (cst.Assign, cst.AnnAssign)):
+        targets = [t.target for t in parent.targets] if isinstance(parent, cst.Assign) else [parent.target]
+        for target in targets:
+            if isinstance(target, (cst.Name, cst.Attribute)):
+                names.append((target.value if isinstance(target, cst.Name) else target.attr.value))
+            elif isinstance(target, cst.Subscript) and len(target.slice) == 1:
+                key = ctx.literal(getattr(target.slice[0].slice, "value", None))
+                names += [key] if isinstance(key, str) else []
+    dataset = bound.expr("dataset")
+    if isinstance(dataset, (cst.Name, cst.Attribute)):
+        names.append(dataset.value if isinstance(dataset, cst.Name) else dataset.attr.value)
+    return next((f"`{name}`" for name in names if eval_name(name)), None)
 
 
 def evaluation_only(ctx, index, loader, advances) -> bool:

@@ -8,7 +8,7 @@ from dslint.rules.base import WARNING, Rule, Symptom
 from dslint.rules.loader._common import (
     fresh_iterator_advances, literal_zero, loads_samples, rejected_at_construction, short, worker_options_set,
 )
-from dslint.semantics.batches import evaluation_only, evaluation_split, training_step
+from dslint.semantics.batches import evaluation_named, evaluation_only, evaluation_split, training_step
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.epochs import distributed_shuffles
 from dslint.semantics.loops import DISTRIBUTED_SAMPLER, EVALUATION_HOOKS, RANDOM_SAMPLERS, loader_loops
@@ -29,21 +29,19 @@ class SingleProcessLoading(Rule):
     dataset), since only per-sample loading work is worth moving to workers.
 
     ## When it does not fire
-    Evaluation and inference loaders (a `DistributedSampler` with `shuffle=False` shards
-    evaluation; a loader built in or returned by `val_dataloader`, `test_dataloader` or
-    `predict_dataloader` is one even when it shuffles, so is a loader over a test split, built
-    with `train=False` or `split="test"`/`"val"`, and one this file only evaluates (under
-    `torch.no_grad()`/`inference_mode()` or after `model.eval()`) or peeks at
-    (`next(iter(loader))` outside any loop) and hands to no other module); a non-literal
-    `num_workers` or `**kwargs`; a dataset that cannot be told statically; data already in
-    memory (a `TensorDataset`, a tensor, a `range` or list, a `Subset` of those, a project
-    dataset class, in any file, whose `__getitem__` makes no call at all), where indexing is
-    cheaper than sending batches between processes; `IterableDataset`s (adding workers needs
-    sharding first, see DSL303); loaders built inside dataset code (they run in the outer
-    loader's workers); test code (a `tests/` directory, `test_*.py`, a `test_*` function),
-    whose loaders are not training runs; and loaders that already set a worker-only option
-    (DSL503 reports those). A `.backward()` under an `if` (a helper shared by training and
-    validation) does not count.
+    Evaluation and inference loaders (a `DistributedSampler` with `shuffle=False` shards evaluation; a loader built
+    in or returned by `val_dataloader`, `test_dataloader` or `predict_dataloader` is one even when it shuffles, so
+    is a loader over a test split, built with `train=False` or `split="test"`/`"val"`, one kept as or built over a
+    name that says evaluation (`test_loader = ...`, `DataLoader(val_set)`) whose loops do not train, and one this
+    file only evaluates (under `torch.no_grad()`/`inference_mode()` or after `model.eval()`) or peeks at
+    (`next(iter(loader))` outside any loop) and hands to no other module); a non-literal `num_workers` or
+    `**kwargs`; a dataset that cannot be told statically; data already in memory (a `TensorDataset`, a tensor, a
+    `range` or list, a `Subset` of those, a project dataset class, in any file, whose `__getitem__` makes no call at
+    all), where indexing is cheaper than sending batches between processes; `IterableDataset`s (adding workers needs
+    sharding first, see DSL303); loaders built inside dataset code (they run in the outer loader's workers); test
+    code (a `tests/` directory, `test_*.py`, a `test_*` function), whose loaders are not training runs; and loaders
+    that already set a worker-only option (DSL503 reports those). A `.backward()` under an `if` (a helper shared by
+    training and validation) does not count.
 
     ## Why is this bad?
     With no workers the main process reads, decodes, augments and collates
@@ -180,6 +178,7 @@ class SingleProcessLoading(Rule):
 
         def main(model):
             test_loader = DataLoader(MNIST("data", train=False), batch_size=64, shuffle=True)  # a test split
+            val_loader = DataLoader(MNIST("data"), batch_size=64, shuffle=True)  # kept under an evaluation name
             held_out = DataLoader(MNIST("data"), batch_size=64, shuffle=True)
             sample = next(iter(held_out))  # a look at one batch
             return accuracy(model, held_out)  # only evaluated
@@ -287,6 +286,7 @@ class SingleProcessLoading(Rule):
             shuffled = f"sampled by `{short(ctx.call_name(call))}`"
         if shuffled and (loader in hooks or not (
             evaluation_split(ctx, index, loader.bound.expr("dataset"))  # a test split
+            or evaluation_named(ctx, loader.bound)  # kept as, or built over, `test_loader`/`val_set`
             or evaluation_only(ctx, index, loader, list(fresh_iterator_advances(ctx)))  # only evaluated or peeked at
         )):
             return shuffled
