@@ -482,3 +482,42 @@ def test_keywords_a_forwarding_base_passes_on_in_its_kwargs_reach_dataloader(tmp
     )
     run = run_cli("check", "--no-cache", "--select", "DSL506", "--output-format", "concise", ".", cwd=tmp_path)
     assert [line.split(":")[1] for line in run.stdout.splitlines() if "DSL506" in line] == ["5", "13"]
+
+
+def test_a_collate_parameter_replaced_when_none_is_judged_on_the_default_path(tmp_path):
+    """``if collate_fn is None: collate_fn = make()``: a caller that passes nothing gets what the
+    function puts there (``scopes.none_replacements``), so DSL506 judges that; a replacement in
+    the ``else`` branch, or one that is picklable, keeps it silent."""
+    write_files(
+        tmp_path,
+        {
+            "loaders.py": """
+            from torch.utils.data import DataLoader, default_collate
+
+            def make(pad):
+                def collate(batch):
+                    return [pad] + batch
+                return collate
+
+            def build(ds, workers=2, collate_fn=None):
+                if collate_fn is None:
+                    collate_fn = make(0)
+                return DataLoader(ds, num_workers=workers, collate_fn=collate_fn)
+
+            def plain(ds, workers=2, collate_fn=None):
+                if collate_fn is None:
+                    collate_fn = default_collate
+                return DataLoader(ds, num_workers=workers, collate_fn=collate_fn)
+
+            def wrapped(ds, workers=2, collate_fn=None):
+                if collate_fn is None:
+                    pass
+                else:
+                    collate_fn = make(collate_fn)
+                return DataLoader(ds, num_workers=workers, collate_fn=collate_fn)
+            """,
+        },
+    )
+    run = run_cli("check", "--no-cache", "--select", "DSL506", "--output-format", "concise", ".", cwd=tmp_path)
+    rows = [line for line in run.stdout.splitlines() if "DSL506" in line]
+    assert [row.split(":")[1] for row in rows] == ["11"] and "when the caller passes none" in rows[0]

@@ -12,6 +12,8 @@ from typing import Dict, Optional, Sequence
 
 import libcst as cst
 
+from dslint.semantics.scopes import none_replacements
+
 
 class _Sentinel:
     def __init__(self, name: str) -> None:
@@ -301,22 +303,4 @@ def _forwarded_inits(ctx, inits: list) -> list:
 def _forwarded(ctx, init: cst.FunctionDef, name: str) -> bool:
     """``name`` is a parameter of ``init`` that reaches its DataLoader call unchanged, or replaced only
     when it is ``None`` (``if collate_fn is None: collate_fn = default``)."""
-    every = [*init.params.params, *init.params.kwonly_params]
-    if not any(p.name.value == name for p in every):
-        return False
-    for node in ctx.tree.scope_nodes(init, cst.AssignTarget):
-        if isinstance(node.target, cst.Name) and node.target.value == name and not _under_none_test(ctx, node, name):
-            return False
-    return True
-
-
-def _under_none_test(ctx, node: cst.CSTNode, name: str) -> bool:
-    for ancestor in ctx.ancestors(node):
-        if isinstance(ancestor, cst.If):
-            test = ancestor.test
-            return (isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name) and test.left.value == name
-                    and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.Is)
-                    and isinstance(test.comparisons[0].comparator, cst.Name) and test.comparisons[0].comparator.value == "None")
-        if isinstance(ancestor, cst.FunctionDef):
-            return False
-    return False
+    return none_replacements(ctx, init, name) is not None

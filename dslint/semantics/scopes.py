@@ -60,6 +60,31 @@ def is_none(node: Optional[cst.CSTNode]) -> bool:
     return isinstance(node, cst.Name) and node.value == "None"
 
 
+def is_none_test(test: cst.CSTNode, name: str) -> bool:
+    """``test`` is ``<name> is None``."""
+    return (isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name) and test.left.value == name
+            and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.Is)
+            and is_none(test.comparisons[0].comparator))
+
+
+def none_replacements(ctx, func: cst.FunctionDef, name: str) -> Optional[List[cst.BaseExpression]]:
+    """The values a function assigns to its parameter ``name``, when each assignment sits directly
+    under ``if <name> is None:`` (``if collate_fn is None: collate_fn = default_collate``): a value
+    the caller gives passes unchanged. None when ``name`` is no parameter or is rebound otherwise."""
+    if not any(p.name.value == name for p in (*func.params.params, *func.params.kwonly_params)):
+        return None
+    out = []
+    for node in ctx.tree.scope_nodes(func, cst.AssignTarget):
+        if not (isinstance(node.target, cst.Name) and node.target.value == name):
+            continue
+        block = next((a for a in ctx.ancestors(node) if isinstance(a, (cst.If, cst.Else, cst.FunctionDef))), None)
+        assign = ctx.parent(node)
+        if not isinstance(block, cst.If) or not is_none_test(block.test, name) or not isinstance(assign, cst.Assign):
+            return None
+        out.append(assign.value)
+    return out
+
+
 class ScopeBindings:
     """The name bindings of one file, tabled per scope on first use."""
 

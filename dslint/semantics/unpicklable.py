@@ -14,7 +14,7 @@ from typing import Optional, Tuple
 import libcst as cst
 
 from dslint.semantics.module_calls import positional_args
-from dslint.semantics.scopes import is_none
+from dslint.semantics.scopes import is_none, none_replacements
 from dslint.semantics.returned_closures import returned_closure
 
 _PARTIAL = frozenset({"functools.partial"})
@@ -29,10 +29,19 @@ def is_local_def(ctx, node: cst.CSTNode) -> bool:
 
 def unpicklable(ctx, index, expr, depth: int = 0) -> Optional[Problem]:
     """(description, error) when every value of ``expr`` but ``None`` (no callable: torch's default)
-    is an unpicklable callable (``collate = None`` on one branch, a nested function on the other)."""
+    is an unpicklable callable (``collate = None`` on one branch, a nested function on the other).
+    A parameter that callers may fill is judged by what the function puts there when they do not
+    (``if collate_fn is None: collate_fn = make_collate()``: the default path)."""
     if expr is None or depth > 3:
         return None
     nodes = index.value_nodes(expr)
+    if nodes is None and isinstance(expr, cst.Name):
+        func = ctx.enclosing_function(expr, through_lambdas=False)
+        defaults = none_replacements(ctx, func, expr.value) if func is not None else None
+        found = [unpicklable(ctx, index, value, depth + 1) for value in defaults or ()]
+        if found and all(found):
+            return (f"{found[0][0]} when the caller passes none", found[0][1])
+        return None
     if not nodes:
         return None
     found = []
