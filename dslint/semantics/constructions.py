@@ -182,3 +182,16 @@ def stored_factory(ctx, call: cst.Call) -> Optional[cst.Call]:
     if not answer or answer.get("defined") is not False:
         return None
     return inner
+
+
+def in_dependent_pipeline(ctx, call: cst.Call) -> bool:
+    """``call`` is an argument (at any depth within its statement) of another construction whose
+    inputs depend on the sample (``T.Compose([T.Resize(size_of(idx)), T.Normalize(m, s)])``): the
+    pipeline is built per sample as a whole, so its constant parts cannot move to ``__init__`` on
+    their own, and they cost microseconds next to the sample-dependent parts."""
+    for ancestor in ctx.ancestors(call):
+        if isinstance(ancestor, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            return False
+        if isinstance(ancestor, cst.Call) and construction_kind(ctx, ancestor) is not None and df.inputs_depend(ctx, ancestor):
+            return True
+    return False

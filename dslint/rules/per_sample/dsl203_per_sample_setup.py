@@ -12,6 +12,7 @@ from dslint.semantics import dataflow as df
 from dslint.semantics.call_facts import has_star, last_name
 from dslint.semantics.constructions import (
     construction_kind,
+    in_dependent_pipeline,
     maybe_model_builder,
     project_module_kind,
     stored_factory,
@@ -45,7 +46,8 @@ class PerSampleSetup(Rule):
     ## When it does not fire
     - Constructions whose arguments depend on the sample
       (`T.RandomCrop(self.sizes[idx])`, `nn.Linear(x.shape[-1], 8)`) or on a
-      random draw; argument-less transforms such as `T.ToTensor()`.
+      random draw, and constant parts of such a pipeline (`T.Normalize(...)` in a
+      `Compose` whose crop size comes from the sample); argument-less transforms such as `T.ToTensor()`.
     - `re.compile`: Python caches compiled patterns (measured 0.7 µs vs 0.4 µs).
     - A stored transform applied directly, a factory given the sample, a method.
     - Objects built in `__init__`, lazily once per worker or in a cached helper;
@@ -102,7 +104,7 @@ class PerSampleSetup(Rule):
         class D(Dataset):
             def __getitem__(self, idx):
                 x = self.data[idx]
-                crop = T.RandomCrop(self.sizes[idx])
+                crop = T.Compose([T.RandomCrop(self.sizes[idx]), T.Normalize([0.5], [0.5])])  # built per sample as a whole
                 scale = T.Resize(random.choice(self.scales))
                 proj = nn.Linear(x.shape[-1], 8)
                 pattern = re.compile(r"(\\d+)_(\\w+)")
@@ -286,7 +288,7 @@ class PerSampleSetup(Rule):
                 kind = project_module_kind(ctx, call)
             elif kind is not None and not df.per_item(ctx, call):
                 continue
-            if kind is None or df.inputs_depend(ctx, call):
+            if kind is None or df.inputs_depend(ctx, call) or in_dependent_pipeline(ctx, call):
                 continue
             kind_name, qualified = kind
             found.append((call, setup_message(call_text(ctx, call, qualified), kind_name, where(ctx, call))))
