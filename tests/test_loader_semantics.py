@@ -521,3 +521,24 @@ def test_a_collate_parameter_replaced_when_none_is_judged_on_the_default_path(tm
     run = run_cli("check", "--no-cache", "--select", "DSL506", "--output-format", "concise", ".", cwd=tmp_path)
     rows = [line for line in run.stdout.splitlines() if "DSL506" in line]
     assert [row.split(":")[1] for row in rows] == ["11"] and "when the caller passes none" in rows[0]
+
+
+def test_a_loop_that_breaks_after_one_batch_only_looks_at_the_loader(tmp_path):
+    """A shuffled loader whose one loop ends with ``break`` (a sanity check that plots a batch) is
+    looked at, not trained on (``batches.runs_once``): neither DSL507 nor DSL702 reports it; the
+    same loader trained on in a full loop is reported by both."""
+    script = """
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader
+        from torchvision.datasets import MNIST
+
+        dist.init_process_group("gloo")
+        loader = DataLoader(MNIST("data"), batch_size=8, shuffle=True)
+        for images, labels in loader:
+            show(images, labels)
+            {last}
+        """
+    write_files(tmp_path, {"peek.py": script.format(last="break"), "train.py": script.format(last="loss(images).backward()")})
+    run = run_cli("check", "--no-cache", "--select", "DSL507,DSL702", "--output-format", "concise", ".", cwd=tmp_path)
+    found = sorted(line.split(":")[0] + " " + line.split()[1] for line in run.stdout.splitlines() if ": DSL" in line)
+    assert found == ["train.py DSL507", "train.py DSL702"]

@@ -193,6 +193,28 @@ def evaluation_split(ctx, index, dataset) -> Optional[str]:
     return found
 
 
+def fresh_iterator_advances(ctx):
+    """(the call that takes one item, the iterated expression) for each expression that makes a
+    new iterator and takes its first item: ``next(iter(x))``, ``iter(x).next()`` (the old
+    iterator API), ``iter(x).__next__()`` and ``next(x.__iter__())``; ``x`` is a name or attribute."""
+    for call in ctx.nodes(cst.Call):
+        inner = None
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("next", "__next__") and not call.args:
+            inner = func.value
+        elif ctx.call_name(call) == "builtins.next" and len(call.args) == 1 and call.args[0].keyword is None:
+            inner = call.args[0].value
+        if not isinstance(inner, cst.Call):
+            continue
+        target = None
+        if ctx.call_name(inner) == "builtins.iter" and len(inner.args) == 1 and not inner.args[0].star and inner.args[0].keyword is None:
+            target = inner.args[0].value
+        elif isinstance(inner.func, cst.Attribute) and inner.func.attr.value == "__iter__" and not inner.args:
+            target = inner.func.value
+        if isinstance(target, (cst.Name, cst.Attribute)):
+            yield call, target
+
+
 def evaluation_named(ctx, bound) -> Optional[str]:
     """The loader is kept under a name that says evaluation (``test_loader = DataLoader(...)``,
     ``self.val_dl = ...``, ``loaders["test"] = ...``) or built over one (``DataLoader(test_set)``,
@@ -218,7 +240,8 @@ def evaluation_only(ctx, index, loader, advances) -> bool:
     """Every use of the loader this file shows is evaluation or a look at a batch, and it goes
     nowhere else: it is iterated (at least once) only in loops with gradients off
     (``torch.no_grad``/``inference_mode``, or after ``model.eval()`` in the same function with no
-    training step), or advanced by ``next(iter(loader))`` outside any loop (``advances``: the
+    training step) or in a loop that ends with ``break`` (one batch: ``runs_once``), or advanced
+    by ``next(iter(loader))`` outside any loop (``advances``: the
     (call, iterated expression) pairs of the file), and never handed to a function of another
     module nor returned from a function that nothing here calls."""
     loops = index.loops_of(loader)
@@ -240,6 +263,13 @@ def evaluation_only(ctx, index, loader, advances) -> bool:
     return not _escapes(ctx, index, loader)
 
 
+def runs_once(loop: cst.CSTNode) -> bool:
+    """A ``for`` loop whose body ends with an unconditional ``break``: it looks at one batch."""
+    body = loop.body if isinstance(loop, cst.For) else None
+    last = body.body[-1] if isinstance(body, cst.IndentedBlock) and body.body else None
+    return isinstance(last, cst.SimpleStatementLine) and any(isinstance(s, cst.Break) for s in last.body)
+
+
 def _no_grad_around(ctx, index, node) -> bool:
     for ancestor in ctx.ancestors(node):
         if isinstance(ancestor, cst.With) and any(index.is_no_grad(item.item) for item in ancestor.items):
@@ -252,7 +282,7 @@ def _no_grad_around(ctx, index, node) -> bool:
 def _evaluation_loop(ctx, index, loop) -> bool:
     if training_step(ctx, index, loop.loop):
         return False
-    if index.is_eval(loop):
+    if index.is_eval(loop) or runs_once(loop.loop):
         return True
     func = ctx.enclosing_function(loop.loop)
     if func is None:

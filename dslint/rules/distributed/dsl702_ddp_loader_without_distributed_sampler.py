@@ -79,9 +79,9 @@ class DdpLoaderWithoutDistributedSampler(Rule):
       a `Fabric`, a loader that no loop of the file iterates as it is (it may
       be prepared where this file cannot follow it);
     - the loader is built, or every loop over it runs, on one rank only;
-    - evaluation loaders that do not shuffle and whose loops neither train nor
-      write per-rank output: evaluating the full set on every rank is wasteful
-      but correct; and test code.
+    - evaluation loaders that do not shuffle and whose loops neither train nor write per-rank output (evaluating
+      the full set on every rank is wasteful but correct), shuffled ones only evaluated or looked at (one batch,
+      then `break`); and test code.
 
     Possible and unknown values: `shuffle` counts when it *can* be True (a
     literal, an argparse option whose default is True, a config field, a

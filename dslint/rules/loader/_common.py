@@ -8,6 +8,7 @@ from typing import Optional
 import libcst as cst
 
 from dslint.report import FixSpec, NodeEdit
+from dslint.semantics.batches import fresh_iterator_advances
 from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall, Signature, dataloader_constructions
 from dslint.semantics.epochs import set_epoch_insertion
 from dslint.semantics.forwarding import caller_key_reaches, handled_before, key_shown, local_callee
@@ -344,28 +345,6 @@ def always_set(index, bound, name) -> bool:
     expr = bound.expr(name)
     nodes = index.value_nodes(expr) if expr is not None else None
     return bool(nodes) and not any(is_none(n) for n in nodes)
-
-
-def fresh_iterator_advances(ctx):
-    """(the call that takes one item, the iterated expression) for each expression that makes a
-    new iterator and takes its first item: ``next(iter(x))``, ``iter(x).next()`` (the old
-    iterator API), ``iter(x).__next__()`` and ``next(x.__iter__())``; ``x`` is a name or attribute."""
-    for call in ctx.nodes(cst.Call):
-        inner = None
-        func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value in ("next", "__next__") and not call.args:
-            inner = func.value
-        elif ctx.call_name(call) == "builtins.next" and len(call.args) == 1 and call.args[0].keyword is None:
-            inner = call.args[0].value
-        if not isinstance(inner, cst.Call):
-            continue
-        target = None
-        if ctx.call_name(inner) == "builtins.iter" and len(inner.args) == 1 and not inner.args[0].star and inner.args[0].keyword is None:
-            target = inner.args[0].value
-        elif isinstance(inner.func, cst.Attribute) and inner.func.attr.value == "__iter__" and not inner.args:
-            target = inner.func.value
-        if isinstance(target, (cst.Name, cst.Attribute)):
-            yield call, target
 
 
 _SET_START_METHOD = frozenset({"multiprocessing.set_start_method", "torch.multiprocessing.set_start_method"})
