@@ -965,3 +965,45 @@ def test_dsl303_a_stage_applied_to_a_wrapped_stream_is_judged_by_that_stream(tmp
     )
     found = [(d.path.rsplit("/", 1)[-1], d.start[0]) for d in _findings(tmp_path, "DSL303")]
     assert found == [("stages.py", 16)]
+
+
+def test_dsl303_silent_when_a_handed_object_makes_the_stream(tmp_path):
+    """``return self.task.train_stream()`` where ``self.task`` is handed in and a project class defines
+    ``train_stream``: which one runs, and whether it splits by worker, cannot be told (silent). A
+    method no project class defines (a library object's, ``itertuples``) still streams plain data."""
+    write_files(
+        tmp_path,
+        {
+            "tasks.py": """
+            from torch.utils.data import DataLoader
+
+            class Sampling:
+                def train_dataloader(self):
+                    return DataLoader(self.train_set, batch_size=8)
+
+                def train_stream(self):
+                    rng = make_rng_per_worker()
+                    while True:
+                        yield rng.choice(self.items)
+            """,
+            "data.py": """
+            from torch.utils.data import IterableDataset
+
+            class Handed(IterableDataset):
+                def __init__(self, task):
+                    self.task = task
+
+                def __iter__(self):
+                    return self.task.train_stream()
+
+            class Rows(IterableDataset):
+                def __init__(self, frame):
+                    self.frame = frame
+
+                def __iter__(self):
+                    return self.frame.itertuples()
+            """,
+        },
+    )
+    run = run_cli("check", "--no-cache", "--select", "DSL303", "--output-format", "concise", ".", cwd=tmp_path)
+    assert [line.split(":")[:2] for line in run.stdout.splitlines() if "DSL303" in line] == [["data.py", "14"]]

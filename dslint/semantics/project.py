@@ -309,6 +309,12 @@ class ProjectIndex(LoaderQueries):
     root_kind, pick, namespace_paths = staticmethod(root_kind), _pick, _namespace_paths
 
     # ---------------------------------------------------------------- loaders & helpers
+    def defines_method(self, name: str) -> bool:
+        """Some class of the project (any summarised file) defines a method called ``name``."""
+        if getattr(self, "_method_names", None) is None:
+            self._method_names = {m for summary in self.summaries.values() for c in summary["classes"].values() for m in c["methods"]}
+        return name in self._method_names
+
     def has_method(self, key: Key, name: str) -> bool:
         """Defined on the class or a project base (torch's own bases are not counted)."""
         return self.find_method(self.mro(key), name) is not None

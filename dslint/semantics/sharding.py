@@ -122,6 +122,20 @@ def _value_origin(ctx, init, params, attr: str, value: cst.CSTNode, depth: int =
     return "data"
 
 
+def _handed_producer(ctx, cls, expr: cst.CSTNode, selfp: Optional[str]) -> bool:
+    """``self.x.m(...)`` where ``self.x`` is not built by ``__init__`` (a parameter stored there, of a
+    class the code does not fix) and some project class defines a method ``m``: which ``m`` makes
+    the stream, and whether it splits by worker, cannot be told here."""
+    if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)):
+        return False
+    attr = self_attr(expr.func.value, selfp)
+    if not attr or not ctx.view.defines_method(expr.func.attr.value):
+        return False
+    init = find_method(ctx, cls, "__init__")
+    values = InitValues(ctx, init).attrs.get(attr, []) if init is not None else []
+    return not values or not all(isinstance(v, cst.Call) for v in values)
+
+
 def _source_kind(ctx, cls, func: cst.FunctionDef, expr: cst.CSTNode, depth: int = 0) -> Optional[str]:
     """What iterating ``expr`` replays: "data", "range", None (a literal or a generator
     method judged on its own) or UNKNOWN_SOURCE (something that may shard itself)."""
@@ -159,6 +173,8 @@ def _source_kind(ctx, cls, func: cst.FunctionDef, expr: cst.CSTNode, depth: int 
         _source_kind(ctx, cls, func, arg.value, depth + 1) == UNKNOWN_SOURCE for arg in expr.args
     ):
         return UNKNOWN_SOURCE  # a stage applied to a wrapped stream (`self.f(iter(self.source))`): the source decides
+    if _handed_producer(ctx, cls, expr, selfp):
+        return UNKNOWN_SOURCE  # a project method of an object handed in makes the stream (`self.task.train_iter()`)
     node = expr
     while isinstance(node, (cst.Call, cst.Attribute, cst.Subscript)):
         attr = self_attr(node, selfp)

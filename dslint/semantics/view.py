@@ -78,6 +78,10 @@ class View:
         """The qualified name is defined in a module of the project (a checked file)."""
         return self._record("in_project", [qualified], self._index.in_project(qualified))
 
+    def defines_method(self, name: str) -> bool:
+        """Some class of the project defines a method called ``name``."""
+        return self._record("defines_method", [name], self._index.defines_method(name))
+
     def has_method(self, qual: str, name: str) -> bool:
         return self._record("has_method", [qual, name], self._index.has_method((self.path, qual), name))
 

@@ -36,8 +36,8 @@ class IterableWithoutWorkerSharding(Rule):
     - Streams from libraries that shard for you (webdataset, Hugging Face `datasets`, torchdata,
       MosaicML streaming, litdata, lhotse), and classes this file hands to a webdataset pipeline
       (`wds.DataPipeline(Shards(urls), wds.split_by_worker, ...)`, also through a list of stages).
-    - A `worker_init_fn` that cannot be followed (a bound method, a lambda), and an `__iter__` calling
-      methods the project does not define.
+    - A `worker_init_fn` that cannot be followed (a bound method, a lambda), an `__iter__` calling methods
+      the project does not define, or whose stream a project method of an object handed in makes (`self.task.stream()`).
     - Random or endless generators (`while True: yield torch.randn(...)`) and bare counters (`return
       iter(range(n))`): no data to duplicate. Test code (`tests/`, `test_*.py`) replays fixed streams on
       purpose.
