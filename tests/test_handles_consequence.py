@@ -149,3 +149,51 @@ def test_the_fixes_stay_with_the_code_that_reports_the_form(tmp_path):
     write_files(tmp_path, _dataset("", "return json.load(open(p))\n"))
     (finding,) = [d for d in check_tree(tmp_path, select=["DSL1"]).diagnostics]
     assert finding.code == "DSL104" and finding.fix is not None and finding.fix.applicability == "safe"
+
+
+def test_dsl103_silent_for_handles_closed_in_a_loop_and_for_a_method_run_only_lazily(tmp_path):
+    """Handles opened in a list comprehension and each closed by a loop over that list are not
+    kept (``lifetimes._closed_by_loop``); a method that only a once-only guard calls (``if
+    self.index is None: self.build_index()``, the method setting ``self.index``) opens its files
+    once per worker (``once.called_only_lazily``). The same files kept by ``__init__`` are reported."""
+    write_files(
+        tmp_path,
+        {
+            "data.py": """
+            import h5py
+            from torch.utils.data import Dataset
+
+            class Frames(Dataset):
+                def __init__(self, names):
+                    self.names = names
+                    self.index = None
+                    files = [h5py.File(n, "r") for n in names]
+                    self.count = 0
+                    for f in files:
+                        self.count += len(f["x"])
+                        f.close()
+
+                def build_index(self):
+                    files = [h5py.File(n, "r") for n in self.names]
+                    self.index = [(f["x"], i) for f in files for i in range(len(f["x"]))]
+
+                def __len__(self):
+                    return self.count
+
+                def __getitem__(self, i):
+                    if self.index is None:
+                        self.build_index()
+                    data, j = self.index[i]
+                    return data[j]
+
+            class Kept(Dataset):
+                def __init__(self, names):
+                    self.files = [h5py.File(n, "r") for n in names]
+
+                def __getitem__(self, i):
+                    return self.files[0]["x"][i]
+            """,
+        },
+    )
+    found = [(f.code, f.start[0]) for f in check_tree(tmp_path, select=["DSL103"]).diagnostics]
+    assert found == [("DSL103", 29)]

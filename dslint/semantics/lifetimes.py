@@ -269,7 +269,8 @@ def fate(ctx, call: cst.Call, position: Optional[int] = None) -> Fate:
         if isinstance(parent, (cst.ListComp, cst.SetComp, cst.GeneratorExp)) and parent.elt is node:
             if isinstance(parent, cst.GeneratorExp):
                 return Fate(TEMPORARY, parent)
-            return Fate(STORED, parent)
+            closer = _closed_by_loop(ctx, parent)
+            return Fate(CLOSED, closer) if closer is not None else Fate(STORED, parent)
         if isinstance(parent, cst.DictComp) and parent.value is node:
             return Fate(STORED, parent)
         if isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is node:
@@ -282,6 +283,25 @@ def fate(ctx, call: cst.Call, position: Optional[int] = None) -> Fate:
         if isinstance(parent, cst.Expr):
             return Fate(TEMPORARY, parent)
         return Fate(TEMPORARY, parent)
+
+
+def _closed_by_loop(ctx, comp: cst.CSTNode) -> Optional[cst.CSTNode]:
+    """``files = [open(p) for p in paths]`` then ``for f in files: ... f.close()`` in the same
+    function, the name never rebound: every handle is closed there (the loop's ``close`` call)."""
+    assign = ctx.parent(comp)
+    if not (isinstance(assign, cst.Assign) and len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name)):
+        return None
+    name, func = assign.targets[0].target.value, ctx.enclosing_function(comp)
+    if func is None:
+        return None
+    for loop in ctx.tree.scope_nodes(func, cst.For):
+        if not (isinstance(loop.iter, cst.Name) and loop.iter.value == name and isinstance(loop.target, cst.Name)):
+            continue
+        for call in iter_subtree(loop.body, into_scopes=False):
+            if (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "close"
+                    and isinstance(call.func.value, cst.Name) and call.func.value.value == loop.target.value):
+                return call
+    return None
 
 
 def _element_fate(ctx, call: cst.Call, position: int) -> Fate:

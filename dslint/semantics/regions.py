@@ -101,14 +101,30 @@ def _assigned_attrs(body: cst.BaseSuite, self_param: Optional[str]) -> Set[str]:
     return assigned
 
 
-def is_lazy_guard(node: cst.If, self_param: Optional[str]) -> bool:
-    """``if self.h is None: self.h = ...`` and its relatives (once per worker)."""
+def is_lazy_guard(node: cst.If, self_param: Optional[str], cls: Optional[cst.ClassDef] = None) -> bool:
+    """``if self.h is None: self.h = ...`` and its relatives (once per worker); with ``cls`` (the
+    method's class) also ``if self.index is None: self.build_index()`` where that method of the
+    class assigns ``self.index``."""
     if not self_param:
         return False
     checked = _checked_attrs(node.test, self_param)
     if not checked:
         return False
-    return bool(checked & _assigned_attrs(node.body, self_param))
+    if checked & _assigned_attrs(node.body, self_param):
+        return True
+    methods = {s.name.value: s for s in cls.body.body if isinstance(s, cst.FunctionDef)} if cls is not None else {}
+    for call in iter_subtree(node.body, into_scopes=False):
+        if type(call) is cst.Call and not call.args:
+            method = methods.get(self_attr(call.func, self_param) or "")
+            if method is not None and checked & _assigned_attrs(method.body, self_name(method)):
+                return True
+    return False
+
+
+def _class_of(func: cst.FunctionDef, tree: TreeIndex) -> Optional[cst.ClassDef]:
+    block = tree.parent_of(func)
+    owner = tree.parent_of(block) if type(block) is cst.IndentedBlock else None
+    return owner if type(owner) is cst.ClassDef else None
 
 
 class FunctionRegions:
@@ -130,8 +146,10 @@ class FunctionRegions:
         loops = [*buckets.get(cst.For, ()), *buckets.get(cst.While, ())]
         yields = buckets.get(cst.Yield, ())
         self.is_generator = bool(yields)
-        for node in buckets.get(cst.If, ()):
-            if is_lazy_guard(node, self.self_param):
+        ifs = buckets.get(cst.If, ())
+        cls = _class_of(func, tree) if ifs and self.self_param else None
+        for node in ifs:
+            if is_lazy_guard(node, self.self_param, cls):
                 self.lazy_bodies.add(id(node.body))
         if yields and loops:
             # a loop yields when one of its body's descendants (in this scope) is a yield
