@@ -265,7 +265,9 @@ def _init_of(cls: cst.ClassDef) -> Optional[cst.FunctionDef]:
 def _forwarded_inits(ctx, inits: list) -> list:
     """``ForwardedInit`` for each ``super().__init__(...)`` of a class whose first base is a class
     of this file with a ``SubclassInit`` (one level: the base derives from DataLoader itself)."""
-    by_class = {id(init.owner): init for init in inits}
+    by_class: Dict[int, list] = {}
+    for init in inits:
+        by_class.setdefault(id(init.owner), []).append(init)
     if not by_class:
         return []
     named = {init.owner.name.value: init.owner for init in inits}
@@ -273,30 +275,39 @@ def _forwarded_inits(ctx, inits: list) -> list:
     for cls in ctx.nodes(cst.ClassDef):
         bases = [b.value for b in cls.bases if b.keyword is None]
         base = named.get(bases[0].value) if bases and isinstance(bases[0], cst.Name) else None
-        inner = by_class.get(id(base)) if base is not None else None
         init, base_init = _init_of(cls), _init_of(base) if base is not None else None
-        if inner is None or init is None or base_init is None or id(cls) in by_class:
+        if base is None or init is None or base_init is None or id(cls) in by_class:
             continue
-        params = [p.name.value for p in base_init.params.params[1:]]
-        for call in ctx.tree.scope_nodes(init, cst.Call):
-            func = call.func
-            if not (isinstance(func, cst.Attribute) and func.attr.value == "__init__" and isinstance(func.value, cst.Call)
-                    and isinstance(func.value.func, cst.Name) and func.value.func.value == "super"):
-                continue
-            keyword_only = [p.name.value for p in base_init.params.kwonly_params]
-            outer = BoundCall(call, Signature(params, keyword_only))
-            args = {}
-            for name, arg in inner.args.items():
-                forwarded = arg.value.value if isinstance(arg.value, cst.Name) and _forwarded(ctx, base_init, arg.value.value) else None
-                args[name] = outer.args.get(forwarded, arg) if forwarded else arg
-            star_kwargs = inner.has_star_kwargs or outer.has_star_kwargs
-            rest = base_init.params.star_kwarg
-            if rest is not None and any(a.star == "**" and isinstance(a.value, cst.Name) and a.value.value == rest.name.value
-                                        for a in inner.call.args):
-                # the base hands its ``**kwargs`` on: they are the outer call's other keywords
-                args.update((k, a) for k, a in outer.args.items() if k not in params and k not in keyword_only and k in DATALOADER.names)
-                star_kwargs = outer.has_star_kwargs or sum(a.star == "**" for a in inner.call.args) > 1
-            out.append(ForwardedInit(call, cls, args, inner.has_star_args or outer.has_star_args, star_kwargs))
+        out += [f for inner in by_class[id(base)] for f in _forwarded_through(ctx, cls, init, base_init, inner)]
+    return out
+
+
+def _forwarded_through(ctx, cls: cst.ClassDef, init: cst.FunctionDef, base_init: cst.FunctionDef, inner) -> list:
+    """The ``ForwardedInit`` of each ``super().__init__(...)`` of ``init`` through the base's DataLoader
+    construction ``inner`` (one per construction when the base builds it on several branches)."""
+    params = [p.name.value for p in base_init.params.params[1:]]
+    keyword_only = [p.name.value for p in base_init.params.kwonly_params]
+    rest = base_init.params.star_kwarg
+    # the base hands its ``**kwargs`` on: they are the outer call's other keywords
+    hands_on = rest is not None and any(
+        a.star == "**" and isinstance(a.value, cst.Name) and a.value.value == rest.name.value for a in inner.call.args
+    )
+    out = []
+    for call in ctx.tree.scope_nodes(init, cst.Call):
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "__init__" and isinstance(func.value, cst.Call)
+                and isinstance(func.value.func, cst.Name) and func.value.func.value == "super"):
+            continue
+        outer = BoundCall(call, Signature(params, keyword_only))
+        args = {}
+        for name, arg in inner.args.items():
+            forwarded = arg.value.value if isinstance(arg.value, cst.Name) and _forwarded(ctx, base_init, arg.value.value) else None
+            args[name] = outer.args.get(forwarded, arg) if forwarded else arg
+        star_kwargs = inner.has_star_kwargs or outer.has_star_kwargs
+        if hands_on:
+            args.update((k, a) for k, a in outer.args.items() if k not in params and k not in keyword_only and k in DATALOADER.names)
+            star_kwargs = outer.has_star_kwargs or sum(a.star == "**" for a in inner.call.args) > 1
+        out.append(ForwardedInit(call, cls, args, inner.has_star_args or outer.has_star_args, star_kwargs))
     return out
 
 
