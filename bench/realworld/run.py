@@ -25,7 +25,7 @@ with ``--default-set``), so cross-file facts are seen as a user would see them.
 
 Recall: a defect is found when a finding of its code is in its file within
 ``--slack`` lines (default 3) of its line. Precision: each finding is matched to a
-verdict by repository, path, code and line (within the slack); findings without a
+verdict by repository, path, code and line (within the slack, the nearest line first); findings without a
 verdict are listed as unjudged (``--unjudged`` prints them to be judged).
 """
 
@@ -226,7 +226,9 @@ def precision(args) -> int:
         for finding in got:
             if not _wanted(finding["code"], args.codes):
                 continue
-            match = next((v for v in judged if near(finding, v, args.slack)), None)
+            # the nearest verdict wins: two findings a line or two apart keep their own verdicts
+            close = [v for v in judged if near(finding, v, args.slack)]
+            match = min(close, key=lambda v: abs(finding["line"] - int(v["line"]))) if close else None
             verdict = match["verdict"] if match else "unjudged"
             counts[verdict] += 1
             per_code[finding["code"]][verdict] += 1
