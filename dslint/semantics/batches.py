@@ -193,10 +193,15 @@ def evaluation_split(ctx, index, dataset) -> Optional[str]:
     return found
 
 
-def fresh_iterator_advances(ctx):
+def fresh_iterator_advances(ctx) -> list:
     """(the call that takes one item, the iterated expression) for each expression that makes a
     new iterator and takes its first item: ``next(iter(x))``, ``iter(x).next()`` (the old
-    iterator API), ``iter(x).__next__()`` and ``next(x.__iter__())``; ``x`` is a name or attribute."""
+    iterator API), ``iter(x).__next__()`` and ``next(x.__iter__())``; ``x`` is a name or attribute.
+    Computed once per file (the loader rules ask it for every loader)."""
+    return ctx.memo(("batches.fresh_iterator_advances",), lambda: list(_advances(ctx)))
+
+
+def _advances(ctx):
     for call in ctx.nodes(cst.Call):
         inner = None
         func = call.func

@@ -224,18 +224,16 @@ def _subclass_inits(ctx) -> list:
     for cls in ctx.nodes(cst.ClassDef):
         if not _derives_directly(ctx, cls):
             continue
-        body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
-        init = next((s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None)
+        init = _init_of(cls)
         if init is None:
             continue
         for call in ctx.tree.scope_nodes(init, cst.Call):
             func = call.func
             if not isinstance(func, cst.Attribute) or func.attr.value != "__init__":
                 continue
-            base = func.value
-            if isinstance(base, cst.Call) and isinstance(base.func, cst.Name) and base.func.value == "super":
+            if _is_super_init(call):
                 out.append(SubclassInit(call, cls, skip_self=False))
-            elif ctx.qualname(base) == DATALOADER_QUALNAME and call.args and call.args[0].keyword is None:
+            elif ctx.qualname(func.value) == DATALOADER_QUALNAME and call.args and call.args[0].keyword is None:
                 out.append(SubclassInit(call, cls, skip_self=True))
     return out
 
@@ -260,6 +258,13 @@ def _derives_directly(ctx, cls: cst.ClassDef) -> bool:
 def _init_of(cls: cst.ClassDef) -> Optional[cst.FunctionDef]:
     body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
     return next((s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None)
+
+
+def _is_super_init(call: cst.Call) -> bool:
+    """``super().__init__(...)`` (also ``super(Cls, self).__init__(...)``)."""
+    func = call.func
+    return (isinstance(func, cst.Attribute) and func.attr.value == "__init__" and isinstance(func.value, cst.Call)
+            and isinstance(func.value.func, cst.Name) and func.value.func.value == "super")
 
 
 def _forwarded_inits(ctx, inits: list) -> list:
@@ -294,9 +299,7 @@ def _forwarded_through(ctx, cls: cst.ClassDef, init: cst.FunctionDef, base_init:
     )
     out = []
     for call in ctx.tree.scope_nodes(init, cst.Call):
-        func = call.func
-        if not (isinstance(func, cst.Attribute) and func.attr.value == "__init__" and isinstance(func.value, cst.Call)
-                and isinstance(func.value.func, cst.Name) and func.value.func.value == "super"):
+        if not _is_super_init(call):
             continue
         outer = BoundCall(call, Signature(params, keyword_only))
         args = {}

@@ -10,6 +10,7 @@ from typing import Optional
 
 import libcst as cst
 
+from dslint.semantics.loops import loader_loops
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.regions import self_name
 from dslint.semantics.walk import iter_subtree
@@ -156,29 +157,25 @@ def once_guarded(ctx, node: cst.CSTNode) -> bool:
     return False
 
 
+def in_once_block(ctx, node: cst.CSTNode) -> bool:
+    """``node`` runs at most once per object in its function: inside a lazy guard the region
+    classifier knows (``if self.h is None: self.h = ...``, ``regions``) or ``once_guarded``."""
+    func = ctx.enclosing_function(node)
+    if func is None:
+        return False
+    chain = []
+    for ancestor in ctx.ancestors(node):
+        if ancestor is func:
+            break
+        chain.append(ancestor)
+    return ctx.regions.get(func).classify(node, chain)[1] or once_guarded(ctx, node)
+
+
 def called_only_lazily(ctx, func: cst.FunctionDef) -> bool:
     """``func`` is a method that its class calls (``self.build_index()``), and every such call sits
     in a once-only block (``if self.index is None: self.build_index()``, the method assigning
     ``self.index``): its body runs at most once per object, in the process that first needs it."""
-    cls = ctx.method_class(func)
-    if cls is None:
+    if ctx.method_class(func) is None:
         return False
-    sites = []
-    for method in (s for s in cls.body.body if isinstance(s, cst.FunctionDef)):
-        selfp = self_name(method)
-        for call in ctx.tree.scope_nodes(method, cst.Call):
-            target = call.func
-            if (isinstance(target, cst.Attribute) and target.attr.value == func.name.value
-                    and isinstance(target.value, cst.Name) and target.value.value == selfp):
-                sites.append((method, call))
-    if not sites:
-        return False
-    for method, call in sites:
-        chain = []
-        for ancestor in ctx.ancestors(call):
-            if ancestor is method:
-                break
-            chain.append(ancestor)
-        if not (ctx.regions.get(method).classify(call, chain)[1] or once_guarded(ctx, call)):
-            return False
-    return True
+    sites = loader_loops(ctx).callers(func)
+    return bool(sites) and all(in_once_block(ctx, call) for call in sites)

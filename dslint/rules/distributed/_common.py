@@ -207,7 +207,7 @@ def per_rank_work(ctx, index, loader, samplers) -> Optional[str]:
             return (f"every rank processes every sample and saves it (line {line_of(ctx, saved)}): the work and "
                     "the output are duplicated once per rank")
     if "random" in samplers or (can_shuffle(ctx, loader) and "sequential" not in samplers):
-        if evaluation_only(ctx, index, loader, list(fresh_iterator_advances(ctx))):
+        if evaluation_only(ctx, index, loader, fresh_iterator_advances(ctx)):
             return None  # shuffled, but only evaluated or looked at here (one batch, then `break`)
         return "each epoch trains on every sample once per rank (a shuffled, training loader)"
     return None

@@ -15,7 +15,7 @@ from dslint.semantics.call_facts import in_per_example_function
 from dslint.semantics.handle_returns import helper_calls
 from dslint.semantics.memoised import maybe_handle_calls, memoised_call
 from dslint.semantics.memory_buffers import buffer_call, self_buffer_element
-from dslint.semantics.once import called_only_lazily
+from dslint.semantics.once import called_only_lazily, in_once_block
 from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.sample_keys import distinct_per_sample
 from dslint.semantics.walk import iter_subtree
@@ -80,15 +80,9 @@ def in_init(ctx, node) -> bool:
 
 
 def in_lazy_block(ctx, node) -> bool:
+    """Runs at most once per worker: in a once-only block, or in a method only such blocks call."""
     func = ctx.enclosing_function(node)
-    if func is None:
-        return False
-    chain = []
-    for ancestor in ctx.ancestors(node):
-        if ancestor is func:
-            break
-        chain.append(ancestor)
-    return ctx.regions.get(func).classify(node, chain)[1] or lt.once_guarded(ctx, node) or called_only_lazily(ctx, func)
+    return func is not None and (in_once_block(ctx, node) or called_only_lazily(ctx, func))
 
 
 def in_local_container(ctx, call, fate) -> bool:

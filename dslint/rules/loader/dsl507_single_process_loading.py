@@ -287,7 +287,7 @@ class SingleProcessLoading(Rule):
         if shuffled and (loader in hooks or not (
             evaluation_split(ctx, index, loader.bound.expr("dataset"))  # a test split
             or evaluation_named(ctx, loader.bound)  # kept as, or built over, `test_loader`/`val_set`
-            or evaluation_only(ctx, index, loader, list(fresh_iterator_advances(ctx)))  # only evaluated or peeked at
+            or evaluation_only(ctx, index, loader, fresh_iterator_advances(ctx))  # only evaluated or peeked at
         )):
             return shuffled
         if loader in hooks or (loader.function is not None and loader.function.name.value == "train_dataloader"):
