@@ -181,6 +181,35 @@ def test_evaluation_keyed_by_sample_index_is_not_padding_trouble(tmp_path):
         assert (feed is not None) == gathered, target
 
 
+def test_results_written_by_sample_index_are_not_counted_twice(tmp_path):
+    """Gathered features written into a bank at each sample's index (``bank[idx] = feats``): a padded
+    duplicate rewrites its own slot with the same value, so DSL704 stays silent; adding them
+    (``bank[idx] += feats``) or appending them counts the duplicate twice, and it fires."""
+    source = """
+    import torch
+    import torch.distributed as dist
+    from torch.utils.data import DataLoader, DistributedSampler
+
+    def gather(t):
+        out = [torch.zeros_like(t) for _ in range(dist.get_world_size())]
+        dist.all_gather(out, t)
+        return torch.cat(out)
+
+    @torch.no_grad()
+    def extract(model, ds, bank, seen):
+        loader = DataLoader(ds, sampler=DistributedSampler(ds, shuffle=False))
+        for batch in loader:
+            idx, x = batch
+            feats = gather(model(x))
+            idx = gather(idx)
+            {store}
+    """
+    for store, fires in (("bank[idx] = feats", False), ("bank[idx] += feats", True), ("seen.append(feats)", True)):
+        write_files(tmp_path, {"extract.py": source.replace("{store}", store)})
+        outcome = check_tree(tmp_path, select=["DSL704"])
+        assert [d.code for d in outcome.diagnostics] == (["DSL704"] if fires else []), store
+
+
 def test_figures_from_rank_records():
     from dslint.runtime.distributed_checks import overlap_figure, padding_figure, split_figure
 

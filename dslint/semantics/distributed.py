@@ -53,6 +53,7 @@ import libcst as cst
 from dslint.semantics.calls import BoundCall
 from dslint.semantics.loops import DISTRIBUTED_SAMPLER_SIGNATURE
 from dslint.semantics.names import dotted_parts
+from dslint.semantics.eval_keys import INDEX_WRITES, keyed_store, sample_index_name
 from dslint.semantics.seed_helpers import passed_arguments
 from dslint.semantics.values import possible_arg
 from dslint.semantics.walk import iter_subtree
@@ -454,14 +455,10 @@ def eval_feeds(ctx, index, loader, samplers) -> Optional[Tuple[str, str, cst.Cal
     return None
 
 
-INDEX_WRITES = frozenset({"index_copy_", "index_copy", "index_put_", "index_put", "index_add_", "scatter_", "scatter"})
-INDEX_WORDS = ("index", "indices", "idx", "ids")
-
-
 def _keyed_by_index(ctx, loop, blocks) -> bool:
     """Padded duplicates land on the same entry: the batch carries each sample's index
     (``for x, index in loader``; an ``enumerate`` counter does not count), the results are
-    written by index (``index_copy_``, ``scatter_``), or gathered results are picked out by an
+    written by index (``index_copy_``, ``scatter_``, ``bank[idx] = out``), or gathered results are picked out by an
     index list (``[gathered[i] for i in original_indices]``)."""
     target = loop.loop.target
     header = loop.loop.iter
@@ -474,19 +471,13 @@ def _keyed_by_index(ctx, loop, blocks) -> bool:
         for node in iter_subtree(block, into_scopes=False):
             if isinstance(node, cst.Call) and method_name(node) in INDEX_WRITES:
                 return True
+            if keyed_store(node):
+                return True  # ``bank[idx] = feats``: a duplicate rewrites its own slot
             if isinstance(node, (cst.CompFor, cst.For)) and node is not loop.loop:
                 parts = dotted_parts(node.iter) if isinstance(node.iter, (cst.Name, cst.Attribute)) else None
                 if parts and sample_index_name(parts[-1]):
                     return True
     return False
-
-
-def sample_index_name(name: str) -> bool:
-    """A name for sample indices (``index``, ``idx``, ``original_indices``), not a counter (``batch_idx``)."""
-    lower = name.lower()
-    if lower.startswith(("batch", "step", "epoch", "iter", "it_")):
-        return False
-    return lower in INDEX_WORDS or lower.endswith(("_index", "_indices", "_idx", "_ids", "index", "indices"))
 
 
 def _caller_scopes(ctx, index, func):

@@ -30,26 +30,16 @@ from typing import List, Optional, Tuple
 import libcst as cst
 
 from dslint.semantics.calls import BoundCall
-from dslint.semantics.distributed import (DEDUP_METHODS, GATHER_CALLS, INDEX_WRITES, eval_feeds, line_of, method_name,
-                                          project_calls_any, sample_index_name, trains)
+from dslint.semantics.distributed import (DEDUP_METHODS, GATHER_CALLS, eval_feeds, line_of, method_name,
+                                          project_calls_any, trains)
 from dslint.semantics.loops import DISTRIBUTED_SAMPLER, DISTRIBUTED_SAMPLER_SIGNATURE, is_test_code, loader_loops
+from dslint.semantics.eval_keys import INDEX_WRITES, keyed_store, sample_id_key, sample_index_name
 from dslint.semantics.values import possible_arg
 from dslint.semantics.walk import body_buckets, iter_subtree
 
 #: qualified-name prefixes that are not project code
 LIBRARY_PREFIXES = ("builtins.", "torch.", "numpy.", "os.", "sys.", "math.", "random.", "logging.", "time.", "json.",
                     "collections.", "typing.", "functools.", "itertools.")
-
-
-def sample_id_key(expr: cst.CSTNode) -> bool:
-    """A dictionary key that names each sample (``target["image_id"]``, ``idx``, ``sample.uid``):
-    results stored under it land a padded duplicate on the same entry."""
-    for node in iter_subtree(expr, into_scopes=False):
-        text = (node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute)
-                else node.raw_value if isinstance(node, cst.SimpleString) else None)
-        if text and (text.lower() in ("id", "uid") or text.lower().endswith("_id") or sample_index_name(text)):
-            return True
-    return False
 
 
 # ----------------------------------------------------------------------- summary side
@@ -81,10 +71,7 @@ def eval_facts(func: cst.FunctionDef, names, iterated: List[list]) -> dict:
                 objects.append([built[func_expr.value.value], func_expr.attr.value])
         elif isinstance(node, cst.DictComp) and sample_id_key(node.key):
             dedups = True
-        elif isinstance(node, cst.Assign) and any(
-                isinstance(t.target, cst.Subscript) and len(t.target.slice) == 1
-                and isinstance(t.target.slice[0].slice, cst.Index) and sample_id_key(t.target.slice[0].slice.value)
-                for t in node.targets):
+        elif keyed_store(node):
             dedups = True
         elif isinstance(node, cst.Slice) and node.upper is not None:
             dedups = dedups or any(isinstance(c, cst.Call) and isinstance(c.func, cst.Name)
