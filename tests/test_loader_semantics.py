@@ -542,3 +542,77 @@ def test_a_loop_that_breaks_after_one_batch_only_looks_at_the_loader(tmp_path):
     run = run_cli("check", "--no-cache", "--select", "DSL507,DSL702", "--output-format", "concise", ".", cwd=tmp_path)
     found = sorted(line.split(":")[0] + " " + line.split()[1] for line in run.stdout.splitlines() if ": DSL" in line)
     assert found == ["train.py DSL507", "train.py DSL702"]
+
+
+def test_a_loop_that_only_prints_its_batches_only_looks_at_the_loader(tmp_path):
+    """A dataset module's ``__main__`` smoke test that prints each batch's shape (``batches.only_prints``)
+    is not training: DSL507 stays silent; the same loader whose loop also runs a model is reported."""
+    script = """
+        import numpy as np
+        from torch.utils.data import DataLoader, Dataset
+
+        class Points(Dataset):
+            def __init__(self, paths):
+                self.paths = paths
+            def __getitem__(self, i):
+                return np.load(self.paths[i])
+            def __len__(self):
+                return len(self.paths)
+
+        if __name__ == "__main__":
+            loader = DataLoader(Points(["a.npy"]), batch_size=12, shuffle=True)
+            for points, labels in loader:
+                print(points.shape, len(labels))
+                {work}
+        """
+    write_files(tmp_path, {"look.py": script.format(work="logger.info(labels.size())"),
+                           "train.py": script.format(work="model(points).sum().backward()")})
+    run = run_cli("check", "--no-cache", "--select", "DSL507", "--output-format", "concise", ".", cwd=tmp_path)
+    assert sorted(line.split(":")[0] for line in run.stdout.splitlines() if ": DSL" in line) == ["train.py"]
+
+
+def test_a_module_list_filled_in_place_is_not_its_empty_display(tmp_path):
+    """``parts = []`` at module level then ``parts.append(...)`` in a loop: the list's value is not
+    ``[]`` (``Context.module_constant`` refuses a display the module changes in place), so
+    ``ConcatDataset(parts)`` is not reported as empty (DSL509); a list never changed still is."""
+    write_files(tmp_path, {"concat.py": """
+        from torch.utils.data import ConcatDataset
+
+        SUBJECTS = {"art": "Art", "math": "Math"}
+        parts = []
+        for key in SUBJECTS:
+            parts.append(Subject(key))
+        joined = ConcatDataset(parts)
+        extra = {}
+        extra["b"] = Subject("b")
+        nothing = []
+        empty = ConcatDataset(nothing)
+        """})
+    run = run_cli("check", "--no-cache", "--select", "DSL509", "--output-format", "concise", ".", cwd=tmp_path)
+    assert [line.split(":")[1] for line in run.stdout.splitlines() if ": DSL" in line] == ["11"]
+
+
+def test_an_option_set_on_the_path_one_call_takes(tmp_path):
+    """``prefetch_factor=4 if not test else None`` in a helper that the training hook calls with
+    ``test=False`` is set on that path (``call_paths.arms_taken``), and the user's worker count can be
+    0: DSL503 fires. When every call passes ``test=True``, or the test is not on a parameter, it stays silent."""
+    module = """
+        from torch.utils.data import DataLoader
+
+        class Data:
+            def __init__(self, num_workers: int = 8):
+                self.num_workers = num_workers
+
+            def train_loader(self):
+                return self._loader(self.train_set, test={flag})
+
+            def test_loader(self):
+                return self._loader(self.test_set, test=True)
+
+            def _loader(self, ds, test: bool = False):
+                return DataLoader(ds, num_workers=self.num_workers, prefetch_factor=4 if not test else None)
+        """
+    write_files(tmp_path, {"fires.py": module.format(flag="False"), "silent.py": module.format(flag="True"),
+                           "opaque.py": module.format(flag="self.flag")})
+    run = run_cli("check", "--no-cache", "--select", "DSL503", "--output-format", "concise", ".", cwd=tmp_path)
+    assert [line.split(":")[0] for line in run.stdout.splitlines() if ": DSL" in line] == ["fires.py"]

@@ -275,6 +275,29 @@ def runs_once(loop: cst.CSTNode) -> bool:
     return isinstance(last, cst.SimpleStatementLine) and any(isinstance(s, cst.Break) for s in last.body)
 
 
+#: calls a loop may make and still only look at its batches: printing, logging, sizes
+_LOOKS = frozenset({"builtins.print", "builtins.len", "builtins.type", "builtins.repr", "builtins.str",
+                    "builtins.isinstance"})
+_LOOK_METHODS = frozenset({"size", "dim", "numel", "keys", "items", "info", "debug", "format"})
+
+
+def only_prints(ctx, index, loop: cst.CSTNode) -> bool:
+    """A loop whose body only prints or logs its batches and their sizes (``for x, y in
+    loader: print(x.shape)``, a smoke test): a look at the data, nothing waits on it.
+    At least one ``print`` or log call; any other call (a model, ``.sum()``) is work."""
+    calls = index.loop_calls(loop, depth=0)
+    shown = False
+    for call in calls:
+        func = call.func
+        if ctx.call_name(call) in _LOOKS:
+            shown = shown or ctx.call_name(call) == "builtins.print"
+        elif isinstance(func, cst.Attribute) and func.attr.value in _LOOK_METHODS:
+            shown = shown or func.attr.value in ("info", "debug")
+        else:
+            return False
+    return shown
+
+
 def _no_grad_around(ctx, index, node) -> bool:
     for ancestor in ctx.ancestors(node):
         if isinstance(ancestor, cst.With) and any(index.is_no_grad(item.item) for item in ancestor.items):
@@ -287,7 +310,7 @@ def _no_grad_around(ctx, index, node) -> bool:
 def _evaluation_loop(ctx, index, loop) -> bool:
     if training_step(ctx, index, loop.loop):
         return False
-    if index.is_eval(loop) or runs_once(loop.loop):
+    if index.is_eval(loop) or runs_once(loop.loop) or only_prints(ctx, index, loop.loop):
         return True
     func = ctx.enclosing_function(loop.loop)
     if func is None:

@@ -21,6 +21,10 @@ from dslint.semantics.summary import local_qualname
 from dslint.semantics.walk import TreeIndex
 
 DATALOADER_NAME = "torch.utils.data.DataLoader"
+#: displays whose value the module may change in place after binding them
+MUTABLE_DISPLAYS = (cst.List, cst.Dict, cst.Set)
+MUTATORS = frozenset({"append", "extend", "insert", "update", "add", "setdefault", "pop", "remove", "clear",
+                      "popitem", "discard", "sort", "reverse"})
 
 
 class FileContext:
@@ -197,8 +201,28 @@ class FileContext:
             return None
         values = self.names.assigns.get(name.value)
         if values and len(values) == 1 and values[0] is not None:
+            if isinstance(values[0], MUTABLE_DISPLAYS) and name.value in self._mutated_module_names():
+                return None  # ``parts = []`` then ``parts.append(...)``: not the display's value
             return values[0]
         return None
+
+    def _mutated_module_names(self) -> frozenset:
+        """Names the module changes in place: ``x.append(...)`` (any mutating method),
+        ``x[k] = ...``, ``del x[k]``, ``x += ...``."""
+        def compute():
+            out = set()
+            for call in self.nodes(cst.Call):
+                func = call.func
+                if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.attr.value in MUTATORS:
+                    out.add(func.value.value)
+            for node in self.nodes(cst.AugAssign):
+                if isinstance(node.target, cst.Name):
+                    out.add(node.target.value)
+            for node in self.nodes(cst.Subscript):
+                if isinstance(node.value, cst.Name) and isinstance(self.parent(node), (cst.AssignTarget, cst.Del)):
+                    out.add(node.value.value)
+            return frozenset(out)
+        return self.memo(("context.mutated",), compute)
 
     # ------------------------------------------------------------------ loaders
     def is_dataloader_call(self, call: cst.Call) -> bool:

@@ -9,6 +9,7 @@ import libcst as cst
 
 from dslint.report import FixSpec, NodeEdit
 from dslint.semantics.batches import fresh_iterator_advances
+from dslint.semantics.call_paths import arms_taken
 from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall, Signature, dataloader_constructions
 from dslint.semantics.epochs import set_epoch_insertion
 from dslint.semantics.forwarding import caller_key_reaches, handled_before, key_shown, local_callee
@@ -337,6 +338,18 @@ def must_be(ctx, bound, name, predicate) -> Optional[Possible]:
     """The values of argument ``name`` when every value seen satisfies ``predicate`` (at least one seen)."""
     found = possible_arg(ctx, bound, name)
     return found if found.values and all(predicate(v.value) for v in found.values) else None
+
+
+def must_be_on_a_call(ctx, bound, name, predicate) -> Optional[Possible]:
+    """``must_be``, or the values of the arm of ``a if param_test else b`` that one of this file's
+    calls of the enclosing function takes, when all of them satisfy ``predicate``
+    (``call_paths.arms_taken``: ``prefetch_factor=4 if not test else None`` with ``test=False`` passed)."""
+    found = must_be(ctx, bound, name, predicate)
+    for arm in (arms_taken(ctx, bound.expr(name)) or ()) if found is None else ():
+        values = possible(ctx, arm)
+        if values.values and all(predicate(v.value) for v in values.values):
+            return values
+    return found
 
 
 def always_set(index, bound, name) -> bool:

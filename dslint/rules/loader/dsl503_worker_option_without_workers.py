@@ -7,7 +7,7 @@ from typing import Iterator, Optional, Tuple
 from dslint.edits import remove_args
 from dslint.report import FixSpec
 from dslint.rules.base import Invalid, Rule, Symptom
-from dslint.rules.loader._common import fixed_by_code, forwarding_loader_calls, must_be, truthy, user_zero_workers, zero_workers
+from dslint.rules.loader._common import fixed_by_code, forwarding_loader_calls, must_be, must_be_on_a_call, truthy, user_zero_workers, zero_workers
 from dslint.semantics.builder_defaults import defaulted_option
 from dslint.semantics.forced_zero import forced_zero_leftovers, leftovers_message
 from dslint.semantics.calls import UNKNOWN
@@ -37,10 +37,10 @@ class WorkerOptionWithoutWorkers(Rule):
     without shared memory): a setting read from a configuration (`cfg.workers`, `self.hparams["num_workers"]`,
     `args.workers` with `args` from `parse_args()`, `self.args.workers` stored from a parameter), or a parameter
     of a public function or class that no call in the file fills in (`def make_loader(ds, workers):`), followed
-    through names, `self.x` stored in `__init__` and `**kwargs` dicts. The message then says where the value
-    comes from. A builder whose count is a parameter without a default and whose own default turns
-    `persistent_workers` on (`def build(ds, workers, persistent_workers=True)`, directly or via
-    `kwargs[...] = ...` and `**kwargs`) counts.
+    through names, `self.x` stored in `__init__` and `**kwargs` dicts; the message says where it comes from. The
+    option may be set on the path one of the file's calls takes (`4 if not test else None`, `test=False` passed).
+    A builder whose count is a parameter without a default and whose own default turns `persistent_workers` on
+    (`def build(ds, workers, persistent_workers=True)`, directly or via `kwargs[...] = ...` and `**kwargs`) counts.
 
     DataLoader subclasses that hand torch's arguments through (PyG's `DataLoader`, `DataListLoader`,
     `DenseDataLoader`, and a subclass of the same file whose `__init__(self, *args, **kwargs)` forwards both
@@ -264,7 +264,7 @@ class WorkerOptionWithoutWorkers(Rule):
             if zero is None:
                 continue
             certain = zero == "is 0"
-            problems = [p for p in self._options(ctx, bound, certain) if p is not None]
+            problems = [p for p in self._options(ctx, bound, certain, zero.startswith("comes from")) if p is not None]
             if zero.startswith("comes from"):  # the user's count: an option the code hard-codes, or a builder's default
                 problems = [p for p in problems if fixed_by_code(ctx, bound, p[1]) or defaulted_option(ctx, bound, p[1])]
             if not problems:
@@ -279,13 +279,13 @@ class WorkerOptionWithoutWorkers(Rule):
             yield self.report(bound.call, f"{names} need{'s' if len(problems) == 1 else ''} worker processes but `num_workers` {zero}: {tail}", fix=fix)
 
     @staticmethod
-    def _options(ctx, bound, certain: bool) -> Iterator[Optional[Tuple[str, str, str]]]:
-        """(shown, argument, error) per worker-only option set: with 0 certain, a value not known unset; else every value."""
+    def _options(ctx, bound, certain: bool, user: bool) -> Iterator[Optional[Tuple[str, str, str]]]:
+        """(shown, argument, error) per worker-only option set: with 0 certain, a value not known unset; else every value (one call's for a user's count)."""
         def given(name, is_set):
             if certain and bound.passed(name):
                 value = ctx.value(bound, name)
                 return value is UNKNOWN or is_set(value)
-            return must_be(ctx, bound, name, is_set) is not None
+            return (must_be_on_a_call if user else must_be)(ctx, bound, name, is_set) is not None
 
         if given("prefetch_factor", SET["prefetch_factor"]):
             yield "prefetch_factor", "prefetch_factor", ERRORS["prefetch_factor"]
