@@ -24,7 +24,9 @@ Each repository is checked as a whole (``--select ALL --preview``, or the defaul
 with ``--default-set``), so cross-file facts are seen as a user would see them.
 
 Recall: a defect is found when a finding of its code is in its file within
-``--slack`` lines (default 3) of its line. Precision: each finding is matched to a
+``--slack`` lines (default 3) of its line; with ``--span``, also when its line is within the slack
+of the code the finding underlines (a finding on a long ``DataLoader(...)`` call whose manifest line is
+the offending keyword argument: collectors point at either). Precision: each finding is matched to a
 verdict by repository, path, code and line (within the slack, the nearest line first); findings without a
 verdict are listed as unjudged (``--unjudged`` prints them to be judged).
 """
@@ -141,7 +143,8 @@ def findings(root: Path, default_set: bool) -> list:
     out = []
     for item in json.loads(done.stdout or "[]"):
         out.append({"code": item["code"], "path": os.path.relpath(item["filename"], root).replace(os.sep, "/"),
-                    "line": item["location"]["row"], "message": item["message"]})
+                    "line": item["location"]["row"], "end": (item.get("end_location") or item["location"])["row"],
+                    "message": item["message"]})
     return out
 
 
@@ -160,9 +163,15 @@ def _wanted(code: str, prefixes) -> bool:
     return not prefixes or any(code.startswith(p) for p in prefixes)
 
 
-def near(finding: dict, entry: dict, slack: int) -> bool:
-    return (finding["code"] == entry["code"] and finding["path"] == entry["path"]
-            and abs(finding["line"] - int(entry["line"])) <= slack)
+def near(finding: dict, entry: dict, slack: int, span: bool = False) -> bool:
+    """Same code and file, and the finding's line within ``slack`` of the entry's; with ``span``, the
+    entry's line within ``slack`` of the code the finding underlines (its first to last line)."""
+    if finding["code"] != entry["code"] or finding["path"] != entry["path"]:
+        return False
+    line = int(entry["line"])
+    if span:
+        return finding["line"] - slack <= line <= finding.get("end", finding["line"]) + slack
+    return abs(finding["line"] - line) <= slack
 
 
 def recall(args) -> int:
@@ -182,7 +191,7 @@ def recall(args) -> int:
         got = findings(root, args.default_set)
         for entry in entries:
             total_by_code[entry["code"]] += 1
-            if any(near(f, entry, args.slack) for f in got):
+            if any(near(f, entry, args.slack, args.span) for f in got):
                 found_by_code[entry["code"]] += 1
             else:
                 misses.append(entry)
@@ -268,6 +277,9 @@ def main(argv=None) -> int:
     parser.add_argument("--checkouts", help="working trees as DIR/<owner>+<name>@<commit>")
     parser.add_argument("--default-set", action="store_true", help="only the default rules (no --select ALL --preview)")
     parser.add_argument("--slack", type=int, default=3, help="lines a finding may be away from the manifest's line")
+    parser.add_argument("--span", action="store_true", help="recall: also count a finding whose underlined code (its "
+                        "first to last line, within the slack) holds the manifest's line: a keyword argument of a "
+                        "long call that the finding underlines whole")
     parser.add_argument("--set", choices=["tuning", "unseen"], help="precision: only repositories of this set")
     parser.add_argument("--repos", nargs="*", metavar="OWNER/NAME", help="precision: only these repositories")
     parser.add_argument("--unjudged", action="store_true", help="precision: print every finding without a verdict")
