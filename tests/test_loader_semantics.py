@@ -616,3 +616,24 @@ def test_an_option_set_on_the_path_one_call_takes(tmp_path):
                            "opaque.py": module.format(flag="self.flag")})
     run = run_cli("check", "--no-cache", "--select", "DSL503", "--output-format", "concise", ".", cwd=tmp_path)
     assert [line.split(":")[0] for line in run.stdout.splitlines() if ": DSL" in line] == ["fires.py"]
+
+
+def test_a_branch_on_the_worker_count_handles_only_what_it_rebinds(tmp_path):
+    """``if num_workers > 0: context = "fork"`` handles `multiprocessing_context` for 0 workers but
+    not `prefetch_factor` (``count_branches.handles_count``): DSL503 still reports the prefetch
+    default; a branch that rebinds it, or returns, handles it."""
+    source = """
+        from torch.utils.data import DataLoader
+
+        class Loader(DataLoader):
+            def __init__(self, dataset, num_workers: int = 0, prefetch_factor: int = 2, context=None):
+                if num_workers > 0{extra}:
+                    context = "fork"
+                super().__init__(dataset, num_workers=num_workers, prefetch_factor=prefetch_factor,
+                                 multiprocessing_context=context)
+        """
+    write_files(tmp_path, {"half.py": source.format(extra=""),
+                           "whole.py": source.format(extra=":\n                    prefetch_factor = None\n                if True")})
+    run = run_cli("check", "--no-cache", "--select", "DSL503", "--output-format", "concise", ".", cwd=tmp_path)
+    rows = [line for line in run.stdout.splitlines() if ": DSL" in line]
+    assert [row.split(":")[0] for row in rows] == ["half.py"] and "`prefetch_factor` needs" in rows[0]

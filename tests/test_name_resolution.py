@@ -83,3 +83,23 @@ def test_a_class_named_like_its_imported_base(tmp_path):
     """``class Dataset(Dataset)``: the base is evaluated before the class binds the name."""
     files = {"a.py": "from torch.utils.data import Dataset\n\n\nclass Dataset(Dataset):" + PER_SAMPLE_OPEN}
     assert _codes(tmp_path, files) == [("a.py", 6, "DSL102")]
+
+
+def test_a_torch_import_guarded_by_a_project_fallback(tmp_path):
+    """``if HAS_TORCH: from torch.utils.data import DataLoader`` ``else: from pkg.dummy import Dummy as
+    DataLoader``: the name is torch's class (data-loading code only runs with torch), so a subclass
+    is a DataLoader; a second library's class in the other branch leaves the name unknown."""
+    guarded = """from pkg.env import HAS_TORCH
+if HAS_TORCH:
+    from torch.utils.data import DataLoader, RandomSampler
+else:
+    from {other} import Dummy as DataLoader
+
+
+class Loader(DataLoader):
+    def __init__(self, ds):
+        super().__init__(ds, sampler=RandomSampler(ds), shuffle=True)
+"""
+    files = {"pkg/__init__.py": "", "pkg/env.py": "HAS_TORCH = True\n", "pkg/dummy.py": "class Dummy:\n    pass\n",
+             "pkg/loaders.py": guarded.format(other="pkg.dummy"), "pkg/other.py": guarded.format(other="otherlib")}
+    assert _codes(tmp_path, files) == [("pkg/loaders.py", 10, "DSL501")]

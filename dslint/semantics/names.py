@@ -318,7 +318,7 @@ class ModuleNames:
         if targets is not None:
             if len(targets) == 1 and name not in self.defs:
                 return next(iter(targets))
-            return None
+            return self._guarded_import(targets) if name not in self.defs else None
         if name in self.defs:
             return f"{self.modname}.{name}"
         values = self.assigns.get(name)
@@ -334,6 +334,16 @@ class ModuleNames:
             return f"builtins.{name}"
         if self.star_imports:
             return star_target(self.star_imports, name, self.modname)
+        return None
+
+    def _guarded_import(self, targets) -> Optional[str]:
+        """A torch name imported beside a project fallback (``if HAS_TORCH: from torch.utils.data
+        import DataLoader`` ``else: from pkg.dummy import Dummy as DataLoader``): the torch one,
+        the only one under which data-loading code runs."""
+        torch = [t for t in targets if t.split(".")[0] == "torch"]
+        package = self.modname.split(".")[0]
+        if len(torch) == 1 and all(t.split(".")[0] == package for t in targets if t not in torch) and "." in self.modname:
+            return torch[0]
         return None
 
     def resolve_name(self, name: str, at: cst.CSTNode) -> Optional[str]:

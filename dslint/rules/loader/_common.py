@@ -10,6 +10,7 @@ import libcst as cst
 from dslint.report import FixSpec, NodeEdit
 from dslint.semantics.batches import fresh_iterator_advances
 from dslint.semantics.call_paths import arms_taken
+from dslint.semantics.count_branches import handles_count
 from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall, Signature, dataloader_constructions
 from dslint.semantics.epochs import set_epoch_insertion
 from dslint.semantics.forwarding import caller_key_reaches, handled_before, key_shown, local_callee
@@ -206,37 +207,6 @@ def forced_over_open_spec(ctx, bound):
     return (spec, found) if found else None
 
 
-def branches_on(ctx, index, call, expr) -> bool:
-    """Before ``call`` in its function the code branches on the value of ``expr``
-    (``if workers == 0:``, ``while``, ``assert``), or the call sits in a branch of such a
-    test (``DataLoader(...) if workers else None``): the author handles its values there."""
-    keys = index.value_keys(expr) if expr is not None else []
-    if not keys:
-        return False
-
-    def reads(test) -> bool:
-        return any(index.reads_key(n, k) for n in iter_subtree(test) if isinstance(n, (cst.Name, cst.Attribute)) for k in keys)
-
-    func = ctx.enclosing_function(call)
-    child = call
-    for ancestor in ctx.ancestors(call):
-        if isinstance(ancestor, (cst.If, cst.While, cst.IfExp)) and child is not ancestor.test and reads(ancestor.test):
-            return True
-        if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
-            for statement in ancestor.body:
-                if statement is child:
-                    break
-                for node in iter_subtree(statement):
-                    if isinstance(node, (cst.If, cst.While)) and reads(node.test):
-                        return True
-                    if isinstance(node, cst.Assert) and reads(node.test):
-                        return True
-        if ancestor is func:
-            break
-        child = ancestor
-    return False
-
-
 def line_of(ctx, node) -> int:
     return ctx.line(node)
 
@@ -297,7 +267,7 @@ def zero_workers(ctx, index, bound) -> Optional[str]:
     if literal_zero(found.known):
         return "is 0"
     expr = bound.expr("num_workers")
-    if expr is not None and branches_on(ctx, index, bound.call, expr):
+    if expr is not None and handles_count(ctx, index, bound.call, expr):
         return None
     zero = found.can_be(lambda v: is_int(v) and v == 0)
     if zero is not None:
@@ -317,7 +287,7 @@ def user_zero_workers(ctx, index, bound) -> Optional[str]:
     expr = bound.expr("num_workers")
     if expr is None and not bound.passed("num_workers") and bound.has_star_kwargs:
         expr = kwargs_expr(ctx, bound.call, "num_workers")
-    if expr is None or branches_on(ctx, index, bound.call, expr):
+    if expr is None or handles_count(ctx, index, bound.call, expr):
         return None
     found = possible_arg(ctx, bound, "num_workers")
     if found.complete and found.values:
@@ -472,3 +442,4 @@ def certain_option(ctx, bound, text: str) -> bool:
     if isinstance(value, cst.Name):
         value = ctx.single_assignment(value)
     return isinstance(value, cst.Call)
+

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dslint.rules.base import Rule, Symptom
 from dslint.rules.loader._common import (
-    always_set, branches_on, forced_over_open_spec, forced_with_supplied_key, given, is_int, kwargs_entry, line_of, literal_option, loader_calls,
+    always_set, forced_over_open_spec, forced_with_supplied_key, given, is_int, kwargs_entry, line_of, literal_option, loader_calls,
     over_iterable, truthy, where,
 )
 from dslint.semantics.calls import UNKNOWN
+from dslint.semantics.count_branches import branches_on
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.forwarding import switch
 from dslint.semantics.values import possible, possible_arg

@@ -11,6 +11,7 @@ from dslint.rules.loader._common import fixed_by_code, forwarding_loader_calls, 
 from dslint.semantics.builder_defaults import defaulted_option
 from dslint.semantics.forced_zero import forced_zero_leftovers, leftovers_message
 from dslint.semantics.calls import UNKNOWN
+from dslint.semantics.count_branches import option_handled
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.zero_arms import TORCH_ERRORS as ERRORS, WORKER_ONLY as SET, zero_arm_options
 
@@ -50,9 +51,9 @@ class WorkerOptionWithoutWorkers(Rule):
     - A computed count (`max(1, n)`, `os.cpu_count()`), argparse `choices` that list every value, values this
       file's calls pass, a name the file does not bind, a parameter of a function (or class) of a module in no
       package that another project file's function calls: the project's calls decide it, as this file's would.
-    - A function that branches on the worker count before building the loader (`if workers > 0:`), an option
-      set only with workers (`persistent_workers=workers > 0`, or `None`), a forced 0 whose function names
-      every worker-only key.
+    - A loader built under a test of the count (`if workers > 0:`), or after one that returns, raises or rebinds
+      the count or the option (`if workers == 0: prefetch = None`; one that only sets another option handles that
+      one), an option set only with workers (`persistent_workers=workers > 0`), a forced 0 naming every key.
 
     ## Why is this bad?
     These options only mean something for worker processes, and torch rejects them without workers:
@@ -61,7 +62,6 @@ class WorkerOptionWithoutWorkers(Rule):
     `persistent_workers=True` (`ValueError: persistent_workers option needs num_workers > 0`),
     `multiprocessing_context` (`ValueError: ... can only be used with multi-process loading`);
     `timeout > 0` raises `AssertionError: _SingleProcessDataLoaderIter requires timeout == 0` at the first `iter()`.
-
     Often `num_workers` was meant to be set and was forgotten.
 
     ## Example
@@ -264,7 +264,7 @@ class WorkerOptionWithoutWorkers(Rule):
             if zero is None:
                 continue
             certain = zero == "is 0"
-            problems = [p for p in self._options(ctx, bound, certain, zero.startswith("comes from")) if p is not None]
+            problems = [p for p in self._options(ctx, bound, certain, zero.startswith("comes from")) if p is not None and not option_handled(ctx, index, bound, p[1])]
             if zero.startswith("comes from"):  # the user's count: an option the code hard-codes, or a builder's default
                 problems = [p for p in problems if fixed_by_code(ctx, bound, p[1]) or defaulted_option(ctx, bound, p[1])]
             if not problems:
