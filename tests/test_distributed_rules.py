@@ -210,6 +210,45 @@ def test_results_written_by_sample_index_are_not_counted_twice(tmp_path):
         assert [d.code for d in outcome.diagnostics] == (["DSL704"] if fires else []), store
 
 
+def test_loaders_handed_in_a_list_and_trained_on_every_rank_but_one_branch(tmp_path):
+    """The loaders reach the training loop packed in a list (``train(..., [train_loader, val_loader])``,
+    unpacked there as ``train_loader, val_loader = loaders``), called under ``if rank == 0:`` and, in
+    its ``else``, on every other rank: the loop runs on every rank (``rank_guarded`` leaves out the
+    other ranks' branch), so DSL702 fires. Called under ``if rank == 0:`` alone, it does not."""
+    source = """
+    import numpy as np
+    import torch.distributed as dist
+    from torch.utils.data import DataLoader, Dataset
+
+    class Clips(Dataset):
+        def __init__(self, paths):
+            self.paths = paths
+        def __getitem__(self, i):
+            return np.load(self.paths[i])
+        def __len__(self):
+            return len(self.paths)
+
+    def run(rank, world, paths, model, optimizer):
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+        train_loader = DataLoader(Clips(paths), batch_size=8, num_workers=2)
+        val_loader = DataLoader(Clips(paths[:10]), batch_size=1)
+        for epoch in range(10):
+            if rank == 0:
+                train(model, optimizer, [train_loader, val_loader])
+            {other}
+
+    def train(model, optimizer, loaders):
+        train_loader, val_loader = loaders
+        for step, batch in enumerate(train_loader):
+            model(batch).mean().backward()
+            optimizer.step()
+    """
+    for other, fires in (("else:\n                train(model, optimizer, [train_loader, None])", True), ("pass", False)):
+        write_files(tmp_path, {"run.py": source.replace("{other}", other)})
+        outcome = check_tree(tmp_path, select=["DSL702"])
+        assert [d.row for d in outcome.diagnostics] == ([15] if fires else []), other
+
+
 def test_figures_from_rank_records():
     from dslint.runtime.distributed_checks import overlap_figure, padding_figure, split_figure
 

@@ -278,13 +278,22 @@ def rank_dependent(ctx, index, expr: Optional[cst.CSTNode], *, shards: bool = Fa
 
 
 def rank_guarded(ctx, node: cst.CSTNode) -> bool:
-    """``node`` runs under an ``if`` (or conditional expression) whose test names a rank."""
+    """``node`` runs under an ``if`` (or conditional expression) whose test names a rank; not in
+    the ``else`` of a test that picks one rank (``if rank == 0: ... else: <every other rank>``)."""
     previous = node
     for ancestor in ctx.ancestors(node):
         if isinstance(ancestor, (cst.If, cst.IfExp)) and previous is not ancestor.test and mentions_rank(ctx, ancestor.test):
-            return True
+            if not (previous is ancestor.orelse and _picks_one_rank(ancestor.test)):
+                return True
         previous = ancestor
     return False
+
+
+def _picks_one_rank(test) -> bool:
+    """``rank == 0``, ``rank in (-1, 0)``, ``is_main_process()``: true on one rank (its ``else`` on the others)."""
+    if isinstance(test, cst.Comparison):
+        return len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, (cst.Equal, cst.Is, cst.In))
+    return isinstance(test, (cst.Call, cst.Name, cst.Attribute))
 
 
 # ----------------------------------------------------------------------- seeds

@@ -289,6 +289,13 @@ class ValueFlow(ModuleCalls):
                     else:
                         yield Value(None, path, origin)
                 return
+        elif isinstance(value, (cst.Name, cst.Attribute)):  # ``a, b = loaders``: what ``loaders`` holds
+            for held in self.values(value, stack=stack, path=path, origin=origin, **more):
+                if isinstance(held.node, (cst.Tuple, cst.List)):
+                    yield from self._element(held.node, index, stack, held.path, origin, wrappers, depth)
+                else:
+                    yield Value(None, held.path, origin)
+            return
         yield Value(None, path, origin)
 
     def _self_attr_at(self, expr: cst.Attribute):

@@ -78,7 +78,7 @@ class DdpLoaderWithoutDistributedSampler(Rule):
       is built in a Lightning hook; in a script that builds an `Accelerator` or
       a `Fabric`, a loader that no loop of the file iterates as it is (it may
       be prepared where this file cannot follow it);
-    - the loader is built, or every loop over it runs, on one rank only;
+    - the loader is built, or every loop over it runs, on one rank only (not in the `else` of `if rank == 0:`);
     - evaluation loaders that do not shuffle and whose loops neither train nor write per-rank output (evaluating
       the full set on every rank is wasteful but correct), shuffled ones only evaluated or looked at (one batch,
       then `break`); and test code.
