@@ -439,6 +439,17 @@ class ProjectIndex(LoaderQueries):
             for path, target in self._calls_by_tail.get(tail, ())
         )
 
+    def workers_passed(self, key: Key) -> bool:
+        """Some summarised file calls the function ``key`` with a worker count (``num_workers=``, not 0)."""
+        if getattr(self, "_worker_callees", None) is None:
+            by_tail: Dict[str, List[Tuple[str, str]]] = {}
+            for path, summary in self.summaries.items():
+                for target in summary.get("worker_kwargs", ()):
+                    by_tail.setdefault(target.rsplit(".", 1)[-1], []).append((path, target))
+            self._worker_callees = by_tail
+        return any(self.locate(target, path, table="functions") == key
+                   for path, target in self._worker_callees.get(key[1].rsplit(".", 1)[-1], ()))
+
     # ------------------------------------------------------------ returned handles
     def handle_function_names(self) -> List[str]:
         """The names of the project's functions and methods that return a handle they opened."""

@@ -35,6 +35,7 @@ from dslint.semantics.returned_closures import closure_returns
 from dslint.semantics.length_probes import attribute_probes, summary_probes
 from dslint.semantics.start_methods import start_methods
 from dslint.semantics.walk import TreeIndex, body_buckets
+from dslint.semantics.worker_counts import worker_count_callees
 
 WORKER_INFO = "torch.utils.data.get_worker_info"
 
@@ -466,6 +467,8 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         "length_probes": summary_probes(tree, names, local_qualname),
         # classes whose methods probe ``self.x`` for a length: [attr, callee, position, loader] (``length_probes``)
         "attr_probes": attribute_probes(tree, names, local_qualname),
+        # what the file calls with a worker count (``worker_counts.worker_count_callees``)
+        "worker_kwargs": worker_count_callees(tree, names),
     }
 
 

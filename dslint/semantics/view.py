@@ -74,6 +74,10 @@ class View:
         answer = self._index.called_from_other_files((self.path, qual), table)
         return self._record("called_elsewhere", [qual, table], answer)
 
+    def workers_passed(self, qual: str) -> bool:
+        """Some file of the project calls this file's function ``qual`` with a worker count."""
+        return self._record("workers_passed", [qual], self._index.workers_passed((self.path, qual)))
+
     def in_project(self, qualified: str) -> bool:
         """The qualified name is defined in a module of the project (a checked file)."""
         return self._record("in_project", [qualified], self._index.in_project(qualified))

@@ -2,15 +2,21 @@
 
 ``may_have_workers(ctx, bound)``: ``num_workers`` is passed and not known to be 0; or, in a
 DataLoader subclass's ``super().__init__``, it may come from the subclass's callers through
-``**kwargs``. A dict the file builds without ``num_workers`` does not count, nor does a
-class defined inside a function whose every construction there passes no workers.
+``**kwargs``; or, in a module-level function that spreads its own ``**kwargs`` into a plain
+``DataLoader(...)``, some call of that function in the project (any file) passes
+``num_workers`` (not a literal 0: ``get_loader(path, num_workers=4)``). A dict the file builds
+without ``num_workers`` does not count, nor does a class defined inside a function whose every
+construction there passes no workers.
+
+``worker_count_callees(tree, names)`` (phase 1, summary entry ``worker_kwargs``): the qualified
+names of what this file calls with a ``num_workers`` keyword that is not a literal 0.
 """
 
 from __future__ import annotations
 
 import libcst as cst
 
-from dslint.semantics.calls import UNKNOWN, SubclassInit
+from dslint.semantics.calls import UNKNOWN, SubclassInit, literal_value
 from dslint.semantics.forwarding import forwarded_option
 from dslint.semantics.possible import is_zero
 
@@ -20,8 +26,11 @@ def may_have_workers(ctx, bound) -> bool:
     if bound.passed("num_workers"):
         workers = ctx.value(bound, "num_workers")
         return workers is UNKNOWN or not (is_zero(workers) or workers is None or workers is False)
-    if not isinstance(bound, SubclassInit) or not bound.has_star_kwargs:
+    if not bound.has_star_kwargs:
         return False
+    if not isinstance(bound, SubclassInit):
+        func = _kwargs_owner(ctx, bound.call)
+        return func is not None and ctx.view.workers_passed(ctx.qualname_of_def(func))
     workers, open_ = forwarded_option(ctx, bound.call, "num_workers")
     if workers is not None and (workers.can_be(lambda v: not (v == 0 or v is None)) or not workers.complete):
         return True
@@ -41,3 +50,27 @@ def local_callers_pass_no_workers(ctx, cls) -> bool:
             if arg.star or (arg.keyword is not None and arg.keyword.value == "num_workers" and ctx.literal(arg.value) != 0):
                 return False
     return True
+
+
+def _kwargs_owner(ctx, call: cst.Call):
+    """The module-level function whose own ``**kwargs`` parameter ``call`` spreads (``**kwargs``)."""
+    func = ctx.enclosing_function(call)
+    if func is None or ctx.tree.scope_node(func) is not None or func.params.star_kwarg is None:
+        return None
+    name = func.params.star_kwarg.name.value
+    spread = any(arg.star == "**" and isinstance(arg.value, cst.Name) and arg.value.value == name for arg in call.args)
+    return func if spread else None
+
+
+def worker_count_callees(tree, names) -> list:
+    """Qualified names this file calls with ``num_workers=`` other than a literal 0 (or None/False)."""
+    out = set()
+    for call in tree.nodes(cst.Call):
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value == "num_workers":
+                value = literal_value(arg.value)
+                if value is UNKNOWN or not (is_zero(value) or value is None or value is False):
+                    qualified = names.qualname(call.func) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
+                    if qualified:
+                        out.add(qualified)
+    return sorted(out)

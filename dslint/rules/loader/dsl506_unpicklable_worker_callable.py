@@ -36,7 +36,8 @@ class UnpicklableWorkerCallable(Rule):
       factory of another file also `None` by falling off its end, or any
       decorator, which may change the result).
     - `num_workers` absent or `0`, a plain `DataLoader(...)` call whose workers
-      come only from an unknown `**kwargs`, an explicit
+      come only from an unknown `**kwargs` (a function's own `**kwargs` counts
+      when a call of it in the project passes `num_workers`), an explicit
       `multiprocessing_context="fork"`.
 
     ## Why is this bad?
