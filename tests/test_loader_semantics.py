@@ -548,19 +548,11 @@ def test_a_loop_that_only_prints_its_batches_only_looks_at_the_loader(tmp_path):
     """A dataset module's ``__main__`` smoke test that prints each batch's shape (``batches.only_prints``)
     is not training: DSL507 stays silent; the same loader whose loop also runs a model is reported."""
     script = """
-        import numpy as np
-        from torch.utils.data import DataLoader, Dataset
-
-        class Points(Dataset):
-            def __init__(self, paths):
-                self.paths = paths
-            def __getitem__(self, i):
-                return np.load(self.paths[i])
-            def __len__(self):
-                return len(self.paths)
+        from torch.utils.data import DataLoader
+        from torchvision.datasets import MNIST
 
         if __name__ == "__main__":
-            loader = DataLoader(Points(["a.npy"]), batch_size=12, shuffle=True)
+            loader = DataLoader(MNIST("data"), batch_size=12, shuffle=True)
             for points, labels in loader:
                 print(points.shape, len(labels))
                 {work}
