@@ -21,7 +21,7 @@ class UnpicklableWorkerCallable(Rule):
     project function (in this file or another) whose every `return` gives a
     function, class or lambda defined inside it (a collate or dataset-class
     *factory*, and its body ends with that `return`) counts as that nested
-    function or class, and so does an instance of the class it returns.
+    function or class, and so does an instance of the class it returns. The finding points at that argument.
 
     A `DataLoader` subclass counts too: the `super().__init__(...)` call in its `__init__` is a DataLoader
     construction, and so is that of a subclass of it whose own `__init__` hands its parameters on by name.
@@ -233,8 +233,8 @@ class UnpicklableWorkerCallable(Rule):
 
         class ListLoader(torch.utils.data.DataLoader):
             def __init__(self, dataset, batch_size=1, **kwargs):
-                super(ListLoader, self).__init__(  # expect: DSL506
-                    dataset, batch_size, collate_fn=lambda items: items, **kwargs
+                super(ListLoader, self).__init__(
+                    dataset, batch_size, collate_fn=lambda items: items, **kwargs  # expect: DSL506
                 )
         """,
         """
@@ -245,10 +245,10 @@ class UnpicklableWorkerCallable(Rule):
             def collate(batch, pad):
                 return batch
 
-            return tud.DataLoader(  # expect: DSL506
+            return tud.DataLoader(
                 ds,
                 num_workers=workers,
-                collate_fn=functools.partial(collate, pad=0),
+                collate_fn=functools.partial(collate, pad=0),  # expect: DSL506
             )
         """,
         """
@@ -282,19 +282,19 @@ class UnpicklableWorkerCallable(Rule):
             for param in ("collate_fn", "worker_init_fn"):
                 problem = unpicklable(ctx, index, bound.expr(param))
                 if problem:
-                    problems.append((f"`{param}`", problem))
+                    problems.append((f"`{param}`", problem, bound.arg(param)))
             dataset = local_instance(ctx, index, bound.expr("dataset"))
             if dataset:
-                problems.append(("the dataset", dataset))
+                problems.append(("the dataset", dataset, bound.arg("dataset")))
             if not problems:
                 continue
-            what = "; ".join(f"{param} is {problem[0]}" for param, problem in problems)
+            what = "; ".join(f"{param} is {problem[0]}" for param, problem, _ in problems)
             error = problems[0][1][1]
             via = ""
             if isinstance(bound, SubclassInit) and not bound.passed("num_workers"):
                 via = f" (`{bound.owner.name.value}` passes its callers' `num_workers` on through `**kwargs`)"
-            yield self.report(
-                bound.call,
+            yield self.report(  # at the first argument that cannot be pickled, as written in the call
+                next((arg for _, _, arg in problems if any(arg is a for a in bound.call.args)), bound.call),
                 f"{what}, which cannot be pickled{via}: with the spawn or forkserver start method (the default on "
                 f"macOS and Windows, and on Linux from Python 3.14) starting the workers fails with `{error}`",
             )
