@@ -24,9 +24,9 @@ Each repository is checked as a whole (``--select ALL --preview``, or the defaul
 with ``--default-set``), so cross-file facts are seen as a user would see them.
 
 Recall: a defect is found when a finding of its code is in its file within
-``--slack`` lines (default 3) of its line; with ``--span``, also when its line is within the slack
-of the code the finding underlines (a finding on a long ``DataLoader(...)`` call whose manifest line is
-the offending keyword argument: collectors point at either). Precision: each finding is matched to a
+``--slack`` lines (default 3) of its line; with ``--span``, also when both lines lie in one simple
+statement (a long ``DataLoader(...)`` call: collectors mark its first line or the offending keyword
+argument). Precision: each finding is matched to a
 verdict by repository, path, code and line (within the slack, the nearest line first); findings without a
 verdict are listed as unjudged (``--unjudged`` prints them to be judged).
 """
@@ -34,6 +34,7 @@ verdict are listed as unjudged (``--unjudged`` prints them to be judged).
 from __future__ import annotations
 
 import argparse
+import ast
 import fnmatch
 import json
 import os
@@ -43,6 +44,7 @@ import tarfile
 import tempfile
 from collections import Counter, defaultdict
 from pathlib import Path
+from typing import Optional
 
 try:
     import tomllib
@@ -143,8 +145,7 @@ def findings(root: Path, default_set: bool) -> list:
     out = []
     for item in json.loads(done.stdout or "[]"):
         out.append({"code": item["code"], "path": os.path.relpath(item["filename"], root).replace(os.sep, "/"),
-                    "line": item["location"]["row"], "end": (item.get("end_location") or item["location"])["row"],
-                    "message": item["message"]})
+                    "line": item["location"]["row"], "message": item["message"]})
     return out
 
 
@@ -163,15 +164,35 @@ def _wanted(code: str, prefixes) -> bool:
     return not prefixes or any(code.startswith(p) for p in prefixes)
 
 
-def near(finding: dict, entry: dict, slack: int, span: bool = False) -> bool:
-    """Same code and file, and the finding's line within ``slack`` of the entry's; with ``span``, the
-    entry's line within ``slack`` of the code the finding underlines (its first to last line)."""
+def near(finding: dict, entry: dict, slack: int, root: Optional[Path] = None) -> bool:
+    """Same code and file, and the finding's line within ``slack`` of the entry's; with ``root``
+    (``--span``), also when both lines lie in one simple statement of the file (a finding on a
+    ``DataLoader(...)`` call's argument and a report that marks the call's first line)."""
     if finding["code"] != entry["code"] or finding["path"] != entry["path"]:
         return False
     line = int(entry["line"])
-    if span:
-        return finding["line"] - slack <= line <= finding.get("end", finding["line"]) + slack
-    return abs(finding["line"] - line) <= slack
+    if abs(finding["line"] - line) <= slack:
+        return True
+    if root is None:
+        return False
+    return any(start <= line <= end for start, end in _statements(root / finding["path"], finding["line"]))
+
+
+_STATEMENT_SPANS: dict = {}
+
+
+def _statements(path: Path, line: int) -> list:
+    """(first, last) lines of the simple statements (not ``if``/``def``/``class``...) holding ``line``."""
+    if path not in _STATEMENT_SPANS:
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+        except (SyntaxError, ValueError, OSError):
+            tree = None
+        compound = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.AsyncFor, ast.While,
+                    ast.With, ast.AsyncWith, ast.Try, getattr(ast, "Match", ast.If), getattr(ast, "TryStar", ast.Try))
+        _STATEMENT_SPANS[path] = [(n.lineno, n.end_lineno) for n in ast.walk(tree) if isinstance(n, ast.stmt)
+                                  and not isinstance(n, compound)] if tree is not None else []
+    return [(a, b) for a, b in _STATEMENT_SPANS[path] if a <= line <= b]
 
 
 def recall(args) -> int:
@@ -191,14 +212,15 @@ def recall(args) -> int:
         got = findings(root, args.default_set)
         for entry in entries:
             total_by_code[entry["code"]] += 1
-            if any(near(f, entry, args.slack, args.span) for f in got):
+            if any(near(f, entry, args.slack, root if args.span else None) for f in got):
                 found_by_code[entry["code"]] += 1
             else:
                 misses.append(entry)
     total, found = sum(total_by_code.values()), sum(found_by_code.values())
     reports = len({e["report"] for e in defects})
     print(f"recall {found}/{total} = {found / total:.2f}" if total else "no defect checked",
-          f"({len(defects)} defects from {reports} reports; {'default set' if args.default_set else 'every rule, preview included'})")
+          f"({len(defects)} defects from {reports} reports; {'default set' if args.default_set else 'every rule, preview included'}"
+          f"{'; or in the same statement' if args.span else ''})")
     print("| code | found | defects | recall |\n|---|---:|---:|---:|")
     for code in sorted(total_by_code):
         print(f"| {code} | {found_by_code[code]} | {total_by_code[code]} | {found_by_code[code] / total_by_code[code]:.2f} |")
@@ -277,9 +299,9 @@ def main(argv=None) -> int:
     parser.add_argument("--checkouts", help="working trees as DIR/<owner>+<name>@<commit>")
     parser.add_argument("--default-set", action="store_true", help="only the default rules (no --select ALL --preview)")
     parser.add_argument("--slack", type=int, default=3, help="lines a finding may be away from the manifest's line")
-    parser.add_argument("--span", action="store_true", help="recall: also count a finding whose underlined code (its "
-                        "first to last line, within the slack) holds the manifest's line: a keyword argument of a "
-                        "long call that the finding underlines whole")
+    parser.add_argument("--span", action="store_true", help="recall: also count a finding in the same simple statement "
+                        "as the manifest's line (a long DataLoader(...) call: one collector marks its first line, "
+                        "another the offending keyword argument)")
     parser.add_argument("--set", choices=["tuning", "unseen"], help="precision: only repositories of this set")
     parser.add_argument("--repos", nargs="*", metavar="OWNER/NAME", help="precision: only these repositories")
     parser.add_argument("--unjudged", action="store_true", help="precision: print every finding without a verdict")
