@@ -27,7 +27,8 @@ Recall: a defect is found when a finding of its code is in its file within
 ``--slack`` lines (default 3) of its line; with ``--span``, also when both lines lie in one simple
 statement (a long ``DataLoader(...)`` call: collectors mark its first line or the offending keyword
 argument). Precision: each finding is matched to a
-verdict by repository, path, code and line (within the slack, the nearest line first); findings without a
+verdict by repository, path, code and line (within the slack, the nearest line first; else one in the same
+simple statement); findings without a
 verdict are listed as unjudged (``--unjudged`` prints them to be judged).
 """
 
@@ -259,6 +260,8 @@ def precision(args) -> int:
                 continue
             # the nearest verdict wins: two findings a line or two apart keep their own verdicts
             close = [v for v in judged if near(finding, v, args.slack)]
+            # else a verdict in the same statement (a finding that moved from a call's first line to its argument)
+            close = close or [v for v in judged if near(finding, v, 0, root)]
             match = min(close, key=lambda v: abs(finding["line"] - int(v["line"]))) if close else None
             verdict = match["verdict"] if match else "unjudged"
             counts[verdict] += 1
