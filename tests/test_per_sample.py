@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import libcst as cst
 import pytest
@@ -486,40 +485,3 @@ def test_reads_of_in_memory_buffers_are_not_file_reloads(tmp_path):
         ["DSL202"],
     )
     assert [(row, code) for _, row, code in found] == [(18, "DSL202")]
-
-
-def test_a_file_opened_once_per_key_is_not_per_sample_work(tmp_path):
-    """``if self.files[year] is None: self._open(year)``: a per-key slot filled by a method that is
-    handed only the guard's key runs once per key in each worker (``regions.is_lazy_guard``), so
-    the path list it indexes is not read per sample (DSL601 silent); the same list indexed in
-    ``__getitem__`` itself is."""
-    source = """
-        import glob
-        import h5py
-        from torch.utils.data import DataLoader, Dataset
-
-        class Years(Dataset):
-            def __init__(self, root, per_year):
-                self.paths = sorted(glob.glob(root + "/*.h5"))
-                self.files = [None for _ in self.paths]
-                self.per_year = per_year
-
-            def _open(self, year):
-                self.files[year] = h5py.File(self.paths[year], "r")["fields"]
-
-            def __getitem__(self, idx):
-                year = idx // self.per_year
-                if self.files[year] is None:
-                    self._open(year)
-                {extra}
-                return self.files[year][idx % self.per_year]
-
-            def __len__(self):
-                return len(self.paths) * self.per_year
-
-        loader = DataLoader(Years("data", 100), num_workers=4)
-        """
-    write_files(tmp_path, {"cached.py": source.format(extra="pass"),
-                           "direct.py": source.format(extra="name = self.paths[idx % len(self.paths)]")})
-    outcome = check_tree(tmp_path, select=["DSL601"])
-    assert sorted((Path(d.path).name, d.code) for d in outcome.diagnostics) == [("direct.py", "DSL601")]

@@ -64,7 +64,7 @@ def _checked_attrs(test: cst.BaseExpression, self_param: Optional[str]) -> Set[s
                     found.add(value.evaluated_value)
         return found
     if isinstance(test, cst.Comparison):
-        left_attr = self_attr(test.left, self_param) or self_attr(_keyed(test.left), self_param)
+        left_attr = self_attr(test.left, self_param)
         for comparison in test.comparisons:
             op = comparison.operator
             right = comparison.comparator
@@ -82,23 +82,6 @@ def _checked_attrs(test: cst.BaseExpression, self_param: Optional[str]) -> Set[s
                     found.add(target_attr)
         return found
     return found
-
-
-def _keyed(node):
-    """``self.X`` of an entry ``self.X[key]`` (a per-key cache slot), else None."""
-    return node.value if type(node) is cst.Subscript and len(node.slice) == 1 else None
-
-
-def _guard_keys(test: cst.BaseExpression) -> Set[str]:
-    """The names a per-key test looks up: ``key`` in ``self.X[key] is None`` or ``key not in self.X``."""
-    if isinstance(test, cst.BooleanOperation):
-        return _guard_keys(test.left) | _guard_keys(test.right)
-    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
-        return set()
-    if isinstance(test.comparisons[0].operator, cst.NotIn):
-        return {test.left.value} if type(test.left) is cst.Name else set()
-    key = test.left.slice[0].slice if _keyed(test.left) is not None else None
-    return {key.value.value} if type(key) is cst.Index and type(key.value) is cst.Name else set()
 
 
 _ASSIGNING = frozenset({cst.AssignTarget, cst.AnnAssign, cst.AugAssign})
@@ -119,10 +102,9 @@ def _assigned_attrs(body: cst.BaseSuite, self_param: Optional[str]) -> Set[str]:
 
 
 def is_lazy_guard(node: cst.If, self_param: Optional[str], cls: Optional[cst.ClassDef] = None) -> bool:
-    """``if self.h is None: self.h = ...`` and its relatives (once per worker; a per-key slot
-    ``self.files[k] is None`` or ``k not in self.cache``: once per key); with ``cls`` (the
+    """``if self.h is None: self.h = ...`` and its relatives (once per worker); with ``cls`` (the
     method's class) also ``if self.index is None: self.build_index()`` where that method of the
-    class assigns ``self.index``, or ``if self.files[k] is None: self.open(k)``, handing on the key."""
+    class assigns ``self.index``."""
     if not self_param:
         return False
     checked = _checked_attrs(node.test, self_param)
@@ -131,11 +113,8 @@ def is_lazy_guard(node: cst.If, self_param: Optional[str], cls: Optional[cst.Cla
     if checked & _assigned_attrs(node.body, self_param):
         return True
     methods = {s.name.value: s for s in cls.body.body if isinstance(s, cst.FunctionDef)} if cls is not None else {}
-    keys = _guard_keys(node.test)
     for call in iter_subtree(node.body, into_scopes=False):
-        # ``self.build()``, or ``self.open(key)`` handing on only the guard's key (once per key)
-        if type(call) is cst.Call and all(not a.keyword and not a.star and type(a.value) is cst.Name
-                                          and a.value.value in keys for a in call.args):
+        if type(call) is cst.Call and not call.args:
             method = methods.get(self_attr(call.func, self_param) or "")
             if method is not None and checked & _assigned_attrs(method.body, self_name(method)):
                 return True
