@@ -633,8 +633,8 @@ def test_a_branch_on_the_worker_count_handles_only_what_it_rebinds(tmp_path):
 
 def test_a_worker_count_a_caller_hands_through_a_factorys_kwargs(tmp_path):
     """``def get_loader(path, **kwargs): ... DataLoader(ds, collate_fn=_collate, **kwargs)``: the workers
-    are its callers' choice. A call in another file that passes ``num_workers=4`` (a file that never
-    names the data API) makes the nested collate unpicklable in workers (DSL506,
+    are its callers' choice. A call in another file that passes ``num_workers=4`` makes the nested
+    collate unpicklable in workers (DSL506,
     ``worker_counts.may_have_workers``); callers that pass no count, or 0, leave it silent."""
     factory = """
         from torch.utils.data import DataLoader
@@ -647,7 +647,8 @@ def test_a_worker_count_a_caller_hands_through_a_factorys_kwargs(tmp_path):
     for call, fires in (("get_loader('a.txt', batch_size=8, num_workers=4)", True),
                         ("get_loader('a.txt', batch_size=8)", False), ("get_loader('a.txt', num_workers=0)", False)):
         write_files(tmp_path, {"data/__init__.py": "", "data/loaders.py": factory,
-                               "main.py": f"from data.loaders import get_loader\n\nloader = {call}\n"})
+                               "main.py": f"from torch.utils.data import DataLoader\nfrom data.loaders import get_loader\n\n"
+                                          f"loader = {call}\nprobe = DataLoader(range(4))\n"})
         run = run_cli("check", "--no-cache", "--select", "DSL506", "--output-format", "concise", ".", cwd=tmp_path)
         assert [line.split(":")[0] for line in run.stdout.splitlines() if ": DSL" in line] == (
             ["data/loaders.py"] if fires else []), call

@@ -3,8 +3,8 @@
 ``may_have_workers(ctx, bound)``: ``num_workers`` is passed and not known to be 0; or, in a
 DataLoader subclass's ``super().__init__``, it may come from the subclass's callers through
 ``**kwargs``; or, in a module-level function that spreads its own ``**kwargs`` into a plain
-``DataLoader(...)``, some call of that function in the project (any file) passes
-``num_workers`` (not a literal 0: ``get_loader(path, num_workers=4)``). A dict the file builds
+``DataLoader(...)``, some call of that function in the project (any file the prefilter reads:
+one that names the data API) passes ``num_workers`` (not a literal 0: ``get_loader(path, num_workers=4)``). A dict the file builds
 without ``num_workers`` does not count, nor does a class defined inside a function whose every
 construction there passes no workers.
 
