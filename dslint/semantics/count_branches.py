@@ -14,7 +14,6 @@ from typing import Optional
 
 import libcst as cst
 
-from dslint.semantics.calls import DATALOADER, BoundCall
 from dslint.semantics.user_values import kwargs_expr
 from dslint.semantics.walk import iter_subtree
 
@@ -27,18 +26,18 @@ def branches_on(ctx, index, call, expr) -> bool:
     return inside or bool(tests)
 
 
-def handles_count(ctx, index, call, expr, option: Optional[str] = None) -> bool:
+def handles_count(ctx, index, bound, expr, option: Optional[str] = None) -> bool:
     """The code handles a count of 0 before ``call`` (for every option, or for ``option``): the call
     sits in a branch on the count, or a branch on it before the call asserts, exits (``return``,
     ``raise``, ``continue``, ``break``), rebinds the count, or, for ``option``, rebinds what the call
     passes for it (``prefetch_factor = None``, ``kwargs["prefetch_factor"] = ...``, ``.pop``/``.update``
     naming it). A branch that does something else (``if workers > 0: context = "fork"``) handles
     only what it rebinds."""
-    inside, tests = _branches(ctx, index, call, expr)
+    inside, tests = _branches(ctx, index, bound.call, expr)
     if inside:
         return True
     counts = {ctx.code(expr).strip()}
-    arg = BoundCall(call, DATALOADER).arg(option) if option else None
+    arg = bound.arg(option) if option else None
     feeds = {ctx.code(n).strip() for n in iter_subtree(arg.value) if isinstance(n, (cst.Name, cst.Attribute))} if arg else set()
     for test in tests:
         if isinstance(test, cst.Assert):
@@ -50,9 +49,20 @@ def handles_count(ctx, index, call, expr, option: Optional[str] = None) -> bool:
                 target = ctx.code(node.target).strip()
                 if target in counts or target in feeds or (option and _names_key(node.target, option)):
                     return True
-            if option and isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) \
-                    and node.func.attr.value in ("pop", "update", "setdefault") and option in ctx.code(node):
+            if option and isinstance(node, cst.Call) and _names_option(node, option):
                 return True
+    return False
+
+
+def _names_option(call: cst.Call, key: str) -> bool:
+    """``d.pop("key")``, ``d.setdefault("key", ...)``, ``d.update(key=...)``, ``d.update({"key": ...})``."""
+    if not isinstance(call.func, cst.Attribute) or call.func.attr.value not in ("pop", "update", "setdefault"):
+        return False
+    for arg in call.args:
+        values = [e.key for e in arg.value.elements if isinstance(e, cst.DictElement)] if isinstance(arg.value, cst.Dict) else [arg.value]
+        if (arg.keyword is not None and arg.keyword.value == key) or any(
+                isinstance(v, cst.SimpleString) and v.evaluated_value == key for v in values):
+            return True
     return False
 
 
@@ -95,4 +105,4 @@ def option_handled(ctx, index, bound, option: str) -> bool:
     expr = bound.expr("num_workers")
     if expr is None and not bound.passed("num_workers") and bound.has_star_kwargs:
         expr = kwargs_expr(ctx, bound.call, "num_workers")
-    return expr is not None and handles_count(ctx, index, bound.call, expr, option)
+    return expr is not None and handles_count(ctx, index, bound, expr, option)

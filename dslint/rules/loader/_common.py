@@ -267,7 +267,7 @@ def zero_workers(ctx, index, bound) -> Optional[str]:
     if literal_zero(found.known):
         return "is 0"
     expr = bound.expr("num_workers")
-    if expr is not None and handles_count(ctx, index, bound.call, expr):
+    if expr is not None and handles_count(ctx, index, bound, expr):
         return None
     zero = found.can_be(lambda v: is_int(v) and v == 0)
     if zero is not None:
@@ -287,7 +287,7 @@ def user_zero_workers(ctx, index, bound) -> Optional[str]:
     expr = bound.expr("num_workers")
     if expr is None and not bound.passed("num_workers") and bound.has_star_kwargs:
         expr = kwargs_expr(ctx, bound.call, "num_workers")
-    if expr is None or handles_count(ctx, index, bound.call, expr):
+    if expr is None or handles_count(ctx, index, bound, expr):
         return None
     found = possible_arg(ctx, bound, "num_workers")
     if found.complete and found.values:
