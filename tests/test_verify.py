@@ -138,7 +138,9 @@ def test_hang_crash_and_raise_give_error_rows_and_no_process_survives(tmp_path):
     assert rows["DSL303"]["verdict"].startswith("error: timed out after"), rows["DSL303"]
     assert "DSL303 bad" in rows["DSL303"]["verdict"]
     assert rows["DSL301"]["verdict"].startswith("error: bad: RuntimeError: DataLoader worker"), rows["DSL301"]
-    assert "killed by signal" in rows["DSL301"]["verdict"]
+    # torch names the dead worker from its SIGCHLD handler ("killed by signal") or, when its status
+    # check sees the process gone first, as "exited unexpectedly": which one wins is a race
+    assert any(words in rows["DSL301"]["verdict"] for words in ("killed by signal", "exited unexpectedly")), rows["DSL301"]
     assert rows["DSL302"]["verdict"].startswith("error: bad: KeyError:"), rows["DSL302"]
     assert "Caught KeyError in DataLoader worker process" in rows["DSL302"]["verdict"]
     assert seconds < 60
