@@ -17,6 +17,7 @@ import libcst as cst
 
 from dslint.semantics.loader_roles import eval_name
 from dslint.semantics.names import dotted_parts
+from dslint.semantics.sampler_passes import iterated_by
 from dslint.semantics.scopes import COMPREHENSIONS, names_used
 
 _TRANSPARENT_CALLS = frozenset({"enumerate", "zip", "iter", "list", "tuple", "reversed", "sorted", "next"})
@@ -211,11 +212,7 @@ def _advances(ctx):
             inner = call.args[0].value
         if not isinstance(inner, cst.Call):
             continue
-        target = None
-        if ctx.call_name(inner) == "builtins.iter" and len(inner.args) == 1 and not inner.args[0].star and inner.args[0].keyword is None:
-            target = inner.args[0].value
-        elif isinstance(inner.func, cst.Attribute) and inner.func.attr.value == "__iter__" and not inner.args:
-            target = inner.func.value
+        target = iterated_by(ctx, inner)
         if isinstance(target, (cst.Name, cst.Attribute)):
             yield call, target
 
@@ -288,9 +285,9 @@ def only_prints(ctx, index, loop: cst.CSTNode) -> bool:
     calls = index.loop_calls(loop, depth=0)
     shown = False
     for call in calls:
-        func = call.func
-        if ctx.call_name(call) in _LOOKS:
-            shown = shown or ctx.call_name(call) == "builtins.print"
+        func, name = call.func, ctx.call_name(call)
+        if name in _LOOKS:
+            shown = shown or name == "builtins.print"
         elif isinstance(func, cst.Attribute) and func.attr.value in _LOOK_METHODS:
             shown = shown or func.attr.value in ("info", "debug")
         else:

@@ -423,32 +423,31 @@ class ProjectIndex(LoaderQueries):
         """Some function of another summarised file calls the function (or, ``table="classes"``,
         constructs the class) ``key``. Calls at module level are not summarised: a script
         that calls it only there does not count."""
-        if getattr(self, "_calls_by_tail", None) is None:
-            by_tail: Dict[str, List[Tuple[str, str]]] = {}
+        def calls():
             for path, summary in self.summaries.items():
                 bodies = list(summary["functions"].values())
                 bodies += [m for cls in summary["classes"].values() for m in cls["methods"].values()]
-                for facts in bodies:
-                    for kind, target, _ in facts["calls"]:
-                        if kind == "func":
-                            by_tail.setdefault(target.rsplit(".", 1)[-1], []).append((path, target))
-            self._calls_by_tail = by_tail
-        tail = key[1].rsplit(".", 1)[-1]
-        return any(
-            path != key[0] and self.locate(target, path, table=table) == key
-            for path, target in self._calls_by_tail.get(tail, ())
-        )
+                yield from ((path, target) for facts in bodies for kind, target, _ in facts["calls"] if kind == "func")
+        return self._any_call_of(key, table, "_calls_by_tail", calls, skip=key[0])
 
     def workers_passed(self, key: Key) -> bool:
         """Some summarised file calls the function ``key`` with a worker count (``num_workers=``, not 0)."""
-        if getattr(self, "_worker_callees", None) is None:
-            by_tail: Dict[str, List[Tuple[str, str]]] = {}
+        def calls():
             for path, summary in self.summaries.items():
-                for target in summary.get("worker_kwargs", ()):
-                    by_tail.setdefault(target.rsplit(".", 1)[-1], []).append((path, target))
-            self._worker_callees = by_tail
-        return any(self.locate(target, path, table="functions") == key
-                   for path, target in self._worker_callees.get(key[1].rsplit(".", 1)[-1], ()))
+                yield from ((path, target) for target in summary.get("worker_kwargs", ()))
+        return self._any_call_of(key, "functions", "_worker_callees", calls)
+
+    def _any_call_of(self, key: Key, table: str, cache: str, calls, skip: Optional[str] = None) -> bool:
+        """One of the (path, qualified callee) pairs ``calls()`` gives, in a file other than ``skip``,
+        locates to ``key``; the pairs are indexed once by the callee's last name, under attribute ``cache``."""
+        by_tail = getattr(self, cache, None)
+        if by_tail is None:
+            by_tail = {}
+            for path, target in calls():
+                by_tail.setdefault(target.rsplit(".", 1)[-1], []).append((path, target))
+            setattr(self, cache, by_tail)
+        return any(path != skip and self.locate(target, path, table=table) == key
+                   for path, target in by_tail.get(key[1].rsplit(".", 1)[-1], ()))
 
     # ------------------------------------------------------------ returned handles
     def handle_function_names(self) -> List[str]:

@@ -60,6 +60,6 @@ def iterated_by(ctx, call: cst.Call) -> Optional[cst.BaseExpression]:
     func = call.func
     if isinstance(func, cst.Attribute) and func.attr.value == "__iter__" and not call.args:
         return func.value
-    if ctx.call_name(call) == "builtins.iter" and len(call.args) == 1 and not call.args[0].star:
+    if ctx.call_name(call) == "builtins.iter" and len(call.args) == 1 and not call.args[0].star and call.args[0].keyword is None:
         return call.args[0].value
     return None

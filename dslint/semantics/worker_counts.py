@@ -24,8 +24,7 @@ from dslint.semantics.possible import is_zero
 def may_have_workers(ctx, bound) -> bool:
     """See the module docstring."""
     if bound.passed("num_workers"):
-        workers = ctx.value(bound, "num_workers")
-        return workers is UNKNOWN or not (is_zero(workers) or workers is None or workers is False)
+        return _may_start_workers(ctx.value(bound, "num_workers"))
     if not bound.has_star_kwargs:
         return False
     if not isinstance(bound, SubclassInit):
@@ -52,6 +51,11 @@ def local_callers_pass_no_workers(ctx, cls) -> bool:
     return True
 
 
+def _may_start_workers(value) -> bool:
+    """A ``num_workers`` value that is unknown, or a literal other than 0, ``None`` or ``False``."""
+    return value is UNKNOWN or not (is_zero(value) or value is None or value is False)
+
+
 def _kwargs_owner(ctx, call: cst.Call):
     """The module-level function whose own ``**kwargs`` parameter ``call`` spreads (``**kwargs``)."""
     func = ctx.enclosing_function(call)
@@ -68,8 +72,7 @@ def worker_count_callees(tree, names) -> list:
     for call in tree.nodes(cst.Call):
         for arg in call.args:
             if arg.keyword is not None and arg.keyword.value == "num_workers":
-                value = literal_value(arg.value)
-                if value is UNKNOWN or not (is_zero(value) or value is None or value is False):
+                if _may_start_workers(literal_value(arg.value)):
                     qualified = names.qualname(call.func) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
                     if qualified:
                         out.add(qualified)

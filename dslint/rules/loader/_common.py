@@ -442,4 +442,3 @@ def certain_option(ctx, bound, text: str) -> bool:
     if isinstance(value, cst.Name):
         value = ctx.single_assignment(value)
     return isinstance(value, cst.Call)
-
