@@ -139,7 +139,7 @@ def check_batch(
 def _check_batch(batch, summaries, rule_specs, enabled, module_paths):
     index = ProjectIndex(summaries, module_paths)
     registry = all_rules()
-    rules = [registry[code](options) for code, options in rule_specs]
+    rules = [registry[code](options, preview) for code, options, preview in rule_specs]
     out = []
     for path, text, modname, is_package in batch:
         parsed = _PARSED.get(path)

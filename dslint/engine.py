@@ -88,7 +88,7 @@ class Engine:
         self.jobs = jobs if jobs is not None else (os.cpu_count() or 1)
         self.cache = cache
         self.rules = settings.enabled_rules()
-        self.rule_specs = [(r.code, settings.rule_options.get(r.code, {})) for r in self.rules]
+        self.rule_specs = [(r.code, settings.rule_options.get(r.code, {}), settings.preview) for r in self.rules]
         self.enabled = sorted({r.code for r in self.rules} | {"DSL000", "DSL002"})
 
     # ------------------------------------------------------------------ public

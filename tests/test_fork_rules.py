@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import check_tree, expected_markers, write_files
-from tests.test_rule_cases import test_rule_case as run_case
+from tests.test_rule_cases import run_case
 
 FLAGGED = {
     "h5py-get": (
@@ -770,6 +770,35 @@ OLD_TORCH_CASES = [
         "environment.yml": "name: x\ndependencies:\n  - pytorch=1.6.0\n",
         "setup.py": "from setuptools import setup\nsetup(install_requires=['torch>=1.6.0'])\n",
         "train.py": _OLD_DATA + "\n    loader = tud.DataLoader(Tiles(), shuffle=True, num_workers=4)  # expect: DSL403\n"}),
+    ('DSL403', 'invalid',  # a dataset drawing through a helper, a handed callable, or chosen at run time
+    {"requirements.txt": "torch==1.7.1+cpu\nnumpy\n", "pkg/__init__.py": "", "pkg/data.py": """
+        import numpy as np
+        import torch.utils.data as tud
+        def crop(x):
+            return x[np.random.randint(4):]
+        class Crops(tud.Dataset):
+            def __getitem__(self, i):
+                return crop(list(range(10)))
+        class Points(tud.Dataset):
+            def __init__(self, augment=None):
+                self.augment = augment
+            def __getitem__(self, i):
+                return self.augment(i)
+        class Net:
+            def augment(self, points):
+                return points * np.random.uniform(0.9, 1.1)
+        class Loader(tud.DataLoader):
+            def __init__(self, dataset, batch_size=1, shuffle=False, num_workers=0, worker_init_fn=None):
+                super().__init__(dataset, batch_size, shuffle, num_workers=num_workers, worker_init_fn=worker_init_fn)
+        """, "pkg/train.py": """
+        from torch.utils.data import DataLoader
+        from pkg.data import Crops, Loader, Points
+        def fit(cfg, model, registry):
+            a = DataLoader(Crops(), num_workers=cfg.workers)  # expect: DSL403
+            b = DataLoader(Points(augment=model.augment), num_workers=4)  # expect: DSL403
+            c = Loader(registry[cfg.name](), shuffle=True, num_workers=cfg.workers)  # expect: DSL403
+            return a, b, c
+        """}),
 ]
 
 
@@ -778,6 +807,13 @@ OLD_TORCH_CASES = [
 )
 def test_old_torch_cases(tmp_path, code, kind, case):
     run_case(tmp_path, code, kind, case)
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=f"old-torch-{i}") for i, (_, kind, c) in enumerate(OLD_TORCH_CASES) if kind == "invalid"])
+def test_old_torch_form_needs_preview(tmp_path, case):
+    """The missing-`worker_init_fn` form is a preview form of DSL403: silent on the default settings."""
+    write_files(tmp_path, case)
+    assert [d for d in check_tree(tmp_path, select=["DSL403"], preview=False).diagnostics if d.code == "DSL403"] == []
 
 
 @pytest.mark.parametrize("spec,verdict", [

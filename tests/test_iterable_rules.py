@@ -10,7 +10,7 @@ import pytest
 
 from dslint.fixes import apply_edits
 from tests.conftest import FIXTURES, check_tree, run_cli, write_files
-from tests.test_rule_cases import test_rule_case as run_case
+from tests.test_rule_cases import run_case
 
 
 def _findings(root, code):

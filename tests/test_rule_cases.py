@@ -22,10 +22,11 @@ CASES = []
 FIXES = []
 for _code, _rule in all_rules().items():
     for _i, _case in enumerate(_rule.valid):
-        CASES.append(pytest.param(_code, "valid", as_valid(_case).code, id=f"{_code}-valid-{_i}"))
+        _case = as_valid(_case)
+        CASES.append(pytest.param(_code, "valid", _case.code, _case.preview, id=f"{_code}-valid-{_i}"))
     for _i, _case in enumerate(_rule.invalid):
         _case = as_invalid(_case)
-        CASES.append(pytest.param(_code, "invalid", _case.code, id=f"{_code}-invalid-{_i}"))
+        CASES.append(pytest.param(_code, "invalid", _case.code, _case.preview, id=f"{_code}-invalid-{_i}"))
         FIXES.append(pytest.param(_code, _case, id=f"{_code}-invalid-{_i}"))
 
 
@@ -40,7 +41,7 @@ def test_rule_case_fix(tmp_path, code, case):
     from dslint.config import build_settings
 
     write_files(tmp_path, case.code)
-    settings = build_settings([str(tmp_path)], isolated=True, overrides={"preview": True, "select": [code]}, cwd=tmp_path)
+    settings = build_settings([str(tmp_path)], isolated=True, overrides={"preview": case.preview, "select": [code]}, cwd=tmp_path)
     cwd = os.getcwd()
     os.chdir(tmp_path)
     try:
@@ -57,10 +58,15 @@ def test_rule_case_fix(tmp_path, code, case):
     assert got == expected
 
 
-@pytest.mark.parametrize("code,kind,case", CASES)
-def test_rule_case(tmp_path, code, kind, case):
+@pytest.mark.parametrize("code,kind,case,preview", CASES)
+def test_rule_case(tmp_path, code, kind, case, preview):
+    run_case(tmp_path, code, kind, case, preview)
+
+
+def run_case(tmp_path, code, kind, case, preview=True):
+    """One case: a valid one gives ``code`` nothing, an invalid one exactly its ``# expect`` lines."""
     write_files(tmp_path, case)
-    outcome = check_tree(tmp_path, select=[code])
+    outcome = check_tree(tmp_path, select=[code], preview=preview)
     assert not outcome.result.internal_errors
     got = {(d.path.replace("\\", "/"), d.row, d.code) for d in outcome.diagnostics if d.code == code}
     expected = {m for m in expected_markers(tmp_path) if m[2] == code}

@@ -33,9 +33,14 @@ Case = Union[str, Dict[str, str]]
 @dataclass(frozen=True)
 class Valid:
     """Code the rule must not report (a source string, or ``{filename: source}`` for
-    cross-file cases). A plain string in ``valid`` means the same."""
+    cross-file cases). A plain string in ``valid`` means the same.
+
+    Cases run with ``--preview`` on, so that preview rules and the preview forms of stable
+    rules are exercised; ``preview=False`` runs the case on the default settings instead
+    (a form the rule reports only under ``--preview`` is silent there)."""
 
     code: Case
+    preview: bool = True
 
 
 @dataclass(frozen=True)
@@ -46,10 +51,11 @@ class Invalid:
     unsafe) is applied; a case without it must offer no fix. A plain string in
     ``invalid`` means ``Invalid(code)``. The rule's ``fix_availability`` is derived
     from these: no case with a replacement is "never", every case "always", some
-    "sometimes"."""
+    "sometimes". ``preview=False`` runs the case without ``--preview``, as ``Valid``."""
 
     code: Case
     expected_replacement: Optional[Case] = None
+    preview: bool = True
 
 
 @dataclass(frozen=True)
@@ -122,10 +128,13 @@ class Rule:
             raise ValueError(f"duplicate rule code {cls.code}: {REGISTRY[cls.code].__name__} and {cls.__name__}")
         REGISTRY[cls.code] = cls
 
-    def __init__(self, options: Optional[dict] = None) -> None:
+    def __init__(self, options: Optional[dict] = None, preview: bool = False) -> None:
         merged = dict(self.options)
         merged.update(options or {})
         self.opts = merged
+        #: ``--preview`` is on: a stable rule then also reports the forms its page lists under
+        #: "Preview" (as ruff's preview behaviours of stable rules); they are off by default
+        self.preview_forms = preview
 
     def check(self, ctx) -> Iterable[Report]:
         return ()

@@ -1,0 +1,43 @@
+"""Cases of the loader family's rules that do not fit in the rule modules (300 lines each);
+they run exactly like the embedded ones (tests/test_rule_cases.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.test_rule_cases import run_case
+
+MORE_CASES = [
+    # DSL503: counts the project constrains, or options the code resets or leaves to the caller
+    ("DSL503", "valid", """
+        import os
+        from torch.utils.data import DataLoader
+
+        def make_loader(ds, cfg):  # the count is computed: never 0
+            return DataLoader(ds, num_workers=max(1, cfg.workers), persistent_workers=True)
+
+        def _loader(ds, workers):  # this file's calls fill the parameter in
+            return DataLoader(ds, num_workers=workers, prefetch_factor=4)
+
+        train = _loader(train_set, 8)
+        cpus = DataLoader(ds, num_workers=os.cpu_count(), persistent_workers=True)
+
+        def create_loader(ds, num_workers=4, persistent_workers=True):  # the caller sets both
+            return DataLoader(ds, num_workers=num_workers, persistent_workers=persistent_workers)
+        def debug_loader(ds, opts, no_workers=False):  # every worker-only key the caller may pass is reset
+            if no_workers:
+                opts["num_workers"] = 0
+                opts.update(persistent_workers=False, prefetch_factor=None, timeout=0, multiprocessing_context=None)
+            return DataLoader(ds, **opts)
+        def build(ds, workers, persistent_workers=False, **kwargs):  # the builder's default is off
+            kwargs["persistent_workers"] = persistent_workers
+            return DataLoader(ds, num_workers=workers, **kwargs)
+        """),
+]
+
+
+@pytest.mark.parametrize(
+    "code,kind,case", [pytest.param(*case, id=f"{case[0]}-{case[1]}-more-{i}") for i, case in enumerate(MORE_CASES)]
+)
+def test_more_cases(tmp_path, code, kind, case):
+    run_case(tmp_path, code, kind, case)
