@@ -33,6 +33,50 @@ MORE_CASES = [
             kwargs["persistent_workers"] = persistent_workers
             return DataLoader(ds, num_workers=workers, **kwargs)
         """),
+    # DSL506: a factory that may return a picklable module-level object, or whose result a decorator may change
+    ("DSL506", "valid", {
+        "collating.py": """
+            import functools
+            from torch.utils.data import default_collate
+
+            def make_collate(pad):
+                if pad is None:
+                    return default_collate  # a module-level function: picklable
+                def collate(batch):
+                    return [pad] + batch
+                return collate
+
+            def pick_collate(pad):
+                if pad:
+                    def collate(batch):
+                        return [pad] + batch
+                    return collate  # otherwise None: the default collate
+
+            def dataset_class(base, cached):
+                if cached:
+                    return base  # may be a module-level class: instances pickle
+                class Cached(base):
+                    pass
+                return Cached
+
+            @functools.cache
+            def wrapped_collate():
+                def collate(batch):
+                    return batch
+                return collate
+            """,
+        "train.py": """
+            from torch.utils.data import DataLoader
+            from collating import dataset_class, make_collate, pick_collate, wrapped_collate
+
+            def loaders(ds, Base):
+                Kind = dataset_class(Base, False)
+                return (DataLoader(Kind(), num_workers=4),
+                        DataLoader(ds, num_workers=4, collate_fn=make_collate(None)),
+                        DataLoader(ds, num_workers=4, collate_fn=pick_collate(0)),
+                        DataLoader(ds, num_workers=4, collate_fn=wrapped_collate()))
+            """,
+    }),
 ]
 
 

@@ -8,6 +8,10 @@ one that names the data API) passes ``num_workers`` (not a literal 0: ``get_load
 without ``num_workers`` does not count, nor does a class defined inside a function whose every
 construction there passes no workers.
 
+``workers_only_by_choice(ctx, bound)``: the count is passed, and every value the code shows for it
+is 0 (or ``None``/``False``) and comes from a default that a user may change (an argparse option's or
+a parameter's default): the loader starts workers only when someone picks a count by hand.
+
 ``worker_count_callees(tree, names)`` (phase 1, summary entry ``worker_kwargs``): the qualified
 names of what this file calls with a ``num_workers`` keyword that is not a literal 0.
 """
@@ -19,6 +23,7 @@ import libcst as cst
 from dslint.semantics.calls import UNKNOWN, SubclassInit, literal_value
 from dslint.semantics.forwarding import forwarded_option
 from dslint.semantics.possible import is_zero
+from dslint.semantics.values import possible_arg
 
 
 def may_have_workers(ctx, bound) -> bool:
@@ -34,6 +39,14 @@ def may_have_workers(ctx, bound) -> bool:
     if workers is not None and (workers.can_be(lambda v: not (v == 0 or v is None)) or not workers.complete):
         return True
     return open_ and not local_callers_pass_no_workers(ctx, bound.owner)
+
+
+def workers_only_by_choice(ctx, bound) -> bool:
+    """See the module docstring."""
+    if not bound.passed("num_workers"):
+        return False
+    found = possible_arg(ctx, bound, "num_workers")
+    return bool(found.values) and not found.complete and all(not _may_start_workers(v.value) for v in found.values)
 
 
 def local_callers_pass_no_workers(ctx, cls) -> bool:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dslint.rules.base import ERROR, Rule, Symptom
+from dslint.rules.base import ERROR, Rule, Symptom, Valid
 from dslint.rules.loader._common import fork_context, fork_everywhere
-from dslint.semantics.worker_counts import may_have_workers
+from dslint.semantics.worker_counts import may_have_workers, workers_only_by_choice
 from dslint.semantics.calls import SubclassInit, dataloader_constructions
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.unpicklable import local_instance, unpicklable
@@ -39,6 +39,12 @@ class UnpicklableWorkerCallable(Rule):
       come only from an unknown `**kwargs` (a function's own `**kwargs` counts
       when a call of it in the project passes `num_workers`), an explicit
       `multiprocessing_context="fork"`.
+
+    ## Preview
+    With `--preview`, also a loader whose workers start only when a user picks a count by hand: every
+    value the code shows for `num_workers` is 0, from a default a user may change (an argparse option's,
+    a parameter's). Off by default: reviewers judged such findings true but not worth a change, since the
+    worker path is one no shipped run takes.
 
     ## Why is this bad?
     With the `spawn` or `forkserver` start method, each worker receives the
@@ -124,49 +130,18 @@ class UnpicklableWorkerCallable(Rule):
         def make(ds, collate, **kw):
             return DataLoader(ds, collate_fn=lambda b: collate(b), **kw)  # workers unknown
         """,
-        {
-            "collating.py": """
-                import functools
-                from torch.utils.data import default_collate
+        Valid(
+            """
+            import argparse
+            from torch.utils.data import DataLoader
 
-                def make_collate(pad):
-                    if pad is None:
-                        return default_collate  # a module-level function: picklable
-                    def collate(batch):
-                        return [pad] + batch
-                    return collate
-
-                def pick_collate(pad):
-                    if pad:
-                        def collate(batch):
-                            return [pad] + batch
-                        return collate  # otherwise None: the default collate
-
-                def dataset_class(base, cached):
-                    if cached:
-                        return base  # may be a module-level class: instances pickle
-                    class Cached(base):
-                        pass
-                    return Cached
-
-                @functools.cache
-                def wrapped_collate():
-                    def collate(batch):
-                        return batch
-                    return collate
-                """,
-            "train.py": """
-                from torch.utils.data import DataLoader
-                from collating import dataset_class, make_collate, pick_collate, wrapped_collate
-
-                def loaders(ds, Base):
-                    Kind = dataset_class(Base, False)
-                    return (DataLoader(Kind(), num_workers=4),
-                            DataLoader(ds, num_workers=4, collate_fn=make_collate(None)),
-                            DataLoader(ds, num_workers=4, collate_fn=pick_collate(0)),
-                            DataLoader(ds, num_workers=4, collate_fn=wrapped_collate()))
-                """,
-        },
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--workers", type=int, default=0)  # workers only when a user asks for them
+            args = parser.parse_args()
+            loader = DataLoader(ds, num_workers=args.workers, collate_fn=lambda b: b)
+            """,
+            preview=False,
+        ),
         """
         from torch.utils.data import DataLoader
 
@@ -274,7 +249,7 @@ class UnpicklableWorkerCallable(Rule):
             return
         index = loader_loops(ctx)
         for bound in dataloader_constructions(ctx):
-            if not may_have_workers(ctx, bound):
+            if not may_have_workers(ctx, bound) or (not self.preview_forms and workers_only_by_choice(ctx, bound)):
                 continue
             if fork_context(ctx, index, bound):
                 continue
