@@ -85,3 +85,20 @@ MORE_CASES = [
 )
 def test_more_cases(tmp_path, code, kind, case):
     run_case(tmp_path, code, kind, case)
+
+
+def test_dsl506_preview_form_is_a_command_line_default_only(tmp_path):
+    """Without --preview, DSL506 stays silent on a count only a command-line option's default 0
+    gives, and still fires on a parameter's default 0 (callers elsewhere may pass workers)."""
+    run_case(tmp_path, "DSL506", "invalid", """
+        import argparse
+        from torch.utils.data import DataLoader
+
+        def build(ds, num_workers=0):
+            return DataLoader(ds, num_workers=num_workers, collate_fn=lambda b: b)  # expect: DSL506
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("-j", "--workers", type=int, default=0)
+        args = parser.parse_args()
+        loader = DataLoader(ds, num_workers=args.workers, collate_fn=lambda b: b)
+        """, preview=False)

@@ -9,8 +9,9 @@ without ``num_workers`` does not count, nor does a class defined inside a functi
 construction there passes no workers.
 
 ``workers_only_by_choice(ctx, bound)``: the count is passed, and every value the code shows for it
-is 0 (or ``None``/``False``) and comes from a default that a user may change (an argparse option's or
-a parameter's default): the loader starts workers only when someone picks a count by hand.
+is 0 (or ``None``/``False``), the default of a command-line option (argparse ``default=`` or
+``set_defaults``): the loader starts workers only when someone passes the option by hand. (A
+parameter's default does not count: callers in other files may pass a count, also through a dict.)
 
 ``worker_count_callees(tree, names)`` (phase 1, summary entry ``worker_kwargs``): the qualified
 names of what this file calls with a ``num_workers`` keyword that is not a literal 0.
@@ -46,7 +47,8 @@ def workers_only_by_choice(ctx, bound) -> bool:
     if not bound.passed("num_workers"):
         return False
     found = possible_arg(ctx, bound, "num_workers")
-    return bool(found.values) and not found.complete and all(not _may_start_workers(v.value) for v in found.values)
+    return bool(found.values) and not found.complete and all(
+        not _may_start_workers(v.value) and v.origin.startswith(("the default of `", "`set_defaults(")) for v in found.values)
 
 
 def local_callers_pass_no_workers(ctx, cls) -> bool:

@@ -41,10 +41,10 @@ class UnpicklableWorkerCallable(Rule):
       `multiprocessing_context="fork"`.
 
     ## Preview
-    With `--preview`, also a loader whose workers start only when a user picks a count by hand: every
-    value the code shows for `num_workers` is 0, from a default a user may change (an argparse option's,
-    a parameter's). Off by default: reviewers judged such findings true but not worth a change, since the
-    worker path is one no shipped run takes.
+    With `--preview`, also a loader whose workers start only when a user asks for them by hand: every
+    value the code shows for `num_workers` is 0, the default of a command-line option (argparse
+    `default=`, `set_defaults`). Off by default: reviewers judged such findings true but not worth a
+    change, since the worker path is one that no documented run takes.
 
     ## Why is this bad?
     With the `spawn` or `forkserver` start method, each worker receives the
