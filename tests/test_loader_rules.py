@@ -102,3 +102,45 @@ def test_dsl506_preview_form_is_a_command_line_default_only(tmp_path):
         args = parser.parse_args()
         loader = DataLoader(ds, num_workers=args.workers, collate_fn=lambda b: b)
         """, preview=False)
+
+
+def test_dsl506_dataset_that_cannot_be_pickled_either_is_a_preview_form(tmp_path):
+    """Without --preview, DSL506 stays silent when the dataset (a project class of another file)
+    keeps a lock or an open handle from ``__init__``: the loader is fork-only whatever the collate.
+    A class that decides its own pickling, or an open handle kept elsewhere, does not count."""
+    files = {
+        "data.py": """
+            import threading
+            import h5py
+            from torch.utils.data import Dataset
+
+            class Locked(Dataset):
+                def __init__(self, items):
+                    self.items = items
+                    self.lock = threading.Lock()
+
+            class Archive(Locked):
+                def __init__(self, path):
+                    super().__init__([])
+                    self.file = open(path, "rb")
+
+            class Tables(Dataset):
+                def __init__(self, path):
+                    self.h5 = h5py.File(path, "r")
+
+                def __getstate__(self):  # reopened in each worker
+                    return {"path": self.h5.filename}
+            """,
+        "train.py": """
+            from torch.utils.data import DataLoader
+            from data import Archive, Locked, Tables
+
+            a = DataLoader(Locked([1, 2]), num_workers=4, collate_fn=lambda b: b)
+            ds = Archive("x.bin")
+            b = DataLoader(ds, num_workers=4, collate_fn=lambda b: b)
+            c = DataLoader(Tables("t.h5"), num_workers=4, collate_fn=lambda b: b)  # expect: DSL506
+            """,
+    }
+    run_case(tmp_path, "DSL506", "invalid", files, preview=False)
+    run_case(tmp_path / "preview", "DSL506", "invalid", {
+        name: text.replace("lambda b: b)\n", "lambda b: b)  # expect: DSL506\n") for name, text in files.items()})

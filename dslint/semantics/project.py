@@ -29,6 +29,16 @@ LOOP = "loop"
 MAP = "map"
 ITERABLE = "iterable"
 
+#: constructors of objects that pickle cannot copy (so a spawn- or forkserver-started DataLoader
+#: worker cannot receive a dataset holding one): locks, threads, open files and database handles
+HELD_UNPICKLABLE = frozenset({
+    "threading.Lock", "threading.RLock", "threading.Condition", "threading.Event", "threading.Semaphore",
+    "threading.BoundedSemaphore", "threading.Thread", "queue.Queue", "builtins.open", "io.open", "h5py.File",
+    "lmdb.open", "lmdb.Environment", "zipfile.ZipFile", "tarfile.open", "sqlite3.connect", "socket.socket",
+})
+#: methods by which a class decides what pickle stores
+PICKLING_HOOKS = frozenset({"__getstate__", "__reduce__", "__reduce_ex__"})
+
 ITERABLE_ROOTS = frozenset({
     "torch.utils.data.IterableDataset", "torch.utils.data.ChainDataset", "torch.utils.data.IterDataPipe",
     "torch.utils.data.datapipes.datapipe.IterDataPipe", "torch.utils.data.datapipes.iter.IterDataPipe",
@@ -365,6 +375,20 @@ class ProjectIndex(LoaderQueries):
     }
 
     KNOWN_BASES = _KNOWN_BASES
+
+    def unpicklable_attribute(self, key: Key) -> Optional[list]:
+        """``[attr, constructor]``: an object pickle cannot copy (``HELD_UNPICKLABLE``) that the
+        ``__init__`` chain of the project class ``key`` keeps on ``self``; None when there is none,
+        or when a class of its MRO controls its own pickling (``__getstate__``, ``__reduce__``...)."""
+        mro = self.mro(key)
+        if any(PICKLING_HOOKS & set(self.class_info(cls)["methods"]) for cls in mro):
+            return None
+        for cls in mro:
+            facts = self.class_info(cls)["methods"].get("__init__") or {}
+            for attr, qualified in facts.get("self_news", ()):
+                if canonical(qualified) in HELD_UNPICKLABLE:
+                    return [attr, qualified]
+        return None
 
     def class_method(self, qualified: str, from_path: str, name: str) -> Optional[dict]:
         """Kind of the project class named ``qualified`` and whether it has method ``name``.

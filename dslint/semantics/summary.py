@@ -173,7 +173,7 @@ class Summarizer:
                 and t.target.value.value == self_param
             ]
             qualified = self.names.qualname(value.func) if attrs else None
-            if qualified and not qualified.startswith("builtins."):
+            if qualified and (not qualified.startswith("builtins.") or qualified == "builtins.open"):
                 found.extend([attr, qualified] for attr in attrs)
         return found
 
@@ -231,7 +231,7 @@ class Summarizer:
                 return ("super", func.attr.value)
         if kind is cst.Name or kind is cst.Attribute:
             qualified = self.names.qualname(func)
-            if qualified and not qualified.startswith("builtins."):
+            if qualified and (not qualified.startswith("builtins.") or qualified == "builtins.open"):
                 return ("func", qualified)
         return None
 

@@ -13,6 +13,7 @@ from typing import Optional, Tuple
 
 import libcst as cst
 
+from dslint.semantics.bindings import class_ref
 from dslint.semantics.module_calls import positional_args
 from dslint.semantics.scopes import is_none, none_replacements
 from dslint.semantics.returned_closures import returned_closure
@@ -137,3 +138,18 @@ def _returned_class(ctx, index, binding) -> Optional[Problem]:
     if problem is None or not problem[0].startswith("the local class"):
         return None
     return (f"an instance of {problem[0]}", problem[1])
+
+
+def held_unpicklable(ctx, expr) -> Optional[str]:
+    """How the object ``expr`` constructs keeps state that pickle cannot copy: an instance of a
+    project class whose ``__init__`` chain stores a lock, thread or open handle on ``self``
+    (``ProjectIndex.unpicklable_attribute``), for a message; None otherwise or when unknown."""
+    ref = class_ref(ctx.tree, ctx.names, expr)
+    if ref is None:
+        return None
+    if ref[0] == "local":
+        found = ctx.view.unpicklable_attribute(ctx.qualname_of_def(ref[1]), local=True)
+    else:
+        found = ctx.view.unpicklable_attribute(ref[1])
+    return f"`self.{found[0]}` (`{found[1]}`)" if found else None
+

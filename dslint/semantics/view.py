@@ -105,6 +105,14 @@ class View:
         """Bases outside the project of the project class ``qualified`` (None: not a project class)."""
         return self._record("external_bases", [qualified], self._index.external_bases(qualified, self.path))
 
+    def unpicklable_attribute(self, qualified: str, local: bool = False) -> Optional[list]:
+        """``[attr, constructor]`` of a lock, thread or open handle that the ``__init__`` chain of a
+        project class (``qualified``, or this file's class ``qual`` when ``local``) keeps on ``self``."""
+        index = self._index
+        key = (self.path, qualified) if local else index.locate(canonical(qualified), self.path)
+        found = index.unpicklable_attribute(key) if key is not None and key[1] in index.summaries[key[0]]["classes"] else None
+        return self._record("unpicklable_attribute", [qualified, local], found)
+
     def collate_loaders(self, qual: str) -> List[dict]:
         """Facts of the DataLoaders (in any file) that use this file's function ``qual`` as ``collate_fn``."""
         return self._record("collate_loaders", [qual], self._index.collate_loaders((self.path, qual)))

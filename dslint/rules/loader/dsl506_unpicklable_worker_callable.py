@@ -7,7 +7,7 @@ from dslint.rules.loader._common import fork_context, fork_everywhere
 from dslint.semantics.worker_counts import may_have_workers, workers_only_by_choice
 from dslint.semantics.calls import SubclassInit, dataloader_constructions
 from dslint.semantics.loops import loader_loops
-from dslint.semantics.unpicklable import local_instance, unpicklable
+from dslint.semantics.unpicklable import held_unpicklable, local_instance, unpicklable
 
 
 class UnpicklableWorkerCallable(Rule):
@@ -45,6 +45,12 @@ class UnpicklableWorkerCallable(Rule):
     value the code shows for `num_workers` is 0, the default of a command-line option (argparse
     `default=`, `set_defaults`). Off by default: reviewers judged such findings true but not worth a
     change, since the worker path is one that no documented run takes.
+
+    Also with `--preview`: a loader whose dataset or collate object (an instance of a project class)
+    keeps a lock, thread, queue, open file or database handle (`h5py.File`, `lmdb.open`...) on `self`
+    from its `__init__`, unless the class decides its own pickling (`__getstate__`, `__reduce__`).
+    That object cannot reach a spawned worker either, so the loader works only with `fork` as
+    written, and replacing the callable alone changes nothing.
 
     ## Why is this bad?
     With the `spawn` or `forkserver` start method, each worker receives the
@@ -251,6 +257,8 @@ class UnpicklableWorkerCallable(Rule):
         for bound in dataloader_constructions(ctx):
             if not may_have_workers(ctx, bound) or (not self.preview_forms and workers_only_by_choice(ctx, bound)):
                 continue
+            if not self.preview_forms and any(held_unpicklable(ctx, bound.expr(p)) for p in ("dataset", "collate_fn")):
+                continue  # the dataset (or collate object) cannot reach a spawned worker either
             if fork_context(ctx, index, bound):
                 continue
             problems = []
