@@ -67,7 +67,7 @@ def main() -> None:
 @click.option("--extend-select", multiple=True, metavar="CODES", help="Rules to enable on top of `select`.")
 @click.option("--ignore", multiple=True, metavar="CODES", help="Rules to disable.")
 @click.option("--per-file-ignores", "per_file_ignores", multiple=True, metavar="PATTERN:CODES", help="Ignore codes in files matching a pattern, e.g. 'tests/**:DSL1'.")
-@click.option("--preview/--no-preview", default=None, help="Enable preview rules.")
+@click.option("--preview/--no-preview", default=None, help="Enable preview rules, and the preview forms of stable rules (each page's Preview section).")
 @click.option("--fixable", multiple=True, metavar="CODES", help="Rules whose fixes --fix may apply [default: ALL]; replaces the configured `fixable`.")
 @click.option("--unfixable", multiple=True, metavar="CODES", help="Rules whose fixes --fix must not apply.")
 @click.option("--extend-fixable", multiple=True, metavar="CODES", help="Rules whose fixes --fix may apply, on top of `fixable`.")
