@@ -550,6 +550,54 @@ def test_sqlite_is_a_warning(tmp_path):
 # Cases of this family's rules that do not fit in the rule modules (300 lines each);
 # they run exactly like the embedded ones (tests/test_rule_cases.py).
 MORE_CASES = [
+    # DSL401: a lazy opener that __init__ runs (through a helper) opens the handle in the parent
+    ('DSL401', 'invalid', """
+        import h5py
+        from torch.utils.data import Dataset
+
+        class Episodes(Dataset):
+            def __init__(self, path, merge=None):
+                self.path = path
+                self.h5 = None
+                if merge:
+                    self.merge(merge)
+
+            def _open(self):
+                if self.h5 is None:
+                    self.h5 = h5py.File(self.path, "r")  # expect: DSL401
+
+            def merge(self, keys):
+                self._open()
+                self.extra = [self.h5[k][:] for k in keys]
+
+            def __getitem__(self, i):
+                self._open()
+                return self.h5["x"][i]
+        """),
+    ('DSL401', 'valid', """
+        import h5py
+        from torch.utils.data import Dataset
+
+        class Episodes(Dataset):
+            def __init__(self, path):
+                self.path = path
+                self.h5 = None
+                self.count = self.length()
+                self.h5.close()
+                self.h5 = None  # reopened lazily in each worker
+
+            def _open(self):
+                if self.h5 is None:
+                    self.h5 = h5py.File(self.path, "r")
+
+            def length(self):
+                self._open()
+                return len(self.h5["x"])
+
+            def __getitem__(self, i):
+                self._open()
+                return self.h5["x"][i]
+        """),
     # a dataset of an evaluation split keeps its seeded generator: the same draws keep evaluation reproducible
     ('DSL402', 'valid', """
         import numpy as np

@@ -9,6 +9,9 @@ Two facts, each asked only for a call the fork rules already look at:
   ``self`` (itself, or through the lazy opener it shares with ``__getitem__``, at any
   depth of ``self.m()`` calls) is already open when the workers are made: their
   ``if self.f is None: self._open()`` never runs again.
+* ``shared_construction_code``: a method ``__init__`` reaches that ``__getitem__`` runs too
+  (``if self.f is None: self.f = open(...)``, called while building the index) opens the
+  handle in the parent the same way.
 * ``holder_kind``: ``self.reader = Reader(path)`` where ``Reader`` (a plain class of
   this file) opens a handle in its construction code and keeps it on its own ``self``
   holds that handle one level down. A class that only stores the path, closes what it
@@ -23,7 +26,7 @@ from typing import List, Optional
 import libcst as cst
 
 from dslint.semantics.bindings import class_ref
-from dslint.semantics.classes import class_family, dataset_inits, find_method, methods, reached_methods
+from dslint.semantics.classes import called_method, class_family, dataset_inits, find_method, methods, reached_methods
 from dslint.semantics.init_code import family_construction, init_helpers
 from dslint.semantics.instance_state import (
     HANDLE_DERIVATIONS,
@@ -56,17 +59,44 @@ def length_code(ctx, cls: cst.ClassDef) -> List[cst.FunctionDef]:
     return ctx.memo(("pre_fork.length_code", id(cls)), compute)
 
 
+def shared_construction_code(ctx, cls: cst.ClassDef, init: cst.FunctionDef) -> List[tuple]:
+    """(method, the statement of ``init`` that reaches it) for the methods ``init`` reaches through
+    ``self.m`` that other code runs too: a lazy opener ``__getitem__`` shares (``init_helpers``
+    answers for the methods only construction runs)."""
+
+    def compute():
+        only = {id(f) for f in init_helpers(ctx, cls, init)}
+        out = []
+        for stmt in init.body.body if isinstance(init.body, cst.IndentedBlock) else ():
+            for node in iter_subtree(stmt, into_scopes=False):
+                method = called_method(ctx, cls, node, self_name(init)) if isinstance(node, cst.Call) else None
+                for func in reached_methods(ctx, cls, method) if method is not None else ():
+                    if id(func) not in only and not any(func is f for f, _ in out):
+                        out.append((func, stmt))
+        return out
+
+    return ctx.memo(("pre_fork.shared_construction_code", id(cls), id(init)), compute)
+
+
 def length_handles(ctx, ignored=None):
-    """(dataset class, function, call, kind, Held) for each handle that code ``len(dataset)``
-    runs (``length_code``) opens and keeps on ``self``, once per call (``ignored(call)``: the
-    caller's opens that do not matter, e.g. write-only files)."""
+    """(dataset class, function, call, kind, Held, who runs it) for each handle that code the parent
+    runs before the workers start opens and keeps on ``self``, once per call: what ``len(dataset)``
+    runs (``length_code``), and the methods ``__init__`` reaches that other code runs too
+    (``shared_construction_code``: ``__init__`` runs the lazy opener first, unless it closes or
+    drops the handle afterwards). ``ignored(call)``: the caller's opens that do not matter, e.g.
+    write-only files."""
     seen = set()
-    for cls, _, _ in dataset_inits(ctx):
-        for func in length_code(ctx, cls):
+    for cls, init, selfp in dataset_inits(ctx):
+        runs = [(func, "__len__", None) for func in length_code(ctx, cls)]
+        runs += [(func, "__init__", stmt) for func, stmt in shared_construction_code(ctx, cls, init)]
+        for func, runner, stmt in runs:
             for call, kind, held in opened_handles(ctx, func, ignored):
-                if id(call) not in seen:
-                    seen.add(id(call))
-                    yield cls, func, call, kind, held
+                if id(call) in seen:
+                    continue
+                if stmt is not None and any(dropped_in_init(ctx, init, selfp, attr, stmt) for attr in held.attrs):
+                    continue
+                seen.add(id(call))
+                yield cls, func, call, kind, held, runner
 
 
 def opened_handles(ctx, func: cst.FunctionDef, ignored=None):

@@ -18,8 +18,8 @@ class HandleInInit(Rule):
     `self` (directly, through `f["key"]`, `env.begin()`, `conn.cursor()`, or in a container: `self.files.append(f)`,
     `self.files[k] = f`), when per-sample code (`__getitem__`, the yielding loop of `__iter__`, and what they call)
     uses it. Methods `__init__` calls on `self` (at any depth, none called per sample) run before the fork too, and so
-    does `__len__` (samplers, `len(loader)` and progress bars call it in the parent): a lazy opener that `__len__`
-    runs opens the handle before the workers exist. An object of a class of the file whose `__init__` opens a handle
+    does `__len__` (samplers, `len(loader)` and progress bars call it in the parent): a lazy opener that `__len__`,
+    or a method `__init__` calls, runs opens the handle before the workers exist. An object of a class of the file whose `__init__` opens a handle
     and keeps it (`self.reader = Reader(path)`) holds that handle one level down.
 
     ## When it does not fire
@@ -292,8 +292,8 @@ class HandleInInit(Rule):
             if used:
                 where = f"(whose constructor opens a {kind} handle and keeps it) in `__init__`"
                 yield self.report(call, handle_message(ctx, kind, call, used[0]).replace("in `__init__`", where, 1))
-        for cls, func, call, kind, held in length_handles(ctx, unread):  # what len(dataset) runs in the parent
+        for cls, func, call, kind, held, runner in length_handles(ctx, unread):  # run in the parent before the fork
             used = inherited_uses(ctx, cls, func, self_name(func), held, ("close",), silenced, (func,))
             if used:
-                where = f"in `{func.name.value}`, run by `__len__` in the parent before the workers start,"
+                where = f"in `{func.name.value}`, run by `{runner}` in the parent before the workers start,"
                 yield self.report(call, handle_message(ctx, kind, call, used[0]).replace("in `__init__`", where, 1))
