@@ -33,6 +33,38 @@ MORE_CASES = [
             kwargs["persistent_workers"] = persistent_workers
             return DataLoader(ds, num_workers=workers, **kwargs)
         """),
+    # DSL506: a dataset given a lambda or nested function to keep (its transform) cannot be pickled either
+    ("DSL506", "invalid", """
+        import torchvision.transforms as T
+        from torch.utils.data import DataLoader, Dataset
+
+        class Glyphs(Dataset):
+            def __init__(self, root, transform=None):
+                self.root, self.transform = root, transform
+
+        def get_loader(root, workers=4):
+            flip = T.Lambda(lambda x: 1.0 - x)  # expect: DSL506
+            dataset = Glyphs(root, T.Compose([T.ToTensor(), flip]))
+            return DataLoader(dataset, batch_size=8, num_workers=workers)
+
+        def get_other(root):
+            def scale(x):
+                return x * 2
+            data = Glyphs(root, transform=scale)  # expect: DSL506
+            return DataLoader(data, num_workers=2)
+        """),
+    ("DSL506", "valid", """
+        import torchvision.transforms as T
+        from torchvision.datasets import ImageFolder
+        from torch.utils.data import DataLoader
+
+        def get_loader(root, paths):
+            only_png = ImageFolder(root, is_valid_file=lambda p: p.endswith(".png"))  # not kept: used while listing
+            ordered = ImageFolder(root, transform=T.Compose(sorted(paths, key=lambda p: len(p))))  # a list is kept
+            single = ImageFolder(root, transform=T.Lambda(lambda x: x))
+            return (DataLoader(only_png, num_workers=4), DataLoader(ordered, num_workers=4),
+                    DataLoader(single, num_workers=0))
+        """),
     # DSL506: a factory that may return a picklable module-level object, or whose result a decorator may change
     ("DSL506", "valid", {
         "collating.py": """

@@ -20,6 +20,16 @@ from dslint.semantics.returned_closures import returned_closure
 
 _PARTIAL = frozenset({"functools.partial"})
 
+#: transform containers that keep what they are given and run it per sample
+TRANSFORM_CONTAINERS = frozenset(
+    f"{module}.{name}"
+    for module in ("torchvision.transforms", "torchvision.transforms.transforms", "torchvision.transforms.v2")
+    for name in ("Compose", "Lambda", "RandomApply", "RandomChoice", "RandomOrder")
+) | frozenset({
+    "monai.transforms.Compose", "monai.transforms.Lambda", "monai.transforms.Lambdad", "albumentations.Compose",
+    "albumentations.Lambda", "albumentations.OneOf", "albumentations.SomeOf",
+})
+
 Problem = Tuple[str, str]
 
 
@@ -152,4 +162,54 @@ def held_unpicklable(ctx, expr) -> Optional[str]:
     else:
         found = ctx.view.unpicklable_attribute(ref[1])
     return f"`self.{found[0]}` (`{found[1]}`)" if found else None
+
+
+def kept_callable(ctx, index, expr) -> Optional[Tuple[cst.CSTNode, Problem]]:
+    """(node, (description, error)): a lambda, nested function or local-class instance that the
+    dataset object ``expr`` constructs is handed to keep and run per sample, so the dataset cannot
+    be pickled either. Looked for in the construction's arguments (a keyword only when it names a
+    transform, ``transform=``/``target_transform=``, or its value is a transform container), through
+    names bound once and into transform containers (``T.Compose([T.Lambda(lambda x: 1 - x)])``)."""
+    nodes = index.value_nodes(expr) if isinstance(expr, cst.Name) else [expr]
+    if not nodes or len(nodes) != 1 or not isinstance(nodes[0], cst.Call):
+        return None
+    for arg in nodes[0].args:
+        if arg.star or (arg.keyword is not None and "transform" not in arg.keyword.value.lower()
+                        and not _container(ctx, arg.value)):
+            continue
+        found = _kept(ctx, index, arg.value, 0)
+        if found:
+            return found
+    return None
+
+
+def _container(ctx, expr) -> bool:
+    return isinstance(expr, cst.Call) and ctx.call_name(expr) in TRANSFORM_CONTAINERS
+
+
+def _kept(ctx, index, expr, depth: int) -> Optional[Tuple[cst.CSTNode, Problem]]:
+    if depth > 8:
+        return None
+    if isinstance(expr, cst.Name):
+        nodes = index.value_nodes(expr)
+        if not nodes or len(nodes) != 1:
+            return None
+        if isinstance(nodes[0], (cst.Lambda, cst.FunctionDef)):
+            problem = unpicklable(ctx, index, expr)
+            return (nodes[0] if isinstance(nodes[0], cst.Lambda) else expr, problem) if problem else None
+        return _kept(ctx, index, nodes[0], depth + 1) if nodes[0] is not expr else None
+    if isinstance(expr, cst.Lambda):
+        problem = unpicklable(ctx, index, expr)
+        return (expr, problem) if problem else None
+    if isinstance(expr, (cst.List, cst.Tuple)):
+        elements = [element.value for element in expr.elements]
+    elif _container(ctx, expr):
+        elements = [arg.value for arg in expr.args if not arg.star]
+    else:
+        return None
+    for element in elements:
+        found = _kept(ctx, index, element, depth + 1)
+        if found:
+            return found
+    return None
 

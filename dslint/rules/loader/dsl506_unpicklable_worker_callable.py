@@ -7,7 +7,7 @@ from dslint.rules.loader._common import fork_context, fork_everywhere
 from dslint.semantics.worker_counts import may_have_workers, workers_only_by_choice
 from dslint.semantics.calls import SubclassInit, dataloader_constructions
 from dslint.semantics.loops import loader_loops
-from dslint.semantics.unpicklable import held_unpicklable, local_instance, unpicklable
+from dslint.semantics.unpicklable import held_unpicklable, kept_callable, local_instance, unpicklable
 
 
 class UnpicklableWorkerCallable(Rule):
@@ -22,6 +22,11 @@ class UnpicklableWorkerCallable(Rule):
     function, class or lambda defined inside it (a collate or dataset-class
     *factory*, and its body ends with that `return`) counts as that nested
     function or class, and so does an instance of the class it returns. The finding points at that argument.
+
+    A dataset constructed with such a callable to keep counts too: one given as an argument (a keyword
+    only when it names a transform, `transform=`, `target_transform=`), through names and transform
+    containers (`T.Compose([T.Lambda(lambda x: 1 - x)])`, MONAI and albumentations alike). The finding
+    then points at the lambda or nested function.
 
     A `DataLoader` subclass counts too: the `super().__init__(...)` call in its `__init__` is a DataLoader
     construction, and so is that of a subclass of it whose own `__init__` hands its parameters on by name.
@@ -269,6 +274,9 @@ class UnpicklableWorkerCallable(Rule):
             dataset = local_instance(ctx, index, bound.expr("dataset"))
             if dataset:
                 problems.append(("the dataset", dataset, bound.arg("dataset")))
+            kept = None if dataset else kept_callable(ctx, index, bound.expr("dataset"))
+            if kept:  # reported at the lambda (or nested function) the dataset keeps
+                problems.append(("the dataset", (f"given {kept[1][0]} to keep", kept[1][1]), kept[0]))
             if not problems:
                 continue
             what = "; ".join(f"{param} is {problem[0]}" for param, problem, _ in problems)
@@ -277,7 +285,7 @@ class UnpicklableWorkerCallable(Rule):
             if isinstance(bound, SubclassInit) and not bound.passed("num_workers"):
                 via = f" (`{bound.owner.name.value}` passes its callers' `num_workers` on through `**kwargs`)"
             yield self.report(  # at the first argument that cannot be pickled, as written in the call
-                next((arg for _, _, arg in problems if any(arg is a for a in bound.call.args)), bound.call),
+                next((arg for _, _, arg in problems if any(arg is a for a in bound.call.args)), kept[0] if kept else bound.call),
                 f"{what}, which cannot be pickled{via}: with the spawn or forkserver start method (the default on "
                 f"macOS and Windows, and on Linux from Python 3.14) starting the workers fails with `{error}`",
             )
