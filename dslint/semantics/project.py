@@ -29,15 +29,6 @@ LOOP = "loop"
 MAP = "map"
 ITERABLE = "iterable"
 
-#: constructors of objects that pickle cannot copy (so a spawn- or forkserver-started DataLoader
-#: worker cannot receive a dataset holding one): locks, threads, open files and database handles
-HELD_UNPICKLABLE = frozenset({
-    "threading.Lock", "threading.RLock", "threading.Condition", "threading.Event", "threading.Semaphore",
-    "threading.BoundedSemaphore", "threading.Thread", "queue.Queue", "builtins.open", "io.open", "h5py.File",
-    "lmdb.open", "lmdb.Environment", "zipfile.ZipFile", "tarfile.open", "sqlite3.connect", "socket.socket",
-})
-#: methods by which a class decides what pickle stores
-PICKLING_HOOKS = frozenset({"__getstate__", "__reduce__", "__reduce_ex__"})
 
 ITERABLE_ROOTS = frozenset({
     "torch.utils.data.IterableDataset", "torch.utils.data.ChainDataset", "torch.utils.data.IterDataPipe",
@@ -54,10 +45,18 @@ MAP_ROOTS = frozenset(
         "torch.utils.data.datapipes.datapipe.MapDataPipe",
         "torchvision.datasets.VisionDataset",
     }
-)
+) | frozenset({
+    # PyG's datasets: map-style, and their own ``__getitem__`` calls the subclass's ``get(idx)``
+    "torch_geometric.data.Dataset", "torch_geometric.data.dataset.Dataset",
+    "torch_geometric.data.InMemoryDataset", "torch_geometric.data.in_memory_dataset.InMemoryDataset",
+})
 DATALOADER_ROOTS = frozenset({"torch.utils.data.DataLoader"})
 
 ENTRY_POINTS = (("__getitem__", WHOLE), ("__getitems__", WHOLE), ("__iter__", None), ("__next__", WHOLE))
+#: per-sample methods a library base class calls from its own ``__getitem__`` (by the base's name)
+LIBRARY_ENTRY_POINTS = {
+    root: (("get", WHOLE),) for root in MAP_ROOTS if root.startswith("torch_geometric.")
+}
 
 Key = Tuple[str, str]  # (path, local qualified name)
 
@@ -75,7 +74,6 @@ def root_kind(qualified: Optional[str]) -> Optional[str]:
         if last[:1].isupper():
             return MAP
     return None
-
 
 
 class ProjectIndex(LoaderQueries):
@@ -266,6 +264,15 @@ class ProjectIndex(LoaderQueries):
                     continue
                 self._reach_from(key)
 
+    def entry_points(self, mro: List[Key]) -> tuple:
+        """The methods through which samples are read from a class with this MRO: torch's
+        (``ENTRY_POINTS``), and those a library base calls (``LIBRARY_ENTRY_POINTS``)."""
+        extra = ()
+        for cls in mro:
+            for base in self.class_info(cls)["bases"]:
+                extra += LIBRARY_ENTRY_POINTS.get(canonical(base), ()) if base else ()
+        return ENTRY_POINTS + tuple(dict.fromkeys(extra))
+
     def _reach_from(self, cls: Key) -> None:
         for mro in mro_variants(self, cls):  # one for each definition a base may have (``alternatives``)
             self._reach_along(cls, mro)
@@ -273,7 +280,7 @@ class ProjectIndex(LoaderQueries):
     def _reach_along(self, cls: Key, mro: List[Key]) -> None:
         label = f"{self.summaries[cls[0]]['module']}.{cls[1]}"
         work: List[Tuple[Key, str]] = []
-        for name, mode in ENTRY_POINTS:
+        for name, mode in self.entry_points(mro):
             method = self.find_method(mro, name)
             if method is not None:
                 work.append((method, mode))
@@ -375,20 +382,6 @@ class ProjectIndex(LoaderQueries):
     }
 
     KNOWN_BASES = _KNOWN_BASES
-
-    def unpicklable_attribute(self, key: Key) -> Optional[list]:
-        """``[attr, constructor]``: an object pickle cannot copy (``HELD_UNPICKLABLE``) that the
-        ``__init__`` chain of the project class ``key`` keeps on ``self``; None when there is none,
-        or when a class of its MRO controls its own pickling (``__getstate__``, ``__reduce__``...)."""
-        mro = self.mro(key)
-        if any(PICKLING_HOOKS & set(self.class_info(cls)["methods"]) for cls in mro):
-            return None
-        for cls in mro:
-            facts = self.class_info(cls)["methods"].get("__init__") or {}
-            for attr, qualified in facts.get("self_news", ()):
-                if canonical(qualified) in HELD_UNPICKLABLE:
-                    return [attr, qualified]
-        return None
 
     def class_method(self, qualified: str, from_path: str, name: str) -> Optional[dict]:
         """Kind of the project class named ``qualified`` and whether it has method ``name``.

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import List, Optional
 
 from dslint.semantics.epoch_hook_index import hook_loaders
+from dslint.semantics.held_state import unpicklable_attribute
 from dslint.semantics.inheritance import iterable_heirs, one_shot_arguments
 from dslint.semantics.modules import canonical
 from dslint.semantics.numpy_rng import loader_draws
@@ -110,7 +111,7 @@ class View:
         project class (``qualified``, or this file's class ``qual`` when ``local``) keeps on ``self``."""
         index = self._index
         key = (self.path, qualified) if local else index.locate(canonical(qualified), self.path)
-        found = index.unpicklable_attribute(key) if key is not None and key[1] in index.summaries[key[0]]["classes"] else None
+        found = unpicklable_attribute(index, key) if key is not None and key[1] in index.summaries[key[0]]["classes"] else None
         return self._record("unpicklable_attribute", [qualified, local], found)
 
     def collate_loaders(self, qual: str) -> List[dict]:

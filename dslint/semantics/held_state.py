@@ -1,0 +1,38 @@
+"""Does a project class keep, from its construction, an object that pickle cannot copy?
+
+``unpicklable_attribute(index, key)`` answers from the file summaries alone (no libcst): the
+``__init__`` methods along the class's MRO and what they store on ``self`` (``self_news``).
+A dataset holding such an object cannot be sent to spawn- or forkserver-started DataLoader
+workers, whatever else the loader is given.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from dslint.semantics.modules import canonical
+
+#: constructors of objects that pickle cannot copy (so a spawn- or forkserver-started DataLoader
+#: worker cannot receive a dataset holding one): locks, threads, open files and database handles
+HELD_UNPICKLABLE = frozenset({
+    "threading.Lock", "threading.RLock", "threading.Condition", "threading.Event", "threading.Semaphore",
+    "threading.BoundedSemaphore", "threading.Thread", "queue.Queue", "builtins.open", "io.open", "h5py.File",
+    "lmdb.open", "lmdb.Environment", "zipfile.ZipFile", "tarfile.open", "sqlite3.connect", "socket.socket",
+})
+#: methods by which a class decides what pickle stores
+PICKLING_HOOKS = frozenset({"__getstate__", "__reduce__", "__reduce_ex__"})
+
+
+def unpicklable_attribute(index, key) -> Optional[list]:
+    """``[attr, constructor]``: an object pickle cannot copy (``HELD_UNPICKLABLE``) that the
+    ``__init__`` chain of the project class ``key`` keeps on ``self``; None when there is none,
+    or when a class of its MRO controls its own pickling (``__getstate__``, ``__reduce__``...)."""
+    mro = index.mro(key)
+    if any(PICKLING_HOOKS & set(index.class_info(cls)["methods"]) for cls in mro):
+        return None
+    for cls in mro:
+        facts = index.class_info(cls)["methods"].get("__init__") or {}
+        for attr, qualified in facts.get("self_news", ()):
+            if canonical(qualified) in HELD_UNPICKLABLE:
+                return [attr, qualified]
+    return None
