@@ -329,9 +329,12 @@ def test_a_parameter_other_project_files_fill_is_decided_by_their_calls(tmp_path
             """,
         },
     )
-    run = run_cli("check", "--no-cache", "--select", "DSL503", "--output-format", "concise", ".", cwd=tmp_path)
+    # a count the user chooses is one of DSL503's preview forms
+    run = run_cli("check", "--no-cache", "--preview", "--select", "DSL503", "--output-format", "concise", ".", cwd=tmp_path)
     found = sorted(line.split(":")[0] + ":" + line.split(":")[1] for line in run.stdout.splitlines() if "DSL503" in line)
     assert found == ["library.py:4", "library.py:8", "pkg/api.py:4", "pkg/api.py:8"]
+    default = run_cli("check", "--no-cache", "--select", "DSL503", "--output-format", "concise", ".", cwd=tmp_path)
+    assert "DSL503" not in default.stdout
 
 
 def test_a_sampler_chosen_per_run_and_a_rebuilt_iterator_count_for_dsl505(tmp_path):
