@@ -606,6 +606,28 @@ MORE_CASES = [
                 self._open()
                 return self.h5["x"][i]
         """),
+    ('DSL401', 'valid', {  # the project spawns its workers, and the class pickles without the handle
+        "train.py": "import torch.multiprocessing as mp\nmp.set_start_method('spawn')\n",
+        "data.py": """
+            import zipfile
+            from torch.utils.data import Dataset
+
+            class Archive(Dataset):
+                def __init__(self, path):
+                    self.path, self._zip = path, None
+                    self.names = self._get_zip().namelist()
+
+                def _get_zip(self):
+                    if self._zip is None:
+                        self._zip = zipfile.ZipFile(self.path)
+                    return self._zip
+
+                def __getstate__(self):
+                    return dict(self.__dict__, _zip=None)
+
+                def __getitem__(self, i):
+                    return self._get_zip().read(self.names[i])
+            """}),
     ('DSL401', 'valid', """
         import h5py
         from torch.utils.data import Dataset

@@ -36,8 +36,10 @@ from dslint.semantics.instance_state import (
     self_attr_uses,
     stores_elsewhere,
 )
+from dslint.semantics.held_state import PICKLING_HOOKS
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.regions import self_name
+from dslint.semantics.start_methods import workers_not_forked
 from dslint.semantics.walk import iter_subtree
 
 PROCESS_CHECKS = frozenset(
@@ -83,10 +85,12 @@ def length_handles(ctx, ignored=None):
     runs before the workers start opens and keeps on ``self``, once per call: what ``len(dataset)``
     runs (``length_code``), and the methods ``__init__`` reaches that other code runs too
     (``shared_construction_code``: ``__init__`` runs the lazy opener first, unless it closes or
-    drops the handle afterwards). ``ignored(call)``: the caller's opens that do not matter, e.g.
+    drops the handle afterwards); none for a class whose own pickling a spawn-only project uses. ``ignored(call)``: the caller's opens that do not matter, e.g.
     write-only files."""
     seen = set()
     for cls, init, selfp in dataset_inits(ctx):
+        if _pickled_into_spawned_workers(ctx, cls):
+            continue
         runs = [(func, "__len__", None) for func in length_code(ctx, cls)]
         runs += [(func, "__init__", stmt) for func, stmt in shared_construction_code(ctx, cls, init)]
         for func, runner, stmt in runs:
@@ -97,6 +101,15 @@ def length_handles(ctx, ignored=None):
                     continue
                 seen.add(id(call))
                 yield cls, func, call, kind, held, runner
+
+
+def _pickled_into_spawned_workers(ctx, cls: cst.ClassDef) -> bool:
+    """The class decides what pickle stores (``__getstate__``: typically the handle as ``None``) and
+    the project starts its processes with spawn/forkserver only: its workers get a pickled copy,
+    never the parent's handle."""
+    family = class_family(ctx, cls)
+    return any(PICKLING_HOOKS & set(methods(klass)) for klass in family) and workers_not_forked(
+        ctx.view.project_start_methods())
 
 
 def opened_handles(ctx, func: cst.FunctionDef, ignored=None):

@@ -18,12 +18,14 @@ class HandleInInit(Rule):
     `self` (directly, through `f["key"]`, `env.begin()`, `conn.cursor()`, or in a container: `self.files.append(f)`,
     `self.files[k] = f`), when per-sample code (`__getitem__`, the yielding loop of `__iter__`, and what they call)
     uses it. Methods `__init__` calls on `self` (at any depth, none called per sample) run before the fork too, and so
-    does `__len__` (samplers, `len(loader)` and progress bars call it in the parent): a lazy opener that `__len__`,
-    or a method `__init__` calls, runs opens the handle before the workers exist. An object of a class of the file whose `__init__` opens a handle
-    and keeps it (`self.reader = Reader(path)`) holds that handle one level down.
+    does `__len__` (samplers, `len(loader)` and progress bars call it in the parent): a lazy opener that `__len__`, or a
+    method `__init__` calls, runs opens the handle before the workers exist. An object of a class of the file whose
+    `__init__` opens a handle and keeps it (`self.reader = Reader(path)`) holds that handle one level down.
 
     ## When it does not fire
     - The lazy pattern: `self.db = None` in `__init__`, opened on first use in each worker.
+    - A lazy opener's handle in a class with its own pickling (`__getstate__`) in a project that starts processes
+      with spawn/forkserver only: workers get a pickled copy, never the parent's handle.
     - Handles the project re-creates per worker (reassigned in another method or a `worker_init_fn`, or a dataset that
       checks `get_worker_info()`/`os.getpid()`).
     - Read-only `np.load(mmap_mode=...)` maps: a shared read-only mapping is safe.
@@ -67,8 +69,7 @@ class HandleInInit(Rule):
     ```
 
     ## References
-    - pytorch/pytorch#11887, #11929 (h5py), pytorch/vision#689 (lmdb)
-    - SQLite FAQ: "Can multiple applications or multiple instances of SQLite access the same database file?" (fork)
+    - pytorch/pytorch#11887, #11929 (h5py), pytorch/vision#689 (lmdb); the SQLite FAQ on connections across fork()
     - LMDB documentation: "Do not use an environment in a process that forked after opening it"
     """
 
