@@ -550,38 +550,6 @@ def test_sqlite_is_a_warning(tmp_path):
 # Cases of this family's rules that do not fit in the rule modules (300 lines each);
 # they run exactly like the embedded ones (tests/test_rule_cases.py).
 MORE_CASES = [
-    # DSL401: PyG's Dataset reads samples through the subclass's get(idx), which its __getitem__ calls
-    ('DSL401', 'invalid', """
-        import h5py
-        from torch_geometric.data import Dataset
-
-        class Molecules(Dataset):
-            def __init__(self, path):
-                super().__init__()
-                self.h5 = h5py.File(path, "r")  # expect: DSL401
-
-            def len(self):
-                return len(self.h5["pos"])
-
-            def get(self, idx):
-                return self.h5["pos"][idx]
-        """),
-    ('DSL401', 'valid', """
-        import h5py
-        from torch_geometric.data import Dataset
-
-        class Molecules(Dataset):
-            def __init__(self, path):
-                super().__init__()
-                self.h5 = h5py.File(path, "r")
-                self.count = len(self.h5["pos"])
-
-            def len(self):
-                return self.count
-
-            def summary(self, idx):  # not get: PyG never calls it per sample
-                return self.h5["pos"][idx]
-        """),
     # DSL401: a lazy opener that __init__ runs (through a helper) opens the handle in the parent
     ('DSL401', 'invalid', """
         import h5py

@@ -45,18 +45,10 @@ MAP_ROOTS = frozenset(
         "torch.utils.data.datapipes.datapipe.MapDataPipe",
         "torchvision.datasets.VisionDataset",
     }
-) | frozenset({
-    # PyG's datasets: map-style, and their own ``__getitem__`` calls the subclass's ``get(idx)``
-    "torch_geometric.data.Dataset", "torch_geometric.data.dataset.Dataset",
-    "torch_geometric.data.InMemoryDataset", "torch_geometric.data.in_memory_dataset.InMemoryDataset",
-})
+)
 DATALOADER_ROOTS = frozenset({"torch.utils.data.DataLoader"})
 
 ENTRY_POINTS = (("__getitem__", WHOLE), ("__getitems__", WHOLE), ("__iter__", None), ("__next__", WHOLE))
-#: per-sample methods a library base class calls from its own ``__getitem__`` (by the base's name)
-LIBRARY_ENTRY_POINTS = {
-    root: (("get", WHOLE),) for root in MAP_ROOTS if root.startswith("torch_geometric.")
-}
 
 Key = Tuple[str, str]  # (path, local qualified name)
 
@@ -264,15 +256,6 @@ class ProjectIndex(LoaderQueries):
                     continue
                 self._reach_from(key)
 
-    def entry_points(self, mro: List[Key]) -> tuple:
-        """The methods through which samples are read from a class with this MRO: torch's
-        (``ENTRY_POINTS``), and those a library base calls (``LIBRARY_ENTRY_POINTS``)."""
-        extra = ()
-        for cls in mro:
-            for base in self.class_info(cls)["bases"]:
-                extra += LIBRARY_ENTRY_POINTS.get(canonical(base), ()) if base else ()
-        return ENTRY_POINTS + tuple(dict.fromkeys(extra))
-
     def _reach_from(self, cls: Key) -> None:
         for mro in mro_variants(self, cls):  # one for each definition a base may have (``alternatives``)
             self._reach_along(cls, mro)
@@ -280,7 +263,7 @@ class ProjectIndex(LoaderQueries):
     def _reach_along(self, cls: Key, mro: List[Key]) -> None:
         label = f"{self.summaries[cls[0]]['module']}.{cls[1]}"
         work: List[Tuple[Key, str]] = []
-        for name, mode in self.entry_points(mro):
+        for name, mode in ENTRY_POINTS:
             method = self.find_method(mro, name)
             if method is not None:
                 work.append((method, mode))

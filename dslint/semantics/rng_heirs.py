@@ -18,7 +18,7 @@ from typing import List, Optional
 from dslint.semantics.inheritance import first_definer
 from dslint.semantics.test_paths import is_test_path
 from dslint.semantics.modules import canonical
-from dslint.semantics.project import WHOLE, Key, ProjectIndex
+from dslint.semantics.project import ENTRY_POINTS, WHOLE, Key, ProjectIndex
 
 PER_PROCESS_CALLS = frozenset({"os.getpid", "multiprocessing.current_process", "os.getppid"})
 
@@ -56,7 +56,7 @@ def runs_init_of(index: ProjectIndex, cls: Key, base: Key) -> bool:
 def per_sample_draws(index: ProjectIndex, cls: Key) -> set:
     """The ``self`` attributes whose objects code reached per sample from ``cls`` uses."""
     found = set()
-    for name, _ in index.entry_points(index.mro(cls)):
+    for name, _ in ENTRY_POINTS:
         for func in index.reachable(cls, name):
             mode = index.per_sample.get(func)
             facts = index.function_facts(func)
@@ -149,7 +149,7 @@ def holders(index: ProjectIndex, base: Key, wanted: set) -> List[dict]:
                 continue
             held = _held(index, key, users)
             called = set()
-            for name, _ in index.entry_points(index.mro(key)) if held else ():
+            for name, _ in ENTRY_POINTS if held else ():
                 for func in index.reachable(key, name):
                     mode, facts = index.per_sample.get(func), index.function_facts(func) or {}
                     for attr, method, in_loop in facts.get("held_calls", ()) if mode else ():
