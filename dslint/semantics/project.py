@@ -29,7 +29,6 @@ LOOP = "loop"
 MAP = "map"
 ITERABLE = "iterable"
 
-
 ITERABLE_ROOTS = frozenset({
     "torch.utils.data.IterableDataset", "torch.utils.data.ChainDataset", "torch.utils.data.IterDataPipe",
     "torch.utils.data.datapipes.datapipe.IterDataPipe", "torch.utils.data.datapipes.iter.IterDataPipe",
@@ -66,6 +65,7 @@ def root_kind(qualified: Optional[str]) -> Optional[str]:
         if last[:1].isupper():
             return MAP
     return None
+
 
 
 class ProjectIndex(LoaderQueries):

@@ -231,7 +231,7 @@ class Summarizer:
                 return ("super", func.attr.value)
         if kind is cst.Name or kind is cst.Attribute:
             qualified = self.names.qualname(func)
-            if qualified and (not qualified.startswith("builtins.") or qualified == "builtins.open"):
+            if qualified and not qualified.startswith("builtins."):
                 return ("func", qualified)
         return None
 
