@@ -27,6 +27,7 @@ import libcst as cst
 
 from dslint.semantics.bindings import class_ref
 from dslint.semantics.classes import called_method, class_family, dataset_inits, find_method, methods, reached_methods
+from dslint.semantics.held_state import PICKLING_HOOKS
 from dslint.semantics.init_code import family_construction, init_helpers
 from dslint.semantics.instance_state import (
     HANDLE_DERIVATIONS,
@@ -36,7 +37,6 @@ from dslint.semantics.instance_state import (
     self_attr_uses,
     stores_elsewhere,
 )
-from dslint.semantics.held_state import PICKLING_HOOKS
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.regions import self_name
 from dslint.semantics.start_methods import workers_not_forked
@@ -45,7 +45,8 @@ from dslint.semantics.walk import iter_subtree
 PROCESS_CHECKS = frozenset(
     {"torch.utils.data.get_worker_info", "os.getpid", "os.getppid", "multiprocessing.current_process"}
 )
-OWN_PICKLING = frozenset({"__getstate__", "__setstate__", "__reduce__", "__reduce_ex__", "__del__"})
+#: a class that decides what pickle stores (``PICKLING_HOOKS``, ``__setstate__``), or closes itself
+OWN_PICKLING = PICKLING_HOOKS | {"__setstate__", "__del__"}
 
 
 def length_code(ctx, cls: cst.ClassDef) -> List[cst.FunctionDef]:
@@ -85,8 +86,8 @@ def length_handles(ctx, ignored=None):
     runs before the workers start opens and keeps on ``self``, once per call: what ``len(dataset)``
     runs (``length_code``), and the methods ``__init__`` reaches that other code runs too
     (``shared_construction_code``: ``__init__`` runs the lazy opener first, unless it closes or
-    drops the handle afterwards); none for a class whose own pickling a spawn-only project uses. ``ignored(call)``: the caller's opens that do not matter, e.g.
-    write-only files."""
+    drops the handle afterwards); none for a class whose own pickling a spawn-only project uses.
+    ``ignored(call)``: the caller's opens that do not matter, e.g. write-only files."""
     seen = set()
     for cls, init, selfp in dataset_inits(ctx):
         if _pickled_into_spawned_workers(ctx, cls):
