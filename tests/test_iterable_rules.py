@@ -266,6 +266,35 @@ def test_dsl303_silent_when_a_worker_init_fn_in_another_file_shards_through_a_he
     assert _findings(tmp_path, "DSL303") == []
 
 
+def test_dsl303_a_loader_over_a_parameter_annotated_with_the_class(tmp_path):
+    """``def loader(ds: Files)``: the loader is over ``Files``, so its ``worker_init_fn``
+    (which sets each worker's slice) counts; without one, 4 workers make it an error."""
+    files = {
+        "stream.py": STREAM,
+        "sharding.py": """
+            import torch.utils.data as tud
+
+            def worker_init(worker_id):
+                info = tud.get_worker_info()
+                info.dataset.files = info.dataset.files[worker_id :: info.num_workers]
+            """,
+        "module.py": """
+            from torch.utils.data import DataLoader
+            from stream import Files
+            from sharding import worker_init
+
+            def loader(ds: Files, workers):
+                return DataLoader(ds, num_workers=workers, worker_init_fn=worker_init)
+            """,
+    }
+    write_files(tmp_path, files)
+    assert _findings(tmp_path, "DSL303") == []
+    files["module.py"] = files["module.py"].replace(
+        "num_workers=workers, worker_init_fn=worker_init", "num_workers=4").replace("ds: Files, workers", "ds: Files")
+    write_files(tmp_path, files)
+    assert [f.level for f in check_tree(tmp_path, select=["DSL303"]).diagnostics] == ["error"]
+
+
 def test_dsl303_silent_when_a_helper_in_another_file_shards(tmp_path):
     write_files(
         tmp_path,

@@ -33,6 +33,77 @@ MORE_CASES = [
             kwargs["persistent_workers"] = persistent_workers
             return DataLoader(ds, num_workers=workers, **kwargs)
         """),
+    # DSL507: per-sample code that only indexes arrays in memory, through super() and its own
+    # helpers, builds small tensors and draws random numbers: workers would only add IPC
+    ("DSL507", "valid", {
+        "records.py": """
+            import random
+            import numpy as np
+            import torch
+            from torch.utils.data import Dataset
+
+            class Triples(Dataset):
+                def __init__(self, rows, cols):
+                    self.rows, self.cols = rows, cols
+                    self.negatives = np.zeros(len(rows), dtype=np.int64)
+
+                def __len__(self):
+                    return len(self.rows)
+
+                def __getitem__(self, i):
+                    return self.rows[i], self.cols[i], self.negatives[i]
+
+            class FlaggedTriples(Triples):
+                def __getitem__(self, i):
+                    row, col, neg = super().__getitem__(i)
+                    return row, col, neg, np.random.randint(len(self.rows)), random.random()
+
+            class Sequences(Dataset):
+                def __init__(self, seqs, length):
+                    self.seqs, self.length = seqs, length
+
+                def _left_pad(self, seq):
+                    return [0] * max(0, self.length - len(seq)) + list(seq)[-self.length:]
+
+                def __getitem__(self, i):
+                    return torch.LongTensor(self._left_pad(self.seqs[i]))
+            """,
+        "train.py": """
+            from torch.utils.data import DataLoader
+            from records import FlaggedTriples, Sequences
+
+            pairs = DataLoader(FlaggedTriples(rows, cols), batch_size=256, shuffle=True)
+            seqs = DataLoader(Sequences(histories, 50), batch_size=256, shuffle=True)
+            """,
+    }),
+    # DSL507: a helper that loads (found through self., in a subclass) is loading work
+    ("DSL507", "invalid", {
+        "records.py": """
+            import numpy as np
+            import torch
+            from torch.utils.data import Dataset
+
+            class Sequences(Dataset):
+                def __init__(self, seqs):
+                    self.seqs = seqs
+
+                def _read(self, item):
+                    return list(item)
+
+                def __getitem__(self, i):
+                    return torch.LongTensor(self._read(self.seqs[i]))
+
+            class StoredSequences(Sequences):
+                def _read(self, item):
+                    return np.load(item)
+            """,
+        "train.py": """
+            from torch.utils.data import DataLoader
+            from records import StoredSequences
+
+            seqs = DataLoader(StoredSequences(paths), batch_size=256, shuffle=True)  # expect: DSL507
+            """,
+    }),
     # DSL506: a dataset given a lambda or nested function to keep (its transform) cannot be pickled either
     ("DSL506", "invalid", """
         import torchvision.transforms as T

@@ -312,7 +312,7 @@ def test_dsl507_in_memory_dataset_of_another_file_needs_the_index_fact(tmp_path)
         loader = DataLoader(Tokens("t.pt"), shuffle=True)
         """,
     )
-    facts = {}
+    answers = {}
 
     class IndexView:  # the project index's answer for `corpus.Tokens.__getitem__`
         def __init__(self, view):
@@ -321,20 +321,67 @@ def test_dsl507_in_memory_dataset_of_another_file_needs_the_index_fact(tmp_path)
         def __getattr__(self, name):
             return getattr(self._view, name)
 
-        def method_facts(self, qualified, name):
-            return facts.get((qualified, name))
+        def indexes_only(self, qualified, name):
+            return answers.get((qualified, name), False)
 
     ctx.view = IndexView(ctx.view)
     index = LoopIndex(ctx)
     assert not index._in_memory_elsewhere("corpus.Tokens")  # not known to the index
-    facts[("corpus.Tokens", "__getitem__")] = {"calls": []}
-    assert not index._in_memory_elsewhere("corpus.Tokens")  # no `calls_any` fact: not assumed
-    facts[("corpus.Tokens", "__getitem__")] = {"calls": [], "calls_any": True}
-    assert not index._in_memory_elsewhere("corpus.Tokens")  # it decodes or reads something
-    facts[("corpus.Tokens", "__getitem__")] = {"calls": [], "calls_any": False}
-    assert index._in_memory_elsewhere("corpus.Tokens")  # only indexes data in memory
+    answers[("corpus.Tokens", "__getitem__")] = True  # only indexes data in memory
+    assert index._in_memory_elsewhere("corpus.Tokens")
     [loader] = index.loaders
     assert index.in_memory(loader.bound.expr("dataset"))
+
+
+def test_indexes_only_follows_self_super_and_project_helpers(tmp_path):
+    """``indexing.indexes_only`` over the summaries: cheap calls, and the project's own methods and
+    helpers that make only cheap calls, keep a ``__getitem__`` in memory; anything else is work."""
+    from dslint.check_file import parse_file
+    from dslint.semantics.indexing import indexes_only
+    from dslint.semantics.project import ProjectIndex
+
+    source = textwrap.dedent("""
+        import numpy as np
+        import torch
+        from torch.utils.data import Dataset
+        from helpers import pad, read
+
+        class Rows(Dataset):
+            def __getitem__(self, i):
+                return torch.tensor(self.rows[i]), np.random.randint(len(self.rows))
+
+        class Padded(Rows):
+            def __getitem__(self, i):
+                row, _ = super().__getitem__(i)
+                return self._cut(pad(row))
+
+            def _cut(self, row):
+                return row.reshape(-1)[: self.n]
+
+        class Read(Padded):
+            def _cut(self, row):
+                return read(row)
+
+        class Looped(Dataset):
+            def __getitem__(self, i):
+                return self.again(i)
+
+            def again(self, i):
+                return self.__getitem__(i - 1) if i else self.rows[0]
+        """)
+    helpers = "import numpy as np\n\ndef pad(row):\n    return np.concatenate([row, np.zeros(4)])\n\n" \
+              "def read(path):\n    return np.load(path)\n"
+    summaries = {}
+    for path, text, module in (("data.py", source, "data"), ("helpers.py", helpers, "helpers")):
+        summaries[path] = parse_file(path, text, module, False)[0]
+    index = ProjectIndex(summaries)
+
+    def in_memory(cls):
+        key = ("data.py", cls)
+        return indexes_only(index, key, index.find_method(index.mro(key), "__getitem__"))
+
+    assert in_memory("Rows") and in_memory("Padded") and in_memory("Looped")
+    assert not in_memory("Read")  # its `_cut`, reached by `self._cut` from the inherited method, loads
 
 
 def test_dsl508_follows_the_batch_not_tensors_made_from_it(tmp_path):

@@ -79,6 +79,18 @@ def test_subclass_across_a_namespace_package(tmp_path):
     assert _codes(tmp_path, files) == [("proj/data/images.py", 6, "DSL102")]
 
 
+def test_subclass_across_a_namespace_package_above_a_regular_package(tmp_path):
+    """``src/proj/pkg/`` with no ``__init__.py`` in ``proj``: the file is module ``pkg.images``
+    but the project imports it as ``proj.pkg.images``."""
+    files = {
+        "src/proj/pkg/__init__.py": "",
+        "src/proj/pkg/base.py": "from torch.utils.data import Dataset\n\n\nclass Base(Dataset):\n    pass\n",
+        "src/proj/pkg/images.py": "from proj.pkg.base import Base\n\n\nclass Images(Base):" + PER_SAMPLE_OPEN,
+        "src/proj/other/base.py": "class Base:\n    pass\n",
+    }
+    assert _codes(tmp_path, files) == [("src/proj/pkg/images.py", 6, "DSL102")]
+
+
 def test_a_class_named_like_its_imported_base(tmp_path):
     """``class Dataset(Dataset)``: the base is evaluated before the class binds the name."""
     files = {"a.py": "from torch.utils.data import Dataset\n\n\nclass Dataset(Dataset):" + PER_SAMPLE_OPEN}

@@ -188,3 +188,25 @@ def _classes_by_name(tree: TreeIndex) -> Dict[str, List[cst.ClassDef]]:
     for cls in tree.nodes(cst.ClassDef):
         by_name.setdefault(cls.name.value, []).append(cls)
     return by_name
+
+
+def annotated_class(tree: TreeIndex, names: ModuleNames, expr: Optional[cst.CSTNode]) -> Optional[str]:
+    """The qualified class name a parameter is annotated with (``def f(ds: Shards)``), when
+    ``expr`` names that parameter and nothing in the function rebinds it; else None.
+    A string annotation and ``Optional[...]``/unions are not read."""
+    if not isinstance(expr, cst.Name):
+        return None
+    scope = enclosing_scope(tree, expr)
+    if not isinstance(scope, cst.FunctionDef):
+        return None
+    params = scope.params
+    param = next((p for p in (*params.posonly_params, *params.params, *params.kwonly_params)
+                  if p.name.value == expr.value), None)
+    assigned = scope_assignments(tree, scope, expr.value)
+    if param is None or param.annotation is None or assigned is None or assigned:
+        return None
+    annotation = param.annotation.annotation
+    if not isinstance(annotation, (cst.Name, cst.Attribute)):
+        return None
+    qualified = names.qualname(annotation)
+    return None if not qualified or qualified.startswith(("builtins.", "typing.")) else qualified

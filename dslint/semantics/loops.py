@@ -36,7 +36,10 @@ import libcst as cst
 
 from dslint.semantics.calls import BoundCall, Signature
 from dslint.semantics.grad_modes import NO_GRAD
+from dslint.semantics.call_costs import costly_call
+from dslint.semantics.indexing import TENSOR_FACTORIES
 from dslint.semantics.module_calls import MAX_CALLERS, positional_args
+from dslint.semantics.regions import self_name
 from dslint.semantics.scopes import COMPREHENSIONS, is_none, names_used
 from dslint.semantics.value_flow import Value, ValueFlow
 from dslint.semantics.walk import iter_subtree
@@ -57,9 +60,6 @@ FRAMEWORK_HOOKS = frozenset({"train_dataloader", "val_dataloader", "test_dataloa
 EVALUATION_HOOKS = frozenset({"val_dataloader", "test_dataloader", "predict_dataloader"})
 
 _IN_MEMORY_CALLS = frozenset({"torch.utils.data.TensorDataset", "builtins.range", "builtins.list", "builtins.tuple", "builtins.sorted"})
-_TENSOR_FACTORIES = frozenset(
-    {"tensor", "as_tensor", "from_numpy", "arange", "randn", "rand", "randint", "zeros", "ones", "randperm", "stack", "cat"}
-)
 
 DISTRIBUTED_SAMPLER_SIGNATURE = Signature(
     ("dataset", "num_replicas", "rank", "shuffle", "seed", "drop_last"),
@@ -387,7 +387,7 @@ class LoopIndex(ValueFlow):
         if not isinstance(node, cst.Call):
             return False
         name = self.ctx.call_name(node) or ""
-        if name in _IN_MEMORY_CALLS or (name.startswith("torch.") and name.rsplit(".", 1)[-1] in _TENSOR_FACTORIES):
+        if name in _IN_MEMORY_CALLS or (name.startswith("torch.") and name.rsplit(".", 1)[-1] in TENSOR_FACTORIES):
             return True
         if name == "torch.utils.data.Subset":
             args = positional_args(node)
@@ -398,24 +398,20 @@ class LoopIndex(ValueFlow):
                 getitem = self.find_method(found[0].node, "__getitem__")
                 if getitem is None:
                     return False
-                return not any(isinstance(n, cst.Call) for n in self.body_nodes(getitem.body))
-            if found and any(b.kind != "other" or not isinstance(b.node, (cst.Import, cst.ImportFrom)) for b in found):
+                if getattr(self.ctx.view, "indexes_only", None) is None:  # no project index: this body alone
+                    calls = [n for n in self.body_nodes(getitem.body) if isinstance(n, cst.Call)]
+                    return not any(costly_call(c, self.ctx.call_name(c), self_name(getitem)) for c in calls)
+            elif found and any(b.kind != "other" or not isinstance(b.node, (cst.Import, cst.ImportFrom)) for b in found):
                 return False  # bound in this file to something else than an import
         return self._in_memory_elsewhere(name)
 
     def _in_memory_elsewhere(self, qualified: str) -> bool:
-        """A project class of another file whose ``__getitem__`` (along its bases) calls nothing.
-
-        Needs the project index to know, per function, whether it makes any call
-        (``calls_any``); without that fact the class is not known to be in memory.
-        """
-        if not qualified or "." not in qualified:
+        """A project class (of this file or another) whose ``__getitem__`` only indexes data in
+        memory (``indexing.indexes_only``, through the project index; without it, not known)."""
+        indexes_only = getattr(self.ctx.view, "indexes_only", None)
+        if not qualified or "." not in qualified or indexes_only is None:
             return False
-        method_facts = getattr(self.ctx.view, "method_facts", None)
-        if method_facts is None:
-            return False
-        facts = method_facts(qualified, "__getitem__")
-        return bool(facts) and facts.get("calls_any") is False
+        return indexes_only(qualified, "__getitem__")
 
     def is_eval(self, loop: LoaderLoop) -> bool:
         """The loop runs with gradients off (``torch.no_grad``/``inference_mode``): evaluation."""

@@ -126,10 +126,12 @@ class ProjectIndex(LoaderQueries):
         """Files that module ``parts`` names when some of its packages are namespace
         packages (no ``__init__.py``, so the file's own module name is shorter): the
         checked files whose path ends with those directories and that file."""
-        tail = parts[-1]
-        module_paths = self.by_module.get(tail, [])
-        ends = (os.sep.join(parts) + ".py", os.sep.join(parts + ["__init__.py"]))
-        return [path for path in module_paths if path.endswith(ends) and len(parts) > 1]
+        ends = (os.sep + os.sep.join(parts) + ".py", os.sep + os.sep.join(parts + ["__init__.py"]))
+        for start in range(1, len(parts)):  # the file's own name: a dotted tail of ``parts``
+            found = [path for path in self.by_module.get(".".join(parts[start:]), ()) if (os.sep + path).endswith(ends)]
+            if found:
+                return found
+        return []
 
     def _locate(self, qualified: str, from_path: Optional[str], table: str, depth: int) -> Optional[Key]:
         parts = qualified.split(".")

@@ -13,7 +13,7 @@ from typing import Dict, List, Optional
 
 import libcst as cst
 
-from dslint.semantics.bindings import class_ref
+from dslint.semantics.bindings import annotated_class, class_ref
 from dslint.semantics.bound_collates import bound_collates, param_collates
 from dslint.semantics.dataset_uses import class_args, indexed_params, loader_classes, loader_params, wrapped_args
 from dslint.semantics.device_flow import device_facts
@@ -23,6 +23,7 @@ from dslint.semantics.epoch_attrs import epoch_iterated_params, epoch_stored_par
 from dslint.semantics.epoch_methods import epoch_iterated_methods
 from dslint.semantics.epoch_facts import dataloader_calls, epoch_iterated_results, iterated_params, loader_receivers
 from dslint.semantics.handle_exports import exported_handles
+from dslint.semantics.call_costs import costly_calls
 from dslint.semantics.loader_roles import role_facts
 from dslint.semantics.rank_entries import entry_facts, seed_references, seeder_facts
 from dslint.semantics.trained_results import trained_facts
@@ -144,8 +145,8 @@ class Summarizer:
             "cached": is_cached(func),
             "worker_info": uses_worker_info,
             "assigns": sorted(assigned),
-            # any call at all in the body (builtins included): a method without one only indexes
-            "calls_any": bool(buckets.get(cst.Call)),
+            # calls that do more than index data in memory (``indexing.costly_calls``)
+            "costly_calls": costly_calls(buckets.get(cst.Call, ()), self.names.qualname, self_param),
             "iterates": iterated,
             # for a function that iterates a parameter: trains / de-duplicates / gathers (DSL704, other files)
             "evals": eval_facts(func, self.names, iterated) if iterated else None,
@@ -181,9 +182,10 @@ class Summarizer:
         """What other files need to know about a DataLoader built here."""
         bound = BoundCall(call, DATALOADER)
         ref = class_ref(self.tree, self.names, bound.expr("dataset"))
-        dataset = None
         if ref is not None:
             dataset = f"{self.names.modname}.{local_qualname(ref[1], self.tree)}" if ref[0] == "local" else ref[1]
+        else:  # a parameter annotated with the class: ``def loader(ds: Shards)``
+            dataset = annotated_class(self.tree, self.names, bound.expr("dataset"))
 
         def constant(name_node):
             values = self.names.assigns.get(name_node.value)

@@ -11,6 +11,7 @@ from typing import List, Optional
 
 from dslint.semantics.epoch_hook_index import hook_loaders
 from dslint.semantics.held_state import unpicklable_attribute
+from dslint.semantics.indexing import indexes_only
 from dslint.semantics.inheritance import iterable_heirs, one_shot_arguments
 from dslint.semantics.modules import canonical
 from dslint.semantics.numpy_rng import loader_draws
@@ -127,6 +128,13 @@ class View:
         index, located = self._index, self._index.locate(canonical(qualified), self.path)
         method = index.find_method(index.mro(located), name) if located is not None else None
         return self._record("method_facts", [qualified, name], index.function_facts(method) if method else None)
+
+    def indexes_only(self, qualified: str, name: str) -> bool:
+        """Method ``name`` of the project class ``qualified`` only indexes data in memory
+        (``indexing.indexes_only``, following the methods and functions it calls)."""
+        index, located = self._index, self._index.locate(canonical(qualified), self.path)
+        method = index.find_method(index.mro(located), name) if located is not None else None
+        return self._record("indexes_only", [qualified, name], bool(method) and indexes_only(index, located, method))
 
     def iterable_heirs(self, qual: str, name: str) -> List[dict]:
         """The project's IterableDataset classes that inherit method ``name`` of this file's

@@ -1,0 +1,36 @@
+"""Which calls of a function do more than index data in memory (``indexing``): the part
+that reads syntax, kept apart so that the project index answers without the parser."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+import libcst as cst
+
+from dslint.semantics.indexing import METHODS, cheap
+
+
+def costly_call(call: cst.Call, qualified: Optional[str], self_param: Optional[str]) -> Optional[List[str]]:
+    """None for a cheap call; else ``[kind, name]``: ``self``/``super`` for a method of the same
+    object and ``func`` for a function, both to follow in the project, ``other`` for the rest."""
+    func = call.func
+    if type(func) is cst.Attribute:
+        value = func.value
+        if self_param and type(value) is cst.Name and value.value == self_param:
+            return ["self", func.attr.value]
+        if type(value) is cst.Call and type(value.func) is cst.Name and value.func.value == "super":
+            return ["super", func.attr.value]
+        if qualified is None:
+            return None if func.attr.value in METHODS else ["other", func.attr.value]
+    if cheap(qualified):
+        return None
+    return ["func", qualified] if qualified else ["other", ""]
+
+
+def costly_calls(calls, qualname, self_param: Optional[str]) -> List[List[str]]:
+    """The distinct costly calls among ``calls`` (``qualname`` names a call's function)."""
+    found = {tuple(entry) for entry in (costly_call(c, qualname(c.func), self_param) for c in calls) if entry}
+    return [list(entry) for entry in sorted(found)]
+
+
+__all__ = ["costly_call", "costly_calls"]

@@ -1,0 +1,87 @@
+"""Per-sample code that only indexes data already in memory.
+
+A dataset whose ``__getitem__`` only indexes arrays or lists it holds, wraps the picked
+entries in small tensors and draws random numbers does no loading: loader workers would
+only add the cost of sending every batch between processes. This module says which calls
+are that cheap. The summary records, per function, the calls that are not
+(``call_costs.costly_calls``); ``indexes_only`` follows the ones that stay in the project
+(``self.m()``, ``super().m()``, a project function) to decide for a whole method.
+
+Anything else (an opener, a decoder, a transform held on ``self``, a library call this
+module does not list, a method of an unknown object not listed below) is loading work.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Set
+
+# constructors of small tensors from values in hand, and random draws
+TENSOR_FACTORIES = frozenset(
+    {"tensor", "as_tensor", "from_numpy", "arange", "randn", "rand", "randint", "zeros", "ones", "randperm", "stack", "cat"}
+)
+_TORCH = TENSOR_FACTORIES | {
+    "Tensor", "FloatTensor", "LongTensor", "IntTensor", "BoolTensor", "DoubleTensor", "HalfTensor", "ByteTensor",
+    "full", "empty", "zeros_like", "ones_like", "full_like",
+}
+_NUMPY = frozenset({
+    "array", "asarray", "zeros", "ones", "full", "empty", "arange", "reshape", "concatenate", "stack", "where",
+    "nonzero", "int32", "int64", "float32", "float64", "clip", "random.randint", "random.choice", "random.rand",
+    "random.randn", "random.random", "random.uniform", "random.permutation", "random.normal", "random.shuffle",
+})
+_RANDOM = frozenset({"random", "randint", "randrange", "choice", "choices", "sample", "shuffle", "uniform"})
+_BUILTINS = frozenset({
+    "len", "int", "float", "bool", "str", "tuple", "list", "dict", "set", "frozenset", "range", "min", "max", "sum",
+    "abs", "round", "enumerate", "zip", "isinstance", "hasattr", "getattr", "sorted", "reversed", "divmod", "any",
+    "all", "slice", "super",
+})
+# methods of arrays, tensors, lists and dicts that only reshape or pick values in memory (the receiver
+# is often a plain local, so only the name is known; ``get``, ``read``, ``load`` are left out on purpose:
+# a database transaction's ``get`` reads a file)
+METHODS = frozenset({
+    "append", "extend", "insert", "pop", "reshape", "astype", "tolist", "item", "numpy", "long", "float", "int",
+    "copy", "clone", "view", "squeeze", "unsqueeze", "flatten", "toarray", "todense", "keys", "values", "items",
+    "index", "count",
+})
+
+
+def cheap(qualified: Optional[str]) -> bool:
+    """A call of ``qualified`` only builds or picks values in memory."""
+    if not qualified:
+        return False
+    module, _, rest = qualified.partition(".")
+    if module == "builtins":
+        return rest in _BUILTINS
+    if module == "torch":
+        return rest in _TORCH
+    if module == "numpy":
+        return rest in _NUMPY
+    return module == "random" and rest in _RANDOM
+
+
+def indexes_only(index, cls, method, _seen: Optional[Set] = None) -> bool:
+    """The project method or function ``method`` (a key of ``ProjectIndex``), run on an
+    instance of class ``cls``, makes only cheap calls: its ``self.m()`` (looked up from
+    ``cls``), ``super().m()`` and project functions are followed, cycle-safe."""
+    seen = _seen if _seen is not None else set()
+    if method in seen:
+        return True
+    seen.add(method)
+    facts = index.function_facts(method)
+    if not facts or facts.get("costly_calls") is None:
+        return False
+    path, qual = method
+    owner = (path, qual.rpartition(".")[0])
+    for kind, name in facts["costly_calls"]:
+        target = None
+        if kind == "self" and cls is not None:
+            target = index.find_method(index.mro(cls), name)
+        elif kind == "super" and cls is not None and owner[1] in index.summaries[path]["classes"]:
+            target = index.find_method(index.mro(cls), name, after=owner)
+        elif kind == "func":
+            target = index.locate(name, path, "functions")
+        if target is None or not indexes_only(index, cls if kind != "func" else None, target, seen):
+            return False
+    return True
+
+
+__all__ = ["METHODS", "TENSOR_FACTORIES", "cheap", "indexes_only"]
