@@ -19,6 +19,8 @@ import os
 from typing import TYPE_CHECKING, Dict, List, Sequence, Set
 
 from dslint.discovery import Candidate, Discovery
+from dslint.semantics.alternatives import locate_all
+from dslint.semantics.modules import canonical
 
 if TYPE_CHECKING:
     from dslint.semantics.project import ProjectIndex
@@ -121,6 +123,8 @@ def reached_files(index: "ProjectIndex", summaries: Dict[str, dict], by_module: 
                 if kind == "func":
                     wanted.add(target)
         wanted.update(summary.get("references", ()))
+        for reference in summary.get("references", ()):  # notes star-imported modules not summarised yet
+            locate_all(index, canonical(reference), path)
     receivers = {qualified for summary in summaries.values() for qualified in summary.get("receivers", ())}
     for summary in summaries.values():
         for qualified, refs in summary.get("eval_references", {}).items():

@@ -783,6 +783,90 @@ MORE_CASES = [
 
         loader = DataLoader(ds, num_workers=2, worker_init_fn=init)
         """),
+    # DSL401: a lazy opener that a constructor of another file runs through a hook (an override the
+    # base's __init__ and its __getitem__ both call) opens the handle in the parent
+    ('DSL401', 'invalid', {
+        "base.py": """
+            from torch.utils.data import Dataset
+
+            class Records(Dataset):
+                def __init__(self, path, columns):
+                    self.path, self.columns = path, columns
+                    self._setup()
+                    for column in columns:  # validate: one query per column
+                        self._query(column, 0)
+                    self._finish()
+
+                def _setup(self):
+                    pass
+
+                def _finish(self):
+                    pass
+
+                def __getitem__(self, i):
+                    return [self._query(column, i) for column in self.columns]
+            """,
+        "tables.py": """
+            import sqlite3
+            from base import Records
+
+            class Table(Records):
+                def _setup(self):
+                    self.conn = None
+                    self.shards = None
+
+                def _connect(self):
+                    if self.shards is None:
+                        if self.conn is None:
+                            self.conn = sqlite3.connect(self.path)  # expect: DSL401
+                    else:
+                        self.conn = self.shards[0]  # the other arm: never after the connect
+
+                def _query(self, column, i):
+                    self._connect()
+                    return self.conn.execute(f"SELECT {column} FROM t WHERE rowid = ?", (i,)).fetchone()
+            """,
+    }),
+    # DSL401: ... unless the base's constructor drops it again at its end (through another hook)
+    ('DSL401', 'valid', {
+        "base.py": """
+            from torch.utils.data import Dataset
+
+            class Records(Dataset):
+                def __init__(self, path, columns):
+                    self.path, self.columns = path, columns
+                    self._setup()
+                    for column in columns:  # validate: one query per column
+                        self._query(column, 0)
+                    self._finish()
+
+                def _setup(self):
+                    pass
+
+                def _finish(self):
+                    pass
+
+                def __getitem__(self, i):
+                    return [self._query(column, i) for column in self.columns]
+            """,
+        "tables.py": """
+            import sqlite3
+            from base import Records
+
+            class Table(Records):
+                def _setup(self):
+                    self.conn = None
+
+                def _finish(self):
+                    self.conn.close()
+                    self.conn = None  # each worker connects on its first query
+
+                def _query(self, column, i):
+                    if self.conn is None:
+                        self.conn = sqlite3.connect(self.path)
+                    return self.conn.execute(f"SELECT {column} FROM t WHERE rowid = ?", (i,)).fetchone()
+            """,
+    }),
 ]
 
 

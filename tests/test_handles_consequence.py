@@ -197,3 +197,43 @@ def test_dsl103_silent_for_handles_closed_in_a_loop_and_for_a_method_run_only_la
     )
     found = [(f.code, f.start[0]) for f in check_tree(tmp_path, select=["DSL103"]).diagnostics]
     assert found == [("DSL103", 29)]
+
+
+def test_dsl103_np_load_kept_in_a_list_and_read_by_field_name_is_an_archive(tmp_path):
+    """``np.load`` of a path without a visible suffix: reading the kept results by a field name
+    (``d["mask"]``, ``self.arrays[i]["mask"]``) shows ``.npz`` archives, each holding its zip open;
+    results read by position are arrays, which hold nothing."""
+    write_files(
+        tmp_path,
+        {
+            "data.py": """
+            import os
+            import numpy as np
+            from torch.utils.data import Dataset
+
+            class Archives(Dataset):
+                def __init__(self, root):
+                    self.archives = [np.load(os.path.join(root, f)) for f in sorted(os.listdir(root))]
+                    self.masks = np.stack([d["mask"] for d in self.archives])
+
+                def __getitem__(self, i):
+                    return self.masks[i]
+
+            class Indexed(Dataset):
+                def __init__(self, root):
+                    self.archives = [np.load(os.path.join(root, f)) for f in sorted(os.listdir(root))]
+
+                def __getitem__(self, i):
+                    return self.archives[i]["mask"]
+
+            class Arrays(Dataset):
+                def __init__(self, root):
+                    self.arrays = [np.load(os.path.join(root, f)) for f in sorted(os.listdir(root))]
+
+                def __getitem__(self, i):
+                    return self.arrays[i][0]
+            """,
+        },
+    )
+    found = [(f.code, f.start[0]) for f in check_tree(tmp_path, select=["DSL103"]).diagnostics]
+    assert found == [("DSL103", 7), ("DSL103", 15)]

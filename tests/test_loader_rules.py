@@ -104,6 +104,50 @@ MORE_CASES = [
             seqs = DataLoader(StoredSequences(paths), batch_size=256, shuffle=True)  # expect: DSL507
             """,
     }),
+    # DSL506: a pipeline object of the project (re-exported by a star import) keeps the lambda on self, and
+    # a nested worker_init_fn reaches the loaders through the `**` dict they share
+    ("DSL506", "invalid", {
+        "aug/__init__.py": "from .pipeline import *\n",
+        "aug/pipeline.py": """
+            import random
+
+            class OneOf:
+                def __init__(self, choices):
+                    self.choices = choices
+
+                def __call__(self, image):
+                    return random.choice(self.choices)(image)
+
+            class Checked:
+                def __init__(self, check):
+                    check(None)  # used once, not kept
+            """,
+        "train.py": """
+            import random
+            import aug as A
+            from torch.utils.data import DataLoader
+            from images import Images
+
+            def main(root):
+                def seed(worker_id):
+                    random.seed(worker_id)
+
+                augment = A.OneOf([
+                    A.Checked(lambda image: None),
+                    lambda image: image,  # expect: DSL506
+                ])
+                train_set = Images(root, transform=augment)
+                opts = dict(batch_size=32, num_workers=2, worker_init_fn=seed)  # expect: DSL506
+                return DataLoader(train_set, shuffle=True, num_workers=2), DataLoader(Images(root), **opts)
+            """,
+        "images.py": """
+            from torch.utils.data import Dataset
+
+            class Images(Dataset):
+                def __init__(self, root, transform=None):
+                    self.root, self.transform = root, transform
+            """,
+    }),
     # DSL506: a dataset given a lambda or nested function to keep (its transform) cannot be pickled either
     ("DSL506", "invalid", """
         import torchvision.transforms as T

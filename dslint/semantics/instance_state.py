@@ -359,14 +359,23 @@ def held_on_self(
 
 
 def dropped_in_init(ctx, init: cst.FunctionDef, self_param: str, attr: str, site: cst.CSTNode, methods=("close",)) -> bool:
-    """After ``site``, ``__init__`` closes, deletes or replaces ``self.<attr>``."""
+    """After ``site``, ``__init__`` closes, deletes or replaces ``self.<attr>`` (not in the other
+    arm of an ``if`` that ``site`` is in: those never both run)."""
     seen_site = False
     inside = {id(node) for node in iter_subtree(site, into_scopes=False)}
+    other_arms = set()
+    for ancestor in ctx.ancestors(site):
+        if ancestor is init:
+            break
+        if isinstance(ancestor, cst.If) and ancestor.orelse is not None:
+            in_body = any(a is ancestor.body for a in ctx.ancestors(site))
+            arm = ancestor.orelse if in_body else ancestor.body
+            other_arms.update(id(node) for node in iter_subtree(arm, into_scopes=False))
     for sub in iter_subtree(init.body, into_scopes=False):
         if sub is site:
             seen_site = True
             continue
-        if not seen_site or id(sub) in inside or self_attr(sub, self_param) != attr:
+        if not seen_site or id(sub) in inside or id(sub) in other_arms or self_attr(sub, self_param) != attr:
             continue
         if is_store(ctx, sub):
             return True

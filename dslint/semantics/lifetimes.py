@@ -22,6 +22,7 @@ from typing import Optional
 
 import libcst as cst
 
+from dslint.semantics.archives import read_by_field
 from dslint.semantics.bindings import names_in_target
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.once import once_guarded  # noqa: F401  (re-exported: once-only code lives in once.py)
@@ -143,7 +144,9 @@ def opener_kind(ctx, call: cst.Call) -> Optional[str]:
             if arg.keyword is not None and arg.keyword.value == "mmap_mode":
                 value = ctx.literal(arg.value)
                 return "mmap" if isinstance(value, str) else None
-        if qualified == "numpy.load" and call.args and _names_suffix(ctx, call.args[0].value, ".npz"):
+        if qualified == "numpy.load" and call.args and (
+            _names_suffix(ctx, call.args[0].value, ".npz") or read_by_field(ctx, call)
+        ):
             return NPZ
         return "mmap" if qualified == "numpy.memmap" else None
     if (

@@ -82,26 +82,52 @@ def shared_construction_code(ctx, cls: cst.ClassDef, init: cst.FunctionDef) -> L
 
 
 def length_handles(ctx, ignored=None):
-    """(dataset class, function, call, kind, Held, who runs it) for each handle that code the parent
+    """(dataset class, function, call, kind, Held, who runs it, the functions whose stores run before
+    the fork) for each handle that code the parent
     runs before the workers start opens and keeps on ``self``, once per call: what ``len(dataset)``
     runs (``length_code``), and the methods ``__init__`` reaches that other code runs too
     (``shared_construction_code``: ``__init__`` runs the lazy opener first, unless it closes or
     drops the handle afterwards); none for a class whose own pickling a spawn-only project uses.
     ``ignored(call)``: the caller's opens that do not matter, e.g. write-only files."""
     seen = set()
-    for cls, init, selfp in dataset_inits(ctx):
+    inits = {id(cls): (init, selfp) for cls, init, selfp in dataset_inits(ctx)}
+    for cls in ctx.dataset_classes():
         if _pickled_into_spawned_workers(ctx, cls):
             continue
-        runs = [(func, "__len__", None) for func in length_code(ctx, cls)]
-        runs += [(func, "__init__", stmt) for func, stmt in shared_construction_code(ctx, cls, init)]
-        for func, runner, stmt in runs:
+        init, selfp = inits.get(id(cls), (None, None))
+        runs = [(func, "__len__", None, (), ()) for func in length_code(ctx, cls)]
+        if init is not None:
+            runs += [(func, "__init__", stmt, (), ()) for func, stmt in shared_construction_code(ctx, cls, init)]
+        else:
+            runs += inherited_construction_code(ctx, cls)
+        for func, runner, stmt, later, before in runs:
             for call, kind, held in opened_handles(ctx, func, ignored):
-                if id(call) in seen:
-                    continue
+                if id(call) in seen or any(attr in later for attr in held.attrs):
+                    continue  # (a constructor of another file drops it again)
                 if stmt is not None and any(dropped_in_init(ctx, init, selfp, attr, stmt) for attr in held.attrs):
                     continue
                 seen.add(id(call))
-                yield cls, func, call, kind, held, runner
+                yield cls, func, call, kind, held, runner, (func, *before)
+
+
+def inherited_construction_code(ctx, cls: cst.ClassDef) -> List[tuple]:
+    """(method, "__init__", None, attributes stored later, construction-only methods) for the
+    methods of this file that an ``__init__`` inherited from another file runs, with what they
+    reach through ``self.m``, when per-sample code runs them too (an override the base's
+    constructor calls as a hook). The construction-only methods run before the fork as well:
+    what they store is no re-creation in the workers."""
+    runs = [(find_method(ctx, cls, name), later) for name, later in ctx.view.inherited_construction(
+        ctx.qualname_of_def(cls))]
+    runs = [(method, later) for method, later in runs if method is not None]
+    only = tuple(method for method, _ in runs if ctx.per_sample_mode(method) is None)
+    out: List[tuple] = []
+    for method, later in runs:
+        if ctx.per_sample_mode(method) is None:
+            continue
+        for func in reached_methods(ctx, cls, method):
+            if not any(func is f for f, *_ in out):
+                out.append((func, "__init__", None, set(later), only))
+    return out
 
 
 def _pickled_into_spawned_workers(ctx, cls: cst.ClassDef) -> bool:

@@ -23,6 +23,7 @@ from dslint.semantics.epoch_attrs import epoch_iterated_params, epoch_stored_par
 from dslint.semantics.epoch_methods import epoch_iterated_methods
 from dslint.semantics.epoch_facts import dataloader_calls, epoch_iterated_results, iterated_params, loader_receivers
 from dslint.semantics.handle_exports import exported_handles
+from dslint.semantics.kept_objects import kept_objects
 from dslint.semantics.call_costs import costly_calls
 from dslint.semantics.loader_roles import role_facts
 from dslint.semantics.rank_entries import entry_facts, seed_references, seeder_facts
@@ -349,23 +350,6 @@ def _is_worker_info_ref(node: cst.CSTNode, names: ModuleNames) -> bool:
     return names.qualname(node) == WORKER_INFO
 
 
-def _kept_objects(tree: TreeIndex, names: ModuleNames) -> List[str]:
-    """Classes of other modules whose instances a class keeps (``self.reader = Reader(root)``):
-    their methods may hand back what the handle rules follow (``handle_exports``), so
-    their files are summarised too."""
-    out = []
-    for assign in tree.nodes(cst.Assign):
-        value = assign.value
-        if type(value) is not cst.Call or not any(
-            type(t.target) is cst.Attribute and type(t.target.value) is cst.Name and t.target.value.value == "self" for t in assign.targets
-        ):
-            continue
-        qualified = names.qualname(value.func) if isinstance(value.func, (cst.Name, cst.Attribute)) else None
-        if qualified and not qualified.startswith(("builtins.", f"{names.modname}.")):
-            out.append(qualified)
-    return out
-
-
 def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict:
     s = Summarizer(tree, names, regions)
 
@@ -396,7 +380,7 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
     references = {ref for facts in loaders for ref in (facts["worker_init_fn"], facts["collate_fn"]) if ref}
     receivers = loader_receivers(tree, names, same_module=True)
     references.update(r for r in receivers if not r.startswith(names.modname + "."))
-    references.update(_kept_objects(tree, names))
+    references.update(kept_objects(tree, names))
     # what a function that evaluates a loader calls into: followed only for the functions some
     # file hands a loader to (``project_files.reached_files``)
     evaluated = list(functions.items())

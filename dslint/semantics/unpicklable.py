@@ -9,7 +9,7 @@ unpicklable; any other or unknown value gives None (the rules stay silent).
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import libcst as cst
 
@@ -171,20 +171,35 @@ def kept_callable(ctx, index, expr) -> Optional[Tuple[cst.CSTNode, Problem]]:
     transform, ``transform=``/``target_transform=``, or its value is a transform container), through
     names bound once and into transform containers (``T.Compose([T.Lambda(lambda x: 1 - x)])``)."""
     nodes = index.value_nodes(expr) if isinstance(expr, cst.Name) else [expr]
-    if not nodes or len(nodes) != 1 or not isinstance(nodes[0], cst.Call):
-        return None
-    for arg in nodes[0].args:
-        if arg.star or (arg.keyword is not None and "transform" not in arg.keyword.value.lower()
-                        and not _container(ctx, arg.value)):
-            continue
-        found = _kept(ctx, index, arg.value, 0)
-        if found:
-            return found
+    for node in nodes or ():  # (any construction the name may hold: the loader fails on that path)
+        for arg in node.args if isinstance(node, cst.Call) else ():
+            if arg.star or (arg.keyword is not None and "transform" not in arg.keyword.value.lower()
+                            and not _container(ctx, arg.value)):
+                continue
+            found = _kept(ctx, index, arg.value, 0)
+            if found:
+                return found
     return None
 
 
 def _container(ctx, expr) -> bool:
     return isinstance(expr, cst.Call) and ctx.call_name(expr) in TRANSFORM_CONTAINERS
+
+
+def _kept_by_project_class(ctx, call: cst.Call) -> List[cst.BaseExpression]:
+    """The arguments of a construction of a project class that the object keeps on ``self``
+    (``view.kept_attribute``): a pipeline class of the project holding its transforms."""
+    qualified = ctx.call_name(call)
+    if not qualified or not ctx.view.in_project(qualified):
+        return []
+    kept = []
+    for position, arg in enumerate(call.args):
+        if arg.star:
+            break
+        slot = arg.keyword.value if arg.keyword is not None else position
+        if ctx.view.kept_attribute(qualified, slot) is not None:
+            kept.append(arg.value)
+    return kept
 
 
 def _kept(ctx, index, expr, depth: int) -> Optional[Tuple[cst.CSTNode, Problem]]:
@@ -205,6 +220,8 @@ def _kept(ctx, index, expr, depth: int) -> Optional[Tuple[cst.CSTNode, Problem]]
         elements = [element.value for element in expr.elements]
     elif _container(ctx, expr):
         elements = [arg.value for arg in expr.args if not arg.star]
+    elif isinstance(expr, cst.Call):
+        elements = _kept_by_project_class(ctx, expr)
     else:
         return None
     for element in elements:

@@ -35,6 +35,7 @@ import libcst as cst
 
 from dslint.semantics.bindings import scope_assignments
 from dslint.semantics.calls import UNKNOWN, literal_value
+from dslint.semantics.kwargs_dicts import dict_changes, subscript_key
 from dslint.semantics.options import option_values
 from dslint.semantics.possible import NOTHING, Possible, Value, exactly, holds
 
@@ -123,7 +124,7 @@ class _Resolver:
         if isinstance(expr, cst.Attribute):
             return self._attribute(expr, depth)
         if isinstance(expr, cst.Subscript):
-            key = _subscript_key(expr)
+            key = subscript_key(expr)
             if key is not None:
                 return self._dict_value(expr.value, key, None, depth)
             return NOTHING
@@ -320,7 +321,7 @@ class _Resolver:
         if base is None:
             return None
         entries, closed = dict(base[0]), base[1]
-        for change in _dict_changes(ctx, scope, expr.value):
+        for change in dict_changes(ctx, scope, expr.value):
             if change is None:
                 closed = False
                 continue
@@ -389,13 +390,6 @@ def _is_unresolved_parameter(ctx, name: cst.Name) -> bool:
     return not any(arg is not None for _, arg in call_sites(ctx, scope, param))
 
 
-def _subscript_key(expr: cst.Subscript) -> Optional[str]:
-    if len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Index):
-        return None
-    key = literal_value(expr.slice[0].slice.value)
-    return key if isinstance(key, str) else None
-
-
 def _local_class(ctx, call: cst.Call) -> Optional[cst.ClassDef]:
     if not isinstance(call.func, cst.Name):
         return None
@@ -459,40 +453,3 @@ def _enclosing_class(ctx, node) -> Optional[cst.ClassDef]:
 
 def _encloses(ctx, scope, node) -> bool:
     return scope is None or any(a is scope for a in ctx.ancestors(node))
-
-
-def _dict_changes(ctx, scope, name: str):
-    """Key assignments and ``.update`` calls on the dict ``name`` in ``scope``: (key,
-    value expression), (None, dict expression) for an update, or None for a change we
-    cannot follow (the dict passed to a call, ``pop``, ``setdefault``, ...)."""
-    for node in ctx.tree.scope_nodes(scope, cst.Name):
-        if node.value != name:
-            continue
-        parent = ctx.parent(node)
-        if isinstance(parent, cst.Subscript) and parent.value is node:
-            holder = ctx.parent(parent)
-            if isinstance(holder, cst.AssignTarget) and holder.target is parent:
-                key = _subscript_key(parent)
-                assign = ctx.parent(holder)
-                yield (key, assign.value) if key is not None else None
-            elif isinstance(holder, (cst.AugAssign, cst.Del)):
-                yield None
-            continue
-        if isinstance(parent, cst.Attribute) and parent.value is node:
-            call = ctx.parent(parent)
-            method = parent.attr.value
-            if method in ("get", "items", "keys", "values", "copy") or not isinstance(call, cst.Call):
-                continue
-            if method == "update":
-                for arg in call.args:
-                    if arg.keyword is not None:
-                        yield arg.keyword.value, arg.value
-                    elif arg.star == "**" or not arg.star:
-                        yield None, arg.value
-                continue
-            yield None  # pop, setdefault, clear, ...: not followed
-            continue
-        if isinstance(parent, cst.Arg):
-            call = ctx.parent(parent)
-            if isinstance(call, cst.Call) and parent.star != "**":
-                yield None  # handed to a function that may change it

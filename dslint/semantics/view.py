@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import List, Optional
 
+from dslint.semantics.construction_trace import construction_runs
 from dslint.semantics.epoch_hook_index import hook_loaders
 from dslint.semantics.held_state import unpicklable_attribute
 from dslint.semantics.indexing import indexes_only
@@ -135,6 +136,15 @@ class View:
         index, located = self._index, self._index.locate(canonical(qualified), self.path)
         method = index.find_method(index.mro(located), name) if located is not None else None
         return self._record("indexes_only", [qualified, name], bool(method) and indexes_only(index, located, method))
+
+    def inherited_construction(self, qual: str) -> List[list]:
+        """For this file's class ``qual`` whose ``__init__`` comes from another file: [name, attributes
+        stored later] for each method of this file that construction runs (``construction_trace``)."""
+        index, key = self._index, (self.path, qual)
+        known = qual in index.summaries.get(self.path, {}).get("classes", {})
+        init = index.find_method(index.mro(key), "__init__") if known else None
+        answer = construction_runs(index, key, self.path) if init is not None and init[0] != self.path else []
+        return self._record("inherited_construction", [qual], answer)
 
     def iterable_heirs(self, qual: str, name: str) -> List[dict]:
         """The project's IterableDataset classes that inherit method ``name`` of this file's

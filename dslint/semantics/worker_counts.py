@@ -2,7 +2,8 @@
 
 ``may_have_workers(ctx, bound)``: ``num_workers`` is passed and not known to be 0; or, in a
 DataLoader subclass's ``super().__init__``, it may come from the subclass's callers through
-``**kwargs``; or, in a module-level function that spreads its own ``**kwargs`` into a plain
+``**kwargs``; or a ``**`` dict the file builds gives it a count that is not known to be 0
+(``opts = dict(num_workers=2, ...)``; ``DataLoader(ds, **opts)``); or, in a module-level function that spreads its own ``**kwargs`` into a plain
 ``DataLoader(...)``, some call of that function in the project (any file the prefilter reads:
 one that names the data API) passes ``num_workers`` (not a literal 0: ``get_loader(path, num_workers=4)``). A dict the file builds
 without ``num_workers`` does not count, nor does a class defined inside a function whose every
@@ -24,7 +25,7 @@ import libcst as cst
 from dslint.semantics.calls import UNKNOWN, SubclassInit, literal_value
 from dslint.semantics.forwarding import forwarded_option
 from dslint.semantics.possible import is_zero
-from dslint.semantics.values import possible_arg
+from dslint.semantics.values import expand_kwargs, possible_arg
 
 
 def may_have_workers(ctx, bound) -> bool:
@@ -33,6 +34,9 @@ def may_have_workers(ctx, bound) -> bool:
         return _may_start_workers(ctx.value(bound, "num_workers"))
     if not bound.has_star_kwargs:
         return False
+    workers = expand_kwargs(ctx, bound.call)[0].get("num_workers")  # a ``**`` dict this file builds
+    if workers is not None:
+        return workers.can_be(lambda v: not (v == 0 or v is None)) is not None or not workers.complete
     if not isinstance(bound, SubclassInit):
         func = _kwargs_owner(ctx, bound.call)
         return func is not None and ctx.view.workers_passed(ctx.qualname_of_def(func))

@@ -16,11 +16,11 @@ class HandleInInit(Rule):
     Flags a file, archive (`gzip`, `bz2`, `lzma`, `tarfile`, `zipfile`), `h5py.File`, `lmdb.open`, `sqlite3.connect`,
     `PIL.Image.open`, socket, database client or HTTP session handle that a dataset's `__init__` creates and keeps on
     `self` (directly, through `f["key"]`, `env.begin()`, `conn.cursor()`, or in a container: `self.files.append(f)`,
-    `self.files[k] = f`), when per-sample code (`__getitem__`, the yielding loop of `__iter__`, and what they call)
-    uses it. Methods `__init__` calls on `self` (at any depth, none called per sample) run before the fork too, and so
-    does `__len__` (samplers, `len(loader)` and progress bars call it in the parent): a lazy opener that `__len__`, or a
-    method `__init__` calls, runs opens the handle before the workers exist. An object of a class of the file whose
-    `__init__` opens a handle and keeps it (`self.reader = Reader(path)`) holds that handle one level down.
+    `self.files[k] = f`), when per-sample code (`__getitem__`, the yielding loop of `__iter__`, and what they call) uses
+    it. Methods `__init__` calls on `self` (at any depth, none called per sample) run before the fork too, and so does
+    `__len__` (samplers and `len(loader)` call it in the parent): a lazy opener that `__len__`, or a method `__init__`
+    calls (also a hook an inherited `__init__` calls), runs opens the handle before the workers exist. An object of a
+    class of the file whose `__init__` keeps a handle (`self.reader = Reader(path)`) holds it too.
 
     ## When it does not fire
     - The lazy pattern: `self.db = None` in `__init__`, opened on first use in each worker.
@@ -293,8 +293,8 @@ class HandleInInit(Rule):
             if used:
                 where = f"(whose constructor opens a {kind} handle and keeps it) in `__init__`"
                 yield self.report(call, handle_message(ctx, kind, call, used[0]).replace("in `__init__`", where, 1))
-        for cls, func, call, kind, held, runner in length_handles(ctx, unread):  # run in the parent before the fork
-            used = inherited_uses(ctx, cls, func, self_name(func), held, ("close",), silenced, (func,))
+        for cls, func, call, kind, held, runner, before in length_handles(ctx, unread):  # run before the fork
+            used = inherited_uses(ctx, cls, func, self_name(func), held, ("close",), silenced, before)
             if used:
                 where = f"in `{func.name.value}`, run by `{runner}` in the parent before the workers start,"
                 yield self.report(call, handle_message(ctx, kind, call, used[0]).replace("in `__init__`", where, 1))

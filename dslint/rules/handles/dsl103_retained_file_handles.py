@@ -17,8 +17,9 @@ class RetainedFileHandles(Rule):
     """
     ## What it does
     Flags handles from `Image.open`, `open` and the other openers of DSL102,
-    `np.load(..., mmap_mode=...)`, `np.memmap` and `np.load` of an `.npz` path
-    (an `NpzFile` keeps its archive open), or from a function that returns the
+    `np.load(..., mmap_mode=...)`, `np.memmap` and `np.load` of an `.npz` archive
+    (an `NpzFile` keeps its zip open; the path ends in `.npz`, or the class reads
+    the loaded results it keeps by field name: `d["mask"]`), or from a function that returns the
     handle it opens (alone or in a tuple: `data, meta = self._open(path)`; also a
     function of another module, or a method called on an object whose class the
     file names: `self.reader.read(p)` where `__init__` builds the reader or is

@@ -6,6 +6,7 @@ from dslint.rules.base import ERROR, Rule, Symptom, Valid
 from dslint.rules.loader._common import fork_context, fork_everywhere
 from dslint.semantics.worker_counts import may_have_workers, workers_only_by_choice
 from dslint.semantics.calls import SubclassInit, dataloader_constructions
+from dslint.semantics.kwargs_dicts import entry_expressions
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.unpicklable import held_unpicklable, kept_callable, local_instance, unpicklable
 
@@ -21,12 +22,14 @@ class UnpicklableWorkerCallable(Rule):
     project function (in this file or another) whose every `return` gives a
     function, class or lambda defined inside it (a collate or dataset-class
     *factory*, and its body ends with that `return`) counts as that nested
-    function or class, and so does an instance of the class it returns. The finding points at that argument.
+    function or class, and so does an instance of the class it returns. The finding points at that argument
+    (or at its entry in a `**` dict the file builds: `opts = dict(num_workers=2, worker_init_fn=seed)`).
 
     A dataset constructed with such a callable to keep counts too: one given as an argument (a keyword
     only when it names a transform, `transform=`, `target_transform=`), through names and transform
-    containers (`T.Compose([T.Lambda(lambda x: 1 - x)])`, MONAI and albumentations alike). The finding
-    then points at the lambda or nested function.
+    containers (`T.Compose([T.Lambda(lambda x: 1 - x)])`, MONAI and albumentations alike, and a class of the
+    project whose constructor keeps the argument on `self`). The finding then points at the lambda or nested
+    function.
 
     A `DataLoader` subclass counts too: the `super().__init__(...)` call in its `__init__` is a DataLoader
     construction, and so is that of a subclass of it whose own `__init__` hands its parameters on by name.
@@ -266,11 +269,13 @@ class UnpicklableWorkerCallable(Rule):
                 continue  # the dataset (or collate object) cannot reach a spawned worker either
             if fork_context(ctx, index, bound):
                 continue
-            problems = []
-            for param in ("collate_fn", "worker_init_fn"):
-                problem = unpicklable(ctx, index, bound.expr(param))
+            problems, elsewhere = [], None  # (the dict entry holding it, when not passed in the call)
+            for param in ("collate_fn", "worker_init_fn"):  # passed, or an entry of a `**` dict the call unpacks
+                given = [bound.expr(param)] if bound.passed(param) else entry_expressions(ctx, bound.call, param)
+                problem = next(((unpicklable(ctx, index, e), e) for e in given if unpicklable(ctx, index, e)), None)
                 if problem:
-                    problems.append((f"`{param}`", problem, bound.arg(param)))
+                    problems.append((f"`{param}`", problem[0], bound.arg(param) if bound.passed(param) else problem[1]))
+                    elsewhere = elsewhere or (None if bound.passed(param) else problem[1])
             dataset = local_instance(ctx, index, bound.expr("dataset"))
             if dataset:
                 problems.append(("the dataset", dataset, bound.arg("dataset")))
@@ -284,8 +289,9 @@ class UnpicklableWorkerCallable(Rule):
             via = ""
             if isinstance(bound, SubclassInit) and not bound.passed("num_workers"):
                 via = f" (`{bound.owner.name.value}` passes its callers' `num_workers` on through `**kwargs`)"
-            yield self.report(  # at the first argument that cannot be pickled, as written in the call
-                next((arg for _, _, arg in problems if any(arg is a for a in bound.call.args)), kept[0] if kept else bound.call),
+            yield self.report(  # at the argument as written in the call, else its dict entry or the kept lambda
+                next((arg for _, _, arg in problems if any(arg is a for a in bound.call.args)),
+                     elsewhere or (kept[0] if kept else bound.call)),
                 f"{what}, which cannot be pickled{via}: with the spawn or forkserver start method (the default on "
                 f"macOS and Windows, and on Linux from Python 3.14) starting the workers fails with `{error}`",
             )

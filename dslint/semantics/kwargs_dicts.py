@@ -1,0 +1,107 @@
+"""The ``**`` dicts handed to a call: which keys they hold and the expressions given to them.
+
+A dict is followed to its construction in the same scope (a display, ``dict(...)``) and
+through the changes made to it there (``d["k"] = v``, ``d.update(k=v)``); ``values``
+reads the values of those expressions, and ``entry_expressions`` the expressions themselves
+(a rule asking what a ``collate_fn=`` or ``worker_init_fn=`` in such a dict is).
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+import libcst as cst
+
+from dslint.semantics.bindings import scope_assignments
+from dslint.semantics.calls import literal_value
+
+
+def subscript_key(expr: cst.Subscript) -> Optional[str]:
+    if len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Index):
+        return None
+    key = literal_value(expr.slice[0].slice.value)
+    return key if isinstance(key, str) else None
+
+
+def dict_changes(ctx, scope, name: str):
+    """Key assignments and ``.update`` calls on the dict ``name`` in ``scope``: (key,
+    value expression), (None, dict expression) for an update, or None for a change we
+    cannot follow (the dict passed to a call, ``pop``, ``setdefault``, ...)."""
+    for node in ctx.tree.scope_nodes(scope, cst.Name):
+        if node.value != name:
+            continue
+        parent = ctx.parent(node)
+        if isinstance(parent, cst.Subscript) and parent.value is node:
+            holder = ctx.parent(parent)
+            if isinstance(holder, cst.AssignTarget) and holder.target is parent:
+                key = subscript_key(parent)
+                assign = ctx.parent(holder)
+                yield (key, assign.value) if key is not None else None
+            elif isinstance(holder, (cst.AugAssign, cst.Del)):
+                yield None
+            continue
+        if isinstance(parent, cst.Attribute) and parent.value is node:
+            call = ctx.parent(parent)
+            method = parent.attr.value
+            if method in ("get", "items", "keys", "values", "copy") or not isinstance(call, cst.Call):
+                continue
+            if method == "update":
+                for arg in call.args:
+                    if arg.keyword is not None:
+                        yield arg.keyword.value, arg.value
+                    elif arg.star == "**" or not arg.star:
+                        yield None, arg.value
+                continue
+            yield None  # pop, setdefault, clear, ...: not followed
+            continue
+        if isinstance(parent, cst.Arg):
+            call = ctx.parent(parent)
+            if isinstance(call, cst.Call) and parent.star != "**":
+                yield None  # handed to a function that may change it
+
+
+def entry_expressions(ctx, call: cst.Call, key: str) -> List[cst.BaseExpression]:
+    """The expressions given to ``key`` in the ``**`` dicts of ``call`` (a dict display, a
+    ``dict(...)`` call, or a name bound once to one and changed only by key writes and updates)."""
+    found: List[cst.BaseExpression] = []
+    for arg in call.args:
+        if arg.star == "**":
+            _collect(ctx, arg.value, key, found, 0)
+    return found
+
+
+def _collect(ctx, expr, key: str, found: List[cst.BaseExpression], depth: int) -> None:
+    if depth > 3:
+        return
+    if isinstance(expr, cst.Dict):
+        for element in expr.elements:
+            if isinstance(element, cst.DictElement) and literal_value(element.key) == key:
+                found.append(element.value)
+            elif isinstance(element, cst.StarredDictElement):
+                _collect(ctx, element.value, key, found, depth + 1)
+        return
+    if isinstance(expr, cst.Call) and ctx.call_name(expr) == "builtins.dict":
+        for arg in expr.args:
+            if arg.keyword is not None and arg.keyword.value == key:
+                found.append(arg.value)
+            elif arg.keyword is None:
+                _collect(ctx, arg.value, key, found, depth + 1)
+        return
+    if not isinstance(expr, cst.Name):
+        return
+    scope = ctx.tree.scope_node(expr)
+    assigned = scope_assignments(ctx.tree, scope, expr.value)
+    if not assigned or len(assigned) != 1:
+        return
+    _collect(ctx, assigned[0], key, found, depth + 1)
+    for change in dict_changes(ctx, scope, expr.value):
+        if change is None:
+            continue
+        written, value = change
+        if written == key:
+            found.append(value)
+        elif written is None:
+            _collect(ctx, value, key, found, depth + 1)
+
+
+__all__ = ["dict_changes", "entry_expressions", "subscript_key"]
