@@ -76,6 +76,23 @@ MORE_CASES = [
             seqs = DataLoader(Sequences(histories, 50), batch_size=256, shuffle=True)
             """,
     }),
+    # DSL507: pandas lookups by label or position, and a mask over a whole column, are work per sample
+    ("DSL507", "invalid", """
+        import numpy as np
+        import torch
+        from torch.utils.data import DataLoader, Dataset
+
+        class Pairs(Dataset):
+            def __init__(self, pairs, features):
+                self.pairs, self.features = pairs, features
+
+            def __getitem__(self, i):
+                a, b = self.pairs.iloc[i, 0], self.pairs.iloc[i, 1]
+                row = self.features[self.features["id"] == a]
+                return torch.tensor(np.array(row["x"].values[0])), b
+
+        loader = DataLoader(Pairs(pairs, features), batch_size=64, shuffle=True)  # expect: DSL507
+        """),
     # DSL507: a helper that loads (found through self., in a subclass) is loading work
     ("DSL507", "invalid", {
         "records.py": """

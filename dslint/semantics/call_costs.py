@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import libcst as cst
 
-from dslint.semantics.indexing import METHODS, cheap
+from dslint.semantics.indexing import METHODS, PANDAS_INDEXERS, cheap
 
 
 def costly_call(call: cst.Call, qualified: Optional[str], self_param: Optional[str]) -> Optional[List[str]]:
@@ -27,10 +27,29 @@ def costly_call(call: cst.Call, qualified: Optional[str], self_param: Optional[s
     return ["func", qualified] if qualified else ["other", ""]
 
 
-def costly_calls(calls, qualname, self_param: Optional[str]) -> List[List[str]]:
-    """The distinct costly calls among ``calls`` (``qualname`` names a call's function)."""
+def costly_read(node: cst.CSTNode) -> Optional[List[str]]:
+    """A read that is work without a call: a pandas label or position lookup (``df.loc[k, "c"]``,
+    ``.iloc``, ``.at``, ``.iat``: tens of microseconds each), or a subscript by a comparison (``df[df["id"]
+    == k]``: a scan of a whole column per sample)."""
+    if type(node) is cst.Attribute and node.attr.value in PANDAS_INDEXERS:
+        return ["other", node.attr.value]
+    if type(node) is cst.Subscript and any(
+        isinstance(sub, cst.Comparison) for element in node.slice for sub in _slice_values(element)
+    ):
+        return ["other", "mask"]
+    return None
+
+
+def _slice_values(element: cst.SubscriptElement):
+    return [element.slice.value] if isinstance(element.slice, cst.Index) else []
+
+
+def costly_calls(calls, qualname, self_param: Optional[str], reads=()) -> List[List[str]]:
+    """The distinct costly calls among ``calls`` (``qualname`` names a call's function), and
+    the costly ``reads`` among the attributes and subscripts given."""
     found = {tuple(entry) for entry in (costly_call(c, qualname(c.func), self_param) for c in calls) if entry}
+    found.update(tuple(entry) for entry in map(costly_read, reads) if entry)
     return [list(entry) for entry in sorted(found)]
 
 
-__all__ = ["costly_call", "costly_calls"]
+__all__ = ["costly_call", "costly_calls", "costly_read"]

@@ -8,7 +8,8 @@ are that cheap. The summary records, per function, the calls that are not
 (``self.m()``, ``super().m()``, a project function) to decide for a whole method.
 
 Anything else (an opener, a decoder, a transform held on ``self``, a library call this
-module does not list, a method of an unknown object not listed below) is loading work.
+module does not list, a method of an unknown object not listed below, a pandas lookup) is
+loading work.
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ METHODS = frozenset({
     "copy", "clone", "view", "squeeze", "unsqueeze", "flatten", "toarray", "todense", "keys", "values", "items",
     "index", "count",
 })
+
+
+# pandas lookups by label or position: work per sample even without a call
+PANDAS_INDEXERS = frozenset({"loc", "iloc", "at", "iat"})
 
 
 def cheap(qualified: Optional[str]) -> bool:
@@ -84,4 +89,4 @@ def indexes_only(index, cls, method, _seen: Optional[Set] = None) -> bool:
     return True
 
 
-__all__ = ["METHODS", "TENSOR_FACTORIES", "cheap", "indexes_only"]
+__all__ = ["METHODS", "PANDAS_INDEXERS", "TENSOR_FACTORIES", "cheap", "indexes_only"]

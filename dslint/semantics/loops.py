@@ -36,7 +36,7 @@ import libcst as cst
 
 from dslint.semantics.calls import BoundCall, Signature
 from dslint.semantics.grad_modes import NO_GRAD
-from dslint.semantics.call_costs import costly_call
+from dslint.semantics.call_costs import costly_call, costly_read
 from dslint.semantics.indexing import TENSOR_FACTORIES
 from dslint.semantics.module_calls import MAX_CALLERS, positional_args
 from dslint.semantics.regions import self_name
@@ -399,8 +399,9 @@ class LoopIndex(ValueFlow):
                 if getitem is None:
                     return False
                 if getattr(self.ctx.view, "indexes_only", None) is None:  # no project index: this body alone
-                    calls = [n for n in self.body_nodes(getitem.body) if isinstance(n, cst.Call)]
-                    return not any(costly_call(c, self.ctx.call_name(c), self_name(getitem)) for c in calls)
+                    nodes = list(self.body_nodes(getitem.body))
+                    return not any(costly_call(n, self.ctx.call_name(n), self_name(getitem)) if isinstance(n, cst.Call)
+                                   else costly_read(n) for n in nodes)
             elif found and any(b.kind != "other" or not isinstance(b.node, (cst.Import, cst.ImportFrom)) for b in found):
                 return False  # bound in this file to something else than an import
         return self._in_memory_elsewhere(name)

@@ -37,8 +37,8 @@ class SingleProcessLoading(Rule):
     (`next(iter(loader))` outside any loop) and hands to no other module); a non-literal `num_workers` or
     `**kwargs`; a dataset that cannot be told statically; data already in memory (a `TensorDataset`, a tensor, a
     `range` or list, a `Subset` of those, a project dataset class, in any file, whose `__getitem__` only indexes: it
-    calls builtins, tensor/array constructors and random draws, and its own methods, `super()` or project helpers
-    that do no more), where indexing is cheaper than sending batches between processes; `IterableDataset`s (adding
+    calls builtins, tensor/array constructors, random draws, and its own methods, `super()` or project helpers that
+    do no more; a pandas `.loc`/`.iloc` or a mask over a column is work), where indexing is cheaper than sending batches between processes; `IterableDataset`s (adding
     workers needs sharding first, see DSL303); loaders built inside dataset code (they run in the outer loader's workers); test
     code (a `tests/` directory, `test_*.py`, a `test_*` function), whose loaders are not training runs; and loaders
     that already set a worker-only option (DSL503 reports those). A `.backward()` under an `if` (a helper shared by
