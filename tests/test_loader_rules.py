@@ -8,6 +8,19 @@ import pytest
 from tests.test_rule_cases import run_case
 
 MORE_CASES = [
+    # DSL503: a wrapper keeping torch's old defaults on self (DataLoader's own default is now None)
+    ("DSL503", "invalid", """
+        from torch.utils.data import DataLoader
+
+        class Loader:
+            def __init__(self, batch_size=1, num_workers=0, prefetch_factor=2):
+                self.batch_size = batch_size
+                self.num_workers = num_workers
+                self.prefetch_factor = prefetch_factor
+
+            def build(self, ds):
+                return DataLoader(ds, num_workers=self.num_workers, prefetch_factor=self.prefetch_factor)  # expect: DSL503
+        """),
     # DSL503: counts the project constrains, or options the code resets or leaves to the caller
     ("DSL503", "valid", """
         import os
@@ -184,6 +197,27 @@ MORE_CASES = [
                 return x * 2
             data = Glyphs(root, transform=scale)  # expect: DSL506
             return DataLoader(data, num_workers=2)
+
+        def get_installed(root, workers):  # installed after construction, on the object the loader gets
+            shift = T.Lambda(lambda x: x - 0.5)  # expect: DSL506
+            train = Glyphs(root)
+            train.transform = T.Compose([T.ToTensor(), shift])
+            return DataLoader(train, num_workers=workers)
+        """),
+    ("DSL506", "valid", """
+        import torchvision.transforms as T
+        from torch.utils.data import DataLoader, Dataset
+
+        class Glyphs(Dataset):
+            def __init__(self, root, transform=None):
+                self.root, self.transform = root, transform
+
+        def get_installed(root, workers):  # another object's transform, and a picklable one for the loader's
+            other, train = Glyphs(root), Glyphs(root)
+            other.transform = T.Lambda(lambda x: x - 0.5)
+            train.transform = T.Compose([T.ToTensor()])
+            train.target_transform = None
+            return DataLoader(train, num_workers=workers)
         """),
     ("DSL506", "valid", """
         import torchvision.transforms as T

@@ -156,3 +156,64 @@ def test_reassigned_name_gives_every_value(tmp_path):
     """
     found = _loader_arg(tmp_path, source, "num_workers")
     assert _values(found) == ["0", "8"]
+
+
+def test_instance_attribute_stored_from_a_parameter(tmp_path):
+    source = """
+    class Wrapper:
+        def __init__(self, num_workers: int = 0, prefetch_factor: int = 2):
+            self.num_workers = num_workers
+            self.prefetch_factor = prefetch_factor
+
+        def build(self, ds):
+            return DataLoader(ds, num_workers=self.num_workers, prefetch_factor=self.prefetch_factor)
+
+        def widen(self):
+            self.num_workers = 8
+    """
+    workers = _loader_arg(tmp_path, source, "num_workers")
+    assert _values(workers) == ["0", "8"] and not workers.complete  # code elsewhere may set it too
+    assert workers.can_be(lambda v: v == 0).origin == "the default of parameter `num_workers`"
+    assert _values(_loader_arg(tmp_path, source, "prefetch_factor")) == ["2"]
+
+
+def test_instance_attribute_bound_by_unpacking_is_unknown(tmp_path):
+    source = """
+    class Wrapper:
+        def __init__(self, pair):
+            self.workers, self.other = pair
+
+        def build(self, ds):
+            return DataLoader(ds, num_workers=self.workers)
+    """
+    assert _loader_arg(tmp_path, source, "num_workers").values == ()
+
+
+def test_none_test_around_the_read_narrows(tmp_path):
+    source = """
+    class Wrapper:
+        def __init__(self, sampler=None, batch_sampler=None):
+            self.sampler = sampler if sampler is not None else RandomSampler()
+            self.batch_sampler = batch_sampler
+
+        def build(self, ds, sampler=None):
+            if self.batch_sampler is None and sampler is None:
+                return DataLoader(ds, sampler=sampler, batch_sampler=self.batch_sampler)
+            if sampler is not None:
+                return DataLoader(ds, sampler=sampler)
+            else:
+                return DataLoader(ds, sampler=sampler, batch_sampler=self.batch_sampler)
+
+        def rebound(self, ds, sampler=None):
+            if sampler is None:
+                sampler = make_sampler()
+                return DataLoader(ds, sampler=sampler)
+    """
+    first = _loader_arg(tmp_path, source, "batch_sampler", 0)
+    assert first.complete and _values(first) == ["None"] and first.values[0].origin == "the test on line 9"
+    assert _loader_arg(tmp_path, source, "sampler", 0).known is None
+    assert _values(_loader_arg(tmp_path, source, "sampler", 1)) == []  # the default None is ruled out
+    assert _loader_arg(tmp_path, source, "sampler", 2).known is None  # the else of a single `is not None`
+    assert _values(_loader_arg(tmp_path, source, "batch_sampler", 2)) == ["None"] and not _loader_arg(
+        tmp_path, source, "batch_sampler", 2).complete  # an `else` of another name's test decides nothing
+    assert not _loader_arg(tmp_path, source, "sampler", 3).complete  # rebound in the branch: not narrowed

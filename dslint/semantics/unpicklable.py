@@ -17,6 +17,7 @@ from dslint.semantics.bindings import class_ref
 from dslint.semantics.module_calls import positional_args
 from dslint.semantics.scopes import is_none, none_replacements
 from dslint.semantics.returned_closures import returned_closure
+from dslint.semantics.walk import iter_subtree
 
 _PARTIAL = frozenset({"functools.partial"})
 
@@ -179,7 +180,27 @@ def kept_callable(ctx, index, expr) -> Optional[Tuple[cst.CSTNode, Problem]]:
             found = _kept(ctx, index, arg.value, 0)
             if found:
                 return found
+    for value in _transform_stores(ctx, expr) if nodes and isinstance(expr, cst.Name) else ():
+        found = _kept(ctx, index, value, 0)
+        if found:
+            return found
     return None
+
+
+def _transform_stores(ctx, name: cst.Name) -> List[cst.BaseExpression]:
+    """What the scope of ``name`` installs as the object's transform after constructing it
+    (``train_set.transform = pipeline``: an attribute whose name says transform)."""
+    scope = ctx.tree.scope_node(name)
+    out = []
+    for node in iter_subtree(scope.body if scope is not None else ctx.module, into_scopes=False):
+        if not isinstance(node, cst.Assign):
+            continue
+        for target in node.targets:
+            held = target.target
+            if (isinstance(held, cst.Attribute) and isinstance(held.value, cst.Name) and held.value.value == name.value
+                    and "transform" in held.attr.value.lower()):
+                out.append(node.value)
+    return out
 
 
 def _container(ctx, expr) -> bool:

@@ -36,6 +36,8 @@ import libcst as cst
 from dslint.semantics.bindings import scope_assignments
 from dslint.semantics.calls import UNKNOWN, literal_value
 from dslint.semantics.kwargs_dicts import dict_changes, subscript_key
+from dslint.semantics.loops import loader_loops
+from dslint.semantics.narrowing import IS_NONE, none_test
 from dslint.semantics.options import option_values
 from dslint.semantics.possible import NOTHING, Possible, Value, exactly, holds
 
@@ -119,10 +121,8 @@ class _Resolver:
             return self.of(expr.body, depth + 1) | self.of(expr.orelse, depth + 1)
         if isinstance(expr, cst.BooleanOperation):
             return self._boolean(expr, depth)
-        if isinstance(expr, cst.Name):
-            return self._name(expr, depth)
-        if isinstance(expr, cst.Attribute):
-            return self._attribute(expr, depth)
+        if isinstance(expr, (cst.Name, cst.Attribute)):
+            return self._read(expr, depth)
         if isinstance(expr, cst.Subscript):
             key = subscript_key(expr)
             if key is not None:
@@ -141,6 +141,16 @@ class _Resolver:
         passes_on = any(holds(bool, v.value) != is_or for v in left.values) or not left.complete
         values = Possible(kept, left.complete)
         return (values | right) if passes_on else values
+
+    def _read(self, expr, depth: int) -> Possible:
+        """A name or attribute, narrowed by a ``None`` test around the read (``narrowing.py``)."""
+        test = none_test(self.ctx, expr)
+        if test is not None and test[0] == IS_NONE:
+            return exactly(None, f"the test on line {self.ctx.line(test[1])}")
+        found = self._name(expr, depth) if isinstance(expr, cst.Name) else self._attribute(expr, depth)
+        if test is not None:  # not None there
+            return Possible(tuple(v for v in found.values if v.value is not None), found.complete)
+        return found
 
     # -- names
     def _name(self, name: cst.Name, depth: int) -> Possible:
@@ -211,7 +221,18 @@ class _Resolver:
             # a namespace handed to this function (``def main(args)``): this file's
             # argparse options are what it most likely holds
             return option_values(ctx, attr)
+        if isinstance(expr.value, cst.Name):
+            return self._self_attribute(expr, depth)
         return NOTHING
+
+    def _self_attribute(self, expr: cst.Attribute, depth: int) -> Possible:
+        """``self.attr`` in a method: every ``self.attr = v`` of the class family (and a class-level
+        ``attr = v``), each a possible value; never complete, as code elsewhere may set it."""
+        bindings = loader_loops(self.ctx).self_attr_at(expr, expr.value.value, expr.attr.value)
+        if not bindings:
+            return NOTHING
+        found = self._union([binding.value for _, binding in bindings if binding.value is not None], depth)
+        return Possible(found.values, False)
 
     def _instance_attribute(self, cls: cst.ClassDef, call: cst.Call, attr: str, depth: int) -> Possible:
         for arg in call.args:

@@ -404,10 +404,12 @@ def kwargs_entry(ctx, bound, name) -> Optional[Possible]:
 
 
 def given(ctx, bound, name) -> bool:
-    """Passed and not the literal ``None``, directly or as an entry of a ``**`` dict the file
-    builds (an entry that can be ``None`` does not count)."""
+    """Passed and not the literal ``None`` (nor a value known to be ``None`` there: a read under
+    ``if x is None``), directly or as an entry of a ``**`` dict the file builds (an entry that can
+    be ``None`` does not count)."""
     if not_none(ctx, bound, name):
-        return True
+        found = possible_arg(ctx, bound, name)
+        return not (found.complete and found.values and all(v.value is None for v in found.values))
     entry = kwargs_entry(ctx, bound, name)
     return entry is not None and entry.can_be(lambda v: v is None) is None
 

@@ -99,6 +99,15 @@ class BatchSamplerConflict(Rule):
         """,
         """
         from torch.utils.data import DataLoader
+
+        class Loaders:
+            def build(self, ds):
+                if self.batch_sampler is None and self.sampler is None:  # both are None in this branch
+                    return DataLoader(ds, sampler=self.sampler, batch_sampler=self.batch_sampler)
+                return DataLoader(ds, batch_sampler=self.batch_sampler)
+        """,
+        """
+        from torch.utils.data import DataLoader
         loader = DataLoader(ds, batch_sampler=bs, **cfg)
         """,
         """
