@@ -69,6 +69,35 @@ def test_ddp_marker_through_a_project_function_of_another_file(tmp_path):
     assert "`setup` (it calls `init_process_group`)" in outcome.diagnostics[0].message
 
 
+def test_ddp_marker_from_a_project_subclass_and_a_stateful_loader(tmp_path):
+    """A project subclass of torch's DistributedSampler, re-exported by its package, marks a per-rank
+    file as torch's own class does; torchdata's StatefulDataLoader is a DataLoader."""
+    files = {
+        "replicas/__init__.py": "from replicas.sampling import GroupSampler\n",
+        "replicas/sampling.py": """
+        from torch.utils import data
+
+        class GroupSampler(data.distributed.DistributedSampler):
+            def __init__(self, dataset, group, groups, **kwargs):
+                super().__init__(dataset, **kwargs)
+        """,
+        "train.py": """
+        from torchdata.stateful_dataloader import StatefulDataLoader
+        from replicas import GroupSampler
+
+        def main(trainset, step):
+            sampler = GroupSampler(trainset, 0, 2, rank=0, num_replicas=1)
+            loader = StatefulDataLoader(trainset, batch_size=64, shuffle=True)  # expect: DSL702
+            for batch in loader:
+                step(batch).backward()
+        """,
+    }
+    write_files(tmp_path, files)
+    outcome = check_tree(tmp_path, select=["DSL702"])
+    assert [(d.path.split("/")[-1], d.row) for d in outcome.diagnostics] == [("train.py", 6)]
+    assert "`replicas.GroupSampler`, a subclass of a `DistributedSampler`" in outcome.diagnostics[0].message
+
+
 def test_rank_names_guards_and_seeds(tmp_path):
     from dslint.semantics.distributed import global_seeds, mentions_rank, rank_guarded
     from dslint.semantics.loops import loader_loops

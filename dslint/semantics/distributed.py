@@ -3,15 +3,10 @@
 The DSL7xx rules ask the same questions, answered here from the one parse and, for
 what crosses files, through ``ctx.view``:
 
-* **does this file run under a process group** (``ddp_marker``): it calls
-  ``init_process_group``, wraps a model in ``DistributedDataParallel``/FSDP, builds
-  a ``DistributedSampler``, calls ``deepspeed.initialize``/``hvd.init``, reads the
-  launcher's environment (``os.environ["LOCAL_RANK"]``, ``os.getenv("RANK")``), or
-  calls a project function (any file, through ``ctx.view.function_facts``, two
-  calls deep) that calls ``init_process_group``. An ``accelerate.Accelerator()``
-  is a *framework* marker: the script runs once per process, but the framework
-  shards the loaders it prepares. Nothing else counts: ``dist.get_rank()`` alone
-  is often guarded by ``is_initialized()``;
+* **does this file run under a process group** (``ddp_marker``, from ``ddp_markers.py``): the
+  first sign that it runs once per rank (``init_process_group``, DDP/FSDP, a ``DistributedSampler``
+  or a project subclass of one of them, the launcher's environment, a project function that starts
+  a process group); an ``accelerate.Accelerator()`` is a *framework* marker;
 * **which expressions name a rank** (``mentions_rank``): ``get_rank()``, the
   launcher's rank variables, ``accelerator.process_index``, and names spelled like a
   rank (``local_rank``, ``is_main_process``, ``master_process``); with
@@ -45,42 +40,22 @@ silent on it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import libcst as cst
 
 from dslint.semantics.calls import BoundCall
 from dslint.semantics.loops import DISTRIBUTED_SAMPLER_SIGNATURE
 from dslint.semantics.names import dotted_parts
+from dslint.semantics.ddp_markers import (  # noqa: F401  (re-exported: the DSL7xx rules ask here)
+    FRAMEWORK_CALLS, INIT_CALLS, LIBRARIES, PROCESS_GROUP_CALLS, RANK_ENV, STARTS, Marker, ddp_marker, env_key,
+    project_calls_any,
+)
 from dslint.semantics.eval_keys import INDEX_WRITES, keyed_store, sample_index_name
 from dslint.semantics.seed_helpers import passed_arguments
 from dslint.semantics.values import possible_arg
 from dslint.semantics.walk import iter_subtree
 
-PROCESS_GROUP_CALLS = {
-    "torch.distributed.init_process_group": "`init_process_group`",
-    "torch.distributed.distributed_c10d.init_process_group": "`init_process_group`",
-    "torch.nn.parallel.DistributedDataParallel": "`DistributedDataParallel`",
-    "torch.nn.parallel.distributed.DistributedDataParallel": "`DistributedDataParallel`",
-    "torch.distributed.fsdp.FullyShardedDataParallel": "`FullyShardedDataParallel`",
-    "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel": "`FullyShardedDataParallel`",
-    "torch.distributed.fsdp.fully_shard": "`fully_shard`",
-    "torch.utils.data.DistributedSampler": "a `DistributedSampler`",
-    "deepspeed.initialize": "`deepspeed.initialize`",
-    "deepspeed.init_distributed": "`deepspeed.init_distributed`",
-    "horovod.torch.init": "`hvd.init`",
-}
-#: calls that start a process group (followed into project functions of other files)
-INIT_CALLS = frozenset(
-    {"torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group",
-     "deepspeed.init_distributed", "horovod.torch.init"}
-)
-#: markers that start the distributed state (the others may sit in a helper the script imports)
-STARTS = INIT_CALLS | {"deepspeed.initialize"}
-FRAMEWORK_CALLS = {"accelerate.Accelerator": "`Accelerator()`", "lightning.fabric.Fabric": "`Fabric()`",
-                   "lightning.Fabric": "`Fabric()`", "lightning_fabric.Fabric": "`Fabric()`"}
-RANK_ENV = frozenset({"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"})
 RANK_CALLS = frozenset(
     {"torch.distributed.get_rank", "torch.distributed.get_node_local_rank", "torch.distributed.distributed_c10d.get_rank",
      "horovod.torch.rank", "horovod.torch.local_rank"}
@@ -120,21 +95,6 @@ GATHER_CALLS = frozenset(
 GATHER_METHODS = frozenset({"gather", "reduce", "all_gather", "all_reduce"})
 #: gathers that drop the sampler's padding themselves
 DEDUP_METHODS = frozenset({"gather_for_metrics"})
-_LIBRARIES = ("builtins.", "torch.", "numpy.", "os.", "sys.", "math.", "random.", "logging.", "time.", "json.")
-
-
-@dataclass(frozen=True)
-class Marker:
-    """Where a file shows that it runs once per rank."""
-
-    node: cst.CSTNode
-    #: "`init_process_group`", "`os.environ['LOCAL_RANK']`", ...
-    what: str
-    #: "process_group" (plain torch.distributed) or "framework" (accelerate/Fabric shard what they prepare)
-    kind: str = "process_group"
-    #: the file starts the processes' distributed state itself (``init_process_group``, the launcher's
-    #: environment, an ``Accelerator``): it is the script each rank runs, not a helper it imports
-    start: bool = True
 
 
 def line_of(ctx, node: cst.CSTNode) -> int:
@@ -146,78 +106,6 @@ def line_of(ctx, node: cst.CSTNode) -> int:
 
 
 # ----------------------------------------------------------------------- does it run under DDP
-
-
-def ddp_marker(ctx, *, start: bool = False) -> Optional[Marker]:
-    """The first sign (in source order) that the file runs once per rank; with ``start``, only a
-    sign that the file starts its distributed state itself. None when nothing shows it."""
-    return ctx.memo(("distributed.marker", start), lambda: _find_marker(ctx, start))
-
-
-def _find_marker(ctx, start: bool) -> Optional[Marker]:
-    framework = None
-    for call in ctx.nodes(cst.Call):
-        name = ctx.call_name(call)
-        if name in PROCESS_GROUP_CALLS and (name in STARTS or not start):
-            return Marker(call, PROCESS_GROUP_CALLS[name], start=name in STARTS)
-        if name in FRAMEWORK_CALLS and framework is None:
-            framework = Marker(call, FRAMEWORK_CALLS[name], "framework")
-        key = env_key(ctx, call)
-        if key in RANK_ENV:
-            return Marker(call, f"a read of `{key}` from the launcher's environment")
-    for sub in ctx.nodes(cst.Subscript):
-        key = env_key(ctx, sub)
-        if key in RANK_ENV:
-            return Marker(sub, f"a read of `{key}` from the launcher's environment")
-    found = _marker_elsewhere(ctx)
-    return found or framework
-
-
-def _marker_elsewhere(ctx) -> Optional[Marker]:
-    """A call of a project function (any file; the first 20 asked) that starts a process group,
-    itself or in a function it calls."""
-    asked = set()
-    for call in ctx.nodes(cst.Call):
-        name = ctx.call_name(call)
-        if not name or name in asked or name.startswith(_LIBRARIES) or "." not in name or len(asked) >= 20:
-            continue
-        asked.add(name)
-        if project_calls_any(ctx, name, INIT_CALLS, depth=1):
-            return Marker(call, f"`{name.rsplit('.', 1)[-1]}` (it calls `init_process_group`)")
-    return None
-
-
-def project_calls_any(ctx, qualified: str, wanted: Iterable[str], depth: int = 2) -> bool:
-    """The project function ``qualified`` (any file) calls one of ``wanted``, ``depth`` calls deep."""
-    wanted = frozenset(wanted)
-    facts = ctx.view.function_facts(qualified)
-    if facts is None:
-        return False
-    targets = [target for kind, target, _ in facts.get("calls", ()) if kind == "func"]
-    if any(t in wanted for t in targets):
-        return True
-    if depth <= 0:
-        return False
-    return any(project_calls_any(ctx, t, wanted, depth - 1) for t in targets[:20] if not t.startswith(_LIBRARIES))
-
-
-def env_key(ctx, node: cst.CSTNode) -> Optional[str]:
-    """``"RANK"`` for ``os.environ["RANK"]``, ``os.environ.get("RANK")``, ``os.getenv("RANK")``."""
-    if isinstance(node, cst.Subscript):
-        if ctx.qualname(node.value) != "os.environ" if isinstance(node.value, (cst.Name, cst.Attribute)) else True:
-            return None
-        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
-            key = ctx.literal(node.slice[0].slice.value)
-            return key if isinstance(key, str) else None
-        return None
-    if isinstance(node, cst.Call) and node.args:
-        func = node.func
-        getter = (isinstance(func, cst.Attribute) and func.attr.value == "get"
-                  and isinstance(func.value, (cst.Name, cst.Attribute)) and ctx.qualname(func.value) == "os.environ")
-        if getter or ctx.call_name(node) == "os.getenv":
-            key = ctx.literal(node.args[0].value)
-            return key if isinstance(key, str) else None
-    return None
 
 
 # ----------------------------------------------------------------------- ranks
@@ -310,7 +198,7 @@ def _global_seeds(ctx, index) -> List[Tuple[cst.Call, bool]]:
     for call in ctx.nodes(cst.Call):
         name = ctx.call_name(call)
         seeds = name in SEED_CALLS or (name in SEEDING_CLIS and not _seed_off(ctx, call))
-        if not seeds and name and not name.startswith(_LIBRARIES):
+        if not seeds and name and not name.startswith(LIBRARIES):
             target = index.call_target(call)
             if target is not None:
                 seeds = any(ctx.call_name(c) in SEED_CALLS for c in iter_subtree(target[0].body) if isinstance(c, cst.Call))
@@ -319,7 +207,7 @@ def _global_seeds(ctx, index) -> List[Tuple[cst.Call, bool]]:
                     "seed" in name.rsplit(".", 1)[-1].lower() and ctx.view.function_facts(name) is None)
         if seeds:
             out.append((call, any(rank_dependent(ctx, index, arg.value) for arg in call.args) or (
-                name not in SEED_CALLS and not name.startswith(_LIBRARIES) and (passed := passed_arguments(call)) is not None
+                name not in SEED_CALLS and not name.startswith(LIBRARIES) and (passed := passed_arguments(call)) is not None
                 and ctx.view.helper_seeds_per_rank(name, *passed))))
     return out
 
@@ -356,7 +244,7 @@ def gather_calls(ctx, index, block: cst.CSTNode, depth: int = 2) -> List[cst.Cal
                     work.append((target[0].body, level + 1))
                 continue
             name = ctx.call_name(node)
-            if name and not name.startswith(_LIBRARIES) and project_calls_any(ctx, name, GATHER_CALLS, depth=1):
+            if name and not name.startswith(LIBRARIES) and project_calls_any(ctx, name, GATHER_CALLS, depth=1):
                 out.append(node)
     return out
 

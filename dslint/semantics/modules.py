@@ -24,8 +24,17 @@ _CANONICAL_PREFIXES = (
 _CANONICAL_EXACT = {
     "io.open": "builtins.open",
     "torch.utils.data.DataLoader2": "torch.utils.data.DataLoader",
+    # torchdata's drop-in DataLoader that can checkpoint its position: torch's signature, arguments and checks
+    "torchdata.stateful_dataloader.StatefulDataLoader": "torch.utils.data.DataLoader",
+    "torchdata.stateful_dataloader.stateful_dataloader.StatefulDataLoader": "torch.utils.data.DataLoader",
 }
 _CANONICAL_MEMO: Dict[str, str] = {}
+
+
+def spelled_tails(tail: str) -> frozenset:
+    """The last components a name ending in ``tail`` has where another name canonicalises to it
+    (``StatefulDataLoader`` and ``DataLoader2`` for ``DataLoader``), ``tail`` included."""
+    return frozenset({tail} | {src.rsplit(".", 1)[-1] for src, dst in _CANONICAL_EXACT.items() if dst.rsplit(".", 1)[-1] == tail})
 
 
 def canonical(name: str) -> str:

@@ -15,7 +15,7 @@ from typing import Dict, Iterable, List, Optional, Set
 
 import libcst as cst
 
-from dslint.semantics.modules import canonical, module_name_for, resolve_relative  # noqa: F401  (re-exported)
+from dslint.semantics.modules import canonical, module_name_for, resolve_relative, spelled_tails  # noqa: F401  (re-exported)
 from dslint.semantics.walk import TreeIndex, iter_subtree
 
 _Attribute = cst.Attribute
@@ -286,6 +286,7 @@ class ModuleNames:
         cached = self._tails.get(key)
         if cached is not None:
             return cached
+        key = frozenset(spelled for last in key for spelled in spelled_tails(last))
         tails = set(key)
         for alias in self._tree.nodes(cst.ImportAlias):
             if alias.asname is None or not isinstance(alias.asname.name, cst.Name):
