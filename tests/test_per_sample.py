@@ -485,3 +485,41 @@ def test_reads_of_in_memory_buffers_are_not_file_reloads(tmp_path):
         ["DSL202"],
     )
     assert [(row, code) for _, row, code in found] == [(18, "DSL202")]
+
+
+def test_parts_collected_for_a_pipeline_that_depends_on_the_sample(tmp_path):
+    """A constant part appended to a list that a per-sample pipeline takes, where which parts the
+    list gets depends on the sample's size, is built with that pipeline (DSL203 silent); the same
+    part in a list that a constant pipeline takes is repeated work."""
+    from tests.test_rule_cases import run_case
+
+    helpers = """
+        import torchvision.transforms as T
+        from torch.utils.data import Dataset
+
+        def sized_pipeline(size, h, w):
+            steps = []
+            if h < size and w < size:
+                steps.append(T.Pad(size - min(h, w)))
+            else:
+                steps.append(T.Resize(size))
+            steps.append(T.ToTensor())
+            steps.append(T.Normalize([0.5], [0.5]))
+            return T.Compose(steps)
+
+        class Sized(Dataset):
+            def __getitem__(self, idx):
+                image = self.images[idx]
+                return sized_pipeline(self.size, image.height, image.width)(image)
+        """
+    run_case(tmp_path / "valid", "DSL203", "valid", helpers)
+    constant = """
+        import torchvision.transforms as T
+        from torch.utils.data import Dataset
+
+        class Fixed(Dataset):
+            def __getitem__(self, idx):
+                steps = [T.Normalize([0.5], [0.5])]  # expect: DSL203
+                return T.Compose(steps)(self.images[idx])  # expect: DSL203
+        """
+    run_case(tmp_path / "invalid", "DSL203", "invalid", constant)

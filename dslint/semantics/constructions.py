@@ -22,6 +22,7 @@ import libcst as cst
 from dslint.semantics import dataflow as df
 from dslint.semantics.call_facts import last_name
 from dslint.semantics.calls import UNKNOWN
+from dslint.semantics.walk import iter_subtree
 
 NOT_MODULES = frozenset({"Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer", "LinearCrossEntropyOptions"})
 MODULE_ROOTS = frozenset(
@@ -188,10 +189,38 @@ def in_dependent_pipeline(ctx, call: cst.Call) -> bool:
     """``call`` is an argument (at any depth within its statement) of another construction whose
     inputs depend on the sample (``T.Compose([T.Resize(size_of(idx)), T.Normalize(m, s)])``): the
     pipeline is built per sample as a whole, so its constant parts cannot move to ``__init__`` on
-    their own, and they cost microseconds next to the sample-dependent parts."""
+    their own, and they cost microseconds next to the sample-dependent parts.
+
+    The same holds for a part collected in a list that such a construction takes
+    (``steps.append(ToTensor())`` ... ``Compose(steps)``, or ``steps = [ToTensor()]``), where
+    which parts the list gets may itself depend on the sample (``if h < size: steps.append(...)``)."""
+    collected = None
     for ancestor in ctx.ancestors(call):
         if isinstance(ancestor, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
-            return False
+            break
         if isinstance(ancestor, cst.Call) and construction_kind(ctx, ancestor) is not None and df.inputs_depend(ctx, ancestor):
+            return True
+        if isinstance(ancestor, cst.Call) and isinstance(ancestor.func, cst.Attribute) and ancestor.func.attr.value in _COLLECTING:
+            collected = collected or (ancestor.func.value if isinstance(ancestor.func.value, cst.Name) else None)
+        if isinstance(ancestor, cst.Assign) and len(ancestor.targets) == 1 and isinstance(ancestor.targets[0].target, cst.Name):
+            collected = collected or (ancestor.targets[0].target if isinstance(ancestor.value, (cst.List, cst.Tuple)) else None)
+    return collected is not None and _taken_by_dependent_construction(ctx, collected)
+
+
+#: list methods that add their argument to the list
+_COLLECTING = frozenset({"append", "extend", "insert"})
+
+
+def _taken_by_dependent_construction(ctx, name: cst.Name) -> bool:
+    """A construction in the same function takes the local list ``name`` as an argument and its
+    inputs depend on the sample."""
+    func = ctx.enclosing_function(name)
+    if func is None:
+        return False
+    for node in iter_subtree(func.body, into_scopes=False):
+        if not isinstance(node, cst.Call) or not any(
+                isinstance(arg.value, cst.Name) and arg.value.value == name.value for arg in node.args):
+            continue
+        if construction_kind(ctx, node) is not None and df.inputs_depend(ctx, node):
             return True
     return False
