@@ -22,9 +22,9 @@ class DdpLoaderWithoutDistributedSampler(Rule):
     `RandomSampler` or a `SequentialSampler`, in a file that runs once per rank
     under DDP (it calls `init_process_group`, wraps a model in
     `DistributedDataParallel`/FSDP, builds a `DistributedSampler` for another
-    loader, reads `LOCAL_RANK`/`RANK` from the launcher's environment, or calls
-    a project function in any file that calls `init_process_group`), when the
-    loader does per-rank work:
+    loader or a project subclass of these, reads `LOCAL_RANK`/`RANK` from the
+    launcher's environment, or calls a project function in any file that calls
+    `init_process_group`), when the loader (or a `StatefulDataLoader`) does per-rank work:
 
     - it shuffles (`shuffle=True`, also as the default of an argparse option or
       a config field, or a `RandomSampler`): a training loader;

@@ -49,7 +49,8 @@ class BatchSamplerConflict(Rule):
     ## When it does not fire
     - An option whose values nothing in the project shows, or one the code branches on
       before the call or inside it (`batch_size if batches is None else 1`).
-    - A batch sampler that can be `None` or unknown, with options that are not literals.
+    - A batch sampler that can be `None` or unknown, with options that are not literals; a `sampler` or
+      `batch_sampler` read under a test that it is `None` (`if self.batch_sampler is None and self.sampler is None:`).
     - A `**d` that nothing shows carrying a batch sampler; a `params` whose
       `batch_sampler` entry the code looks for before the call.
 
