@@ -6,13 +6,15 @@
 construction of a project class (any file) deriving from one of those classes, or a call of a
 project function (any file, through ``ctx.view.function_facts``, two calls deep) that calls
 ``init_process_group``. An ``accelerate.Accelerator()`` is a *framework* marker: the script runs
-once per process, but the framework shards the loaders it prepares.
+once per process, but the framework shards the loaders it prepares. Nothing else counts:
+``dist.get_rank()`` alone is often guarded by ``is_initialized()``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Optional
+from itertools import islice
+from typing import Iterable, Iterator, Optional, Tuple
 
 import libcst as cst
 
@@ -42,6 +44,7 @@ STARTS = INIT_CALLS | {"deepspeed.initialize"}
 FRAMEWORK_CALLS = {"accelerate.Accelerator": "`Accelerator()`", "lightning.fabric.Fabric": "`Fabric()`",
                    "lightning.Fabric": "`Fabric()`", "lightning_fabric.Fabric": "`Fabric()`"}
 RANK_ENV = frozenset({"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"})
+
 
 @dataclass(frozen=True)
 class Marker:
@@ -83,16 +86,21 @@ def _find_marker(ctx, start: bool) -> Optional[Marker]:
     return found or framework
 
 
+def _project_calls(ctx) -> Iterator[Tuple[cst.Call, str]]:
+    """(call, qualified name) for the first call of each distinct dotted name that is not a library's."""
+    asked = set()
+    for call in ctx.nodes(cst.Call):
+        name = ctx.call_name(call)
+        if name and name not in asked and not name.startswith(LIBRARIES) and "." in name:
+            asked.add(name)
+            yield call, name
+
+
 def _project_subclass_marker(ctx) -> Optional[Marker]:
     """A construction of a project class (any file) deriving from ``DistributedDataParallel``,
     FSDP or ``DistributedSampler`` (``from mylib import DistributedSampler``, a subclass that adds
     replica groups): the file runs once per rank as with torch's own class."""
-    asked = set()
-    for call in ctx.nodes(cst.Call):
-        name = ctx.call_name(call)
-        if not name or name in asked or name.startswith(LIBRARIES) or "." not in name:
-            continue
-        asked.add(name)
+    for call, name in _project_calls(ctx):
         bases = ctx.view.external_bases(name) or ()
         root = next((base for base in bases if base in PROCESS_GROUP_CALLS and base not in STARTS), None)
         if root is not None:
@@ -103,12 +111,7 @@ def _project_subclass_marker(ctx) -> Optional[Marker]:
 def _marker_elsewhere(ctx) -> Optional[Marker]:
     """A call of a project function (any file; the first 20 asked) that starts a process group,
     itself or in a function it calls."""
-    asked = set()
-    for call in ctx.nodes(cst.Call):
-        name = ctx.call_name(call)
-        if not name or name in asked or name.startswith(LIBRARIES) or "." not in name or len(asked) >= 20:
-            continue
-        asked.add(name)
+    for call, name in islice(_project_calls(ctx), 20):
         if project_calls_any(ctx, name, INIT_CALLS, depth=1):
             return Marker(call, f"`{name.rsplit('.', 1)[-1]}` (it calls `init_process_group`)")
     return None
