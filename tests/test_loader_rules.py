@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import check_tree, write_files
 from tests.test_rule_cases import run_case
 
 MORE_CASES = [
@@ -342,3 +343,32 @@ def test_dsl506_dataset_that_cannot_be_pickled_either_is_a_preview_form(tmp_path
     run_case(tmp_path, "DSL506", "invalid", files, preview=False)
     run_case(tmp_path / "preview", "DSL506", "invalid", {
         name: text.replace("lambda b: b)\n", "lambda b: b)  # expect: DSL506\n") for name, text in files.items()})
+
+
+def test_dsl506_a_worker_count_passed_from_a_file_that_names_no_data_api(tmp_path):
+    """The only file that passes ``num_workers`` to a loader factory names nothing else of the
+    data API (it imports the factory and calls it): the prefilter still reads it (``num_workers``
+    is a core word), so the factory's ``**kwargs`` may start workers and its nested collate
+    function is reported (DSL506). With the count left out, nothing is."""
+    factory = """
+        from torch.utils.data import DataLoader
+
+        def get_loader(path, **kwargs):
+            def collate(items):
+                return items
+
+            return DataLoader(Lines(path), collate_fn=collate, **kwargs)
+        """
+    write_files(tmp_path, {"data.py": factory, "main.py": """
+        from data import get_loader
+
+        loader = get_loader("train.txt", batch_size=8, num_workers=4)
+        """})
+    found = [(f.path.rsplit("/", 1)[-1], f.code) for f in check_tree(tmp_path, select=["DSL506"]).diagnostics]
+    assert found == [("data.py", "DSL506")]
+    write_files(tmp_path, {"main.py": """
+        from data import get_loader
+
+        loader = get_loader("train.txt", batch_size=8)
+        """})
+    assert check_tree(tmp_path, select=["DSL506"]).diagnostics == []
