@@ -89,6 +89,21 @@ def test_conditional_expression_and_or(tmp_path):
     assert _values(second) == ["2"] and not second.complete
 
 
+def test_not_of_a_value_negates_each_value(tmp_path):
+    """``shuffle=not deterministic``: the negation of every value the parameter can take (its
+    default and what the callers pass), as incomplete as they are."""
+    source = """
+    def load(ds, deterministic=False):
+        return DataLoader(ds, shuffle=not deterministic)
+
+    load(ds, deterministic=True)
+    """
+    found = _loader_arg(tmp_path, source, "shuffle")
+    assert _values(found) == ["False", "True"] and not found.complete
+    fixed = _loader_arg(tmp_path, "DataLoader(ds, shuffle=not False)\n", "shuffle")
+    assert fixed.known is True
+
+
 def test_kwargs_dict_with_key_assignments_and_update(tmp_path):
     source = """
     def f(n):

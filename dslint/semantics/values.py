@@ -5,7 +5,7 @@ the checked file:
 
 - literals and module constants;
 - names assigned in their scope (every assignment is a possible value);
-- both arms of a conditional expression, and ``a or b`` / ``a and b``;
+- both arms of a conditional expression, ``a or b`` / ``a and b``, and ``not a``;
 - function parameters: their default and the arguments of the calls to the
   function that this file makes (``train(num_workers=0)``), ``self.m(...)`` too;
 - argparse options read back through ``args.x`` (``semantics/options.py``), where
@@ -121,6 +121,10 @@ class _Resolver:
             return self.of(expr.body, depth + 1) | self.of(expr.orelse, depth + 1)
         if isinstance(expr, cst.BooleanOperation):
             return self._boolean(expr, depth)
+        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+            inner = self.of(expr.expression, depth + 1)
+            return Possible(tuple(Value(not holds(bool, v.value), f"`not` of {v.origin}") for v in inner.values),
+                            inner.complete)
         if isinstance(expr, (cst.Name, cst.Attribute)):
             return self._read(expr, depth)
         if isinstance(expr, cst.Subscript):
