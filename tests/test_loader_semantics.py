@@ -548,7 +548,7 @@ def test_a_loop_that_breaks_after_one_batch_only_looks_at_the_loader(tmp_path):
 
 
 def test_a_loop_that_only_prints_its_batches_only_looks_at_the_loader(tmp_path):
-    """A dataset module's ``__main__`` smoke test that prints each batch's shape (``batches.only_prints``)
+    """A dataset module's ``__main__`` smoke test that prints each batch's shape (``batches.only_looks``)
     is not training: DSL507 stays silent; the same loader whose loop also runs a model is reported."""
     script = """
         from torch.utils.data import DataLoader
@@ -562,6 +562,60 @@ def test_a_loop_that_only_prints_its_batches_only_looks_at_the_loader(tmp_path):
         """
     write_files(tmp_path, {"look.py": script.format(work="logger.info(labels.size())"),
                            "train.py": script.format(work="model(points).sum().backward()")})
+    run = run_cli("check", "--no-cache", "--select", "DSL507", "--output-format", "concise", ".", cwd=tmp_path)
+    assert sorted(line.split(":")[0] for line in run.stdout.splitlines() if ": DSL" in line) == ["train.py"]
+
+
+def test_a_loop_that_only_tallies_its_batches_is_a_data_check(tmp_path):
+    """A ``__main__`` data check that counts labels with numpy into a list it built
+    (``batches.only_looks``) trains nothing: DSL507 stays silent. A tally through a project
+    helper, or into an object the code did not build as a container, may be work: reported."""
+    script = """
+        import numpy as np
+        from torch.utils.data import DataLoader
+        from torchvision.datasets import MNIST
+
+        if __name__ == "__main__":
+            loader = DataLoader(MNIST("data"), batch_size=8, shuffle=True)
+            counts = {start}
+            for item in loader:
+                counts.append({tally}(item[1]))
+            print(sum(counts))
+        """
+    write_files(tmp_path, {
+        "check.py": script.format(start="[]", tally="np.count_nonzero"),
+        "helper.py": script.format(start="[]", tally="score"),
+        "object.py": script.format(start="Recorder()", tally="np.count_nonzero"),
+    })
+    run = run_cli("check", "--no-cache", "--select", "DSL507", "--output-format", "concise", ".", cwd=tmp_path)
+    assert sorted(line.split(":")[0] for line in run.stdout.splitlines() if ": DSL" in line) == ["helper.py", "object.py"]
+
+
+def test_a_split_passed_through_a_parameter_is_an_evaluation_split(tmp_path):
+    """``get_loader(args, "val")`` building ``Scenes(split=split)``: every value the code shows for
+    ``split`` is an evaluation split (``batches.evaluation_split`` asks ``values.possible``), so the
+    shuffled loader is not a training loader (DSL507). One call passing ``"train"`` makes it one."""
+    script = """
+        from torch.utils.data import DataLoader, Dataset
+
+        class Scenes(Dataset):
+            def __init__(self, split):
+                self.split = split
+
+            def __getitem__(self, i):
+                return load(self.split, i)
+
+        def get_loader(args, split):
+            dataset = Scenes(split=split)
+            return DataLoader(dataset, batch_size=args.batch_size, shuffle=True)
+
+        def evaluate(args, model):
+            for batch in get_loader(args, "val"):
+                model(batch)
+            {more}
+        """
+    write_files(tmp_path, {"eval.py": script.format(more="get_loader(args, 'test')"),
+                           "train.py": script.format(more="get_loader(args, 'train')")})
     run = run_cli("check", "--no-cache", "--select", "DSL507", "--output-format", "concise", ".", cwd=tmp_path)
     assert sorted(line.split(":")[0] for line in run.stdout.splitlines() if ": DSL" in line) == ["train.py"]
 

@@ -19,6 +19,7 @@ from dslint.semantics.loader_roles import eval_name
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.sampler_passes import iterated_by
 from dslint.semantics.scopes import COMPREHENSIONS, names_used
+from dslint.semantics.values import possible
 
 _TRANSPARENT_CALLS = frozenset({"enumerate", "zip", "iter", "list", "tuple", "reversed", "sorted", "next"})
 
@@ -171,7 +172,8 @@ _EVAL_SPLITS = frozenset({"test", "val", "valid", "validation", "dev", "eval", "
 def evaluation_split(ctx, index, dataset) -> Optional[str]:
     """The dataset is an evaluation split on every path: built with ``train=False`` or
     ``split="test"``/``"val"``/... (torchvision, Hugging Face and most dataset classes spell it
-    so); the keyword as written, for a message. None otherwise."""
+    so), as a literal or as a value every source the code shows gives (``values.possible``: a
+    parameter whose default and callers all pass ``"val"``); the keyword, for a message. None otherwise."""
     nodes = index.value_nodes(dataset) if dataset is not None else None
     if not nodes:
         return None
@@ -181,13 +183,15 @@ def evaluation_split(ctx, index, dataset) -> Optional[str]:
             return None
         shown = None
         for arg in node.args:
-            if arg.keyword is None:
+            if arg.keyword is None or arg.keyword.value not in ("train", "split"):
                 continue
-            value = ctx.literal(arg.value)
-            if arg.keyword.value == "train" and value is False:
+            values = [v.value for v in possible(ctx, arg.value).values]
+            if not values:
+                continue
+            if arg.keyword.value == "train" and all(v is False for v in values):
                 shown = "train=False"
-            elif arg.keyword.value == "split" and isinstance(value, str) and value.lower() in _EVAL_SPLITS:
-                shown = f"split={value!r}"
+            elif arg.keyword.value == "split" and all(isinstance(v, str) and v.lower() in _EVAL_SPLITS for v in values):
+                shown = f"split={values[0]!r}"
         if shown is None:
             return None
         found = found or shown
@@ -276,23 +280,40 @@ def runs_once(loop: cst.CSTNode) -> bool:
 _LOOKS = frozenset({"builtins.print", "builtins.len", "builtins.type", "builtins.repr", "builtins.str",
                     "builtins.isinstance"})
 _LOOK_METHODS = frozenset({"size", "dim", "numel", "keys", "items", "info", "debug", "format"})
+#: libraries whose functions only compute on the values they are given (no model, no device)
+_ARRAY_LIBRARIES = ("numpy.", "math.", "statistics.")
+_CONTAINER_METHODS = frozenset({"append", "extend", "add", "update", "setdefault"})
+_CONTAINERS = (cst.List, cst.Dict, cst.Set, cst.ListComp, cst.DictComp, cst.SetComp)
 
 
-def only_prints(ctx, index, loop: cst.CSTNode) -> bool:
-    """A loop whose body only prints or logs its batches and their sizes (``for x, y in
-    loader: print(x.shape)``, a smoke test): a look at the data, nothing waits on it.
-    At least one ``print`` or log call; any other call (a model, ``.sum()``) is work."""
+def only_looks(ctx, index, loop: cst.CSTNode) -> bool:
+    """A loop that only looks at its batches, so nothing (no model, no GPU) waits on them: it
+    prints or logs them and their sizes (``for x, y in loader: print(x.shape)``, a smoke test),
+    or tallies them (``counts.append(np.count_nonzero(y))``, a data check). Each call it makes
+    is one of those: a builtin, a size or log method, a function of numpy, ``math`` or
+    ``statistics``, or an ``append``/``update``... of a list, dict or set the code builds as a
+    literal; at least one prints, logs or tallies. Any other call (a model, a project helper,
+    ``.cuda()``) is work."""
     calls = index.loop_calls(loop, depth=0)
     shown = False
     for call in calls:
-        func, name = call.func, ctx.call_name(call)
+        func, name = call.func, ctx.call_name(call) or ""
         if name in _LOOKS:
             shown = shown or name == "builtins.print"
         elif isinstance(func, cst.Attribute) and func.attr.value in _LOOK_METHODS:
             shown = shown or func.attr.value in ("info", "debug")
+        elif name.startswith(_ARRAY_LIBRARIES) or name.startswith("builtins."):
+            continue
+        elif isinstance(func, cst.Attribute) and func.attr.value in _CONTAINER_METHODS and _built_container(index, func.value):
+            shown = True
         else:
             return False
     return shown
+
+
+def _built_container(index, expr) -> bool:
+    nodes = index.value_nodes(expr) if isinstance(expr, cst.Name) else None
+    return bool(nodes) and all(isinstance(node, _CONTAINERS) for node in nodes)
 
 
 def _no_grad_around(ctx, index, node) -> bool:
@@ -307,7 +328,7 @@ def _no_grad_around(ctx, index, node) -> bool:
 def _evaluation_loop(ctx, index, loop) -> bool:
     if training_step(ctx, index, loop.loop):
         return False
-    if index.is_eval(loop) or runs_once(loop.loop) or only_prints(ctx, index, loop.loop):
+    if index.is_eval(loop) or runs_once(loop.loop) or only_looks(ctx, index, loop.loop):
         return True
     func = ctx.enclosing_function(loop.loop)
     if func is None:

@@ -31,10 +31,11 @@ class SingleProcessLoading(Rule):
     ## When it does not fire
     Evaluation and inference loaders (a `DistributedSampler` with `shuffle=False` shards evaluation; a loader built
     in or returned by `val_dataloader`, `test_dataloader` or `predict_dataloader` is one even when it shuffles, so
-    is a loader over a test split, built with `train=False` or `split="test"`/`"val"`, one kept as or built over a
-    name that says evaluation (`test_loader = ...`, `DataLoader(val_set)`) whose loops do not train, and one this
-    file only evaluates (under `torch.no_grad()`/`inference_mode()` or after `model.eval()`) or peeks at
-    (`next(iter(loader))` outside any loop) and hands to no other module); a non-literal `num_workers` or
+    is a loader over a test split, built with `train=False` or `split="test"`/`"val"` (written so, or every value the
+    code shows: `get_loader(args, "val")`), one kept as or built over a name that says evaluation (`test_loader`,
+    `DataLoader(val_set)`) whose loops do not train, and one this file only evaluates (under `torch.no_grad()`/
+    `inference_mode()` or after `model.eval()`), peeks at (`next(iter(loader))` outside any loop) or only prints or
+    tallies (its loop calls builtins, numpy, `append` on its own lists), and hands to no other module); a non-literal `num_workers` or
     `**kwargs`; a dataset that cannot be told statically; data already in memory (a `TensorDataset`, a tensor, a
     `range` or list, a `Subset` of those, a project dataset class, in any file, whose `__getitem__` only indexes: it
     calls builtins, tensor/array constructors, random draws, and its own methods, `super()` or project helpers that
@@ -256,9 +257,8 @@ class SingleProcessLoading(Rule):
         evaluation = index.evaluation_hook_loaders()
         for loader in index.loaders:
             bound = loader.bound
-            if not literal_zero(ctx.value(bound, "num_workers")):
-                continue
-            if worker_options_set(ctx, bound) or rejected_at_construction(ctx, bound):
+            if not literal_zero(ctx.value(bound, "num_workers")) or worker_options_set(ctx, bound) \
+                    or rejected_at_construction(ctx, bound):
                 continue
             if not loads_samples(ctx, index, bound):
                 continue
