@@ -237,3 +237,40 @@ def test_dsl103_np_load_kept_in_a_list_and_read_by_field_name_is_an_archive(tmp_
     )
     found = [(f.code, f.start[0]) for f in check_tree(tmp_path, select=["DSL103"]).diagnostics]
     assert found == [("DSL103", 7), ("DSL103", 15)]
+
+
+def test_dsl103_silent_for_images_in_the_sample_s_own_dict_or_list(tmp_path):
+    """Images opened into the sample being built (a dict display bound to a local name, a list
+    comprehension added to it with ``.update``) end with the sample (``containers.local_to``):
+    not kept. The same images added to a list on ``self``, to a module list, or to a list the
+    caller passed in outlive the sample and are reported."""
+    write_files(
+        tmp_path,
+        {
+            "data.py": """
+            from PIL import Image
+            from torch.utils.data import Dataset
+
+            SEEN = []
+
+            class Frames(Dataset):
+                def __init__(self, paths):
+                    self.paths = paths
+                    self.kept = []
+
+                def __getitem__(self, i):
+                    sample = {"rgb": Image.open(self.paths[i]), "index": i}
+                    context = [Image.open(p) for p in self.paths[i + 1:i + 3]]
+                    sample.update({"context": context})
+                    return self.transform(sample)
+
+                def frames(self, i, out):
+                    self.kept.append({"rgb": Image.open(self.paths[i])})
+                    SEEN.append([Image.open(self.paths[i])])
+                    out.append({"rgb": Image.open(self.paths[i])})
+                    return out
+            """,
+        },
+    )
+    found = [(f.code, f.start[0]) for f in check_tree(tmp_path, select=["DSL103"], preview=True).diagnostics]
+    assert found == [("DSL103", 18), ("DSL103", 19), ("DSL103", 20)]

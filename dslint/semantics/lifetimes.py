@@ -86,7 +86,7 @@ _PATH_ONLY = frozenset({"builtins.open", "io.FileIO", "os.fdopen", "codecs.open"
 # Wrappers that do not change who owns the handle.
 _CLOSING = frozenset({"contextlib.closing"})
 _MEMORY_FILES = frozenset({"io.BytesIO", "io.StringIO"})
-_ADDERS = frozenset({"append", "add", "extend", "insert", "appendleft", "setdefault", "put", "update"})
+ADDERS = frozenset({"append", "add", "extend", "insert", "appendleft", "setdefault", "put", "update"})
 
 
 @dataclass
@@ -244,7 +244,7 @@ def fate(ctx, call: cst.Call, position: Optional[int] = None) -> Fate:
                     continue
                 if isinstance(outer.func, cst.Attribute) and outer.func.attr.value in ("enter_context", "push", "callback"):
                     return Fate(CLOSED, outer)
-                if isinstance(outer.func, cst.Attribute) and outer.func.attr.value in _ADDERS:
+                if isinstance(outer.func, cst.Attribute) and outer.func.attr.value in ADDERS:
                     return Fate(STORED, outer)
                 return Fate(TEMPORARY, outer)
             return Fate(TEMPORARY, parent)
@@ -410,7 +410,7 @@ def _bound_name(ctx, call: cst.Call, target: cst.CSTNode, site: cst.CSTNode) -> 
                     return Fate(CLOSED, outer, name=name)
                 if isinstance(outer.func, cst.Attribute) and outer.func.attr.value in ("enter_context", "push", "callback"):
                     return Fate(CLOSED, outer, name=name)
-                if isinstance(outer.func, cst.Attribute) and outer.func.attr.value in _ADDERS:
+                if isinstance(outer.func, cst.Attribute) and outer.func.attr.value in ADDERS:
                     return Fate(STORED, outer, name=name)
         if isinstance(parent, (cst.Return, cst.Yield)):
             return Fate(RETURNED, parent, name=name)

@@ -12,6 +12,7 @@ from dslint.edits import with_statement_fix
 from dslint.report import FixSpec
 from dslint.semantics import lifetimes as lt
 from dslint.semantics.call_facts import in_per_example_function
+from dslint.semantics.containers import local_to
 from dslint.semantics.handle_returns import helper_calls
 from dslint.semantics.memoised import maybe_handle_calls, memoised_call
 from dslint.semantics.memory_buffers import buffer_call, self_buffer_element
@@ -87,20 +88,13 @@ def in_lazy_block(ctx, node) -> bool:
 
 def in_local_container(ctx, call, fate) -> bool:
     """A per-sample handle added to a container local to its function (``images.append(
-    Image.open(p))``, ``found[k] = open(p)``): the container ends with the sample, dropped
-    or returned to the caller, so nothing accumulates from one sample to the next."""
-    site = fate.site
-    if isinstance(site, cst.Call) and isinstance(site.func, cst.Attribute):
-        container = site.func.value
-    elif isinstance(site, cst.Assign) and len(site.targets) == 1 and isinstance(site.targets[0].target, cst.Subscript):
-        container = site.targets[0].target.value
-    else:
-        return False
+    Image.open(p))``, ``found[k] = open(p)``, ``sample = {"rgb": Image.open(p)}``,
+    ``views = [Image.open(p) for p in paths]``: ``containers.local_to``): the container ends
+    with the sample, dropped or returned to the caller, so nothing accumulates from one sample to the next."""
     func = ctx.enclosing_function(call)
-    if func is None or in_init(ctx, call) or not ctx.is_per_sample(call) or not isinstance(container, cst.Name):
+    if func is None or in_init(ctx, call) or not ctx.is_per_sample(call):
         return False
-    declared = (g.name.value for stmt in ctx.nodes(cst.Global) + ctx.nodes(cst.Nonlocal) for g in stmt.names)
-    return ctx.enclosing_function(container) is func and container.value not in set(declared)
+    return local_to(ctx, fate.site, func)
 
 
 def keyed_by_sample_index(ctx, fate) -> bool:

@@ -55,7 +55,10 @@ class RetainedFileHandles(Rule):
       reported even behind such a guard: one handle for every sample seen.
     - A handle returned to the caller (`return image, label`).
     - A handle added to a container local to the sample's code (`views.append(
-      Image.open(p))` in `__getitem__`): the container ends with the sample.
+      Image.open(p))` in `__getitem__`, or a dict or list built for the sample:
+      `sample = {"rgb": Image.open(p)}`, `[Image.open(p) for p in context]` added to it):
+      the container ends with the sample. Added to a list on `self`, a module list or a
+      list the caller passed in, it is kept.
     - An unclosed handle that is not kept: DSL101, DSL102 or DSL104.
 
     ## Example
