@@ -1036,3 +1036,45 @@ def test_dsl303_silent_when_a_handed_object_makes_the_stream(tmp_path):
     )
     run = run_cli("check", "--no-cache", "--select", "DSL303", "--output-format", "concise", ".", cwd=tmp_path)
     assert [line.split(":")[:2] for line in run.stdout.splitlines() if "DSL303" in line] == [["data.py", "14"]]
+
+
+def test_dsl303_an_iterator_whose_next_takes_items_from_a_wrapped_dataset_is_a_wrapper(tmp_path):
+    """``__iter__`` returns ``self`` and ``__next__`` returns the next item of a dataset handed in
+    (``self.dataset.__next__()``, ``next(self.source)``): the wrapped stream decides the sharding
+    (``sharding._next_delegates_to``), so no report. A ``__next__`` over the class's own list of
+    lines still replays it in every worker."""
+    write_files(
+        tmp_path,
+        {
+            "data.py": """
+            from torch.utils.data import DataLoader, IterableDataset
+
+            class Clips(IterableDataset):
+                def __init__(self, dataset, clips):
+                    self.dataset = dataset
+                    self.clips = clips
+
+                def __next__(self):
+                    return self.dataset.__next__()
+
+                def __iter__(self):
+                    return self
+
+            class Lines(IterableDataset):
+                def __init__(self, path):
+                    self.lines = open(path).read().splitlines()
+                    self.position = iter(self.lines)
+
+                def __next__(self):
+                    return next(self.position)
+
+                def __iter__(self):
+                    return self
+
+            clips = DataLoader(Clips(make_stream(), 3), num_workers=4)
+            lines = DataLoader(Lines("corpus.txt"), num_workers=4)
+            """,
+        },
+    )
+    found = [(f.code, f.start[0]) for f in check_tree(tmp_path, select=["DSL303"]).diagnostics]
+    assert found == [("DSL303", 22)]

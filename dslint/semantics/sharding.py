@@ -211,7 +211,8 @@ def _stream_source(ctx, cls, iter_func, funcs) -> Optional[str]:
             if not isinstance(ret, cst.Return) or ret.value is None:
                 continue
             if isinstance(ret.value, cst.Name) and ret.value.value == selfp:
-                kinds.add("range")  # __next__ produces the samples: judged like a counted loop
+                # __next__ produces the samples: judged like a counted loop, or by the stream it takes them from
+                kinds.update(_next_delegates_to(ctx, cls) or {"range"})
             else:
                 kind = _source_kind(ctx, cls, iter_func, ret.value)
                 # `return iter(range(n))` streams bare counters, like `yield from range(n)`
@@ -223,6 +224,25 @@ def _stream_source(ctx, cls, iter_func, funcs) -> Optional[str]:
     if "range" in kinds:
         return "range"
     return None
+
+
+def _next_delegates_to(ctx, cls) -> Set[Optional[str]]:
+    """What the class's ``__next__`` replays when every ``return`` of it takes the next item of
+    another stream (``return next(self.source)``, ``return self.dataset.__next__()``): that
+    stream's kind (``_source_kind``). Empty when it makes its samples itself."""
+    next_func = find_method(ctx, cls, "__next__")
+    kinds: Set[Optional[str]] = set()
+    for ret in iter_subtree(next_func.body, into_scopes=False) if next_func is not None else ():
+        if not isinstance(ret, cst.Return) or not isinstance(ret.value, cst.Call):
+            continue
+        call = ret.value
+        if ctx.call_name(call) == "builtins.next" and call.args:
+            kinds.add(_source_kind(ctx, cls, next_func, call.args[0].value))
+        elif isinstance(call.func, cst.Attribute) and call.func.attr.value == "__next__" and not call.args:
+            kinds.add(_source_kind(ctx, cls, next_func, call.func.value))
+        else:
+            return set()
+    return kinds
 
 
 def _references_sharding_function(ctx, cls: cst.ClassDef, qual: str) -> bool:

@@ -30,9 +30,9 @@ class IterableWithoutWorkerSharding(Rule):
 
     ## When it does not fire
     - Every DataLoader known to be built over the class has a literal `num_workers` of 0 or 1.
-    - Wrappers that iterate another dataset or reader (an attribute named or annotated like a dataset,
-      reader or stream, or built from a dataset class), also through a stage applied to it
-      (`self.fn(iter(self.source))`); DataPipes and `ChainDataset` subclasses.
+    - Wrappers that iterate another dataset or reader (an attribute named or annotated like a dataset, reader or
+      stream, or built from a dataset class), also through a stage applied to it (`self.fn(iter(self.source))`) or
+      a `__next__` taking each item from it (`return next(self.source)`); DataPipes and `ChainDataset` subclasses.
     - Streams from libraries that shard for you (webdataset, Hugging Face `datasets`, torchdata,
       MosaicML streaming, litdata, lhotse), and classes this file hands to a webdataset pipeline
       (`wds.DataPipeline(Shards(urls), wds.split_by_worker, ...)`, also through a list of stages).
