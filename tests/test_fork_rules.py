@@ -978,3 +978,46 @@ def test_torch_spec_verdicts(spec, verdict):
     from dslint.semantics.torch_version import spec_verdict
 
     assert spec_verdict(spec) is verdict
+
+
+def test_dsl401_hdf5_views_kept_through_locals_loops_and_tuples(tmp_path):
+    """``__init__`` keeps views of HDF5 files it opened (``group = f[name]``, ``x = group["x"]``)
+    in a list on ``self`` as parts of tuples, the files coming from a local list comprehension
+    and a loop over it (``init_code.held_in_container``): the workers inherit the parent's
+    handles, DSL401. Data read out of the views (``x[:]``), names iterated over a file, and files
+    the same loop closes keep nothing."""
+    write_files(tmp_path, {"data.py": """
+        import h5py
+        from torch.utils.data import Dataset
+
+        class Views(Dataset):
+            def __init__(self, paths):
+                files = [h5py.File(p, "r") for p in paths]
+                self.index = []
+                for file in files:
+                    for name in file:
+                        group = file[name]
+                        x = group["x"]
+                        for j in range(len(x)):
+                            self.index.append((x, j))
+
+            def __getitem__(self, i):
+                x, j = self.index[i]
+                return x[j]
+
+        class Loaded(Dataset):
+            def __init__(self, paths):
+                files = [h5py.File(p, "r") for p in paths]
+                self.index = []
+                self.names = []
+                for file in files:
+                    for name in file:
+                        self.names.append(name)
+                        self.index.append((file[name]["x"][:], name))
+                    file.close()
+
+            def __getitem__(self, i):
+                return self.index[i][0], self.names[i]
+        """})
+    found = [(f.code, f.start[0]) for f in check_tree(tmp_path, select=["DSL401"]).diagnostics]
+    assert found == [("DSL401", 6)]

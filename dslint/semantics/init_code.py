@@ -6,8 +6,9 @@ in the parent, like ``__init__`` itself. A helper that per-sample code also reac
 is left out (it may re-create its objects in each worker).
 
 ``held_in_container`` answers which ``self`` containers keep an object created in
-such code: ``self.items.append(obj)``, ``self.items[k] = obj`` (also through a local
-bound to the object, and through derivations such as ``obj.get("key")``).
+such code: ``self.items.append(obj)``, ``self.items[k] = obj`` (also through locals bound
+to the object or to derivations of it such as ``obj.get("key")`` or ``f[name]``, a loop over
+a local list of such objects, and a tuple holding it: ``self.index.append((x, i))``).
 ``fills`` lists what construction code puts into ``self.<attr>`` (``.append(x)``,
 ``self.<attr>[k] = x``, ``+= [x]``).
 """
@@ -153,8 +154,11 @@ def _outermost(ctx, node: cst.CSTNode, derive_methods, derive_subscript: bool) -
 
 
 def _container_of(ctx, node: cst.CSTNode, selfp: str) -> Optional[tuple]:
-    """(attr, statement) when ``node`` is put into a ``self`` container."""
+    """(attr, statement) when ``node`` (or a tuple or list holding it) is put into a ``self`` container."""
     parent = ctx.parent(node)
+    while isinstance(parent, cst.Element) and isinstance(ctx.parent(parent), (cst.Tuple, cst.List)):
+        node = ctx.parent(parent)
+        parent = ctx.parent(node)
     if isinstance(parent, cst.Arg):
         call = ctx.parent(parent)
         if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value in FILL_METHODS:
@@ -174,7 +178,11 @@ def held_in_container(
     ctx, func: cst.FunctionDef, call: cst.Call, derive_methods=(), derive_subscript=False
 ) -> Optional[Held]:
     """The ``self`` containers of ``func`` that keep what ``call`` creates (None: none, or
-    the object is closed or handed to a ``with`` block in ``func``)."""
+    the object is closed or handed to a ``with`` block in ``func``). Followed through the
+    locals of ``func`` that hold it or a derivation of it (``group = f[name]``, ``x =
+    group["x"]``), through a local list of such objects (``files = [h5py.File(p) for p in
+    paths]``) and the target of a loop over it, and into a tuple or list put in the container
+    (``self.index.append((x, i))``)."""
     selfp = self_name(func)
     if not selfp:
         return None
@@ -183,20 +191,46 @@ def held_in_container(
     direct = _container_of(ctx, node, selfp)
     if direct is not None:
         held.attrs[direct[0]] = direct[1]
-    parent = ctx.parent(node)
-    locals_ = [t.value for t in assign_targets(parent) if isinstance(t, cst.Name)] if isinstance(
-        parent, (cst.Assign, cst.AnnAssign)
-    ) else []
-    for sub in iter_subtree(func.body, into_scopes=False):
-        for local in locals_:
+    locals_, lists = _bound_names(ctx, node), _listed_in(ctx, node)
+    body = list(iter_subtree(func.body, into_scopes=False))
+    for loop in body:  # `for f in files:` over a local list of the objects: `f` holds one
+        if isinstance(loop, cst.For) and isinstance(loop.iter, cst.Name) and loop.iter.value in lists:
+            locals_ += [t.value for t in [loop.target] if isinstance(t, cst.Name)]
+    seen = set()
+    while locals_:
+        local = locals_.pop()
+        if local in seen:
+            continue
+        seen.add(local)
+        for sub in body:
             if _closes(sub, local):
                 return None
-            if isinstance(sub, cst.Name) and sub.value == local:
+            if isinstance(sub, cst.Name) and sub.value == local and not _is_target(ctx, sub):
                 outer = _outermost(ctx, sub, derive_methods, derive_subscript)
                 kept = _container_of(ctx, outer, selfp)
                 if kept is not None:
                     held.attrs.setdefault(kept[0], kept[1])
+                elif outer is not sub:
+                    locals_ += _bound_names(ctx, outer)  # `group = f[name]`: a view of the object
     return held if held.attrs else None
+
+
+def _bound_names(ctx, node: cst.CSTNode) -> List[str]:
+    parent = ctx.parent(node)
+    if isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is node:
+        return [t.value for t in assign_targets(parent) if isinstance(t, cst.Name)]
+    return []
+
+
+def _listed_in(ctx, node: cst.CSTNode) -> List[str]:
+    """The local names bound to a list comprehension whose every element is ``node``."""
+    parent = ctx.parent(node)
+    return _bound_names(ctx, parent) if isinstance(parent, cst.ListComp) and parent.elt is node else []
+
+
+def _is_target(ctx, name: cst.Name) -> bool:
+    parent = ctx.parent(name)
+    return isinstance(parent, (cst.AssignTarget, cst.For)) and getattr(parent, "target", None) is name
 
 
 def add_aliases(ctx, func: cst.FunctionDef, held: Held) -> Held:
