@@ -490,7 +490,7 @@ def test_reads_of_in_memory_buffers_are_not_file_reloads(tmp_path):
 def test_parts_collected_for_a_pipeline_that_depends_on_the_sample(tmp_path):
     """A constant part appended to a list that a per-sample pipeline takes, where which parts the
     list gets depends on the sample's size, is built with that pipeline (DSL203 silent); the same
-    part in a list that a constant pipeline takes is repeated work."""
+    part in a list that a constant pipeline takes is repeated work, reported once with that pipeline."""
     from tests.test_rule_cases import run_case
 
     helpers = """
@@ -519,7 +519,32 @@ def test_parts_collected_for_a_pipeline_that_depends_on_the_sample(tmp_path):
 
         class Fixed(Dataset):
             def __getitem__(self, idx):
-                steps = [T.Normalize([0.5], [0.5])]  # expect: DSL203
+                steps = [T.Normalize([0.5], [0.5])]  # a part of the pipeline below: one finding
                 return T.Compose(steps)(self.images[idx])  # expect: DSL203
         """
     run_case(tmp_path / "invalid", "DSL203", "invalid", constant)
+
+
+def test_one_finding_per_pipeline_whose_parts_are_built_apart(tmp_path):
+    """A constant pipeline whose parts are appended to a local list or bound to local names before
+    the ``Compose`` that takes them is one finding, at the ``Compose``
+    (``constructions.pipeline_takers``); a constant transform applied on its own is its own finding."""
+    found = _codes(
+        tmp_path,
+        """
+        import torchvision.transforms as T
+        from torch.utils.data import Dataset
+
+        class Images(Dataset):
+            def __getitem__(self, i):
+                steps = []
+                steps.append(T.Resize(256))
+                steps.append(T.CenterCrop(224))
+                norm = T.Normalize(self.mean, self.std)
+                pipeline = T.Compose(steps + [norm])
+                crop = T.CenterCrop(112)
+                return pipeline(self.images[i]), crop(self.images[i])
+        """,
+        ["DSL203"],
+    )
+    assert [row for _, row, _ in found] == [10, 11]

@@ -15,7 +15,7 @@ API: ``construction_kind(ctx, call)`` and ``project_module_kind(ctx, call)`` ans
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import libcst as cst
 
@@ -186,41 +186,55 @@ def stored_factory(ctx, call: cst.Call) -> Optional[cst.Call]:
 
 
 def in_dependent_pipeline(ctx, call: cst.Call) -> bool:
-    """``call`` is an argument (at any depth within its statement) of another construction whose
-    inputs depend on the sample (``T.Compose([T.Resize(size_of(idx)), T.Normalize(m, s)])``): the
-    pipeline is built per sample as a whole, so its constant parts cannot move to ``__init__`` on
-    their own, and they cost microseconds next to the sample-dependent parts.
+    """``call`` is taken (``pipeline_takers``) by another construction whose inputs depend on the
+    sample (``T.Compose([T.Resize(size_of(idx)), T.Normalize(m, s)])``): the pipeline is built
+    per sample as a whole, so its constant parts cannot move to ``__init__`` on their own, and
+    they cost microseconds next to the sample-dependent parts. Which parts a collected list gets
+    may itself depend on the sample (``if h < size: steps.append(...)``)."""
+    return any(construction_kind(ctx, taker) is not None and df.inputs_depend(ctx, taker)
+               for taker in pipeline_takers(ctx, call))
 
-    The same holds for a part collected in a list that such a construction takes
-    (``steps.append(ToTensor())`` ... ``Compose(steps)``, or ``steps = [ToTensor()]``), where
-    which parts the list gets may itself depend on the sample (``if h < size: steps.append(...)``)."""
+
+def pipeline_takers(ctx, call: cst.Call) -> List[cst.Call]:
+    """The calls that take what ``call`` builds: the calls around it in its statement
+    (``Compose([ToTensor()])``), and the calls of the same function given the local list it is
+    collected in (``steps.append(ToTensor())`` or ``steps = [ToTensor()]``, then ``Compose(steps)``)
+    or the local name bound to it (``norm = Normalize(m, s)``, then ``Compose([ToTensor(), norm])``)."""
+    takers: List[cst.Call] = []
     collected = None
     for ancestor in ctx.ancestors(call):
         if isinstance(ancestor, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
             break
-        if isinstance(ancestor, cst.Call) and construction_kind(ctx, ancestor) is not None and df.inputs_depend(ctx, ancestor):
-            return True
         if isinstance(ancestor, cst.Call) and isinstance(ancestor.func, cst.Attribute) and ancestor.func.attr.value in _COLLECTING:
             collected = collected or (ancestor.func.value if isinstance(ancestor.func.value, cst.Name) else None)
+        elif isinstance(ancestor, cst.Call):
+            takers.append(ancestor)
         if isinstance(ancestor, cst.Assign) and len(ancestor.targets) == 1 and isinstance(ancestor.targets[0].target, cst.Name):
-            collected = collected or (ancestor.targets[0].target if isinstance(ancestor.value, (cst.List, cst.Tuple)) else None)
-    return collected is not None and _taken_by_dependent_construction(ctx, collected)
+            if isinstance(ancestor.value, (cst.List, cst.Tuple)) or ancestor.value is call:
+                collected = collected or ancestor.targets[0].target
+    return takers + (_takers_of_local(ctx, collected) if collected is not None else [])
 
 
 #: list methods that add their argument to the list
 _COLLECTING = frozenset({"append", "extend", "insert"})
 
 
-def _taken_by_dependent_construction(ctx, name: cst.Name) -> bool:
-    """A construction in the same function takes the local list ``name`` as an argument and its
-    inputs depend on the sample."""
+def _takers_of_local(ctx, name: cst.Name) -> List[cst.Call]:
+    """The calls in the same function given the local ``name`` as an argument, as an element of
+    a list or tuple argument, or in a sum of lists (``steps + [norm]``)."""
     func = ctx.enclosing_function(name)
     if func is None:
-        return False
+        return []
+    found = []
     for node in iter_subtree(func.body, into_scopes=False):
-        if not isinstance(node, cst.Call) or not any(
-                isinstance(arg.value, cst.Name) and arg.value.value == name.value for arg in node.args):
-            continue
-        if construction_kind(ctx, node) is not None and df.inputs_depend(ctx, node):
-            return True
-    return False
+        if isinstance(node, cst.Call) and any(_names(arg.value, name.value) for arg in node.args):
+            found.append(node)
+    return found
+
+
+def _names(expr: cst.CSTNode, name: str) -> bool:
+    if isinstance(expr, (cst.List, cst.Tuple)):
+        return any(_names(element.value, name) for element in expr.elements)
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+        return _names(expr.left, name) or _names(expr.right, name)  # `steps + [norm]`
+    return isinstance(expr, cst.Name) and expr.value == name

@@ -14,6 +14,7 @@ from dslint.semantics.constructions import (
     construction_kind,
     in_dependent_pipeline,
     maybe_model_builder,
+    pipeline_takers,
     project_module_kind,
     stored_factory,
     vocab_comprehension,
@@ -28,14 +29,12 @@ SETUP_TAILS = frozenset(
 class PerSampleSetup(Rule):
     """
     ## What it does
-    Flags construction work that is the same for every sample, done in
-    per-sample code: `nn.Module` construction (torch's own `torch.nn` classes
-    and project classes derived from `nn.Module`, across files), any
-    `*.from_pretrained(...)`, torchvision/albumentations transform pipelines
-    (`T.Compose(...)`) and any other library's or the project's own
-    `Compose([...])` pipeline, and tokenizer/vocabulary building (`spacy.load`,
-    `torchtext` vocabularies, `Counter` over a fixed corpus,
-    `{tok: i for i, tok in enumerate(tokens)}`).
+    Flags construction work that is the same for every sample, done in per-sample code: `nn.Module` construction
+    (torch's own `torch.nn` classes and project classes derived from `nn.Module`, across files), any
+    `*.from_pretrained(...)`, torchvision/albumentations transform pipelines (`T.Compose(...)`) and any other
+    library's or the project's own `Compose([...])` pipeline, and tokenizer/vocabulary building (`spacy.load`,
+    `torchtext` vocabularies, `Counter` over a fixed corpus, `{tok: i for i, tok in enumerate(tokens)}`). A pipeline
+    is one finding, at the `Compose`: its parts (nested in it, or in a local list or name it takes) are not reported apart.
 
     A callable stored on the dataset (not a method of its class, e.g. a
     `transform` argument) that is called with the same arguments for every
@@ -292,5 +291,7 @@ class PerSampleSetup(Rule):
                 continue
             kind_name, qualified = kind
             found.append((call, setup_message(call_text(ctx, call, qualified), kind_name, where(ctx, call))))
+        reported = {id(node) for node, _ in found}  # one pipeline, one finding: its parts fold into it
         for node, message in outermost(ctx, found):
-            yield self.report(node, message)
+            if not (isinstance(node, cst.Call) and any(id(t) in reported for t in pipeline_takers(ctx, node))):
+                yield self.report(node, message)
