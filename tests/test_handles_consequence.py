@@ -274,3 +274,28 @@ def test_dsl103_silent_for_images_in_the_sample_s_own_dict_or_list(tmp_path):
     )
     found = [(f.code, f.start[0]) for f in check_tree(tmp_path, select=["DSL103"], preview=True).diagnostics]
     assert found == [("DSL103", 18), ("DSL103", 19), ("DSL103", 20)]
+
+
+def test_dsl101_a_gif_the_file_only_writes_does_not_make_it_multi_frame_code(tmp_path):
+    """A GIF name given to a call that writes (``frames[0].save(f"{n}.gif")``) says nothing of the
+    images the dataset reads (``_common.multi_frame_code``): the JPEGs it opens and transforms are
+    closed by Pillow's load, no DSL101. A GIF pattern it reads from is multi-frame code."""
+    source = """
+        from pathlib import Path
+        from PIL import Image
+        from torch.utils.data import Dataset
+
+        class Frames(Dataset):
+            def __init__(self, folder):
+                self.paths = sorted(Path(folder).glob({pattern}))
+
+            def __getitem__(self, i):
+                image = Image.open(self.paths[i])
+                return self.transform(image)
+
+        def save_animation(frames, out, n):
+            frames[0].save(str(out / f"{{n}}.gif"), save_all=True, append_images=frames[1:])
+        """
+    write_files(tmp_path, {"jpegs.py": source.format(pattern='"*.jpg"'), "gifs.py": source.format(pattern='"*.gif"')})
+    found = [(f.path.rsplit("/", 1)[-1], f.code) for f in check_tree(tmp_path, select=["DSL101"]).diagnostics]
+    assert found == [("gifs.py", "DSL101")]

@@ -11,7 +11,7 @@ import libcst as cst
 from dslint.edits import with_statement_fix
 from dslint.report import FixSpec
 from dslint.semantics import lifetimes as lt
-from dslint.semantics.call_facts import in_per_example_function
+from dslint.semantics.call_facts import in_per_example_function, last_name
 from dslint.semantics.containers import local_to
 from dslint.semantics.handle_returns import helper_calls
 from dslint.semantics.memoised import maybe_handle_calls, memoised_call
@@ -301,15 +301,16 @@ def _bound_here(ctx, name) -> bool:
 
 def multi_frame_code(ctx) -> bool:
     """The file shows multi-frame images: a GIF/MPO/APNG path or extension in a
-    string, ``n_frames``/``is_animated``, or ``PIL.ImageSequence``."""
+    string (not one given to a call that writes: ``frames[0].save(f"{n}.gif")``, ``imageio.mimsave``),
+    ``n_frames``/``is_animated``, or ``PIL.ImageSequence``."""
 
     def compute() -> bool:
-        texts = [n.value for n in ctx.nodes(cst.FormattedStringText)]
-        texts += [n.evaluated_value for n in ctx.nodes(cst.SimpleString) if "\n" not in n.value]
-        for text in texts:
+        texts = [(n, n.value) for n in ctx.nodes(cst.FormattedStringText)]
+        texts += [(n, n.evaluated_value) for n in ctx.nodes(cst.SimpleString) if "\n" not in n.value]
+        for node, text in texts:
             if isinstance(text, str) and len(text) < 200:
                 tail = text.strip().lower().rsplit(".", 1)[-1].lstrip("*")
-                if tail in _MULTI_FRAME_EXTENSIONS:
+                if tail in _MULTI_FRAME_EXTENSIONS and not _written(ctx, node):
                     return True
         for node in ctx.nodes(cst.Attribute):
             if node.attr.value in ("n_frames", "is_animated"):
@@ -323,6 +324,22 @@ def multi_frame_code(ctx) -> bool:
         )
 
     return ctx.memo(("handles.multi_frame",), compute)
+
+
+_WRITERS = ("save", "write", "dump", "export")
+
+
+def _written(ctx, node) -> bool:
+    """The string is (part of) an argument of a call that writes a file (``save``, ``imwrite``, ``mimsave``...)."""
+    for ancestor in ctx.ancestors(node):
+        if isinstance(ancestor, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            return False
+        if isinstance(ancestor, cst.Arg):
+            call = ctx.parent(ancestor)
+            name = (last_name(call.func) or "").lower() if isinstance(call, cst.Call) else ""
+            if any(word in name for word in _WRITERS):
+                return True
+    return False
 
 
 def memory_source(ctx, call) -> bool:
