@@ -1021,3 +1021,51 @@ def test_dsl401_hdf5_views_kept_through_locals_loops_and_tuples(tmp_path):
         """})
     found = [(f.code, f.start[0]) for f in check_tree(tmp_path, select=["DSL401"]).diagnostics]
     assert found == [("DSL401", 6)]
+
+
+def test_dsl402_a_generator_drawn_only_after_the_sample_failed_is_not_a_per_sample_draw(tmp_path):
+    """A fixed-seed generator drawn from only to pick a replacement index once the requested
+    sample failed (after ``if data is not None: return data`` in the retry loop, or in an
+    ``except``: ``retries.on_failure_path``) draws once per failed sample, not per sample: no
+    DSL402. The same generator drawn before the attempt runs for every sample: reported."""
+    write_files(tmp_path, {"data.py": """
+        import random
+        from torch.utils.data import Dataset
+
+        class Mapped(Dataset):
+            def __init__(self, items, fn):
+                self.items, self.fn = items, fn
+                self.rng = random.Random(42)
+
+            def __getitem__(self, i):
+                while True:
+                    data = self.fn(self.items[i])
+                    if data is not None:
+                        return data
+                    i = self.rng.randrange(len(self.items))
+
+        class Guarded(Dataset):
+            def __init__(self, items, fn):
+                self.items, self.fn = items, fn
+                self.rng = random.Random(42)
+
+            def __getitem__(self, i):
+                try:
+                    return self.fn(self.items[i])
+                except OSError:
+                    return self.fn(self.items[self.rng.randrange(len(self.items))])
+
+        class Drawn(Dataset):
+            def __init__(self, items, fn):
+                self.items, self.fn = items, fn
+                self.rng = random.Random(42)
+
+            def __getitem__(self, i):
+                while True:
+                    j = self.rng.randrange(len(self.items))
+                    data = self.fn(self.items[j])
+                    if data is not None:
+                        return data
+        """})
+    found = [(f.code, f.start[0]) for f in check_tree(tmp_path, select=["DSL402"]).diagnostics]
+    assert found == [("DSL402", 30)]

@@ -40,7 +40,7 @@ from dslint.semantics.instance_state import (
 from dslint.semantics.loader_roles import eval_name
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.regions import self_attr, self_name
-from dslint.semantics.reseeding import reseeded
+from dslint.semantics.reseeding import reseeded, reseeded_or_retried
 from dslint.semantics.rng_holders import returns_holder
 from dslint.semantics.walk import iter_subtree
 
@@ -224,7 +224,7 @@ def rngs_in_init(ctx):
         held, construction = held_object(ctx, cls, init, func, self_param, call, ("manual_seed",), False)
         if held is None or any(id(site) in reported for site in held.attrs.values()):
             continue  # e.g. the other arm of `default_rng() if s is None else default_rng(s)`
-        silenced = partial(reseeded, ctx, func)
+        silenced = partial(reseeded_or_retried, ctx, func)
         used = inherited_uses(ctx, cls, func, self_param, held, (), silenced, construction, copies=False)
         if used:
             reported.update(id(site) for site in held.attrs.values())
