@@ -299,3 +299,40 @@ def test_dsl101_a_gif_the_file_only_writes_does_not_make_it_multi_frame_code(tmp
     write_files(tmp_path, {"jpegs.py": source.format(pattern='"*.jpg"'), "gifs.py": source.format(pattern='"*.gif"')})
     found = [(f.path.rsplit("/", 1)[-1], f.code) for f in check_tree(tmp_path, select=["DSL101"]).diagnostics]
     assert found == [("gifs.py", "DSL101")]
+
+
+def test_dsl103_silent_for_a_cached_image_the_same_code_loads(tmp_path):
+    """An image cached by index and then loaded by the same code (``im.convert("RGB")``, handed
+    to a transform: ``lifetimes.image_loaded_by_name``) has had its file closed by Pillow: the
+    cache keeps pixels, no descriptor. A cached image only measured (``.size``) stays open."""
+    write_files(
+        tmp_path,
+        {
+            "data.py": """
+            from PIL import Image
+            from torch.utils.data import Dataset
+
+            class Cached(Dataset):
+                def __init__(self, paths):
+                    self.paths = paths
+                    self.images = {}
+                    self.labels = {}
+                    self.sizes = {}
+
+                def __getitem__(self, i):
+                    if self.images.get(i) is None:
+                        image = Image.open(self.paths[i])
+                        self.images[i] = image
+                    else:
+                        image = self.images[i]
+                    image = image.convert("RGB")
+                    label = Image.open(self.paths[i] + ".png")
+                    self.labels[i] = label
+                    raw = Image.open(self.paths[i])
+                    self.sizes[i] = raw
+                    return self.transform(image), self.transform(label), raw.size
+            """,
+        },
+    )
+    found = [(f.code, f.start[0]) for f in check_tree(tmp_path, select=["DSL103"]).diagnostics]
+    assert found == [("DSL103", 20)]

@@ -466,3 +466,23 @@ def _rebinding_after(ctx, site: cst.CSTNode, name: str) -> Optional[cst.CSTNode]
             if any(name in names_in_target(t) for t in targets):
                 return stmt
     return None
+
+
+def image_loaded_by_name(ctx, fate: Fate) -> bool:
+    """A handle kept under ``fate.name`` (``self.cache[i] = im``) that its function also loads by
+    that name: a loading method on it (``im.convert("RGB")``) or handing it to a call that is
+    not an adder (``transform(im)``). Pillow closes a single-frame file when it loads it, so
+    what the container keeps holds no descriptor."""
+    if fate.name is None:
+        return False
+    func = ctx.enclosing_function(fate.site)
+    for use in ctx.nodes(cst.Name):
+        if use.value != fate.name or ctx.enclosing_function(use) is not func or _is_store(ctx, use):
+            continue
+        parent = ctx.parent(use)
+        if isinstance(parent, cst.Attribute) and parent.value is use and parent.attr.value in IMAGE_LOADING_METHODS:
+            return True
+        outer = ctx.parent(parent) if isinstance(parent, cst.Arg) else None
+        if isinstance(outer, cst.Call) and not (isinstance(outer.func, cst.Attribute) and outer.func.attr.value in ADDERS):
+            return True
+    return False

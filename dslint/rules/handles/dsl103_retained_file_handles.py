@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dslint.rules.base import ERROR, Rule, Symptom
-from dslint.rules.handles._common import in_init, in_lazy_block, in_local_container, keyed_by_sample_index, opened_handles, opener_text
+from dslint.rules.handles._common import in_init, in_lazy_block, in_local_container, keyed_by_sample_index, opened_handles
+from dslint.rules.handles._common import multi_frame_code, opener_text
 from dslint.semantics import lifetimes as lt
 
 PER_FILE = (
@@ -53,13 +54,13 @@ class RetainedFileHandles(Rule):
       `__getitem__(self, idx)`), or by the entry of a per-sample table
       (`path = self.paths[idx]` where `__len__` returns `len(self.paths)`), is
       reported even behind such a guard: one handle for every sample seen.
-    - A handle returned to the caller (`return image, label`).
-    - A handle added to a container local to the sample's code (`views.append(
-      Image.open(p))` in `__getitem__`, or a dict or list built for the sample:
-      `sample = {"rgb": Image.open(p)}`, `[Image.open(p) for p in context]` added to it):
-      the container ends with the sample. Added to a list on `self`, a module list or a
-      list the caller passed in, it is kept.
-    - An unclosed handle that is not kept: DSL101, DSL102 or DSL104.
+    - A handle returned to the caller (`return image, label`); an image the same code also loads
+      (`self.cache[i] = im` then `im.convert("RGB")` or `transform(im)`): Pillow closed its file.
+    - A handle added to a container local to the sample's code (`views.append(Image.open(p))` in
+      `__getitem__`, or a dict or list built for the sample: `sample = {"rgb": Image.open(p)}`,
+      `[Image.open(p) for p in context]` added to it): the container ends with the sample. Added to a
+      list on `self`, a module list or a list the caller passed in, it is kept. An unclosed handle
+      that is not kept: DSL101, DSL102 or DSL104.
 
     ## Example
     ```python
@@ -294,5 +295,7 @@ class RetainedFileHandles(Rule):
             keyed = keyed_by_sample_index(ctx, fate)
             if fate.kind != lt.STORED or (in_lazy_block(ctx, call) and not keyed) or in_local_container(ctx, call, fate):
                 continue
+            if kind == "image" and lt.image_loaded_by_name(ctx, fate) and not multi_frame_code(ctx):
+                continue  # the kept image is loaded here too: Pillow has closed its file
             setup = in_init(ctx, call) or not (ctx.is_per_sample(call) or keyed)
             yield self.report(call, opener_text(ctx, call) + (PER_FILE if setup else PER_SAMPLE))
