@@ -710,3 +710,32 @@ def test_a_worker_count_a_caller_hands_through_a_factorys_kwargs(tmp_path):
         run = run_cli("check", "--no-cache", "--select", "DSL506", "--output-format", "concise", ".", cwd=tmp_path)
         assert [line.split(":")[0] for line in run.stdout.splitlines() if ": DSL" in line] == (
             ["data/loaders.py"] if fires else []), call
+
+
+def test_an_error_raised_for_a_bad_configuration_is_no_loading_work(tmp_path):
+    """A dataset of random tensors whose ``__getitem__`` raises ``ValueError(...)`` for an unknown
+    task only indexes memory: the call in the ``raise`` builds the error of a sample that fails
+    (``call_costs._raised``), so DSL507 stays silent; a file read in its place is work."""
+    source = """
+        import torch
+        from torch.utils.data import DataLoader, Dataset
+
+        class Random(Dataset):
+            def __init__(self, task, n):
+                self.task, self.n = task, n
+
+            def __len__(self):
+                return self.n
+
+            def __getitem__(self, i):
+                x = {load}
+                if self.task != "classification":
+                    raise ValueError(f"unsupported task {{self.task}}")
+                return x, torch.randint(0, 10, (1,)).item()
+
+        loader = DataLoader(Random("classification", 100), batch_size=8, shuffle=True)
+        """
+    write_files(tmp_path, {"memory.py": source.format(load="torch.randn(3, 8, 8)"),
+                           "disk.py": source.format(load="torch.load(f'{i}.pt')")})
+    run = run_cli("check", "--no-cache", "--select", "DSL507", "--output-format", "concise", ".", cwd=tmp_path)
+    assert sorted(line.split(":")[0] for line in run.stdout.splitlines() if ": DSL" in line) == ["disk.py"]

@@ -44,12 +44,24 @@ def _slice_values(element: cst.SubscriptElement):
     return [element.slice.value] if isinstance(element.slice, cst.Index) else []
 
 
-def costly_calls(calls, qualname, self_param: Optional[str], reads=()) -> List[List[str]]:
+def costly_calls(calls, qualname, self_param: Optional[str], reads=(), parents=None) -> List[List[str]]:
     """The distinct costly calls among ``calls`` (``qualname`` names a call's function), and
-    the costly ``reads`` among the attributes and subscripts given."""
+    the costly ``reads`` among the attributes and subscripts given. With ``parents`` (node id ->
+    parent), a call in a ``raise`` statement is left out: it builds the error of a sample that
+    fails (``raise ValueError(f"bad task {t}")``), no work of one that loads."""
+    if parents is not None:
+        calls = [c for c in calls if not _raised(c, parents)]
     found = {tuple(entry) for entry in (costly_call(c, qualname(c.func), self_param) for c in calls) if entry}
     found.update(tuple(entry) for entry in map(costly_read, reads) if entry)
     return [list(entry) for entry in sorted(found)]
+
+
+def _raised(node, parents) -> bool:
+    while node is not None and not isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+        if isinstance(node, cst.Raise):
+            return True
+        node = parents.get(id(node))
+    return False
 
 
 __all__ = ["costly_call", "costly_calls", "costly_read"]

@@ -148,7 +148,7 @@ class Summarizer:
             "assigns": sorted(assigned),
             # calls that do more than index data in memory (``indexing.costly_calls``)
             "costly_calls": costly_calls(buckets.get(cst.Call, ()), self.names.qualname, self_param,
-                                         [*buckets.get(cst.Attribute, ()), *buckets.get(cst.Subscript, ())]),
+                                         [*buckets.get(cst.Attribute, ()), *buckets.get(cst.Subscript, ())], parent),
             "iterates": iterated,
             # for a function that iterates a parameter: trains / de-duplicates / gathers (DSL704, other files)
             "evals": eval_facts(func, self.names, iterated) if iterated else None,
