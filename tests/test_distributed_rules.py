@@ -304,3 +304,27 @@ def test_two_gloo_ranks_measure_the_padding_of_the_fixture(tmp_path):
     bad, good = padding_figure(measured["bad"]), padding_figure(measured["good"])
     assert bad.data["gathered"] == 64 and bad.data["twice"] == 1, bad.text
     assert good.data["gathered"] == 63 and good.data["twice"] == 0, good.text
+
+
+def test_dsl702_a_loader_in_the_arm_without_ddp_is_the_single_process_run(tmp_path):
+    """``if args.distributed:`` builds the loaders over ``DistributedSampler``s and the ``else``
+    arm plain shuffled ones: that arm runs without a process group
+    (``ddp_markers.single_process_arm``), no DSL702. A shuffled loader after the ``if`` is
+    built on every rank: reported."""
+    write_files(tmp_path, {"train.py": """
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader, DistributedSampler
+        from torchvision.datasets import MNIST
+
+        def main(args):
+            dist.init_process_group("nccl")
+            train_set = MNIST("data")
+            if args.distributed:
+                loader = DataLoader(train_set, batch_size=8, sampler=DistributedSampler(train_set))
+            else:
+                loader = DataLoader(train_set, batch_size=8, shuffle=True)
+            extra = DataLoader(train_set, batch_size=8, shuffle=True)
+            return loader, extra
+        """})
+    found = [(f.code, f.start[0]) for f in check_tree(tmp_path, select=["DSL702"]).diagnostics]
+    assert found == [("DSL702", 12)]

@@ -8,6 +8,10 @@ project function (any file, through ``ctx.view.function_facts``, two calls deep)
 ``init_process_group``. An ``accelerate.Accelerator()`` is a *framework* marker: the script runs
 once per process, but the framework shards the loaders it prepares. Nothing else counts:
 ``dist.get_rank()`` alone is often guarded by ``is_initialized()``.
+
+``single_process_arm(ctx, node)``: ``node`` sits in one arm of an ``if``/``else`` whose other arm
+makes one of these markers (``if args.distributed: sampler = DistributedSampler(ds) ...
+else: loader = DataLoader(ds, shuffle=True)``): that arm is the run without a process group.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from itertools import islice
 from typing import Iterable, Iterator, Optional, Tuple
 
 import libcst as cst
+
+from dslint.semantics.walk import iter_subtree
 
 #: qualified-name prefixes of libraries: never a project function
 LIBRARIES = ("builtins.", "torch.", "numpy.", "os.", "sys.", "math.", "random.", "logging.", "time.", "json.")
@@ -148,3 +154,20 @@ def env_key(ctx, node: cst.CSTNode) -> Optional[str]:
             key = ctx.literal(node.args[0].value)
             return key if isinstance(key, str) else None
     return None
+
+
+def single_process_arm(ctx, node) -> bool:
+    """See the module docstring."""
+    child = node
+    for ancestor in ctx.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+            return False
+        if isinstance(ancestor, cst.If) and ancestor.orelse is not None:
+            other = ancestor.orelse if child is ancestor.body else ancestor.body if child is ancestor.orelse else None
+            if other is not None and any(
+                isinstance(n, cst.Call) and ctx.call_name(n) in PROCESS_GROUP_CALLS
+                for n in iter_subtree(other, into_scopes=False)
+            ):
+                return True
+        child = ancestor
+    return False

@@ -13,6 +13,7 @@ from dslint.semantics.bindings import local_class_path
 from dslint.semantics.calls import BoundCall, Signature
 from dslint.semantics.classes import find_method, local_mro
 from dslint.semantics.cuda import cuda_use
+from dslint.semantics.ddp_markers import single_process_arm
 from dslint.semantics.distributed import (
     RANK_CALLS,
     WORLD_CALLS,
@@ -190,8 +191,10 @@ def per_rank_output(ctx, index, loop) -> Optional[cst.Call]:
 
 
 def every_use_guarded(ctx, index, loader) -> bool:
-    """The loader is built, or every loop over it runs, on one rank only."""
-    if rank_guarded(ctx, loader.call):
+    """The loader is built, or every loop over it runs, on one rank only; or it is built in the arm
+    of an ``if``/``else`` whose other arm sets up DDP (``ddp_markers.single_process_arm``): the run
+    without a process group."""
+    if rank_guarded(ctx, loader.call) or single_process_arm(ctx, loader.call):
         return True
     loops = index.loops_of(loader)
     return bool(loops) and all(rank_guarded(ctx, loop.loop) or any(rank_guarded(ctx, c) for c in loop.path) for loop in loops)

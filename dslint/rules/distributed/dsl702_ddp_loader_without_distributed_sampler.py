@@ -75,10 +75,10 @@ class DdpLoaderWithoutDistributedSampler(Rule):
       it is already cut per rank;
     - the loader is passed to `accelerator.prepare`, `trainer.fit`,
       `fabric.setup_dataloaders` or `deepspeed.initialize`, which shard it, or
-      is built in a Lightning hook; in a script that builds an `Accelerator` or
-      a `Fabric`, a loader that no loop of the file iterates as it is (it may
-      be prepared where this file cannot follow it);
-    - the loader is built, or every loop over it runs, on one rank only (not in the `else` of `if rank == 0:`);
+      is built in a Lightning hook; in a script that builds an `Accelerator` or a `Fabric`, a loader
+      that no loop of the file iterates as it is (it may be prepared where this file cannot follow it);
+    - the loader is built, or every loop over it runs, on one rank only (not in the `else` of `if rank == 0:`), or in
+      the arm of an `if`/`else` whose other arm sets up DDP (`if args.distributed: ... DistributedSampler(ds)`);
     - evaluation loaders that do not shuffle and whose loops neither train nor write per-rank output (evaluating
       the full set on every rank is wasteful but correct), shuffled ones only evaluated or looked at (one batch,
       then `break`); and test code.
