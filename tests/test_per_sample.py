@@ -548,3 +548,32 @@ def test_one_finding_per_pipeline_whose_parts_are_built_apart(tmp_path):
         ["DSL203"],
     )
     assert [row for _, row, _ in found] == [10, 11]
+
+
+def test_parts_added_with_plus_equals_belong_to_their_pipeline(tmp_path):
+    """``steps += [T.Normalize(...)]`` collects a part like ``steps.append(...)``
+    (``constructions.pipeline_takers``): in a pipeline whose crop comes from the sample's random
+    parameters it is built with that pipeline, silent; the same transform applied on its own is
+    reported."""
+    found = _codes(
+        tmp_path,
+        """
+        import random
+        import torchvision.transforms as T
+        from torch.utils.data import Dataset
+
+        def make(params, normalized=True):
+            steps = [T.Lambda(lambda img: img.crop(params["box"]))]
+            if normalized:
+                steps += [T.Normalize((0.5,), (0.5,))]
+            return T.Compose(steps)
+
+        class Pairs(Dataset):
+            def __getitem__(self, i):
+                params = {"box": (random.randint(0, 8), 0, 64, 64)}
+                norm = T.Normalize((0.5,), (0.5,))
+                return make(params)(self.images[i]), norm(self.tensors[i])
+        """,
+        ["DSL203"],
+    )
+    assert [row for _, row, _ in found] == [14]  # the `norm = ...` line

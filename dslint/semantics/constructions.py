@@ -198,7 +198,7 @@ def in_dependent_pipeline(ctx, call: cst.Call) -> bool:
 def pipeline_takers(ctx, call: cst.Call) -> List[cst.Call]:
     """The calls that take what ``call`` builds: the calls around it in its statement
     (``Compose([ToTensor()])``), and the calls of the same function given the local list it is
-    collected in (``steps.append(ToTensor())`` or ``steps = [ToTensor()]``, then ``Compose(steps)``)
+    collected in (``steps.append(ToTensor())``, ``steps = [ToTensor()]`` or ``steps += [ToTensor()]``, then ``Compose(steps)``)
     or the local name bound to it (``norm = Normalize(m, s)``, then ``Compose([ToTensor(), norm])``)."""
     takers: List[cst.Call] = []
     collected = None
@@ -212,6 +212,9 @@ def pipeline_takers(ctx, call: cst.Call) -> List[cst.Call]:
         if isinstance(ancestor, cst.Assign) and len(ancestor.targets) == 1 and isinstance(ancestor.targets[0].target, cst.Name):
             if isinstance(ancestor.value, (cst.List, cst.Tuple)) or ancestor.value is call:
                 collected = collected or ancestor.targets[0].target
+        if isinstance(ancestor, cst.AugAssign) and isinstance(ancestor.operator, cst.AddAssign) \
+                and isinstance(ancestor.target, cst.Name) and isinstance(ancestor.value, (cst.List, cst.Tuple)):
+            collected = collected or ancestor.target  # `steps += [Normalize(m, s)]`
     return takers + (_takers_of_local(ctx, collected) if collected is not None else [])
 
 

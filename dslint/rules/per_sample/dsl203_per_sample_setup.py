@@ -34,7 +34,8 @@ class PerSampleSetup(Rule):
     `*.from_pretrained(...)`, torchvision/albumentations transform pipelines (`T.Compose(...)`) and any other
     library's or the project's own `Compose([...])` pipeline, and tokenizer/vocabulary building (`spacy.load`,
     `torchtext` vocabularies, `Counter` over a fixed corpus, `{tok: i for i, tok in enumerate(tokens)}`). A pipeline
-    is one finding, at the `Compose`: its parts (nested in it, or in a local list or name it takes) are not reported apart.
+    is one finding, at the `Compose`: its parts (nested in it, or in a local list or name it takes: `.append`, `+=`) are not
+    reported apart.
 
     A callable stored on the dataset (not a method of its class, e.g. a
     `transform` argument) that is called with the same arguments for every
