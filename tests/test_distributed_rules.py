@@ -328,3 +328,26 @@ def test_dsl702_a_loader_in_the_arm_without_ddp_is_the_single_process_run(tmp_pa
         """})
     found = [(f.code, f.start[0]) for f in check_tree(tmp_path, select=["DSL702"]).diagnostics]
     assert found == [("DSL702", 12)]
+
+
+def test_dsl702_an_attribute_spelled_like_a_rank_variable_is_not_one(tmp_path):
+    """The dataset is built from ``args.model`` and ``transform=...`` while the script also binds
+    ``model = DistributedDataParallel(model, device_ids=[args.local_rank])``: the attribute and the
+    keyword read no variable (``distributed._not_a_variable``), so the dataset is not cut per rank
+    and the plain shuffled loader is reported (DSL702)."""
+    write_files(tmp_path, {"main.py": """
+        import torch
+        from torch.utils.data import DataLoader
+        from data import get_dataset
+
+        def main(args, model, transform):
+            train_set = get_dataset(args.model, transform=transform)
+            loader = DataLoader(train_set, batch_size=8, shuffle=True)
+            torch.distributed.init_process_group("nccl")
+            model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[args.local_rank])
+            for epoch in range(3):
+                for x in loader:
+                    model(x).sum().backward()
+        """})
+    found = [(f.code, f.start[0]) for f in check_tree(tmp_path, select=["DSL702"]).diagnostics]
+    assert found == [("DSL702", 7)]

@@ -154,7 +154,7 @@ def rank_dependent(ctx, index, expr: Optional[cst.CSTNode], *, shards: bool = Fa
     if depth >= 2:
         return False
     for node in iter_subtree(expr, into_scopes=False):
-        if not isinstance(node, cst.Name) or node.value in ("None", "True", "False"):
+        if not isinstance(node, cst.Name) or node.value in ("None", "True", "False") or _not_a_variable(ctx, node):
             continue
         _, bindings = index.name_bindings(node.value, node)
         sources = [b.value for b in bindings or () if b.kind == "value" and b.value is not None]
@@ -163,6 +163,13 @@ def rank_dependent(ctx, index, expr: Optional[cst.CSTNode], *, shards: bool = Fa
             if source is not node and rank_dependent(ctx, index, source, shards=shards, depth=depth + 1):
                 return True
     return False
+
+
+def _not_a_variable(ctx, name: cst.Name) -> bool:
+    """The attribute of ``args.model`` or the keyword of ``f(transform=...)``: a name that reads no
+    variable, so the bindings of a variable spelled the same say nothing of it."""
+    parent = ctx.parent(name)
+    return (isinstance(parent, cst.Attribute) and parent.attr is name) or (isinstance(parent, cst.Arg) and parent.keyword is name)
 
 
 def rank_guarded(ctx, node: cst.CSTNode) -> bool:
