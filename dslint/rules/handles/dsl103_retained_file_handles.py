@@ -293,9 +293,8 @@ class RetainedFileHandles(Rule):
     def check(self, ctx):
         for call, kind, fate in opened_handles(ctx, ("image", "file", "mmap", lt.NPZ)):
             keyed = keyed_by_sample_index(ctx, fate)
-            if fate.kind != lt.STORED or (in_lazy_block(ctx, call) and not keyed) or in_local_container(ctx, call, fate):
+            loaded = kind == "image" and fate.kind == lt.STORED and lt.image_loaded_by_name(ctx, fate) and not multi_frame_code(ctx)
+            if fate.kind != lt.STORED or (in_lazy_block(ctx, call) and not keyed) or in_local_container(ctx, call, fate) or loaded:
                 continue
-            if kind == "image" and lt.image_loaded_by_name(ctx, fate) and not multi_frame_code(ctx):
-                continue  # the kept image is loaded here too: Pillow has closed its file
             setup = in_init(ctx, call) or not (ctx.is_per_sample(call) or keyed)
             yield self.report(call, opener_text(ctx, call) + (PER_FILE if setup else PER_SAMPLE))
