@@ -372,3 +372,48 @@ def test_dsl506_a_worker_count_passed_from_a_file_that_names_no_data_api(tmp_pat
         loader = get_loader("train.txt", batch_size=8)
         """})
     assert check_tree(tmp_path, select=["DSL506"]).diagnostics == []
+
+
+def test_dsl506_a_transform_bound_in_both_arms_of_an_if_is_followed_on_each_path(tmp_path):
+    """``transform`` is a pipeline of the project's own ``Compose``/``Lambda`` classes, bound in
+    both arms of ``if mode == "train":``; the training arm keeps a lambda (``unpicklable._kept``
+    follows every value the name may hold), so the dataset given it cannot reach spawned workers
+    (DSL506). With no lambda in either arm, nothing is reported."""
+    source = """
+        from torch.utils import data
+        import transforms as trans
+
+        class Images(data.Dataset):
+            def __init__(self, root, transform):
+                self.root, self.transform = root, transform
+
+            def __getitem__(self, i):
+                return self.transform(load(self.root, i))
+
+        def get_loader(root, mode="train", workers=4):
+            mean = 104.0
+            if mode == "train":
+                transform = trans.Compose([trans.ToTensor(), {train}])
+            else:
+                transform = trans.Compose([trans.ToTensor()])
+            return data.DataLoader(Images(root, transform), batch_size=8, num_workers=workers)
+        """
+    pipeline = """
+        class Compose:
+            def __init__(self, transforms):
+                self.transforms = transforms
+
+        class Lambda:
+            def __init__(self, fn):
+                self.fn = fn
+
+        class ToTensor:
+            pass
+
+        def shift(x):
+            return x - 104.0
+        """
+    write_files(tmp_path, {"transforms.py": pipeline, "lambdas.py": source.format(train="trans.Lambda(lambda x: x - mean)"),
+                           "named.py": source.format(train="trans.Lambda(trans.shift)")})
+    found = [(f.path.rsplit("/", 1)[-1], f.code) for f in check_tree(tmp_path, select=["DSL506"]).diagnostics]
+    assert found == [("lambdas.py", "DSL506")]

@@ -170,7 +170,8 @@ def kept_callable(ctx, index, expr) -> Optional[Tuple[cst.CSTNode, Problem]]:
     dataset object ``expr`` constructs is handed to keep and run per sample, so the dataset cannot
     be pickled either. Looked for in the construction's arguments (a keyword only when it names a
     transform, ``transform=``/``target_transform=``, or its value is a transform container), through
-    names bound once and into transform containers (``T.Compose([T.Lambda(lambda x: 1 - x)])``)."""
+    names (each value they may hold: one path is enough) and into transform containers
+    (``T.Compose([T.Lambda(lambda x: 1 - x)])``)."""
     nodes = index.value_nodes(expr) if isinstance(expr, cst.Name) else [expr]
     for node in nodes or ():  # (any construction the name may hold: the loader fails on that path)
         for arg in node.args if isinstance(node, cst.Call) else ():
@@ -227,13 +228,16 @@ def _kept(ctx, index, expr, depth: int) -> Optional[Tuple[cst.CSTNode, Problem]]
     if depth > 8:
         return None
     if isinstance(expr, cst.Name):
-        nodes = index.value_nodes(expr)
-        if not nodes or len(nodes) != 1:
-            return None
-        if isinstance(nodes[0], (cst.Lambda, cst.FunctionDef)):
+        nodes = index.value_nodes(expr) or []
+        if any(isinstance(node, (cst.Lambda, cst.FunctionDef)) for node in nodes):
             problem = unpicklable(ctx, index, expr)
-            return (nodes[0] if isinstance(nodes[0], cst.Lambda) else expr, problem) if problem else None
-        return _kept(ctx, index, nodes[0], depth + 1) if nodes[0] is not expr else None
+            lam = next((node for node in nodes if isinstance(node, cst.Lambda)), None)
+            return (lam or expr, problem) if problem else None
+        for node in nodes:  # each value the name may hold (`if train: t = T.Compose([...]) else: ...`): a path
+            found = _kept(ctx, index, node, depth + 1) if node is not expr else None
+            if found:
+                return found
+        return None
     if isinstance(expr, cst.Lambda):
         problem = unpicklable(ctx, index, expr)
         return (expr, problem) if problem else None
