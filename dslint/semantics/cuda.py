@@ -22,11 +22,11 @@ import libcst as cst
 from dslint.semantics import dataflow as df
 from dslint.semantics.call_facts import positional_or_keyword, unresolved_receiver
 from dslint.semantics.device_flow import placed_on_cuda
+from dslint.semantics.project import ENTRY_METHODS
 from dslint.semantics.regions import self_attr
 from dslint.semantics.values import possible
 from dslint.semantics.walk import iter_subtree
 
-ENTRY_METHODS = ("__getitem__", "__getitems__", "__iter__", "__next__")
 # torch.cuda functions that do not initialise CUDA
 CUDA_SAFE = frozenset(
     {"is_available", "is_initialized", "device_count", "get_arch_list", "get_gencode_flags", "manual_seed"}

@@ -44,6 +44,7 @@ from dslint.semantics.loader_results import entry_samplers, kept_for_epochs, met
 from dslint.semantics.classes import find_method, reached_methods
 from dslint.semantics.loops import DISTRIBUTED_SAMPLER, DISTRIBUTED_SAMPLER_SIGNATURE, LoaderLoop, is_none, is_test_code, positional_args
 from dslint.semantics.names import dotted_parts
+from dslint.semantics.project import ENTRY_METHODS
 from dslint.semantics.regions import is_lazy_guard, self_attr, self_name
 from dslint.semantics.sampler_passes import constructed_classes, iter_call_loops, iterated_by, torch_sampler
 from dslint.semantics.values import possible_arg
@@ -442,16 +443,13 @@ def persistent_workers(ctx, index, loop) -> bool:
         v.value is True and v.origin.startswith("the default of `") for v in found.values)
 
 
-SAMPLE_METHODS = ("__getitem__", "__getitems__", "__iter__", "__next__")
-
-
 def per_sample_state_set_by(ctx, cls: cst.ClassDef, method_name: str) -> List[str]:
     """The attributes the method ``method_name`` of this file's dataset class ``cls`` assigns on
     ``self`` (directly or through ``self.m()``, outside a lazy ``if self.x is None:``) that the
     per-sample methods (``__getitem__``/``__iter__``... and what they call) read: the state a
     call of it changes for the next samples."""
     start = find_method(ctx, cls, method_name)
-    if start is None or method_name in SAMPLE_METHODS:
+    if start is None or method_name in ENTRY_METHODS:
         return []
     assigned = set()
     for func in reached_methods(ctx, cls, start):
@@ -464,7 +462,7 @@ def per_sample_state_set_by(ctx, cls: cst.ClassDef, method_name: str) -> List[st
                 if name and not any(isinstance(a, cst.If) and is_lazy_guard(a, selfp) for a in ctx.ancestors(node)):
                     assigned.add(name)
     read = set()
-    for entry in SAMPLE_METHODS:
+    for entry in ENTRY_METHODS:
         method = find_method(ctx, cls, entry)
         for func in reached_methods(ctx, cls, method) if method is not None else ():
             selfp = self_name(func)

@@ -48,6 +48,8 @@ MAP_ROOTS = frozenset(
 DATALOADER_ROOTS = frozenset({"torch.utils.data.DataLoader"})
 
 ENTRY_POINTS = (("__getitem__", WHOLE), ("__getitems__", WHOLE), ("__iter__", None), ("__next__", WHOLE))
+#: the methods through which a DataLoader reads a dataset's samples (the names of ``ENTRY_POINTS``)
+ENTRY_METHODS = tuple(name for name, _ in ENTRY_POINTS)
 
 Key = Tuple[str, str]  # (path, local qualified name)
 

@@ -39,6 +39,7 @@ from dslint.semantics.instance_state import (
 )
 from dslint.semantics.loader_roles import eval_name
 from dslint.semantics.names import dotted_parts
+from dslint.semantics.project import ENTRY_METHODS
 from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.reseeding import reseeded, reseeded_or_retried
 from dslint.semantics.rng_holders import returns_holder
@@ -76,7 +77,7 @@ def family_consults_worker(ctx, cls: cst.ClassDef, family: List[cst.ClassDef]) -
             break
     if not answer:
         qual = ctx.qualname_of_def(cls)
-        for method in ("__getitem__", "__getitems__", "__iter__", "__next__"):
+        for method in ENTRY_METHODS:
             for facts in ctx.view.reachable_facts(qual, method):
                 if facts and (
                     facts.get("worker_info") or any(call[1] in PER_PROCESS_CHECKS for call in facts.get("calls", ()))
