@@ -276,9 +276,7 @@ def runs_once(loop: cst.CSTNode) -> bool:
     return isinstance(last, cst.SimpleStatementLine) and any(isinstance(s, cst.Break) for s in last.body)
 
 
-#: calls a loop may make and still only look at its batches: printing, logging, sizes
-_LOOKS = frozenset({"builtins.print", "builtins.len", "builtins.type", "builtins.repr", "builtins.str",
-                    "builtins.isinstance"})
+#: methods a loop may call and still only look at its batches: sizes and logging
 _LOOK_METHODS = frozenset({"size", "dim", "numel", "keys", "items", "info", "debug", "format"})
 #: libraries whose functions only compute on the values they are given (no model, no device)
 _ARRAY_LIBRARIES = ("numpy.", "math.", "statistics.")
@@ -298,8 +296,8 @@ def only_looks(ctx, index, loop: cst.CSTNode) -> bool:
     shown = False
     for call in calls:
         func, name = call.func, ctx.call_name(call) or ""
-        if name in _LOOKS:
-            shown = shown or name == "builtins.print"
+        if name == "builtins.print":
+            shown = True
         elif isinstance(func, cst.Attribute) and func.attr.value in _LOOK_METHODS:
             shown = shown or func.attr.value in ("info", "debug")
         elif name.startswith(_ARRAY_LIBRARIES) or name.startswith("builtins."):
