@@ -17,30 +17,20 @@ from dslint.semantics.walk import iter_subtree
 
 def on_failure_path(ctx, node) -> bool:
     """See the module docstring."""
-    child = node
+    statement, child = None, node  # the node before ``child`` on the way up: a loop body's statement
     for ancestor in ctx.ancestors(node):
         if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
             return False
         if isinstance(ancestor, cst.ExceptHandler):
             return True
-        if isinstance(ancestor, (cst.For, cst.While)) and child is ancestor.body:
-            statement = _statement_in(ctx, node, ancestor.body)
-            body = list(ancestor.body.body)
-            if statement is not None and any(_returns_on_success(s) for s in body[: body.index(statement)]):
-                return True
-        child = ancestor
+        if isinstance(ancestor, (cst.For, cst.While)) and child is ancestor.body and statement is not None:
+            for earlier in ancestor.body.body:
+                if earlier is statement:
+                    break
+                if _returns_on_success(earlier):
+                    return True
+        statement, child = child, ancestor
     return False
-
-
-def _statement_in(ctx, node, block: cst.IndentedBlock):
-    """The statement of ``block`` that contains ``node``."""
-    ids = {id(s): s for s in block.body}
-    for ancestor in (node, *ctx.ancestors(node)):
-        if id(ancestor) in ids:
-            return ids[id(ancestor)]
-        if ancestor is block:
-            return None
-    return None
 
 
 def _returns_on_success(statement) -> bool:
