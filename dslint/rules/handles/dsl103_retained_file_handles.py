@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from dslint.rules.base import ERROR, Rule, Symptom
-from dslint.rules.handles._common import in_init, in_lazy_block, in_local_container, keyed_by_sample_index, opened_handles
-from dslint.rules.handles._common import multi_frame_code, opener_text
+from dslint.rules.handles._common import in_init, in_lazy_block, in_local_container, keyed_by_sample_index, multi_frame_code, opened_handles, opener_text  # noqa: E501
 from dslint.semantics import lifetimes as lt
 
 PER_FILE = (
@@ -293,8 +292,9 @@ class RetainedFileHandles(Rule):
     def check(self, ctx):
         for call, kind, fate in opened_handles(ctx, ("image", "file", "mmap", lt.NPZ)):
             keyed = keyed_by_sample_index(ctx, fate)
-            loaded = kind == "image" and fate.kind == lt.STORED and lt.image_loaded_by_name(ctx, fate) and not multi_frame_code(ctx)
-            if fate.kind != lt.STORED or (in_lazy_block(ctx, call) and not keyed) or in_local_container(ctx, call, fate) or loaded:
+            if fate.kind != lt.STORED or (in_lazy_block(ctx, call) and not keyed) or in_local_container(ctx, call, fate):
                 continue
+            if kind == "image" and lt.image_loaded_by_name(ctx, fate) and not multi_frame_code(ctx):
+                continue  # this code also loads the kept image: Pillow has closed its file
             setup = in_init(ctx, call) or not (ctx.is_per_sample(call) or keyed)
             yield self.report(call, opener_text(ctx, call) + (PER_FILE if setup else PER_SAMPLE))
