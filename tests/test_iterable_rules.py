@@ -1078,3 +1078,35 @@ def test_dsl303_an_iterator_whose_next_takes_items_from_a_wrapped_dataset_is_a_w
     )
     found = [(f.code, f.start[0]) for f in check_tree(tmp_path, select=["DSL303"]).diagnostics]
     assert found == [("DSL303", 22)]
+
+
+def test_dsl303_a_next_that_also_returns_its_own_items_is_not_a_wrapper(tmp_path):
+    """``__next__`` takes items from a handed-in stream on one branch and returns items of its own
+    list on another: not every ``return`` delegates (``sharding._next_delegates_to``), so the class
+    is judged as the source of its samples and reported."""
+    write_files(
+        tmp_path,
+        {
+            "data.py": """
+            from torch.utils.data import DataLoader, IterableDataset
+
+            class Mixed(IterableDataset):
+                def __init__(self, source, path):
+                    self.source = source
+                    self.lines = open(path).read().splitlines()
+                    self.i = 0
+
+                def __next__(self):
+                    if self.i >= len(self.lines):
+                        return next(self.source)
+                    self.i += 1
+                    return self.lines[self.i - 1]
+
+                def __iter__(self):
+                    return self
+
+            loader = DataLoader(Mixed(make_stream(), "corpus.txt"), num_workers=4)
+            """,
+        },
+    )
+    assert [f.code for f in check_tree(tmp_path, select=["DSL303"]).diagnostics] == ["DSL303"]

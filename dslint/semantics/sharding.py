@@ -233,9 +233,11 @@ def _next_delegates_to(ctx, cls) -> Set[Optional[str]]:
     next_func = find_method(ctx, cls, "__next__")
     kinds: Set[Optional[str]] = set()
     for ret in iter_subtree(next_func.body, into_scopes=False) if next_func is not None else ():
-        if not isinstance(ret, cst.Return) or not isinstance(ret.value, cst.Call):
+        if not isinstance(ret, cst.Return) or ret.value is None:
             continue
         call = ret.value
+        if not isinstance(call, cst.Call):
+            return set()  # `return item`: a sample it makes itself
         if ctx.call_name(call) == "builtins.next" and call.args:
             kinds.add(_source_kind(ctx, cls, next_func, call.args[0].value))
         elif isinstance(call.func, cst.Attribute) and call.func.attr.value == "__next__" and not call.args:
