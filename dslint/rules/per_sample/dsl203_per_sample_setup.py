@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from dslint.rules.base import WARNING, Rule
+from dslint.rules.base import WARNING, Rule, Valid
 from dslint.rules.per_sample._common import TIME_RATIO, call_text, outermost, setup_message, where
 from dslint.semantics import dataflow as df
 from dslint.semantics.call_facts import has_star, last_name
@@ -31,34 +31,35 @@ class PerSampleSetup(Rule):
     ## What it does
     Flags construction work that is the same for every sample, done in per-sample code: `nn.Module` construction
     (torch's own `torch.nn` classes and project classes derived from `nn.Module`, across files), any
-    `*.from_pretrained(...)`, torchvision/albumentations transform pipelines (`T.Compose(...)`) and any other
-    library's or the project's own `Compose([...])` pipeline, and tokenizer/vocabulary building (`spacy.load`,
-    `torchtext` vocabularies, `Counter` over a fixed corpus, `{tok: i for i, tok in enumerate(tokens)}`). A pipeline
-    is one finding, at the `Compose`: its parts (nested in it, or in a local list or name it takes: `.append`, `+=`) are not
-    reported apart.
+    `*.from_pretrained(...)`, and tokenizer/vocabulary building (`spacy.load`, `torchtext` vocabularies, `Counter`
+    over a fixed corpus, `{tok: i for i, tok in enumerate(tokens)}`). A callable stored on the dataset (not a method
+    of its class, e.g. a `transform` argument) that is called with the same arguments for every sample and whose
+    result is applied to the sample at once, `self.transform(self.cfg)(image)`, is a factory: the object it builds
+    is rebuilt per item.
 
-    A callable stored on the dataset (not a method of its class, e.g. a
-    `transform` argument) that is called with the same arguments for every
-    sample and whose result is applied to the sample at once,
-    `self.transform(self.cfg)(image)`, is a factory: the object it builds is
-    rebuilt per item.
+    ## Preview
+    With `--preview`, also transform pipelines built the same for every sample: torchvision/albumentations
+    transforms (`T.Compose(...)`) and any library's or the project's own `Compose([...])`. A pipeline is one finding,
+    at the `Compose`: its parts (nested in it, or in a local list or name it takes: `.append`, `+=`) are not
+    reported apart. Off by default: on torch 2.13 (torchvision 0.28, one thread) building a four-step `Compose`
+    (random resized crop, flip, to-tensor, normalize) took 28 µs, under 1% of the 3 ms that decoding and
+    transforming a 500x375 JPEG took (`bench/transform_build_cost.py`), and reviewers judged every such finding
+    on public code true but not worth a change (none of about sixty).
 
     ## When it does not fire
-    - Constructions whose arguments depend on the sample
-      (`T.RandomCrop(self.sizes[idx])`, `nn.Linear(x.shape[-1], 8)`) or on a
-      random draw, and constant parts of such a pipeline (`T.Normalize(...)` in a
-      `Compose` whose crop size comes from the sample); argument-less transforms such as `T.ToTensor()`.
+    - Constructions whose arguments depend on the sample (`T.RandomCrop(self.sizes[idx])`, `nn.Linear(x.shape[-1],
+      8)`) or on a random draw, and constant parts of such a pipeline (`T.Normalize(...)` in a `Compose` whose crop
+      size comes from the sample); argument-less transforms such as `T.ToTensor()`.
     - `re.compile`: Python caches compiled patterns (measured 0.7 µs vs 0.4 µs).
     - A stored transform applied directly, a factory given the sample, a method.
-    - Objects built in `__init__`, lazily once per worker or in a cached helper;
-      project classes that are not `nn.Module`s; code outside datasets.
+    - Objects built in `__init__`, lazily once per worker or in a cached helper; project classes that are not
+      `nn.Module`s; code outside datasets.
 
     ## Why is this bad?
-    The object is rebuilt for every item although it never changes. Measured on
-    torch 2.13: building a small `nn.Module` per item was 55x slower per item
-    (7.4x per 2-worker epoch); building a vocabulary/tokenizer per item was
-    5,600x slower (10.3x per epoch). `from_pretrained` reads and deserialises
-    weights or vocabulary files from disk on every item.
+    The object is rebuilt for every item although it never changes. Measured on torch 2.13: building a small
+    `nn.Module` per item was 55x slower per item (7.4x per 2-worker epoch); building a vocabulary/tokenizer per item
+    was 5,600x slower (10.3x per epoch). `from_pretrained` reads and deserialises weights or vocabulary files from
+    disk on every item.
 
     ## Example
     ```python
@@ -100,7 +101,6 @@ class PerSampleSetup(Rule):
         import torch.nn as nn
         import torchvision.transforms as T
         from torch.utils.data import Dataset
-
         class D(Dataset):
             def __getitem__(self, idx):
                 x = self.data[idx]
@@ -113,11 +113,9 @@ class PerSampleSetup(Rule):
         # a stored transform applied directly, a factory given the sample or nothing, a method
         """
         from torch.utils.data import Dataset
-
         class Images(Dataset):
             def pick(self, name):
                 return self.table[name]
-
             def __getitem__(self, idx):
                 x = self.items[idx]
                 return self.transform(x), self.sized(self.sizes[idx])(x), self.pick("rgb")(x), self.make()(x)
@@ -157,21 +155,28 @@ class PerSampleSetup(Rule):
                 import torch.nn as nn
                 from torch.utils.data import Dataset
                 from things import Record
-
                 class D(Dataset):
                     def __getitem__(self, idx):
                         return Record(self.root)
-
                 def make_model():
                     return nn.Linear(4, 4)
             """,
         },
+        Valid(  # by default, a transform pipeline built per sample (microseconds): a preview form
+            """
+            import torchvision.transforms as T
+            from torch.utils.data import Dataset
+            class D(Dataset):
+                def __getitem__(self, idx):
+                    return T.Compose([T.Resize(self.size), T.ToTensor()])(self.images[idx])
+            """,
+            preview=False,
+        ),
     )
     invalid = (
         # a factory given at construction, called per item with the same configuration
         """
         from torch.utils.data import Dataset
-
         class Images(Dataset):
             def __getitem__(self, idx):
                 out = self.transform(self.cfg)(image=self.items[idx])  # expect: DSL203
@@ -207,11 +212,9 @@ class PerSampleSetup(Rule):
             "faces.py": """
                 from torch.utils.data import Dataset
                 from augment import Compose
-
                 class Faces(Dataset):
                     def get_transform(self):
                         return Compose([self.flip, self.crop])  # expect: DSL203
-
                     def __getitem__(self, idx):
                         return self.get_transform()(self.images[idx])
             """,
@@ -242,13 +245,11 @@ class PerSampleSetup(Rule):
                     def __init__(self):
                         super().__init__()
                         self.fc = nn.Linear(8, 8)
-
                 class Small(Backbone):
                     pass
             """,
             "base.py": """
                 from torch.utils.data import Dataset
-
                 class Base(Dataset):
                     def __getitem__(self, idx):
                         return self.features(idx)
@@ -256,7 +257,6 @@ class PerSampleSetup(Rule):
             "feats.py": """
                 from base import Base
                 from models import Small
-
                 class Feats(Base):
                     def features(self, idx):
                         net = Small()  # expect: DSL203
@@ -291,6 +291,8 @@ class PerSampleSetup(Rule):
             if kind is None or df.inputs_depend(ctx, call) or in_dependent_pipeline(ctx, call):
                 continue
             kind_name, qualified = kind
+            if kind_name == "transform" and not self.preview_forms:
+                continue  # microseconds per sample: a preview form (the page's "Preview")
             found.append((call, setup_message(call_text(ctx, call, qualified), kind_name, where(ctx, call))))
         reported = {id(node) for node, _ in found}  # one pipeline, one finding: its parts fold into it
         for node, message in outermost(ctx, found):
