@@ -346,6 +346,34 @@ def test_cuda_in_a_test_suite_dataset_is_left_alone(tmp_path):
     assert _codes(tmp_path, {"data.py": dataset}, ["DSL204"]) == [("data.py", 6, "DSL204")]
 
 
+def test_cuda_only_where_get_worker_info_is_none_runs_in_the_main_process(tmp_path):
+    """Code under a test that ``get_worker_info()`` is None (directly, negated, through the
+    object or a name bound once to the test, or in the ``else`` of the opposite test) never runs
+    in a worker (``worker_info.main_process_only``): no DSL204 there; the last ``.cuda()`` runs
+    in every process."""
+    dataset = """
+    from torch.utils.data import Dataset, get_worker_info
+
+    class Augmented(Dataset):
+        def __getitem__(self, i):
+            x = self.items[i]
+            use_gpu = get_worker_info() is None
+            if use_gpu:
+                x = x.cuda()
+            info = get_worker_info()
+            if info is not None:
+                x = x + 1
+            else:
+                x = x.cuda()
+            if not get_worker_info():
+                x = x.cuda()
+            if info is None:
+                x = x.cuda()
+            return x.cuda()
+    """
+    assert _codes(tmp_path, {"data.py": dataset}, ["DSL204"]) == [("data.py", 18, "DSL204")]
+
+
 RECORDS = """
 import glob
 import os

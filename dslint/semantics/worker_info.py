@@ -5,6 +5,8 @@
 the object passed on) from one that only seeds a random generator, logs it or tests
 it for None; ``shards_transitively`` follows project functions across files through
 ``ctx.view``. A function that cannot be seen is unknown (None), never a yes.
+``main_process_only`` tells code that a test of it keeps out of the workers
+(``if get_worker_info() is None:``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import List, Optional, Set
 
 import libcst as cst
 
+from dslint.semantics.bindings import single_assignment
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.summary import WORKER_INFO
 from dslint.semantics.walk import iter_subtree
@@ -169,3 +172,48 @@ def iteration_shards(ctx, qualified: str) -> bool:
     if facts.get("worker_info"):
         return True
     return any(kind == "func" and shards_transitively(ctx, target) for kind, target, _ in facts.get("calls", ()))
+
+
+def main_process_only(ctx, node) -> bool:
+    """``node`` runs only where ``get_worker_info()`` is None, in the main process: in the body of
+    an ``if`` testing that (``info is None``, ``not info``, or a name bound once to such a test:
+    ``use_gpu = get_worker_info() is None``), or in the ``else`` of a test that it is not."""
+    child = node
+    for ancestor in ctx.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        if isinstance(ancestor, cst.If):
+            held = _worker_test(ctx, ancestor.test)
+            if (held is False and child is ancestor.body) or (held is True and child is ancestor.orelse):
+                return True
+        child = ancestor
+    return False
+
+
+def _worker_test(ctx, test, depth: int = 0) -> Optional[bool]:
+    """True when ``test`` holds in a worker only, False when in the main process only, else None."""
+    if isinstance(test, cst.Name) and depth < 2:
+        value = single_assignment(ctx.tree, test)
+        if value is not None and not _worker_info_value(ctx, value):
+            return _worker_test(ctx, value, depth + 1)
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = _worker_test(ctx, test.expression, depth)
+        return None if inner is None else not inner
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        if isinstance(target.comparator, cst.Name) and target.comparator.value == "None" \
+                and _worker_info_value(ctx, test.left):
+            if isinstance(target.operator, cst.Is):
+                return False
+            if isinstance(target.operator, cst.IsNot):
+                return True
+        return None
+    return True if _worker_info_value(ctx, test) else None
+
+
+def _worker_info_value(ctx, expr) -> bool:
+    """``get_worker_info()``, or a name bound once to it."""
+    if isinstance(expr, cst.Name):
+        expr = single_assignment(ctx.tree, expr)
+    return isinstance(expr, cst.Call) and is_worker_info(ctx, expr.func)
+

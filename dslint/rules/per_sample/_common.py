@@ -14,6 +14,7 @@ from dslint.semantics.cuda import collate_lambdas, cuda_model_call, cuda_use, lo
 from dslint.semantics.loops import is_test_code
 from dslint.semantics.regions import LOOP
 from dslint.semantics.start_methods import workers_not_forked
+from dslint.semantics.worker_info import main_process_only
 
 #: what the runtime companion measures for a per-sample cost
 TIME_RATIO = Symptom("time_ratio", "per-sample time, bad / good", exclusive=True)
@@ -137,7 +138,8 @@ def cuda_sites(ctx) -> Iterator[Tuple[cst.Call, str, str, str]]:
         runs_model = what is None and isinstance(call.func, cst.Attribute) and ctx.is_per_sample(call)
         if runs_model:
             what = cuda_model_call(ctx, call)
-        if what is None or is_test_code(ctx, call) or (runs_model and context[0] != "sample"):
+        if what is None or is_test_code(ctx, call) or (runs_model and context[0] != "sample") \
+                or main_process_only(ctx, call):
             continue
         statement = next(
             (a for a in ctx.ancestors(call) if isinstance(a, (cst.SimpleStatementLine, cst.BaseCompoundStatement))), None
