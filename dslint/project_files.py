@@ -110,31 +110,33 @@ def context_candidates(paths: Sequence[str], candidates: Sequence[Candidate], di
 
 def reached_files(index: "ProjectIndex", summaries: Dict[str, dict], by_module: Dict[str, List[str]]) -> Set[str]:
     """Files (not yet summarised) that define something dataset code refers to."""
-    wanted: Set[str] = set()
+    wanted: Dict[str, str] = {}  # qualified name -> a file that refers to it
     per_sample_by_path: Dict[str, List[tuple]] = {}
     for key in index.per_sample:
         per_sample_by_path.setdefault(key[0], []).append(key)
     for path, summary in summaries.items():
         for cls in summary["classes"].values():
-            wanted.update(b for b in cls["bases"] if b)
+            wanted.update((b, path) for b in cls["bases"] if b and b not in wanted)
         for key in per_sample_by_path.get(path, ()):
             facts = index.function_facts(key)
             for kind, target, _ in facts["calls"] if facts else ():
                 if kind == "func":
-                    wanted.add(target)
-        wanted.update(summary.get("references", ()))
-        for reference in summary.get("references", ()):  # notes star-imported modules not summarised yet
-            locate_all(index, canonical(reference), path)
+                    wanted.setdefault(target, path)
+        for reference in summary.get("references", ()):
+            wanted.setdefault(reference, path)
+            locate_all(index, canonical(reference), path)  # notes star-imported modules not summarised yet
     receivers = {qualified for summary in summaries.values() for qualified in summary.get("receivers", ())}
-    for summary in summaries.values():
+    for path, summary in summaries.items():
         for qualified, refs in summary.get("eval_references", {}).items():
             if qualified in receivers:
-                wanted.update(refs)
+                for ref in refs:
+                    wanted.setdefault(ref, path)
     found: Set[str] = {path for path in index.wanted_paths if path not in summaries}  # (through star imports)
-    for qualified in wanted:
+    for qualified, referrer in wanted.items():
         parts = qualified.split(".")
         for i in range(len(parts) - 1, 0, -1):
-            for path in by_module.get(".".join(parts[:i]), ()):
+            # a module of that name, else one rooted above the referring file (a script's ``sys.path``)
+            for path in by_module.get(".".join(parts[:i])) or index.rooted_paths(parts[:i], referrer):
                 if path not in summaries:
                     found.add(path)
     return found

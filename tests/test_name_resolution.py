@@ -91,6 +91,21 @@ def test_subclass_across_a_namespace_package_above_a_regular_package(tmp_path):
     assert _codes(tmp_path, files) == [("src/proj/pkg/images.py", 6, "DSL102")]
 
 
+def test_a_script_inside_a_package_imports_from_its_own_directory(tmp_path):
+    """``python scripts/train.py`` puts ``scripts/`` on ``sys.path``: there ``lib.base`` is
+    ``scripts/lib/base.py`` although ``scripts`` is a package (its module name is
+    ``scripts.lib.base``; ``ProjectIndex.rooted_paths``). A file outside ``scripts/`` importing
+    ``lib.base`` does not reach it."""
+    files = {
+        "scripts/__init__.py": "",
+        "scripts/lib/__init__.py": "",
+        "scripts/lib/base.py": "from torch.utils.data import Dataset\n\n\nclass Base(Dataset):\n    pass\n",
+        "scripts/data/images.py": "from lib.base import Base\n\n\nclass Images(Base):" + PER_SAMPLE_OPEN,
+        "tools/images.py": "from lib.base import Base\n\n\nclass Images(Base):" + PER_SAMPLE_OPEN,
+    }
+    assert _codes(tmp_path, files) == [("scripts/data/images.py", 6, "DSL102")]
+
+
 def test_a_class_named_like_its_imported_base(tmp_path):
     """``class Dataset(Dataset)``: the base is evaluated before the class binds the name."""
     files = {"a.py": "from torch.utils.data import Dataset\n\n\nclass Dataset(Dataset):" + PER_SAMPLE_OPEN}

@@ -92,6 +92,7 @@ class ProjectIndex(LoaderQueries):
         self._loaders: Optional[Dict[Key, List[dict]]] = None
         self._epoch_keys: Optional[set] = None
         self._epoch_methods: Optional[set] = None
+        self._suffixes: Optional[Dict[str, List[str]]] = None  # (``rooted_paths``) module-name tails
         # (``alternatives``) files a name led to that are not summarised; datasets without a torch base
         self.alternatives_memo, self.wanted_paths, self.duck_roots = {}, set(), set()
         self.duck_roots, self._kind = duck_roots(self), {}
@@ -135,10 +136,35 @@ class ProjectIndex(LoaderQueries):
                 return found
         return []
 
+    def rooted_paths(self, parts: List[str], from_path: Optional[str]) -> List[str]:
+        """Files that module ``parts`` names for a script run from inside a package: the import
+        is rooted at a directory above ``from_path`` (``python scripts/train.py`` puts
+        ``scripts/`` on ``sys.path``, so ``utils.slicer`` there is ``scripts/utils/slicer.py``,
+        whose module name is ``scripts.utils.slicer``): checked files whose module name ends
+        with ``parts`` and whose root directory holds ``from_path``."""
+        if from_path is None:
+            return []
+        if self._suffixes is None:
+            self._suffixes = {}
+            for name, paths in self.by_module.items():
+                pieces = name.split(".")
+                for start in range(1, len(pieces)):
+                    self._suffixes.setdefault(".".join(pieces[start:]), []).extend(paths)
+        here = os.path.dirname(from_path) + os.sep
+        tail = os.sep + os.path.join(*parts)
+        found = []
+        for path in self._suffixes.get(".".join(parts), ()):
+            stem = path[:-len(os.sep + "__init__.py")] if path.endswith(os.sep + "__init__.py") else path[:-len(".py")]
+            root = stem[:len(stem) - len(tail)] + os.sep
+            if len(stem) >= len(tail) and (os.sep + stem).endswith(tail) and here.startswith(root):
+                found.append(path)
+        return found
+
     def _locate(self, qualified: str, from_path: Optional[str], table: str, depth: int) -> Optional[Key]:
         parts = qualified.split(".")
         for i in range(len(parts) - 1, 0, -1):
-            paths = self.by_module.get(".".join(parts[:i])) or self._namespace_paths(parts[:i])
+            paths = self.by_module.get(".".join(parts[:i])) or self._namespace_paths(parts[:i]) \
+                or self.rooted_paths(parts[:i], from_path)
             if not paths:
                 continue
             path = self._pick(paths, from_path)
