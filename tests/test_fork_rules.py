@@ -1023,6 +1023,60 @@ def test_dsl401_hdf5_views_kept_through_locals_loops_and_tuples(tmp_path):
     assert found == [("DSL401", 6)]
 
 
+def test_dsl401_a_handle_kept_by_an_object_of_a_project_class(tmp_path):
+    """``__init__`` hands each HDF5 file it opens to an object of a project class (another file)
+    that keeps its argument on ``self``, and keeps the object (``self.readers[k] = Reader(f)``,
+    ``self.first = Reader(f)``); ``__getitem__`` reads through the objects: the workers inherit
+    the parent's handles (``kept_objects.keeping_construction``), DSL401. An object given only
+    a name of the file (not the handle) holds no handle."""
+    write_files(tmp_path, {
+        "tools/reader.py": """
+            class Reader:
+                def __init__(self, handle):
+                    self.handle = handle
+
+                def rows(self, i):
+                    return self.handle["x"][i]
+            """,
+        "data.py": """
+            import h5py
+            from torch.utils.data import Dataset
+            from tools.reader import Reader
+
+            class Kept(Dataset):
+                def __init__(self, paths):
+                    self.readers = {}
+                    for k, path in enumerate(paths):
+                        f = h5py.File(path, "r")
+                        self.readers[k] = Reader(f)
+
+                def __getitem__(self, i):
+                    return self.readers[i % 2].rows(i)
+
+            class KeptDirectly(Dataset):
+                def __init__(self, path):
+                    f = h5py.File(path, "r")
+                    self.first = Reader(f)
+
+                def __getitem__(self, i):
+                    return self.first.rows(i)
+
+            class Named(Dataset):
+                def __init__(self, paths):
+                    self.readers = {}
+                    for k, path in enumerate(paths):
+                        f = h5py.File(path, "r")
+                        self.readers[k] = Reader(path)
+                        f.close()
+
+                def __getitem__(self, i):
+                    return self.readers[i % 2].rows(i)
+            """,
+    })
+    found = [(f.code, f.start[0]) for f in check_tree(tmp_path, select=["DSL401"]).diagnostics]
+    assert found == [("DSL401", 9), ("DSL401", 17)]
+
+
 def test_dsl402_a_generator_drawn_only_after_the_sample_failed_is_not_a_per_sample_draw(tmp_path):
     """A fixed-seed generator drawn from only to pick a replacement index once the requested
     sample failed (after ``if data is not None: return data`` in the retry loop, or in an

@@ -21,6 +21,7 @@ import libcst as cst
 
 from dslint.semantics.classes import called_method, class_family, methods
 from dslint.semantics.instance_state import Held, assign_targets
+from dslint.semantics.kept_objects import keeping_construction
 from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.walk import iter_subtree
 
@@ -182,7 +183,8 @@ def held_in_container(
     locals of ``func`` that hold it or a derivation of it (``group = f[name]``, ``x =
     group["x"]``), through a local list of such objects (``files = [h5py.File(p) for p in
     paths]``) and the target of a loop over it, and into a tuple or list put in the container
-    (``self.index.append((x, i))``)."""
+    (``self.index.append((x, i))``), and into an object of a project class that keeps it
+    (``self.slicers[k] = Slicer(f)``, ``kept_objects.keeping_construction``)."""
     selfp = self_name(func)
     if not selfp:
         return None
@@ -207,6 +209,7 @@ def held_in_container(
                 return None
             if isinstance(sub, cst.Name) and sub.value == local and not _is_target(ctx, sub):
                 outer = _outermost(ctx, sub, derive_methods, derive_subscript)
+                outer = keeping_construction(ctx, outer) or outer  # `Slicer(f)`: an object holding it
                 kept = _container_of(ctx, outer, selfp)
                 if kept is not None:
                     held.attrs.setdefault(kept[0], kept[1])

@@ -21,6 +21,7 @@ from dslint.semantics import lifetimes as lt
 from dslint.semantics.bindings import single_assignment
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.classes import methods
+from dslint.semantics.kept_objects import keeping_construction
 from dslint.semantics.regions import LOOP, self_attr, self_name
 from dslint.semantics.walk import iter_subtree, plain_returns
 
@@ -348,6 +349,10 @@ def held_on_self(
             base = _strip(sub.value, derive_methods, derive_subscript)
             if isinstance(base, cst.Name) and base.value == local:
                 _keep_self_targets(held, sub, self_param, first_wins=False)
+            elif isinstance(sub.value, cst.Call) and any(
+                    isinstance(a.value, cst.Name) and a.value.value == local
+                    and keeping_construction(ctx, a.value) is sub.value for a in sub.value.args):
+                _keep_self_targets(held, sub, self_param, first_wins=True)  # `self.slicer = Slicer(local)`
     # self attributes derived from a kept one (self.txn = self.env.begin())
     for sub in body_nodes:
         if not isinstance(sub, (cst.Assign, cst.AnnAssign)) or sub.value is None:

@@ -1,9 +1,10 @@
 """Other modules' classes and callables whose definitions this file's facts depend on, so that
-the engine summarises their files too (``references`` of the summary)."""
+the engine summarises their files too (``references`` of the summary); and
+``keeping_construction``: the construction of a project class that keeps an argument on ``self``."""
 
 from __future__ import annotations
 
-from typing import List
+from typing import List, Optional
 
 import libcst as cst
 
@@ -14,17 +15,15 @@ _HOLDERS = (cst.List, cst.Tuple, cst.Element, cst.Arg)
 
 
 def kept_objects(tree: TreeIndex, names: ModuleNames) -> List[str]:
-    """Classes of other modules whose instances a class keeps (``self.reader = Reader(root)``):
+    """Classes of other modules whose instances a class keeps (``self.reader = Reader(root)``, also in
+    a container of its own: ``self.readers[k] = Reader(f)``):
     their methods may hand back what the handle rules follow (``handle_exports``); and what a
     lambda is handed to (``Pipeline([lambda x: x])``, also in a list): whether that object keeps
     it on ``self`` decides if a dataset holding the object can be pickled (``unpicklable``)."""
     out = []
     for assign in tree.nodes(cst.Assign):
         value = assign.value
-        if type(value) is not cst.Call or not any(
-            type(t.target) is cst.Attribute and type(t.target.value) is cst.Name and t.target.value.value == "self"
-            for t in assign.targets
-        ):
+        if type(value) is not cst.Call or not any(_on_self(t.target) for t in assign.targets):
             continue
         out.append(value)
     for node in tree.nodes(cst.Lambda):
@@ -41,4 +40,29 @@ def kept_objects(tree: TreeIndex, names: ModuleNames) -> List[str]:
     return found
 
 
-__all__ = ["kept_objects"]
+def _on_self(target) -> bool:
+    """``self.x`` or an entry of it (``self.x[k]``: a container the instance keeps)."""
+    if type(target) is cst.Subscript:
+        target = target.value
+    return type(target) is cst.Attribute and type(target.value) is cst.Name and target.value.value == "self"
+
+
+def keeping_construction(ctx, node: cst.CSTNode) -> Optional[cst.Call]:
+    """The construction ``node`` is an argument of, when it builds an object of a project class
+    that keeps that argument on ``self`` (``Slicer(handle)``, ``view.kept_attribute``): the
+    object then holds what ``node`` is. None otherwise."""
+    arg = ctx.parent(node)
+    if not isinstance(arg, cst.Arg) or arg.star or arg.value is not node:
+        return None
+    call = ctx.parent(arg)
+    if not isinstance(call, cst.Call) or not isinstance(call.func, (cst.Name, cst.Attribute)):
+        return None
+    qualified = ctx.call_name(call)
+    if not qualified or qualified.startswith("builtins."):
+        return None
+    positional = [a for a in call.args if not a.star and a.keyword is None]
+    slot = arg.keyword.value if arg.keyword is not None else positional.index(arg)
+    return call if ctx.view.kept_attribute(qualified, slot) is not None else None
+
+
+__all__ = ["keeping_construction", "kept_objects"]
