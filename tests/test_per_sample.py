@@ -374,6 +374,29 @@ def test_cuda_only_where_get_worker_info_is_none_runs_in_the_main_process(tmp_pa
     assert _codes(tmp_path, {"data.py": dataset}, ["DSL204"]) == [("data.py", 18, "DSL204")]
 
 
+def test_a_test_that_an_attribute_is_set_already_is_no_lazy_guard(tmp_path):
+    """``if self.root is not None:`` tests that the attribute is set, not that it is still to be
+    made once per worker (``regions.is_lazy_guard``): a body that reassigns it runs for every
+    sample, so the handle it opens there is per-sample (DSL102). ``if self.pid != os.getpid():``
+    reopening per process stays a lazy guard."""
+    dataset = """
+    import os
+    from torch.utils.data import Dataset
+
+    class Records(Dataset):
+        def __getitem__(self, i):
+            if self.root is not None:
+                self.root = os.path.join(self.base, self.names[i])
+                self.f = open(self.root, "rb")
+                return self.f.read()
+            if self.pid != os.getpid():
+                self.pid = os.getpid()
+                self.g = open(self.path, "rb")
+            return self.g.read()
+    """
+    assert _codes(tmp_path, {"data.py": dataset}, ["DSL102"]) == [("data.py", 8, "DSL102")]
+
+
 RECORDS = """
 import glob
 import os

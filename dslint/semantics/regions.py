@@ -71,8 +71,9 @@ def _checked_attrs(test: cst.BaseExpression, self_param: Optional[str]) -> Set[s
             if isinstance(op, (cst.Is, cst.Equal)) and isinstance(right, cst.Name) and right.value == "None":
                 if left_attr:
                     found.add(left_attr)
-            if isinstance(op, (cst.NotEqual, cst.IsNot)) and left_attr:
-                # ``if self.pid != os.getpid():`` -- reopened per process
+            if isinstance(op, (cst.NotEqual, cst.IsNot)) and left_attr and not (
+                    isinstance(right, cst.Name) and right.value == "None"):
+                # ``if self.pid != os.getpid():`` -- reopened per process (``is not None``: set already)
                 found.add(left_attr)
             if isinstance(op, cst.NotIn) and isinstance(test.left, cst.SimpleString):
                 found.add(test.left.evaluated_value)
