@@ -417,3 +417,30 @@ def test_dsl506_a_transform_bound_in_both_arms_of_an_if_is_followed_on_each_path
                            "named.py": source.format(train="trans.Lambda(trans.shift)")})
     found = [(f.path.rsplit("/", 1)[-1], f.code) for f in check_tree(tmp_path, select=["DSL506"]).diagnostics]
     assert found == [("lambdas.py", "DSL506")]
+
+
+def test_dsl506_library_and_pass_through_loaders_are_dataloaders(tmp_path):
+    """MONAI's ``DataLoader`` and PyG's hand torch's arguments on (``libraries.KWARGS_LOADERS``),
+    and so does a project subclass whose ``__init__`` takes and forwards ``*args, **kwargs``: their
+    constructions with workers are judged like ``DataLoader(...)`` (DSL506). PyG's loader installs
+    its own ``collate_fn``, so a lambda given there is dropped, not pickled: silent."""
+    write_files(tmp_path, {"train.py": """
+        import monai
+        import torchvision.transforms as T
+        from torch.utils.data import DataLoader
+        from torch_geometric.loader import DataLoader as GraphLoader
+
+        class Endless(DataLoader):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+
+        def loaders(images, graphs, workers=4):
+            pipeline = T.Compose([T.Lambda(lambda x: x / 255)])
+            scans = monai.data.DataLoader(monai.data.Dataset(images, transform=pipeline), num_workers=workers)
+            ignored = GraphLoader(graphs, collate_fn=lambda b: b, num_workers=workers)
+            seeded = GraphLoader(graphs, worker_init_fn=lambda w: None, num_workers=workers)
+            endless = Endless(images, collate_fn=lambda b: b, num_workers=workers)
+            return scans, ignored, seeded, endless
+        """})
+    found = [(f.code, f.start[0]) for f in check_tree(tmp_path, select=["DSL506"]).diagnostics]
+    assert found == [("DSL506", 11), ("DSL506", 14), ("DSL506", 15)]

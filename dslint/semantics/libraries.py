@@ -291,7 +291,12 @@ KWARGS_LOADERS = {
     "torch_geometric.loader.neighbor_loader.NeighborLoader": ("data",),
     "torch_geometric.loader.LinkNeighborLoader": ("data",),
     "torch_geometric.loader.link_neighbor_loader.LinkNeighborLoader": ("data",),
+    # MONAI's loader: its own default collate and worker seeding, torch's arguments otherwise
+    "monai.data.DataLoader": ("dataset", "num_workers"),
+    "monai.data.dataloader.DataLoader": ("dataset", "num_workers"),
 }
+#: of those, the loaders that install a ``collate_fn`` of their own (one given is dropped)
+OWN_COLLATE_LOADERS = frozenset(name for name in KWARGS_LOADERS if name.startswith("torch_geometric."))
 
 
 def kwargs_loader_calls(ctx) -> list:

@@ -124,13 +124,19 @@ def forwarding_loader_calls(ctx):
     """``loader_calls`` and the constructions of DataLoader subclasses that pass torch's arguments
     through (third-party ``libraries.KWARGS_LOADERS``, e.g. PyG's ``DataLoader``, and this file's
     ``passthrough_loaders``), each bound to its positional parameters and torch's keywords and defaults."""
+    return loader_calls(ctx) + forwarded_loader_calls(ctx)
+
+
+def forwarded_loader_calls(ctx):
+    """``forwarding_loader_calls`` less the ``DataLoader(...)`` calls and subclass initialisations:
+    the constructions of third-party and project loaders that hand torch's arguments on."""
 
     def bind(call, positional):
         keywords = tuple(n for n in DATALOADER.names if n not in positional)
         return BoundCall(call, Signature(positional, keywords, DATALOADER.defaults))
 
     extra = [bind(call, positional) for call, positional in (*kwargs_loader_calls(ctx), *passthrough_loader_calls(ctx))]
-    return loader_calls(ctx) + [b for b in extra if not expects_error(ctx, b.call)]
+    return [b for b in extra if not expects_error(ctx, b.call)]
 
 
 def shuffled_with_supplied_sampler(ctx):

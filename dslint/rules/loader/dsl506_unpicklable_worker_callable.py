@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dslint.rules.base import ERROR, Rule, Symptom, Valid
-from dslint.rules.loader._common import fork_context, fork_everywhere
+from dslint.rules.loader._common import fork_context, fork_everywhere, forwarded_loader_calls
+from dslint.semantics.libraries import OWN_COLLATE_LOADERS
 from dslint.semantics.worker_counts import may_have_workers, workers_only_by_choice
 from dslint.semantics.calls import SubclassInit, dataloader_constructions
 from dslint.semantics.kwargs_dicts import entry_expressions
@@ -14,16 +15,16 @@ from dslint.semantics.unpicklable import held_unpicklable, kept_callable, local_
 class UnpicklableWorkerCallable(Rule):
     """
     ## What it does
-    Flags a `DataLoader` with workers (`num_workers` passed and not a literal
-    0) whose `collate_fn` or `worker_init_fn` is a lambda, a function defined
-    inside another function, or an instance of a class defined inside a
-    function (also through `functools.partial`; `None` on other branches), or whose `dataset` is an
-    instance of a class defined inside a function. A call of a module-level
-    project function (in this file or another) whose every `return` gives a
-    function, class or lambda defined inside it (a collate or dataset-class
-    *factory*, and its body ends with that `return`) counts as that nested
-    function or class, and so does an instance of the class it returns. The finding points at that argument
-    (or at its entry in a `**` dict the file builds: `opts = dict(num_workers=2, worker_init_fn=seed)`).
+    Flags a `DataLoader` with workers (`num_workers` passed and not a literal 0) whose `collate_fn` or
+    `worker_init_fn` is a lambda, a function defined inside another function, or an instance of a class defined
+    inside a function (also through `functools.partial`; `None` on other branches), or whose `dataset` is an
+    instance of a class defined inside a function. A call of a module-level project function (in this file or
+    another) whose every `return` gives a function, class or lambda defined inside it (a collate or dataset-class
+    *factory*, and its body ends with that `return`) counts as that nested function or class, and so does an
+    instance of the class it returns. The finding points at that argument (or at its entry in a `**` dict the
+    file builds: `opts = dict(num_workers=2, worker_init_fn=seed)`). MONAI's and PyG's loaders count as
+    DataLoaders (PyG's installs its own `collate_fn`: only `worker_init_fn` and the dataset are judged there), and
+    so do the constructions of a project subclass that hands `*args, **kwargs` on.
 
     A dataset constructed with such a callable to keep counts too: one given as an argument (a keyword
     only when it names a transform, `transform=`, `target_transform=`), through names and transform
@@ -62,14 +63,12 @@ class UnpicklableWorkerCallable(Rule):
     written, and replacing the callable alone changes nothing.
 
     ## Why is this bad?
-    With the `spawn` or `forkserver` start method, each worker receives the
-    dataset, `collate_fn` and `worker_init_fn` by pickling, and pickle stores a
-    function by its importable name. A lambda or a local object has none, so
-    starting the workers fails:
+    With the `spawn` or `forkserver` start method, each worker receives the dataset, `collate_fn` and
+    `worker_init_fn` by pickling, and pickle stores a function by its importable name. A lambda or a local
+    object has none, so starting the workers fails:
 
-    - a lambda or nested function or class inside a function:
-      `AttributeError: Can't pickle local object 'make_loader.<locals>.<lambda>'`
-      (or `'make_loader.<locals>.collate'`)
+    - a lambda or nested function or class inside a function: `AttributeError: Can't pickle local object
+      'make_loader.<locals>.<lambda>'` (or `'make_loader.<locals>.collate'`)
     - a lambda at module level: `_pickle.PicklingError: Can't pickle
       <function <lambda> at 0x...>: attribute lookup <lambda> on __main__ failed`
 
@@ -263,7 +262,7 @@ class UnpicklableWorkerCallable(Rule):
         if fork_everywhere(ctx):
             return
         index = loader_loops(ctx)
-        for bound in dataloader_constructions(ctx):
+        for bound in dataloader_constructions(ctx) + forwarded_loader_calls(ctx):  # (MONAI's, PyG's, pass-through)
             if not may_have_workers(ctx, bound) or (not self.preview_forms and workers_only_by_choice(ctx, bound)):
                 continue
             if not self.preview_forms and any(held_unpicklable(ctx, bound.expr(p)) for p in ("dataset", "collate_fn")):
@@ -272,6 +271,8 @@ class UnpicklableWorkerCallable(Rule):
                 continue
             problems, elsewhere = [], None  # (the dict entry holding it, when not passed in the call)
             for param in ("collate_fn", "worker_init_fn"):  # passed, or an entry of a `**` dict the call unpacks
+                if param == "collate_fn" and ctx.call_name(bound.call) in OWN_COLLATE_LOADERS:
+                    continue  # the library drops it for its own
                 given = [bound.expr(param)] if bound.passed(param) else entry_expressions(ctx, bound.call, param)
                 problem = next(((unpicklable(ctx, index, e), e) for e in given if unpicklable(ctx, index, e)), None)
                 if problem:
