@@ -351,3 +351,25 @@ def test_dsl702_an_attribute_spelled_like_a_rank_variable_is_not_one(tmp_path):
         """})
     found = [(f.code, f.start[0]) for f in check_tree(tmp_path, select=["DSL702"]).diagnostics]
     assert found == [("DSL702", 7)]
+
+
+def test_dsl702_weighted_and_subset_samplers_draw_over_everything_on_every_rank(tmp_path):
+    """torch's ``WeightedRandomSampler`` and ``SubsetRandomSampler`` do not cut the data per rank:
+    over weights or indices that name no rank, every rank draws from all of them (the sampler's
+    kinds count them as random: DSL702). Indices sliced by the rank are cut already: silent."""
+    write_files(tmp_path, {"train.py": """
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader, SubsetRandomSampler, WeightedRandomSampler
+        from torchvision.datasets import MNIST
+
+        def main(weights, indices):
+            dist.init_process_group("nccl")
+            rank, world = dist.get_rank(), dist.get_world_size()
+            train_set = MNIST("data")
+            weighted = DataLoader(train_set, batch_size=8, sampler=WeightedRandomSampler(weights, len(weights)))
+            subset = DataLoader(train_set, batch_size=8, sampler=SubsetRandomSampler(indices))
+            mine = DataLoader(train_set, batch_size=8, sampler=SubsetRandomSampler(indices[rank::world]))
+            return weighted, subset, mine
+        """})
+    found = [(f.code, f.start[0]) for f in check_tree(tmp_path, select=["DSL702"]).diagnostics]
+    assert found == [("DSL702", 9), ("DSL702", 10)]

@@ -36,6 +36,8 @@ from dslint.semantics.walk import iter_subtree
 
 SEQUENTIAL_SAMPLER = "torch.utils.data.SequentialSampler"
 RANDOM_SAMPLER = "torch.utils.data.RandomSampler"
+#: torch's samplers that draw random indices over the whole dataset (or a subset) on every rank
+DRAWING_SAMPLERS = frozenset({"torch.utils.data.WeightedRandomSampler", "torch.utils.data.SubsetRandomSampler"})
 TENSOR_DATASET = "torch.utils.data.TensorDataset"
 LIGHTNING_CLASSES = frozenset({"LightningDataModule", "LightningModule"})
 LIGHTNING_PACKAGES = ("pytorch_lightning.", "lightning.", "lightning_fabric.")
@@ -108,8 +110,9 @@ def ignored_seed(ctx, call: cst.Call) -> Optional[str]:
 
 
 def sampler_kinds(ctx, index, loader) -> Optional[Set[str]]:
-    """What a loader's ``sampler`` may be: "none", "random", "sequential", "distributed" (torch's
-    own), "other"; None when unknown (``**kwargs``, a value from elsewhere)."""
+    """What a loader's ``sampler`` may be: "none", "random" (also torch's weighted or subset sampler
+    over weights or indices not cut per rank), "sequential", "distributed" (torch's own), "other";
+    None when unknown (``**kwargs``, a value from elsewhere)."""
     bound = loader.bound
     if bound.expr("batch_sampler") is not None and not is_none(bound.expr("batch_sampler")):
         return {"other"}
@@ -125,6 +128,8 @@ def sampler_kinds(ctx, index, loader) -> Optional[Set[str]]:
             out.add("none")
             continue
         name = ctx.call_name(node) if isinstance(node, cst.Call) else None
+        if name in DRAWING_SAMPLERS and not rank_dependent(ctx, index, node, shards=True):
+            name = RANDOM_SAMPLER  # weights or indices not cut per rank: every rank draws from all of them
         out.add({RANDOM_SAMPLER: "random", SEQUENTIAL_SAMPLER: "sequential", DISTRIBUTED_SAMPLER: "distributed"}.get(name, "other"))
     return out
 

@@ -18,16 +18,15 @@ from dslint.semantics.loops import is_test_code, loader_loops
 class DdpLoaderWithoutDistributedSampler(Rule):
     """
     ## What it does
-    Flags a `DataLoader` over a map-style dataset, with no sampler, a
-    `RandomSampler` or a `SequentialSampler`, in a file that runs once per rank
-    under DDP (it calls `init_process_group`, wraps a model in
-    `DistributedDataParallel`/FSDP, builds a `DistributedSampler` for another
-    loader or a project subclass of these, reads `LOCAL_RANK`/`RANK` from the
-    launcher's environment, or calls a project function in any file that calls
-    `init_process_group`), when the loader (or a `StatefulDataLoader`) does per-rank work:
+    Flags a `DataLoader` over a map-style dataset, with no sampler, a `RandomSampler` or a `SequentialSampler`
+    (or a `WeightedRandomSampler`/`SubsetRandomSampler` whose weights or indices are not cut per rank), in a file
+    that runs once per rank under DDP (it calls `init_process_group`, wraps a model in
+    `DistributedDataParallel`/FSDP, builds a `DistributedSampler` for another loader or a project subclass of
+    these, reads `LOCAL_RANK`/`RANK` from the launcher's environment, or calls a project function in any file that
+    calls `init_process_group`), when the loader (or a `StatefulDataLoader`) does per-rank work:
 
-    - it shuffles (`shuffle=True`, also as the default of an argparse option or
-      a config field, or a `RandomSampler`): a training loader;
+    - it shuffles (`shuffle=True`, also as the default of an argparse option or a config field, or a random
+      sampler): a training loader;
     - a loop over it in this file (or in a same-file helper it is passed to)
       calls `.backward()`;
     - a loop over it saves results under a name that holds the rank
