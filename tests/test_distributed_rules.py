@@ -373,3 +373,42 @@ def test_dsl702_weighted_and_subset_samplers_draw_over_everything_on_every_rank(
         """})
     found = [(f.code, f.start[0]) for f in check_tree(tmp_path, select=["DSL702"]).diagnostics]
     assert found == [("DSL702", 9), ("DSL702", 10)]
+
+
+def test_dsl701_an_unguarded_split_in_a_lightning_setup_draws_again_for_each_stage(tmp_path):
+    """Lightning calls ``setup`` once per stage: an unseeded ``random_split`` that keeps a test
+    part on ``self`` there with no guard draws a new split when ``trainer.test`` follows
+    ``trainer.fit`` (``stage_resplits``), also through names the hook keeps. Under ``if stage ==
+    "fit":``, after an early ``return`` once split, or with no test part (fit and validation use
+    the one draw): silent."""
+    write_files(tmp_path, {"dm.py": """
+        import pytorch_lightning as pl
+        from torch.utils.data import random_split
+        from torchvision.datasets import MNIST
+
+        class Data(pl.LightningDataModule):
+            def setup(self, stage=None):
+                self.train, self.val, self.test = random_split(MNIST("data"), [50000, 5000, 5000])
+
+        class Guarded(pl.LightningDataModule):
+            def setup(self, stage=None):
+                if stage == "fit":
+                    self.train, self.test = random_split(MNIST("data"), [55000, 5000])
+
+        class Once(pl.LightningDataModule):
+            def setup(self, stage=None):
+                if self.train is not None:
+                    return
+                self.train, self.test_set = random_split(MNIST("data"), [55000, 5000])
+
+        class Named(pl.LightningDataModule):
+            def setup(self, stage=None):
+                train, test = random_split(MNIST("data"), [55000, 5000])
+                self.data_test = test
+
+        class Validated(pl.LightningDataModule):
+            def setup(self, stage=None):
+                self.train, self.val = random_split(MNIST("data"), [55000, 5000])
+        """})
+    found = [(f.code, f.start[0]) for f in check_tree(tmp_path, select=["DSL701"]).diagnostics]
+    assert found == [("DSL701", 7), ("DSL701", 22)]

@@ -31,6 +31,7 @@ from dslint.semantics.rank_entries import split_entry_scripts
 from dslint.semantics.trained_results import returned_position
 from dslint.semantics.project import ITERABLE, ITERABLE_ROOTS, MAP
 from dslint.semantics.worker_info import is_worker_info
+from dslint.semantics.random_splits import seeded_before
 from dslint.semantics.values import possible_arg
 from dslint.semantics.walk import iter_subtree
 
@@ -239,6 +240,51 @@ def calls_in(block: cst.CSTNode):
 
 
 # --------------------------------------------------------------------------- random_split per rank
+
+
+def stage_resplits(ctx, calls, skip=()) -> List[cst.Call]:
+    """Unseeded splits (but those in ``skip``) in the ``setup`` hook of a Lightning datamodule or
+    module that keep a part for the test stage on ``self`` (``self.data_test``) and are guarded by nothing: no ``if`` around the call and no ``if`` with a
+    ``return`` in the hook (``if stage == "fit":``, ``if self.train is not None: return``), and no
+    seed set before it there. Lightning calls ``setup`` once per stage: each call draws anew."""
+    out = []
+    for call in calls:
+        func = ctx.enclosing_function(call)
+        if id(call) in skip or func is None or func.name.value != "setup" or seeded_before(ctx, call):
+            continue
+        cls = ctx.method_class(func)
+        if cls is None or not is_lightning_class(ctx, cls):
+            continue
+        if not any("test" in attr.lower() for attr in _kept_on_self(ctx, call, func)):
+            continue  # no part for the test stage: fit and validation use the one draw
+        guarded = False
+        for ancestor in ctx.ancestors(call):
+            if ancestor is func:
+                break
+            guarded = guarded or isinstance(ancestor, (cst.If, cst.IfExp))
+        returns = any(isinstance(n, cst.If) and any(isinstance(r, cst.Return) for r in iter_subtree(n.body, into_scopes=False))
+                      for n in iter_subtree(func.body, into_scopes=False))
+        if not guarded and not returns:
+            out.append(call)
+    return out
+
+
+def _kept_on_self(ctx, call: cst.Call, func: cst.FunctionDef) -> List[str]:
+    """The ``self`` attributes the split's parts end on: assigned there directly (``self.train,
+    self.val = ...``), or through names the hook then assigns to ``self`` attributes."""
+    parent = ctx.parent(call)
+    if not isinstance(parent, cst.Assign):
+        return []
+    targets = [e.value for t in parent.targets for e in (t.target.elements if isinstance(t.target, (cst.Tuple, cst.List))
+                                                         else [cst.Element(t.target)])]
+    kept = [t.attr.value for t in targets if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name)
+            and t.value.value == "self"]
+    names = {t.value for t in targets if isinstance(t, cst.Name)}
+    for node in iter_subtree(func.body, into_scopes=False):
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Name) and node.value.value in names:
+            kept += [t.target.attr.value for t in node.targets if isinstance(t.target, cst.Attribute)
+                     and isinstance(t.target.value, cst.Name) and t.target.value.value == "self"]
+    return kept
 
 
 def per_rank_splits(ctx, index, calls, skip=()):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dslint.rules.base import ERROR, Rule, Symptom
-from dslint.rules.distributed._common import per_rank_splits
+from dslint.rules.distributed._common import per_rank_splits, stage_resplits
 from dslint.semantics.distributed import line_of
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.random_splits import random_splits, split_pairs
@@ -54,22 +54,19 @@ class UnseededRandomSplit(Rule):
       method of a `LightningDataModule`/`LightningModule` (Lightning calls
       `setup`, the `*_dataloader` hooks and `__init__` on every rank) whose
       class stores a seed (`self.seed = seed`) that the split ignores;
-    - **two draws**: two unseeded splits of the same dataset (the same value,
-      or the same constructor with the same arguments but transforms) with the
-      same lengths, one keeping the training part and the other the validation
-      part (typically one in `train_dataloader`, one in `val_dataloader`).
+    - **two draws**: two unseeded splits of the same dataset (the same value, or the same constructor with the same
+      arguments but transforms) with the same lengths, one keeping the training part and the other the validation
+      part (typically one in `train_dataloader`, one in `val_dataloader`); or one split in the `setup` hook of a
+      Lightning datamodule or module that keeps a test part on `self` (`self.data_test`) with no guard (no `if`
+      around it, no early `return`): Lightning calls `setup` per stage, so `trainer.test` splits anew.
 
     ## Why is this bad?
-    Without a generator, `random_split` draws the permutation from torch's
-    global RNG, which every process seeds from the OS at start-up. Each rank
-    therefore splits differently: measured with 2 gloo ranks and 64 samples
-    split 48/16, 11 of the 16 samples rank 0 validated on were training
-    samples on rank 1 (22 of the 64 samples were validation on one rank and
-    training on the other; the figure varies from run to run, it is 0 only
-    with a shared seed). Validation accuracy is measured
-    partly on training data, and no error is raised. Two separate draws in one
-    process overlap the same way: each call consumes the RNG and permutes
-    anew.
+    Without a generator, `random_split` draws the permutation from torch's global RNG, which every process seeds
+    from the OS at start-up. Each rank therefore splits differently: measured with 2 gloo ranks and 64 samples split
+    48/16, 11 of the 16 samples rank 0 validated on were training samples on rank 1 (22 of the 64 samples were
+    validation on one rank and training on the other; the figure varies from run to run, it is 0 only with a shared
+    seed). Validation accuracy is measured partly on training data, and no error is raised. Two separate draws in
+    one process overlap the same way: each call consumes the RNG and permutes anew.
 
     ## Example
     ```python
@@ -103,17 +100,14 @@ class UnseededRandomSplit(Rule):
       (`torch.manual_seed(args.seed)`, `seed_everything(42)`, a project helper
       calling them without what makes it add the rank, `utils.set_seed(...)`
       of a file not analysed, Lightning's CLI): every rank draws the same split;
-    - a Lightning datamodule without a seed of its own (its training script,
-      not seen, usually seeds), and a file that only shows DDP through a
-      `DistributedDataParallel` wrapper or a `DistributedSampler`;
+    - a Lightning datamodule without a seed of its own (its training script, not seen, usually seeds), and a file
+      that only shows DDP through a `DistributedDataParallel` wrapper or a `DistributedSampler`;
     - the split runs on one rank only (`if rank == 0:`), or in `prepare_data`;
-    - files without any sign of a process group and outside Lightning hooks,
-      and test code; a script of another file that seeds nothing (a helper it
-      calls may seed), or seeds once without the rank (a seed-named function
-      whose result is passed on, `start_seed=resolve_seed(cfg)`, returns a
-      seed: it is not counted);
-    - for two draws: a seed set in the same function before each call, or
-      calls over different datasets or lengths.
+    - files without any sign of a process group and outside Lightning hooks, and test code; a script of another
+      file that seeds nothing (a helper it calls may seed), or seeds once without the rank (a seed-named function
+      whose result is passed on, `start_seed=resolve_seed(cfg)`, returns a seed: it is not counted);
+    - for two draws: a seed set in the same function before each call, or calls over different datasets or
+      lengths; a `setup` split under an `if` (the stage, or whether it was split already).
     """
 
     code = "DSL701"
@@ -297,4 +291,10 @@ class UnseededRandomSplit(Rule):
                               f"and the {kept[1]} part kept there overlap, so samples are validated on that were also "
                               "trained on")
         for call, message in per_rank_splits(ctx, index, calls, reported) if calls else ():
+            reported.add(id(call))
             yield self.report(call, message)
+        for call in stage_resplits(ctx, calls, reported):
+            yield self.report(call, "Lightning calls `setup` once per stage (fit, validate, test, predict) and this "
+                              "unguarded `random_split` keeps a new draw of torch's global RNG each time: the part "
+                              "`trainer.test` holds out after `trainer.fit` is not the one fit held out, so it "
+                              "tests on samples it trained on")
