@@ -11,6 +11,7 @@ import pytest
 from dslint.check_file import file_contexts
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.values import possible_arg
+from tests.conftest import check_tree, write_files
 
 
 def _loader_arg(tmp_path, source: str, name: str, index: int = 0):
@@ -232,3 +233,29 @@ def test_none_test_around_the_read_narrows(tmp_path):
     assert _values(_loader_arg(tmp_path, source, "batch_sampler", 2)) == ["None"] and not _loader_arg(
         tmp_path, source, "batch_sampler", 2).complete  # an `else` of another name's test decides nothing
     assert not _loader_arg(tmp_path, source, "sampler", 3).complete  # rebound in the branch: not narrowed
+
+
+def test_a_config_kept_on_self_and_filled_in_by_the_class(tmp_path):
+    """``self.cfg = args`` (a parameter) then ``if self.cfg.num_workers is None:
+    self.cfg.num_workers = 0`` in a method: the loader's ``self.cfg.num_workers`` can be 0
+    (``self_stores.nested_self_stores``), and ``self.cfg.prefetch_factor`` is the option's
+    default, so the worker-only option raises there (DSL503)."""
+    write_files(tmp_path, {"train.py": """
+        import argparse
+        from torch.utils.data import DataLoader
+
+        class Runner:
+            def setup(self, args):
+                self.cfg = args
+                if self.cfg.num_workers is None:
+                    self.cfg.num_workers = 0
+
+            def loader(self, ds):
+                return DataLoader(ds, num_workers=self.cfg.num_workers, prefetch_factor=self.cfg.prefetch_factor)
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--num_workers", type=int, default=None)
+        parser.add_argument("--prefetch_factor", type=int, default=2)
+        """})
+    found = [(f.code, f.start[0]) for f in check_tree(tmp_path, select=["DSL503"]).diagnostics]
+    assert found == [("DSL503", 11)]

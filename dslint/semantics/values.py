@@ -12,6 +12,8 @@ the checked file:
   ``args`` is bound to ``parse_args()`` here or is a parameter of a function here;
 - dataclass and plain class defaults (``cfg = Config()`` then ``cfg.workers``),
   keyword arguments of that construction overriding them;
+- ``self.cfg.x``: what the class's methods assign to it (``self_stores.py``), and the
+  argparse option ``x`` when ``self.cfg`` is bound to a parameter (``self.cfg = args``);
 - dicts: ``d["k"]``, ``d.get("k", default)`` over a dict literal or ``dict(...)``
   and the key assignments and ``.update`` calls made on it;
 - ``int(x)``, ``bool(x)`` and ``str(x)`` of such a value.
@@ -40,6 +42,7 @@ from dslint.semantics.loops import loader_loops
 from dslint.semantics.narrowing import IS_NONE, none_test
 from dslint.semantics.options import option_values
 from dslint.semantics.possible import NOTHING, Possible, Value, exactly, holds
+from dslint.semantics.self_stores import nested_self_stores
 
 MAX_DEPTH = 8
 PARSE_ARGS = frozenset({"parse_args", "parse_known_args", "parse_intermixed_args", "parse_known_intermixed_args"})
@@ -205,6 +208,11 @@ class _Resolver:
 
     # -- attributes
     def _attribute(self, expr: cst.Attribute, depth: int) -> Possible:
+        found = self._attribute_source(expr, depth)
+        stores = nested_self_stores(self.ctx, expr)  # ``self.cfg.workers = 0`` in a method of the class
+        return Possible((found | self._union(stores, depth)).values, False) if stores else found
+
+    def _attribute_source(self, expr: cst.Attribute, depth: int) -> Possible:
         ctx = self.ctx
         attr = expr.attr.value
         for source in self.sources(expr.value, depth + 1):
@@ -221,6 +229,10 @@ class _Resolver:
                 inner = source.value.func
                 if isinstance(inner, cst.Attribute) and inner.attr.value in PARSE_ARGS:
                     return option_values(ctx, attr)
+            elif isinstance(source, cst.Attribute) and isinstance(source.value, cst.Name):  # ``self.cfg.x``
+                bindings = loader_loops(ctx).self_attr_at(source, source.value.value, source.attr.value) or ()
+                if any(isinstance(b.value, cst.Name) and _is_unresolved_parameter(ctx, b.value) for _, b in bindings):
+                    return option_values(ctx, attr)  # ``self.cfg = args``, ``args`` a parameter: as ``args.x``
         if isinstance(expr.value, cst.Name) and _is_unresolved_parameter(ctx, expr.value):
             # a namespace handed to this function (``def main(args)``): this file's
             # argparse options are what it most likely holds

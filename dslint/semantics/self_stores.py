@@ -1,0 +1,45 @@
+"""What the methods of a class assign to ``self.<a>.<b>`` (``self.cfg.num_workers = 0``), for
+``values.py``: a configuration object kept on ``self`` and filled in by the class itself."""
+
+from __future__ import annotations
+
+from typing import Dict, List
+
+import libcst as cst
+
+from dslint.semantics.walk import iter_subtree
+
+
+def nested_self_stores(ctx, expr: cst.Attribute) -> List[cst.BaseExpression]:
+    """The values the methods of the enclosing class assign to ``self.<a>.<b>`` when ``expr`` reads
+    it (``self.cfg.num_workers = 0`` after ``if self.cfg.num_workers is None:``)."""
+    holder = expr.value
+    if not (isinstance(holder, cst.Attribute) and isinstance(holder.value, cst.Name)):
+        return []
+    func = ctx.enclosing_function(expr)
+    cls = ctx.method_class(func) if func is not None else None
+    if cls is None:
+        return []
+
+    def compute():
+        stores: Dict[tuple, List[cst.BaseExpression]] = {}
+        for method in cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ():
+            if not isinstance(method, cst.FunctionDef) or not method.params.params:
+                continue
+            selfp = method.params.params[0].name.value
+            for assign in iter_subtree(method.body, into_scopes=False):
+                if not isinstance(assign, cst.Assign):
+                    continue
+                for target in assign.targets:
+                    node = target.target
+                    if (isinstance(node, cst.Attribute) and isinstance(node.value, cst.Attribute)
+                            and isinstance(node.value.value, cst.Name) and node.value.value.value == selfp):
+                        stores.setdefault((node.value.attr.value, node.attr.value), []).append(assign.value)
+        return stores
+
+    if not func.params.params or holder.value.value != func.params.params[0].name.value:
+        return []
+    return ctx.memo(("self_stores.stores", id(cls)), compute).get((holder.attr.value, expr.attr.value), [])
+
+
+__all__ = ["nested_self_stores"]
