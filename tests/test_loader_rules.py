@@ -444,3 +444,23 @@ def test_dsl506_library_and_pass_through_loaders_are_dataloaders(tmp_path):
         """})
     found = [(f.code, f.start[0]) for f in check_tree(tmp_path, select=["DSL506"]).diagnostics]
     assert found == [("DSL506", 11), ("DSL506", 14), ("DSL506", 15)]
+
+
+def test_dsl503_a_count_of_cpus_less_one_is_zero_on_a_one_cpu_machine(tmp_path):
+    """``num_workers=os.cpu_count() - 1`` (also through ``min(...)`` and a name bound once) is 0
+    on a machine with one CPU, where ``persistent_workers=True`` raises: a preview form
+    (``worker_counts.zero_on_small_machines``). ``max(1, ...)`` keeps the count positive."""
+    write_files(tmp_path, {"train.py": """
+        import os
+        from torch.utils.data import DataLoader
+
+        def build(ds, limit=8):
+            workers = min(limit, os.cpu_count() - 1)
+            first = DataLoader(ds, num_workers=workers, persistent_workers=True)
+            second = DataLoader(ds, num_workers=os.cpu_count() - 2, prefetch_factor=4)
+            kept = DataLoader(ds, num_workers=max(1, os.cpu_count() - 1), persistent_workers=True)
+            return first, second, kept
+        """})
+    found = [(f.code, f.start[0]) for f in check_tree(tmp_path, select=["DSL503"], preview=True).diagnostics]
+    assert found == [("DSL503", 6), ("DSL503", 7)]
+    assert check_tree(tmp_path, select=["DSL503"], preview=False).diagnostics == []

@@ -16,12 +16,18 @@ parameter's default does not count: callers in other files may pass a count, als
 
 ``worker_count_callees(tree, names)`` (phase 1, summary entry ``worker_kwargs``): the qualified
 names of what this file calls with a ``num_workers`` keyword that is not a literal 0.
+
+``zero_on_small_machines(ctx, expr)``: the count is the CPU count less ``k`` (``os.cpu_count() - 1``,
+also as an argument of ``min``, through a name bound once): 0 on a machine with ``k`` CPUs.
 """
 
 from __future__ import annotations
 
 import libcst as cst
 
+from typing import Optional
+
+from dslint.semantics.bindings import single_assignment
 from dslint.semantics.calls import UNKNOWN, SubclassInit, literal_value
 from dslint.semantics.forwarding import forwarded_option
 from dslint.semantics.possible import is_zero
@@ -96,3 +102,25 @@ def worker_count_callees(tree, names) -> list:
                     if qualified:
                         out.add(qualified)
     return sorted(out)
+
+
+CPU_COUNTS = frozenset({"os.cpu_count", "multiprocessing.cpu_count", "psutil.cpu_count"})
+
+
+def zero_on_small_machines(ctx, expr, depth: int = 0) -> Optional[str]:
+    """``"os.cpu_count() - 1"`` (for a message) when the worker count ``expr`` is the CPU count less a
+    literal ``k`` >= 1, directly, as an argument of ``min(...)`` or through a name bound once: on a
+    machine with ``k`` CPUs it is 0 (or less). None otherwise (``max(1, ...)`` keeps it positive)."""
+    if isinstance(expr, cst.Name) and depth < 2:
+        value = single_assignment(ctx.tree, expr)
+        return zero_on_small_machines(ctx, value, depth + 1) if value is not None else None
+    if isinstance(expr, cst.Call) and ctx.call_name(expr) == "builtins.min":
+        return next((found for arg in expr.args if not arg.star
+                     for found in [zero_on_small_machines(ctx, arg.value, depth)] if found), None)
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Subtract) \
+            and isinstance(expr.left, cst.Call) and ctx.call_name(expr.left) in CPU_COUNTS:
+        k = literal_value(expr.right)
+        if isinstance(k, int) and not isinstance(k, bool) and k >= 1:
+            return ctx.code(expr).strip()
+    return None
+

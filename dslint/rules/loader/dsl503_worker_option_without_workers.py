@@ -13,6 +13,7 @@ from dslint.semantics.forced_zero import forced_zero_leftovers, leftovers_messag
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.count_branches import option_handled
 from dslint.semantics.loops import loader_loops
+from dslint.semantics.worker_counts import zero_on_small_machines
 from dslint.semantics.zero_arms import TORCH_ERRORS as ERRORS, WORKER_ONLY as SET, zero_arm_options
 
 
@@ -56,12 +57,13 @@ class WorkerOptionWithoutWorkers(Rule):
     dicts; the message says where it comes from. The option may be set on the path one of the file's calls
     takes (`4 if not test else None`, `test=False` passed). A builder whose count is a parameter without a
     default and whose own default turns `persistent_workers` on (`def build(ds, workers,
-    persistent_workers=True)`, directly or via `kwargs[...] = ...` and `**kwargs`) counts.
+    persistent_workers=True)`, directly or via `kwargs[...] = ...` and `**kwargs`) counts. So does the CPU count
+    less `k` (`os.cpu_count() - 1`, also inside `min(...)`; not `max(1, ...)`): 0 on a machine with `k` CPUs.
 
-    This form is off by default. Such a loader fails only when a user picks 0 workers by hand, and then at
-    once, with torch's explicit message; on public repositories whose shipped configurations all ask for
-    workers, reviewers judged these findings true but not worth a change. Bug reports show that users do hit
-    it (a 0 set to debug), which is why the form stays available.
+    These forms are off by default. Such a loader fails only when a user picks 0 workers by hand (or runs on a
+    one-CPU machine), and then at once, with torch's explicit message; on public repositories whose shipped
+    configurations all ask for workers, reviewers judged these findings true but not worth a change. Bug reports
+    show that users do hit them (a 0 set to debug), which is why the forms stay available.
 
     ## Why is this bad?
     These options only mean something for worker processes, and torch rejects them without workers:
@@ -254,6 +256,8 @@ class WorkerOptionWithoutWorkers(Rule):
             if arms or left:
                 continue
             zero = zero_workers(ctx, index, bound) or (user_zero_workers(ctx, index, bound) if self.preview_forms else None)
+            small = zero_on_small_machines(ctx, bound.expr("num_workers")) if self.preview_forms and not zero else None
+            zero = zero or (f"is 0 on a machine with few CPUs (`{small}`)" if small else None)
             if zero is None:
                 continue
             certain = zero == "is 0"
