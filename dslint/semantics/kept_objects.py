@@ -47,12 +47,25 @@ def _on_self(target) -> bool:
     return type(target) is cst.Attribute and type(target.value) is cst.Name and target.value.value == "self"
 
 
+def kept_arguments(ctx, call: cst.Call, qualified: str) -> List[cst.Arg]:
+    """The arguments of ``call``, a construction of the project class ``qualified``, that the
+    object keeps on ``self`` (``view.kept_attribute``), up to the first ``*``/``**`` argument."""
+    kept = []
+    for position, arg in enumerate(call.args):
+        if arg.star:
+            break
+        slot = arg.keyword.value if arg.keyword is not None else position
+        if ctx.view.kept_attribute(qualified, slot) is not None:
+            kept.append(arg)
+    return kept
+
+
 def keeping_construction(ctx, node: cst.CSTNode) -> Optional[cst.Call]:
     """The construction ``node`` is an argument of, when it builds an object of a project class
-    that keeps that argument on ``self`` (``Slicer(handle)``, ``view.kept_attribute``): the
-    object then holds what ``node`` is. None otherwise."""
+    that keeps that argument on ``self`` (``Slicer(handle)``, ``kept_arguments``): the object
+    then holds what ``node`` is. None otherwise."""
     arg = ctx.parent(node)
-    if not isinstance(arg, cst.Arg) or arg.star or arg.value is not node:
+    if not isinstance(arg, cst.Arg) or arg.value is not node:
         return None
     call = ctx.parent(arg)
     if not isinstance(call, cst.Call) or not isinstance(call.func, (cst.Name, cst.Attribute)):
@@ -60,9 +73,7 @@ def keeping_construction(ctx, node: cst.CSTNode) -> Optional[cst.Call]:
     qualified = ctx.call_name(call)
     if not qualified or qualified.startswith("builtins."):
         return None
-    positional = [a for a in call.args if not a.star and a.keyword is None]
-    slot = arg.keyword.value if arg.keyword is not None else positional.index(arg)
-    return call if ctx.view.kept_attribute(qualified, slot) is not None else None
+    return call if any(kept is arg for kept in kept_arguments(ctx, call, qualified)) else None
 
 
-__all__ = ["keeping_construction", "kept_objects"]
+__all__ = ["kept_arguments", "keeping_construction", "kept_objects"]

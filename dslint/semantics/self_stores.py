@@ -7,6 +7,7 @@ from typing import Dict, List
 
 import libcst as cst
 
+from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.walk import iter_subtree
 
 
@@ -18,27 +19,22 @@ def nested_self_stores(ctx, expr: cst.Attribute) -> List[cst.BaseExpression]:
         return []
     func = ctx.enclosing_function(expr)
     cls = ctx.method_class(func) if func is not None else None
-    if cls is None:
+    if cls is None or holder.value.value != self_name(func):
         return []
 
     def compute():
         stores: Dict[tuple, List[cst.BaseExpression]] = {}
         for method in cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ():
-            if not isinstance(method, cst.FunctionDef) or not method.params.params:
-                continue
-            selfp = method.params.params[0].name.value
-            for assign in iter_subtree(method.body, into_scopes=False):
+            selfp = self_name(method) if isinstance(method, cst.FunctionDef) else None
+            for assign in iter_subtree(method.body, into_scopes=False) if selfp else ():
                 if not isinstance(assign, cst.Assign):
                     continue
                 for target in assign.targets:
                     node = target.target
-                    if (isinstance(node, cst.Attribute) and isinstance(node.value, cst.Attribute)
-                            and isinstance(node.value.value, cst.Name) and node.value.value.value == selfp):
+                    if isinstance(node, cst.Attribute) and self_attr(node.value, selfp):
                         stores.setdefault((node.value.attr.value, node.attr.value), []).append(assign.value)
         return stores
 
-    if not func.params.params or holder.value.value != func.params.params[0].name.value:
-        return []
     return ctx.memo(("self_stores.stores", id(cls)), compute).get((holder.attr.value, expr.attr.value), [])
 
 

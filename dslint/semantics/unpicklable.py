@@ -14,6 +14,7 @@ from typing import List, Optional, Tuple
 import libcst as cst
 
 from dslint.semantics.bindings import class_ref
+from dslint.semantics.kept_objects import kept_arguments
 from dslint.semantics.module_calls import positional_args
 from dslint.semantics.scopes import is_none, none_replacements
 from dslint.semantics.returned_closures import returned_closure
@@ -210,18 +211,11 @@ def _container(ctx, expr) -> bool:
 
 def _kept_by_project_class(ctx, call: cst.Call) -> List[cst.BaseExpression]:
     """The arguments of a construction of a project class that the object keeps on ``self``
-    (``view.kept_attribute``): a pipeline class of the project holding its transforms."""
+    (``kept_objects.kept_arguments``): a pipeline class of the project holding its transforms."""
     qualified = ctx.call_name(call)
     if not qualified or not ctx.view.in_project(qualified):
         return []
-    kept = []
-    for position, arg in enumerate(call.args):
-        if arg.star:
-            break
-        slot = arg.keyword.value if arg.keyword is not None else position
-        if ctx.view.kept_attribute(qualified, slot) is not None:
-            kept.append(arg.value)
-    return kept
+    return [arg.value for arg in kept_arguments(ctx, call, qualified)]
 
 
 def _kept(ctx, index, expr, depth: int) -> Optional[Tuple[cst.CSTNode, Problem]]:

@@ -115,8 +115,11 @@ def zero_on_small_machines(ctx, expr, depth: int = 0) -> Optional[str]:
         value = single_assignment(ctx.tree, expr)
         return zero_on_small_machines(ctx, value, depth + 1) if value is not None else None
     if isinstance(expr, cst.Call) and ctx.call_name(expr) == "builtins.min":
-        return next((found for arg in expr.args if not arg.star
-                     for found in [zero_on_small_machines(ctx, arg.value, depth)] if found), None)
+        for arg in expr.args:
+            found = None if arg.star else zero_on_small_machines(ctx, arg.value, depth)
+            if found:
+                return found
+        return None
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Subtract) \
             and isinstance(expr.left, cst.Call) and ctx.call_name(expr.left) in CPU_COUNTS:
         k = literal_value(expr.right)

@@ -31,7 +31,9 @@ from dslint.semantics.rank_entries import split_entry_scripts
 from dslint.semantics.trained_results import returned_position
 from dslint.semantics.project import ITERABLE, ITERABLE_ROOTS, MAP
 from dslint.semantics.worker_info import is_worker_info
+from dslint.semantics.instance_state import assign_targets
 from dslint.semantics.random_splits import seeded_before
+from dslint.semantics.regions import self_attr
 from dslint.semantics.values import possible_arg
 from dslint.semantics.walk import iter_subtree
 
@@ -262,9 +264,9 @@ def stage_resplits(ctx, calls, skip=()) -> List[cst.Call]:
             if ancestor is func:
                 break
             guarded = guarded or isinstance(ancestor, (cst.If, cst.IfExp))
-        returns = any(isinstance(n, cst.If) and any(isinstance(r, cst.Return) for r in iter_subtree(n.body, into_scopes=False))
-                      for n in iter_subtree(func.body, into_scopes=False))
-        if not guarded and not returns:
+        if not guarded and not any(
+                isinstance(n, cst.If) and any(isinstance(r, cst.Return) for r in iter_subtree(n.body, into_scopes=False))
+                for n in iter_subtree(func.body, into_scopes=False)):
             out.append(call)
     return out
 
@@ -275,15 +277,14 @@ def _kept_on_self(ctx, call: cst.Call, func: cst.FunctionDef) -> List[str]:
     parent = ctx.parent(call)
     if not isinstance(parent, cst.Assign):
         return []
-    targets = [e.value for t in parent.targets for e in (t.target.elements if isinstance(t.target, (cst.Tuple, cst.List))
-                                                         else [cst.Element(t.target)])]
-    kept = [t.attr.value for t in targets if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name)
-            and t.value.value == "self"]
+    targets = []
+    for target in assign_targets(parent):
+        targets += [e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target]
+    kept = [attr for attr in (self_attr(t, "self") for t in targets) if attr]
     names = {t.value for t in targets if isinstance(t, cst.Name)}
     for node in iter_subtree(func.body, into_scopes=False):
         if isinstance(node, cst.Assign) and isinstance(node.value, cst.Name) and node.value.value in names:
-            kept += [t.target.attr.value for t in node.targets if isinstance(t.target, cst.Attribute)
-                     and isinstance(t.target.value, cst.Name) and t.target.value.value == "self"]
+            kept += [attr for attr in (self_attr(t, "self") for t in assign_targets(node)) if attr]
     return kept
 
 
