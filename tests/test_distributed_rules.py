@@ -11,7 +11,7 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from tests.conftest import FIXTURES, check_tree, write_files
+from tests.conftest import FIXTURES, check_tree, expected_markers, write_files
 
 
 def _context(tmp_path, source: str, name: str = "train.py"):
@@ -412,3 +412,66 @@ def test_dsl701_an_unguarded_split_in_a_lightning_setup_draws_again_for_each_sta
         """})
     found = [(f.code, f.start[0]) for f in check_tree(tmp_path, select=["DSL701"]).diagnostics]
     assert found == [("DSL701", 7), ("DSL701", 22)]
+
+
+def test_dsl702_a_mocked_factory_leaves_the_loaders_fate_unknown(tmp_path):
+    write_files(tmp_path, {"train.py": '''
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+
+        def get_loaders(ds):
+            return DataLoader(ds, shuffle=True)
+
+        if TESTING:
+            get_loaders = mocked_loaders  # the call below is ambiguous: the loader's fate is unknown
+        def main(ds, model):
+            accelerator = Accelerator()
+            loader = get_loaders(ds)
+            model, loader = accelerator.prepare(model, loader)
+        '''})
+    assert check_tree(tmp_path, select=["DSL702"]).diagnostics == []
+
+
+def test_dsl702_a_distributed_sampler_built_for_the_dataset_and_dropped(tmp_path):
+    write_files(tmp_path, {
+        "rebound.py": '''
+        from torch.utils.data import DataLoader, DistributedSampler, SequentialSampler
+
+        def loaders(train_set, eval_set, args):
+            if args.local_rank == -1:
+                eval_sampler = SequentialSampler(eval_set)
+            else:
+                eval_sampler = DistributedSampler(eval_set)
+            eval_sampler = SequentialSampler(eval_set)  # rebound on every path
+            return DataLoader(eval_set, sampler=eval_sampler, batch_size=8)  # expect: DSL702
+        ''',
+        "picked.py": '''
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        def build(dataset, train, distributed):
+            sampler = DistributedSampler(dataset, shuffle=train) if distributed else None
+            return DataLoader(  # expect: DSL702
+                dataset,
+                shuffle=(sampler is None) and train,
+                sampler=sampler if train else None,  # evaluation drops it on every rank
+            )
+        ''',
+        "kept.py": '''
+        from torch.utils.data import DataLoader, DistributedSampler, SequentialSampler
+
+        def build(dataset, train, distributed):
+            sampler = DistributedSampler(dataset, shuffle=train) if distributed else None
+            first = DataLoader(dataset, sampler=sampler if distributed else None)  # the test it was built under
+            rebuilt = DistributedSampler(dataset)
+            second = DataLoader(dataset, sampler=rebuilt)
+            rebuilt = SequentialSampler(dataset)
+            third = DataLoader(dataset, sampler=rebuilt)  # the first value went to `second`
+            return first, second, third
+        ''',
+    })
+    found = check_tree(tmp_path, select=["DSL702"]).diagnostics
+    assert {(f.path.rsplit("/", 1)[-1], f.start[0], f.code) for f in found} == expected_markers(tmp_path)
+    assert sorted(f.message.split(": ", 1)[1][:50] for f in found) == [
+        "`SequentialSampler(eval_set)` replaces it before t",
+        "the loader drops it when `train` is false, so ever",
+    ]

@@ -52,6 +52,7 @@ MAX_HOPS = 3  #: helper levels between a loop and its epoch loop
 
 DISTRIBUTED_SAMPLER = "torch.utils.data.DistributedSampler"
 RANDOM_SAMPLER = "torch.utils.data.RandomSampler"
+SEQUENTIAL_SAMPLER = "torch.utils.data.SequentialSampler"
 WEIGHTED_SAMPLER = "torch.utils.data.WeightedRandomSampler"
 RANDOM_SAMPLERS = frozenset({RANDOM_SAMPLER, DISTRIBUTED_SAMPLER, WEIGHTED_SAMPLER})
 #: LightningModule / LightningDataModule hooks: Lightning iterates these loaders

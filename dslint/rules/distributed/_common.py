@@ -26,7 +26,7 @@ from dslint.semantics.distributed import (
     rank_guarded,
     trains,
 )
-from dslint.semantics.loops import DISTRIBUTED_SAMPLER, is_none, is_test_code
+from dslint.semantics.loops import DISTRIBUTED_SAMPLER, RANDOM_SAMPLER, SEQUENTIAL_SAMPLER, is_none, is_test_code
 from dslint.semantics.rank_entries import split_entry_scripts
 from dslint.semantics.trained_results import returned_position
 from dslint.semantics.project import ITERABLE, ITERABLE_ROOTS, MAP
@@ -37,8 +37,6 @@ from dslint.semantics.regions import self_attr
 from dslint.semantics.values import possible_arg
 from dslint.semantics.walk import iter_subtree
 
-SEQUENTIAL_SAMPLER = "torch.utils.data.SequentialSampler"
-RANDOM_SAMPLER = "torch.utils.data.RandomSampler"
 #: torch's samplers that draw random indices over the whole dataset (or a subset) on every rank
 DRAWING_SAMPLERS = frozenset({"torch.utils.data.WeightedRandomSampler", "torch.utils.data.SubsetRandomSampler"})
 TENSOR_DATASET = "torch.utils.data.TensorDataset"

@@ -12,6 +12,7 @@ from dslint.rules.distributed._common import (
     sampler_kinds,
 )
 from dslint.semantics.distributed import ddp_marker, line_of, rank_dependent
+from dslint.semantics.dropped_samplers import dropped_distributed_sampler
 from dslint.semantics.loops import is_test_code, loader_loops
 
 
@@ -36,6 +37,10 @@ class DdpLoaderWithoutDistributedSampler(Rule):
     the loader, built on every call, alone or in a tuple, when a DDP file (not
     an `Accelerator`/`Fabric` script) trains on it: a loop calling `.backward()`
     over a name assigned once from a call not given the rank or world size.
+
+    Also flagged, in any file: a loader that does not get the `DistributedSampler` its function builds for its
+    dataset (its name rebound before the loader reads it, or picked away by a test it was built to serve both
+    ways: `s = DistributedSampler(ds, shuffle=train)`, `sampler=s if train else None`).
 
     The dataset counts as map-style when it is a known `Dataset` subclass (in
     any file), a torchvision dataset, `TensorDataset`/`Subset`, or when the
@@ -82,11 +87,9 @@ class DdpLoaderWithoutDistributedSampler(Rule):
       the full set on every rank is wasteful but correct), shuffled ones only evaluated or looked at (one batch,
       then `break`); and test code.
 
-    Possible and unknown values: `shuffle` counts when it *can* be True (a
-    literal, an argparse option whose default is True, a config field, a
-    parameter some caller in the file passes True for); a `shuffle` nothing in
-    the project shows stays silent, and so does a sampler whose value cannot be
-    followed.
+    Possible and unknown values: `shuffle` counts when it *can* be True (a literal, an argparse option whose
+    default is True, a config field, a parameter some caller in the file passes True for); a `shuffle` nothing
+    in the project shows stays silent, and so does a sampler whose value cannot be followed.
     """
 
     code = "DSL702"
@@ -153,20 +156,6 @@ class DdpLoaderWithoutDistributedSampler(Rule):
         def main(ds, model):
             accelerator = Accelerator()
             loader = DataLoader(ds, shuffle=True)
-            model, loader = accelerator.prepare(model, loader)
-        """,
-        """
-        from accelerate import Accelerator
-        from torch.utils.data import DataLoader
-
-        def get_loaders(ds):
-            return DataLoader(ds, shuffle=True)
-
-        if TESTING:
-            get_loaders = mocked_loaders  # the call below is ambiguous: the loader's fate is unknown
-        def main(ds, model):
-            accelerator = Accelerator()
-            loader = get_loaders(ds)
             model, loader = accelerator.prepare(model, loader)
         """,
         """
@@ -271,6 +260,10 @@ class DdpLoaderWithoutDistributedSampler(Rule):
         for loader in index.loaders:
             if loader.framework_driven or is_test_code(ctx, loader.call):
                 continue
+            dropped = dropped_distributed_sampler(ctx, index, loader)
+            if dropped is not None and not every_use_guarded(ctx, index, loader):
+                yield self.report(loader.call, _dropped(ctx, dropped))
+                continue
             samplers = sampler_kinds(ctx, index, loader)
             if samplers is None or not samplers <= {"none", "random", "sequential"}:
                 continue
@@ -297,3 +290,10 @@ class DdpLoaderWithoutDistributedSampler(Rule):
                 f"this DataLoader has no `DistributedSampler` although {where}: every rank iterates the whole "
                 f"dataset, so {why}",
             )
+
+
+def _dropped(ctx, d) -> str:
+    how = (f"`{ctx.code(d.at)}` replaces it before the loader reads it" if d.picked_when is None
+           else f"the loader drops it when `{ctx.code(d.at)}` is {str(d.picked_when).lower()}")
+    return (f"this DataLoader does not get the `DistributedSampler` built for its dataset on line "
+            f"{line_of(ctx, d.built)}: {how}, so every rank iterates the whole dataset")
