@@ -464,3 +464,25 @@ def test_dsl503_a_count_of_cpus_less_one_is_zero_on_a_one_cpu_machine(tmp_path):
     found = [(f.code, f.start[0]) for f in check_tree(tmp_path, select=["DSL503"], preview=True).diagnostics]
     assert found == [("DSL503", 6), ("DSL503", 7)]
     assert check_tree(tmp_path, select=["DSL503"], preview=False).diagnostics == []
+
+
+def test_dsl506_a_fork_context_chosen_by_the_worker_count_forks_every_worker(tmp_path):
+    """``multiprocessing_context="fork" if num_workers > 0 else None`` forks whenever there are
+    workers, so nothing is pickled (``zero_arms.workers_arm``); a test that does not split 0
+    from the other counts (``> 1``), or picks fork only without workers, decides nothing."""
+    write_files(tmp_path, {"train.py": """
+        from torch.utils.data import DataLoader
+
+        def build(ds, num_workers):
+            forked = DataLoader(ds, num_workers=num_workers, collate_fn=lambda b: b,
+                                multiprocessing_context="fork" if num_workers > 0 else None)
+            negated = DataLoader(ds, num_workers=num_workers, collate_fn=lambda b: b,
+                                 multiprocessing_context=None if num_workers == 0 else "fork")
+            partial = DataLoader(ds, num_workers=num_workers, collate_fn=lambda b: b,
+                                 multiprocessing_context="fork" if num_workers > 1 else None)
+            backwards = DataLoader(ds, num_workers=num_workers, collate_fn=lambda b: b,
+                                   multiprocessing_context=None if num_workers else "fork")
+            return forked, negated, partial, backwards
+        """})
+    found = [(f.code, f.start[0]) for f in check_tree(tmp_path, select=["DSL506"]).diagnostics]
+    assert found == [("DSL506", 8), ("DSL506", 10)]

@@ -5,6 +5,8 @@
 (since torch 2.0 ``prefetch_factor`` must then be ``None``). ``zero_arm_options`` finds the
 options of a loader call whose value is a conditional expression testing the call's own
 worker count against 0, and whose arm for 0 workers still sets the option.
+``workers_arm`` gives the arm such a conditional takes whenever there are workers
+(``multiprocessing_context="fork" if num_workers > 0 else None`` is ``"fork"`` for every worker).
 """
 
 from __future__ import annotations
@@ -54,6 +56,34 @@ def _zero_when(ctx, test: cst.BaseExpression, count: str) -> Optional[bool]:
         cst.LessThanEqual: 0 <= bound, cst.Equal: 0 == bound, cst.NotEqual: 0 != bound,
     }
     return table.get(type(op))
+
+
+#: comparisons of the count with 0 or 1 that split 0 from every positive count: (operator, bound)
+_SPLITS = frozenset({(cst.GreaterThan, 0), (cst.NotEqual, 0), (cst.Equal, 0), (cst.LessThanEqual, 0),
+                     (cst.GreaterThanEqual, 1), (cst.LessThan, 1)})
+
+
+def workers_arm(ctx, bound, expr) -> Optional[cst.BaseExpression]:
+    """The arm the conditional ``expr`` (an argument of the loader call ``bound``) takes for every
+    positive worker count, when its test compares the call's own count with 0 (or 1) and so splits
+    0 from the rest (``> 0``, ``!= 0``, ``>= 1``, a bare count, their negations); None otherwise."""
+    count_expr = bound.expr("num_workers")
+    if not isinstance(expr, cst.IfExp) or count_expr is None:
+        return None
+    count = ctx.code(count_expr).strip()
+    test = expr.test
+    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test = test.expression
+    if isinstance(test, cst.Comparison):
+        if len(test.comparisons) != 1:
+            return None
+        target = test.comparisons[0]
+        if (type(target.operator), ctx.literal(target.comparator)) not in _SPLITS:
+            return None
+    zero = _zero_when(ctx, expr.test, count)
+    if zero is None:
+        return None
+    return expr.orelse if zero else expr.body
 
 
 def zero_arm_options(ctx, bound) -> List[Tuple[str, cst.IfExp, object, bool, str]]:

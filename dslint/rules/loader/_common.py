@@ -26,6 +26,7 @@ from dslint.semantics.scopes import is_none
 from dslint.semantics.user_values import chosen_by_user, kwargs_expr
 from dslint.semantics.values import Possible, expand_kwargs, possible, possible_arg
 from dslint.semantics.walk import iter_subtree
+from dslint.semantics.zero_arms import workers_arm
 
 
 def is_int(value) -> bool:
@@ -349,8 +350,10 @@ def fork_everywhere(ctx) -> bool:
 
 
 def fork_context(ctx, index, bound) -> bool:
-    """The loader's ``multiprocessing_context`` is ``"fork"`` (or ``get_context("fork")``)."""
+    """The loader's ``multiprocessing_context`` is ``"fork"`` (or ``get_context("fork")``), also as
+    the arm a test of the worker count takes whenever there are workers (``"fork" if n > 0 else None``)."""
     expr = bound.expr("multiprocessing_context")
+    expr = workers_arm(ctx, bound, expr) or expr
     if expr is None:
         return False
     if ctx.literal(expr) == "fork":

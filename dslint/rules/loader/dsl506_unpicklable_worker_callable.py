@@ -48,7 +48,7 @@ class UnpicklableWorkerCallable(Rule):
     - `num_workers` absent or `0`, a plain `DataLoader(...)` call whose workers
       come only from an unknown `**kwargs` (a function's own `**kwargs` counts
       when a call of it in the project passes `num_workers`), an explicit
-      `multiprocessing_context="fork"`.
+      `multiprocessing_context="fork"` (also `"fork" if num_workers > 0 else None`).
 
     ## Preview
     With `--preview`, also a loader whose workers start only when a user asks for them by hand: every
