@@ -7,6 +7,9 @@ the silent cases.
 
 from __future__ import annotations
 
+import textwrap
+
+import libcst as cst
 import pytest
 
 from tests.conftest import check_tree, expected_markers, write_files
@@ -1123,3 +1126,111 @@ def test_dsl402_a_generator_drawn_only_after_the_sample_failed_is_not_a_per_samp
         """})
     found = [(f.code, f.start[0]) for f in check_tree(tmp_path, select=["DSL402"]).diagnostics]
     assert found == [("DSL402", 30)]
+
+
+def test_dsl401_a_handle_a_helper_opens_and_construction_closes_through_another_helper(tmp_path):
+    """``__init__`` (through a helper) connects, reads the keys, then calls a method that closes
+    the handle and resets the attribute: nothing open reaches the workers
+    (``helper_drops.dropped_by_construction``). A closing method that only closes under a
+    branch of its own does not count, nor does a helper call that one path skips."""
+    write_files(tmp_path, {"data.py": """
+        import lmdb
+        from torch.utils.data import Dataset
+
+        class Closed(Dataset):
+            def __init__(self, path, reset=False):
+                self.path, self.env, self.keys = path, None, None
+                self._scan(reset)
+            def _connect(self):
+                self._close()
+                self.env = lmdb.open(self.path, readonly=True, lock=False)
+                with self.env.begin() as txn:
+                    self.keys = list(txn.cursor().iternext(values=False))
+            def _close(self):
+                if self.env is not None:
+                    self.env.close()
+                self.env = None
+            def _scan(self, reset):
+                if reset:
+                    done = []
+                else:
+                    self._connect()
+                    done = self.keys
+                    self._close()
+                self.todo = [k for k in self.keys or () if k not in done]
+            def __getitem__(self, i):
+                self._connect()
+                with self.env.begin() as txn:
+                    return txn.get(self.keys[i])
+
+        class Open(Dataset):
+            def __init__(self, path, debug):
+                self.path, self.env, self.keys = path, None, None
+                self._connect()
+                if debug:
+                    self._close()
+            def _connect(self):
+                self._close()
+                self.env = lmdb.open(self.path, readonly=True, lock=False)  # expect: DSL401
+                with self.env.begin() as txn:
+                    self.keys = list(txn.cursor().iternext(values=False))
+            def _close(self):
+                if self.env is not None:
+                    self.env.close()
+                    self.env = None
+            def __getitem__(self, i):
+                with self.env.begin() as txn:
+                    return txn.get(self.keys[i])
+        """})
+    found = {(f.path.rsplit("/", 1)[-1], f.start[0], f.code) for f in check_tree(tmp_path, select=["DSL401"]).diagnostics}
+    assert found == expected_markers(tmp_path)
+
+
+def test_helper_drops_follow_the_helper_to_the_construction_code_that_closes_it(tmp_path):
+    """``helper_drops.dropped_by_construction`` reads past the helper that opens: its caller, run
+    only while constructing, calls a method that closes and resets the attribute at its top level.
+    ``instance_state.dropped_in_init`` alone reads only the helper."""
+    from dslint.check_file import file_contexts
+    from dslint.semantics.classes import dataset_inits
+    from dslint.semantics.helper_drops import dropped_by_construction
+    from dslint.semantics.instance_state import dropped_in_init
+
+    source = textwrap.dedent('''
+        import lmdb
+        from torch.utils.data import Dataset
+
+        class Scanned(Dataset):
+            def __init__(self, path, reset=False):
+                self.path, self.env = path, None
+                self._scan(reset)
+            def _connect(self):
+                self.env = lmdb.open(self.path, readonly=True, lock=False)
+            def _close(self):
+                if self.env is not None:
+                    self.env.close()
+                self.env = None
+            def _scan(self, reset):
+                if not reset:
+                    self._connect()
+                    self.keys = list(self.env.begin().cursor().iternext(values=False))
+                    self._close()
+
+        class Kept(Scanned):
+            def __init__(self, path):
+                self.path, self.env = path, None
+                self._connect()
+                self._close_maybe()
+            def _close_maybe(self):
+                if self.path.endswith(".tmp"):
+                    self._close()
+        ''')
+    ctx = file_contexts({"data.py": source})["data.py"]
+    answers = {}
+    for cls, init, selfp in dataset_inits(ctx):
+        connect = next(m for m in ctx.nodes(cst.FunctionDef) if m.name.value == "_connect")
+        opened = next(c for c in ctx.nodes(cst.Call) if ctx.call_name(c) == "lmdb.open")
+        answers[cls.name.value] = (
+            dropped_in_init(ctx, connect, "self", "env", opened),
+            dropped_by_construction(ctx, cls, connect, "self", "env", opened),
+        )
+    assert answers == {"Scanned": (False, True), "Kept": (False, False)}

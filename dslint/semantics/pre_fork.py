@@ -29,6 +29,7 @@ from dslint.semantics.bindings import class_ref
 from dslint.semantics.classes import called_method, class_family, dataset_inits, find_method, methods, reached_methods
 from dslint.semantics.held_state import PICKLING_HOOKS
 from dslint.semantics.init_code import family_construction, init_helpers
+from dslint.semantics.helper_drops import dropped_by_construction
 from dslint.semantics.instance_state import (
     HANDLE_DERIVATIONS,
     dropped_in_init,
@@ -104,7 +105,7 @@ def length_handles(ctx, ignored=None):
             for call, kind, held in opened_handles(ctx, func, ignored):
                 if id(call) in seen or any(attr in later for attr in held.attrs):
                     continue  # (a constructor of another file drops it again)
-                if stmt is not None and any(dropped_in_init(ctx, init, selfp, attr, stmt) for attr in held.attrs):
+                if stmt is not None and any(dropped_by_construction(ctx, cls, init, selfp, attr, stmt) for attr in held.attrs):
                     continue
                 seen.add(id(call))
                 yield cls, func, call, kind, held, runner, (func, *before)

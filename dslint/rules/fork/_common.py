@@ -4,9 +4,8 @@ Whether the project re-creates per-worker state (``family_consults_worker``,
 ``loaders_allow``) and the one check flow of DSL401/DSL402 (``inherited_uses``: an
 object created in ``__init__``, kept on ``self`` and used per sample, that nothing
 re-creates in the workers); the messages DSL401 reports per handle kind and which
-handles it leaves alone (``write_only``, ``session_used_in_init``); whether DSL402's
-generator is reseeded outside ``__init__`` (``reseeded``). DSL403's seeding analysis
-is ``semantics/seeding.py``.
+handles it leaves alone (``write_only``, ``session_used_in_init``); whether DSL402's generator
+is reseeded outside ``__init__`` (``reseeded``). DSL403's seeding is ``semantics/seeding.py``.
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ from dslint.semantics import lifetimes as lt
 from dslint.semantics.bindings import class_ref, local_class_path
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.classes import class_family, dataset_inits, methods
+from dslint.semantics.helper_drops import dropped_by_construction
 from dslint.semantics.init_code import add_aliases, family_construction, held_in_container, init_helpers
 from dslint.semantics.instance_state import (
     HANDLE_DERIVATIONS,
@@ -154,7 +154,7 @@ def inherited_uses(
     family = class_family(ctx, cls)
     used: List[str] = []
     for attr, site in held.attrs.items():
-        if dropped_in_init(ctx, init, self_param, attr, site, close_methods):
+        if dropped_by_construction(ctx, cls, init, self_param, attr, site, close_methods):
             continue
         uses = self_attr_uses(ctx, family, attr)
         if silenced(attr, uses) or stores_elsewhere(ctx, family, attr, init, construction, copies):
