@@ -13,7 +13,7 @@ import textwrap
 
 import libcst as cst
 
-from tests.conftest import FIXTURES, check_tree, run_cli, write_files
+from tests.conftest import FIXTURES, check_tree, expected_markers, run_cli, write_files
 
 
 def _context(tmp_path, source: str, name: str = "train.py"):
@@ -471,3 +471,42 @@ def test_dsl505_a_factory_whose_loader_another_file_iterates_every_epoch(tmp_pat
     assert _rule_rows(tmp_path / "b", {"data.py": data, "train.py": once}, "DSL505") == []
     imports = train.replace("import torch.utils.data", "import torch.utils.data\n    import ignite")
     assert _rule_rows(tmp_path / "c", {"data.py": data, "train.py": imports}, "DSL505") == []
+
+
+def test_dsl507_a_copy_of_a_sample_held_in_memory_is_no_loading_work(tmp_path):
+    """``copy.deepcopy(self.batch)`` per sample copies what ``__init__`` loaded, like ``.clone()``
+    (``indexing.cheap``): the loader has nothing for workers to overlap. Unpickling a file per
+    sample is loading work."""
+    write_files(tmp_path, {"data.py": """
+        import copy
+        import pickle
+        from torch.utils.data import DataLoader, Dataset
+
+        class Repeated(Dataset):
+            def __init__(self, path):
+                with open(path, "rb") as f:
+                    self.batch = pickle.load(f)
+            def __getitem__(self, i):
+                return copy.deepcopy(self.batch)
+            def __len__(self):
+                return 1000
+
+        class Read(Dataset):
+            def __init__(self, paths):
+                self.paths = paths
+            def __getitem__(self, i):
+                with open(self.paths[i], "rb") as f:
+                    return pickle.load(f)
+            def __len__(self):
+                return len(self.paths)
+
+        class Debug:
+            def train_dataloader(self):
+                return DataLoader(Repeated(self.path), batch_size=4, shuffle=True)
+
+        class Files:
+            def train_dataloader(self):
+                return DataLoader(Read(self.paths), batch_size=4, shuffle=True)  # expect: DSL507
+        """})
+    found = {(f.path.rsplit("/", 1)[-1], f.start[0], f.code) for f in check_tree(tmp_path, select=["DSL507"]).diagnostics}
+    assert found == expected_markers(tmp_path)

@@ -60,6 +60,8 @@ def cheap(qualified: Optional[str]) -> bool:
         return rest in _TORCH
     if module == "numpy":
         return rest in _NUMPY
+    if module == "copy":
+        return rest in ("copy", "deepcopy")  # like ``.copy()``/``.clone()``: a copy of what is in memory
     return module == "random" and rest in _RANDOM
 
 

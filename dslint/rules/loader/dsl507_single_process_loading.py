@@ -38,7 +38,7 @@ class SingleProcessLoading(Rule):
     tallies (its loop calls builtins, numpy, `append` on its own lists), and hands to no other module); a non-literal `num_workers` or
     `**kwargs`; a dataset that cannot be told statically; data already in memory (a `TensorDataset`, a tensor, a
     `range` or list, a `Subset` of those, a project dataset class, in any file, whose `__getitem__` only indexes: it
-    calls builtins, tensor/array constructors, random draws (an error it raises is no work), its own methods, `super()` or project helpers that
+    calls builtins, tensor/array constructors, copies (`copy.deepcopy`), random draws (an error it raises is no work), its own methods, `super()` or project helpers that
     do no more; a pandas `.loc`/`.iloc` or a mask over a column is work), where indexing is cheaper than sending batches between processes; `IterableDataset`s (adding
     workers needs sharding first, see DSL303); loaders built inside dataset code (they run in the outer loader's workers); test
     code (a `tests/` directory, `test_*.py`, a `test_*` function), whose loaders are not training runs; and loaders
