@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import check_tree, write_files
+from tests.conftest import check_tree, expected_markers, write_files
 from tests.test_rule_cases import run_case
 
 MORE_CASES = [
@@ -486,3 +486,46 @@ def test_dsl506_a_fork_context_chosen_by_the_worker_count_forks_every_worker(tmp
         """})
     found = [(f.code, f.start[0]) for f in check_tree(tmp_path, select=["DSL506"]).diagnostics]
     assert found == [("DSL506", 8), ("DSL506", 10)]
+
+
+def test_loader_options_through_the_kwargs_of_project_functions(tmp_path):
+    """A project function that hands its ``**kwargs`` on, unchanged, to a DataLoader (also through
+    another such function, in another file) builds a loader with the keywords its callers pass
+    (``kwargs_forwarders``): a nested collate given with workers is reported at the call. A function
+    that pops the key, or takes it as its own parameter, decides it itself; and what the call
+    does not pass may still come from the function (no DSL503 for a count it leaves out)."""
+    write_files(tmp_path, {
+        "loaders.py": """
+        import torch
+
+        def make_loader(dataset, batch_size=1, **kwargs):
+            return torch.utils.data.DataLoader(dataset, batch_size=batch_size, **kwargs)
+
+        def tally(stat, dataset, cache=None, **kwargs):
+            return make_loader(dataset, **kwargs)
+
+        def plain(dataset, **kwargs):
+            kwargs.pop("collate_fn", None)
+            return make_loader(dataset, **kwargs)
+
+        def own(dataset, collate_fn=None, **kwargs):
+            return make_loader(dataset, collate_fn=None, **kwargs)
+        """,
+        "stats.py": """
+        from loaders import own, plain, tally
+
+        def padder(width):
+            def pad(batch):
+                return batch
+            return pad
+
+        def collect(stat, ds):
+            a = tally(stat, ds, collate_fn=padder(8), num_workers=2)  # expect: DSL506
+            b = plain(ds, collate_fn=padder(8), num_workers=2)
+            c = own(ds, collate_fn=padder(8), num_workers=2)
+            d = tally(stat, ds, persistent_workers=True)
+            return a, b, c, d
+        """,
+    })
+    found = {(f.path.rsplit("/", 1)[-1], f.start[0], f.code) for f in check_tree(tmp_path, select=["DSL503", "DSL506"]).diagnostics}
+    assert found == expected_markers(tmp_path)

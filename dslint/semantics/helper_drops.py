@@ -23,7 +23,7 @@ from typing import List
 
 import libcst as cst
 
-from dslint.semantics.classes import class_family, dataset_inits, find_method
+from dslint.semantics.classes import dataset_inits, find_method
 from dslint.semantics.init_code import init_helpers
 from dslint.semantics.instance_state import dropped_in_init, is_store
 from dslint.semantics.regions import self_attr, self_name

@@ -4,7 +4,7 @@ epoch after epoch. A mixin of ``ProjectIndex`` (``project.py``), over the same s
 
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 from dslint.semantics.collate_reach import collate_table
 from dslint.semantics.device_index import attribute_origin, device_table, init_param_origin, kept_attribute, partial_origin
@@ -122,6 +122,24 @@ class LoaderQueries:
                     table.setdefault(located, []).append(facts)
         return table
 
+    def kwargs_forwarder_names(self) -> List[str]:
+        """The names of the project's functions whose ``**kwargs`` reaches a DataLoader (``kwargs_forwarders``)."""
+        if getattr(self, "_forwarder_names", None) is None:
+            self._forwarder_names = sorted({
+                qual.rsplit(".", 1)[-1] for path, summary in self.summaries.items() for qual in summary.get("kwargs_forwards", {})
+                if chain_params(self.summaries, self._forward_target, (path, qual)) is not None
+            })
+        return self._forwarder_names
+
+    def kwargs_loader(self, qualified: str, from_path: str) -> Optional[List[str]]:
+        """The parameters taken along the way when the project function ``qualified`` hands its
+        ``**kwargs`` on to a DataLoader; None otherwise."""
+        located = self.locate(qualified, from_path, table="functions")
+        return chain_params(self.summaries, self._forward_target, located) if located is not None else None
+
+    def _forward_target(self, qualified: str, from_path: str):
+        return self.locate(canonical(qualified), from_path, table="functions")
+
     def returned_closure(self, qualified: str, from_path: str):
         """[what, pickle's name] when the project's module-level function ``qualified`` returns
         a function or lambda defined inside it (``returned_closures``)."""
@@ -192,3 +210,29 @@ class LoaderQueries:
             if method in summary.get("classes", {}).get(key[1], {}).get("methods", {}):
                 return summary.get("epoch_params", {}).get(f"{key[1]}.{method}", [])
         return []
+
+
+FORWARDED_LOADER = "torch.utils.data.DataLoader"
+MAX_FORWARDS = 3  #: forwarding functions between a call and the DataLoader
+
+
+def chain_params(summaries: dict, locate, key, hops: int = 0, seen: Optional[set] = None) -> Optional[List[str]]:
+    """The named parameters along the ``kwargs_forwards`` chain (``kwargs_forwarders.py``) from
+    function ``key`` to a DataLoader, or None when its ``**kwargs`` reaches none.
+    ``locate(qualified, from_path)`` finds a callee's key."""
+    seen = set() if seen is None else seen
+    if key in seen or hops > MAX_FORWARDS:
+        return None
+    seen.add(key)
+    entry = summaries.get(key[0], {}).get("kwargs_forwards", {}).get(key[1])
+    if entry is None:
+        return None
+    params, callees = entry
+    for callee in callees:
+        if callee == FORWARDED_LOADER:
+            return list(params)
+        located = locate(callee, key[0])
+        further = chain_params(summaries, locate, located, hops + 1, seen) if located is not None else None
+        if further is not None:
+            return sorted(set(params) | set(further))
+    return None

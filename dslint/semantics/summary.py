@@ -33,6 +33,7 @@ from dslint.semantics.modules import canonical
 from dslint.semantics.names import ModuleNames, dotted_parts
 from dslint.semantics.regions import RegionCache, is_cached
 from dslint.semantics.rng_holders import holder_facts
+from dslint.semantics.kwargs_forwarders import kwargs_forwards
 from dslint.semantics.returned_closures import closure_returns
 from dslint.semantics.length_probes import attribute_probes, summary_probes
 from dslint.semantics.start_methods import start_methods
@@ -434,6 +435,7 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         "epoch_params": epoch_iterated_params(tree, names, qualname_of),
         # module-level functions that return a function or lambda defined inside them (``returned_closures``)
         "closure_returns": closure_returns(tree, qualname_of),
+        "kwargs_forwards": kwargs_forwards(tree, names, qualname_of),
         # [collate, num_workers]: ``collate_fn=self.m`` and ``loader.collate_fn = f`` (``bound_collates``)
         "bound_collates": bound_collates(tree, names, qualname_of, s.loader_facts),
         # ``collate_fn=p.m`` for an unannotated parameter, and constructions passed to classes (``bound_collates``)

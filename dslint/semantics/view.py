@@ -188,6 +188,15 @@ class View:
         """Names of the project's functions and methods that return a handle they opened."""
         return self._record("handle_function_names", [], self._index.handle_function_names())
 
+    def kwargs_forwarder_names(self) -> List[str]:
+        """Names of the project's functions whose ``**kwargs`` reaches a DataLoader."""
+        return self._record("kwargs_forwarder_names", [], self._index.kwargs_forwarder_names())
+
+    def kwargs_loader(self, qualified: str) -> Optional[List[str]]:
+        """The parameters the chain takes itself when the project function ``qualified`` hands its
+        ``**kwargs`` on to a DataLoader (``kwargs_forwarders``); None otherwise."""
+        return self._record("kwargs_loader", [qualified], self._index.kwargs_loader(canonical(qualified), self.path))
+
     def returned_handle(self, qualified: str) -> Optional[list]:
         """[kind, position in a returned tuple or None] when the project function or method
         ``qualified`` returns a handle it opened (``handle_exports``)."""

@@ -25,6 +25,7 @@ from dslint.semantics.project import ITERABLE, MAP
 from dslint.semantics.scopes import is_none
 from dslint.semantics.user_values import chosen_by_user, kwargs_expr
 from dslint.semantics.values import Possible, expand_kwargs, possible, possible_arg
+from dslint.semantics.kwargs_forwarders import forwarded_loader_kwargs_calls
 from dslint.semantics.walk import iter_subtree
 from dslint.semantics.zero_arms import workers_arm
 
@@ -130,13 +131,21 @@ def forwarding_loader_calls(ctx):
 
 def forwarded_loader_calls(ctx):
     """``forwarding_loader_calls`` less the ``DataLoader(...)`` calls and subclass initialisations:
-    the constructions of third-party and project loaders that hand torch's arguments on."""
+    the constructions of third-party and project loaders that hand torch's arguments on, and the
+    calls of project functions whose ``**kwargs`` reaches a DataLoader (``kwargs_forwarders``)."""
 
     def bind(call, positional):
         keywords = tuple(n for n in DATALOADER.names if n not in positional)
         return BoundCall(call, Signature(positional, keywords, DATALOADER.defaults))
 
+    def forwarded(call, taken):  # a project function handing its ``**kwargs`` on: its own parameters are its own
+        bound = BoundCall(call, Signature((), DATALOADER.names, {}))  # what it leaves out, the function may set
+        bound.args = {name: arg for name, arg in bound.args.items() if name not in taken and name in DATALOADER.names}
+        bound.has_star_kwargs = True  # the function may pass more of torch's arguments itself
+        return bound
+
     extra = [bind(call, positional) for call, positional in (*kwargs_loader_calls(ctx), *passthrough_loader_calls(ctx))]
+    extra += [forwarded(call, taken) for call, taken in forwarded_loader_kwargs_calls(ctx)]
     return [b for b in extra if not expects_error(ctx, b.call)]
 
 

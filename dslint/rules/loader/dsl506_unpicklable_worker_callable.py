@@ -24,7 +24,8 @@ class UnpicklableWorkerCallable(Rule):
     instance of the class it returns. The finding points at that argument (or at its entry in a `**` dict the
     file builds: `opts = dict(num_workers=2, worker_init_fn=seed)`). MONAI's and PyG's loaders count as
     DataLoaders (PyG's installs its own `collate_fn`: only `worker_init_fn` and the dataset are judged there), and
-    so do the constructions of a project subclass that hands `*args, **kwargs` on.
+    so do the constructions of a project subclass that hands `*args, **kwargs` on, and the calls of a project
+    function (any file) that hands its `**kwargs` on unchanged to a DataLoader (`tally(ds, num_workers=2, collate_fn=pad)`).
 
     A dataset constructed with such a callable to keep counts too: one given as an argument (a keyword
     only when it names a transform, `transform=`, `target_transform=`), through names and transform
