@@ -1234,3 +1234,26 @@ def test_helper_drops_follow_the_helper_to_the_construction_code_that_closes_it(
             dropped_by_construction(ctx, cls, connect, "self", "env", opened),
         )
     assert answers == {"Scanned": (False, True), "Kept": (False, False)}
+
+
+def test_dsl601_an_index_grown_by_adding_parsed_files_in_a_loop(tmp_path):
+    """``self.ann += json.load(open(f))`` in a loop over annotation files grows the index like
+    ``.extend`` (``init_code.fills_under``); a counter grown by ``+= 1`` is no index."""
+    write_files(tmp_path, {"captions.py": """
+        import json
+        from torch.utils.data import Dataset
+
+        class Captions(Dataset):
+            def __init__(self, files):
+                self.ann = []  # expect: DSL601
+                self.total = 0
+                for f in files:
+                    self.ann += json.load(open(f))
+                    self.total += 1
+            def __len__(self):
+                return len(self.ann)
+            def __getitem__(self, i):
+                return self.ann[i]["image"], self.ann[i]["caption"], self.total
+        """})
+    found = {(f.path.rsplit("/", 1)[-1], f.start[0], f.code) for f in check_tree(tmp_path, select=["DSL601"]).diagnostics}
+    assert found == expected_markers(tmp_path)

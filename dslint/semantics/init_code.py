@@ -102,7 +102,7 @@ def fills_under(root: cst.CSTNode, selfp: Optional[str], attr: str) -> Iterator[
     """(node, item) for what grows ``self.<attr>`` under ``root``: ``.append(item)``/
     ``.insert``/``.add``/``.extend(item)`` on it or on one of its entries
     (``self.<attr>[key].append(item)``), ``self.<attr>[key] = item``, and
-    ``self.<attr> += [item, ...]``."""
+    ``self.<attr> += [item, ...]`` (or ``+= items``, like ``.extend(items)``)."""
     for node in iter_subtree(root, into_scopes=False):
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.args:
             owner = node.func.value  # self.<attr>, or one of its entries: self.<attr>[key]
@@ -116,8 +116,13 @@ def fills_under(root: cst.CSTNode, selfp: Optional[str], attr: str) -> Iterator[
                 yield node, node.value
         elif isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign):
             value = node.value
-            if self_attr(node.target, selfp) == attr and isinstance(value, (cst.List, cst.Tuple)) and value.elements:
-                yield node, value.elements[0].value
+            if self_attr(node.target, selfp) != attr:
+                continue
+            if isinstance(value, (cst.List, cst.Tuple)):
+                if value.elements:
+                    yield node, value.elements[0].value
+            else:  # ``self.<attr> += json.load(f)``: the list grows by what it is given, like ``.extend``
+                yield node, value
 
 
 def fills(ctx, funcs: List[cst.FunctionDef], attr: str) -> Iterator[tuple]:

@@ -14,7 +14,7 @@ class PythonObjectIndex(Rule):
     `__init__` builds (`[... for ...]`, `list(...)`, `sorted(glob(...))`,
     `os.listdir(...)`, `json.load(...)`, `.tolist()`, or `[]`/`{}` filled in a loop,
     also by a method `__init__` calls, with strings, tuples, small lists or parsed
-    records) and that per-sample code indexes (`self.items[idx]`). Records that a
+    records, also `self.items += json.load(f)`) and that per-sample code indexes (`self.items[idx]`). Records that a
     project helper (in any file, or a method of the class) builds from a parsed file
     (`json`/`yaml`/`pickle`/`mmengine.load` content) or from such an index count too,
     unless the helper builds numpy, torch or pandas objects.
