@@ -9,7 +9,7 @@ import libcst as cst
 import pytest
 
 from dslint.fixes import apply_edits
-from tests.conftest import FIXTURES, check_tree, run_cli, write_files
+from tests.conftest import FIXTURES, check_tree, expected_markers, run_cli, write_files
 from tests.test_rule_cases import run_case
 
 
@@ -1110,3 +1110,41 @@ def test_dsl303_a_next_that_also_returns_its_own_items_is_not_a_wrapper(tmp_path
         },
     )
     assert [f.code for f in check_tree(tmp_path, select=["DSL303"]).diagnostics] == ["DSL303"]
+
+
+def test_dsl303_a_next_that_decodes_what_it_draws_from_a_library_stream(tmp_path):
+    """``__next__`` draws ``next(self.stream)``, where ``self.stream = iter(self.audio)`` and
+    ``self.audio`` is a webdataset chain (``wd.Dataset(urls).shuffle(64).to_tuple(...)``: its root
+    call decides), then returns what it builds from the item: the library stream decides the
+    sharding (``sharding._drawn_kinds``). Lines drawn from a file the class opened are replayed
+    by every worker."""
+    write_files(tmp_path, {"noise.py": """
+        import io
+        import webdataset as wd
+        from torch.utils.data import IterableDataset
+
+        class Noise(IterableDataset):
+            def __init__(self, urls):
+                self.audio = wd.Dataset(urls).shuffle(64).to_tuple("wav", "__key__")
+                self.stream = iter(self.audio)
+            def __iter__(self):
+                return self
+            def __next__(self):
+                try:
+                    data, key = next(self.stream)
+                except StopIteration:
+                    self.stream = iter(self.audio)
+                    data, key = next(self.stream)
+                return io.BytesIO(data), key
+
+        class Lines(IterableDataset):
+            def __init__(self, path):
+                self.handle = open(path)
+            def __iter__(self):  # expect: DSL303
+                return self
+            def __next__(self):
+                line = next(self.handle)
+                return line.strip()
+        """})
+    found = {(f.path.rsplit("/", 1)[-1], f.start[0], f.code) for f in check_tree(tmp_path, select=["DSL303"]).diagnostics}
+    assert found == expected_markers(tmp_path)

@@ -77,6 +77,8 @@ def _param_looks_wrapped(ctx, attr: str, param: cst.Param) -> bool:
 def _call_source(ctx, call: cst.Call) -> str:
     """"data" for calls known to make plain data, UNKNOWN_SOURCE for anything that may shard itself."""
     name = ctx.call_name(call)
+    if name is None and isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Call):
+        return _call_source(ctx, call.func.value)  # a chain `wds.WebDataset(urls).shuffle(64).decode()`: its root decides
     if name is None:
         return "data"  # a method of a local object: f.readlines(), text.split()
     top = name.split(".", 1)[0]
@@ -112,6 +114,12 @@ def _value_origin(ctx, init, params, attr: str, value: cst.CSTNode, depth: int =
         if local is None or depth > 3:
             return UNKNOWN_SOURCE  # rebound along the way: cannot tell what it ends up being
         return _value_origin(ctx, init, params, attr, local, depth + 1)
+    if isinstance(value, cst.Call) and ctx.call_name(value) in _UNWRAP and value.args and depth < 3:
+        inner = self_attr(value.args[0].value, self_name(init))  # `self.stream = iter(self.source)`
+        stored = InitValues(ctx, init).attrs.get(inner, []) if inner and inner != attr else []
+        if stored and all(v is not None for v in stored):
+            origins = {_value_origin(ctx, init, params, inner, v, depth + 1) for v in stored}
+            return UNKNOWN_SOURCE if UNKNOWN_SOURCE in origins else "data"
     if isinstance(value, cst.Call):
         if any(
             isinstance(n, cst.Name) and n.value in params and _param_looks_wrapped(ctx, attr, params[n.value])
@@ -228,23 +236,41 @@ def _stream_source(ctx, cls, iter_func, funcs) -> Optional[str]:
 
 def _next_delegates_to(ctx, cls) -> Set[Optional[str]]:
     """What the class's ``__next__`` replays when every ``return`` of it takes the next item of
-    another stream (``return next(self.source)``, ``return self.dataset.__next__()``): that
-    stream's kind (``_source_kind``). Empty when it makes its samples itself."""
+    another stream (``return next(self.source)``, ``return self.dataset.__next__()``), or when it
+    returns what it builds from items it draws from other streams: those streams' kinds
+    (``_source_kind``). Empty when it makes its samples itself."""
     next_func = find_method(ctx, cls, "__next__")
     kinds: Set[Optional[str]] = set()
     for ret in iter_subtree(next_func.body, into_scopes=False) if next_func is not None else ():
         if not isinstance(ret, cst.Return) or ret.value is None:
             continue
-        call = ret.value
-        if not isinstance(call, cst.Call):
-            return set()  # `return item`: a sample it makes itself
-        if ctx.call_name(call) == "builtins.next" and call.args:
-            kinds.add(_source_kind(ctx, cls, next_func, call.args[0].value))
-        elif isinstance(call.func, cst.Attribute) and call.func.attr.value == "__next__" and not call.args:
-            kinds.add(_source_kind(ctx, cls, next_func, call.func.value))
-        else:
-            return set()
+        drawn = _drawn_stream(ctx, ret.value)
+        if drawn is None:
+            return _drawn_kinds(ctx, cls, next_func)  # `return item`: made itself, or from what it drew
+        kinds.add(_source_kind(ctx, cls, next_func, drawn))
     return kinds
+
+
+def _drawn_stream(ctx, call) -> Optional[cst.CSTNode]:
+    """The stream ``next(stream)`` (or ``stream.__next__()``) draws from; None for anything else."""
+    if not isinstance(call, cst.Call):
+        return None
+    if ctx.call_name(call) == "builtins.next" and call.args:
+        return call.args[0].value
+    if isinstance(call.func, cst.Attribute) and call.func.attr.value == "__next__" and not call.args:
+        return call.func.value
+    return None
+
+
+def _drawn_kinds(ctx, cls, next_func) -> Set[Optional[str]]:
+    """The kinds of the streams a ``__next__`` that returns what it builds draws its items from
+    (``data, key = next(self.stream)`` then ``return decode(data), key``); empty when it assigns
+    no draw (an index drawn inside a subscript picks a sample it makes itself)."""
+    selfp = self_name(next_func)
+    items = [n.value for n in iter_subtree(next_func.body, into_scopes=False) if isinstance(n, cst.Assign)]
+    drawn = [_drawn_stream(ctx, n) for n in items]  # `data, key = next(...)`, not an index `xs[next(order)]`
+    drawn = [d for d in drawn if d is not None and not (isinstance(d, cst.Name) and d.value == selfp)]
+    return {_source_kind(ctx, cls, next_func, d) for d in drawn}
 
 
 def _references_sharding_function(ctx, cls: cst.ClassDef, qual: str) -> bool:

@@ -32,15 +32,15 @@ class IterableWithoutWorkerSharding(Rule):
     - Every DataLoader known to be built over the class has a literal `num_workers` of 0 or 1.
     - Wrappers that iterate another dataset or reader (an attribute named or annotated like a dataset, reader or
       stream, or built from a dataset class), also through a stage applied to it (`self.fn(iter(self.source))`) or
-      a `__next__` taking each item from it (`return next(self.source)`); DataPipes and `ChainDataset` subclasses.
-    - Streams from libraries that shard for you (webdataset, Hugging Face `datasets`, torchdata,
-      MosaicML streaming, litdata, lhotse), and classes this file hands to a webdataset pipeline
-      (`wds.DataPipeline(Shards(urls), wds.split_by_worker, ...)`, also through a list of stages).
+      a `__next__` taking each item from it (`return next(self.source)`, or `x = next(self.it)` with `self.it =
+      iter(self.source)`, then returning what it makes of `x`); DataPipes and `ChainDataset` subclasses.
+    - Streams from libraries that shard for you (webdataset, Hugging Face `datasets`, torchdata, MosaicML
+      streaming, litdata, lhotse; also their method chains, `wds.WebDataset(urls).shuffle(64)`), and classes this
+      file hands to a webdataset pipeline (`wds.DataPipeline(Shards(urls), wds.split_by_worker, ...)`, or stages).
     - A `worker_init_fn` that cannot be followed (a bound method, a lambda), an `__iter__` calling methods
       the project does not define, or whose stream a project method of an object handed in makes (`self.task.stream()`).
     - Random or endless generators (`while True: yield torch.randn(...)`) and bare counters (`return
-      iter(range(n))`): no data to duplicate. Test code (`tests/`, `test_*.py`) replays fixed streams on
-      purpose.
+      iter(range(n))`): no data to duplicate. Test code (`tests/`, `test_*.py`) replays fixed streams on purpose.
 
     ## Why is this bad?
     Every DataLoader worker gets a copy of the dataset and calls `iter()` on it.
