@@ -109,7 +109,7 @@ class Engine:
     def _check(self, inputs: Sequence[FileInput]) -> CheckResult:
         # (not imported by a run replayed whole from the cache)
         from dslint.semantics.project import ProjectIndex
-        from dslint.source import SourceError, decode
+        from dslint.source import SourceError, decode, is_apple_double
 
         clock = _Clock()
         result = CheckResult(files=sum(not item.context for item in inputs), timings=clock.laps)
@@ -118,6 +118,8 @@ class Engine:
         modules: Dict[str, Tuple[str, bool]] = {}
         sizes: Dict[str, int] = {}
         for item in inputs:
+            if is_apple_double(item.path, item.data):
+                continue  # macOS metadata committed next to its file: nothing to check, nothing broken
             try:
                 if item.error is not None:
                     raise SourceError(item.error)

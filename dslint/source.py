@@ -64,6 +64,17 @@ def _cookie(data: bytes) -> Optional[str]:
     return None
 
 
+#: the header of a macOS AppleDouble file (RFC 1740): the companion ``._name`` that holds another
+#: file's metadata when it was copied to a volume without resource forks (zip, tar, FAT, a share)
+APPLE_DOUBLE_MAGIC = b"\x00\x05\x16\x07"
+
+
+def is_apple_double(path: str, data: Optional[bytes]) -> bool:
+    """``._name.py`` holding an AppleDouble header: metadata of ``name.py``, not Python source."""
+    name = path.replace("\\", "/").rsplit("/", 1)[-1]
+    return name.startswith("._") and bool(data) and data.startswith(APPLE_DOUBLE_MAGIC)
+
+
 def decode(data: bytes, path: str) -> Source:
     """Decode ``data`` as Python source, the way the interpreter would."""
     if b"\x00" in data:

@@ -70,6 +70,10 @@ def build_zoo(root: Path) -> dict:
         # binary files named .py
         "binary.py": bytes(range(256)) * 40,
         "binary_no_nul.py": b"\x89PNG\r\n\x1a\n" + bytes(range(128, 256)) * 40,
+        # macOS AppleDouble companions (`._name` with the RFC 1740 header) hold metadata, not code: skipped;
+        # a `._name` without that header is an ordinary unreadable file
+        "._ordinary.py": b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X        " + bytes(range(256)) * 8,
+        "._other.py": bytes(range(256)) * 8,
         # an empty file, a file with only a BOM, and a BOM before code (columns exclude it)
         "empty.py": b"",
         "bom_only.py": codecs.BOM_UTF8,
@@ -97,6 +101,7 @@ def build_zoo(root: Path) -> dict:
         ("bom_and_cookie.py", "DSL002"): (1, "a UTF-8 byte-order mark, but the PEP 263 cookie declares `latin-1`"),
         ("binary.py", "DSL002"): (1, "binary file"),
         ("binary_no_nul.py", "DSL002"): (1, "cannot decode as utf-8"),
+        ("._other.py", "DSL002"): (1, "binary file"),
         ("bom_code.py", "DSL501"): (BAD_LOADER_ROW, "mutually exclusive"),
         ("mixed.py", "DSL501"): (4, "mutually exclusive"),
         ("loop_a.py", "DSL002"): (1, "cannot read loop_a.py: symlink loop"),

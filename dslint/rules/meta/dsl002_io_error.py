@@ -15,6 +15,13 @@ class IoErrorRule(Rule):
     ## Why is this bad?
     The file is silently unchecked otherwise. The run goes on with the other
     files and exits 1.
+
+    ## When it does not fire
+    A macOS AppleDouble companion: a `._name.py` file that starts with the
+    AppleDouble header (`00 05 16 07`). macOS writes one next to each file it
+    copies to a volume without resource forks (a zip, a tar, a network share),
+    and it holds that file's metadata, not code: it is skipped, like a file that
+    is not Python.
     """
 
     code = "DSL002"
