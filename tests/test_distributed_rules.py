@@ -467,6 +467,15 @@ def test_dsl702_a_distributed_sampler_built_for_the_dataset_and_dropped(tmp_path
             rebuilt = SequentialSampler(dataset)
             third = DataLoader(dataset, sampler=rebuilt)  # the first value went to `second`
             return first, second, third
+
+        def evaluate(dataset, train, distributed, cfg):
+            if distributed:
+                sampler = DistributedSampler(dataset, shuffle=train)
+                if not cfg.dist_eval_sampler:  # retrieval needs the whole set on every rank: a setting of its own
+                    sampler = sampler if train else None
+            else:
+                sampler = None
+            return DataLoader(dataset, sampler=sampler)
         ''',
     })
     found = check_tree(tmp_path, select=["DSL702"]).diagnostics

@@ -11,7 +11,8 @@ rank when, on a path where the sampler was built, it gets something else:
   sampler was built to serve both ways (``s = DistributedSampler(ds, shuffle=train)`` then
   ``sampler=s if train else None``): where the test fails, the sampler made for that case is dropped,
   whatever the run's distribution. A test that also guards the construction
-  (``DistributedSampler(ds) if ddp else None`` read as ``s if ddp else None``) drops nothing.
+  (``DistributedSampler(ds) if ddp else None`` read as ``s if ddp else None``) drops nothing, and a
+  choice made only under an ``if`` of its own (``if not cfg.dist_eval_sampler:``) is deliberate.
 
 API: ``dropped_distributed_sampler(ctx, index, loader)`` -> ``Dropped`` or None.
 """
@@ -143,6 +144,8 @@ def _picked(ctx, index, built: cst.Call, sampler) -> Optional[Dropped]:
             return None
         test = set(names_used(choice.test))
         own = {n for arg in built.args for n in names_used(arg.value)} - set(names_used(built.args[0].value))
+        if not _tests_around(ctx, choice) <= _tests_around(ctx, built):
+            return None  # chosen only under a test of its own (`if not cfg.dist_eval: s = s if train else None`)
         if test & own and not test & _guards(ctx, built) and not test & _names_of(kept):
             return Dropped(built, choice.test, drops_when)
     return None
@@ -156,6 +159,17 @@ def _plain(ctx, node) -> bool:
 
 def _names_of(expr) -> Set[str]:
     return set(names_used(expr))
+
+
+def _tests_around(ctx, node) -> Set[str]:
+    """The code of the tests of the ``if`` statements around ``node`` in its function."""
+    out: Set[str] = set()
+    for ancestor in ctx.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.Module)):
+            break
+        if isinstance(ancestor, cst.If):
+            out.add(ctx.code(ancestor.test).strip())
+    return out
 
 
 def _guards(ctx, node) -> Set[str]:
