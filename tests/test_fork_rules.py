@@ -1257,3 +1257,34 @@ def test_dsl601_an_index_grown_by_adding_parsed_files_in_a_loop(tmp_path):
         """})
     found = {(f.path.rsplit("/", 1)[-1], f.start[0], f.code) for f in check_tree(tmp_path, select=["DSL601"]).diagnostics}
     assert found == expected_markers(tmp_path)
+
+
+def test_a_pyg_dataset_reads_its_samples_through_get(tmp_path):
+    """PyG's ``Dataset.__getitem__`` calls ``self.get(idx)``: a subclass's ``get`` is per-sample code
+    (``project.LIBRARY_ENTRY_POINTS``), so an HDF5 file ``__init__`` keeps and ``get`` reads is
+    inherited by every worker (DSL401), as it would be through ``__getitem__``."""
+    write_files(tmp_path, {"graphs.py": """
+        import h5py
+        from torch_geometric.data import Data, Dataset
+
+        class Molecules(Dataset):
+            def __init__(self, path):
+                super().__init__()
+                self.h5 = h5py.File(path, "r")  # expect: DSL401
+            def len(self):
+                return len(self.h5["pos"])
+            def get(self, idx):
+                return Data(pos=self.h5["pos"][idx])
+
+        class Counted(Dataset):
+            def __init__(self, path):
+                super().__init__()
+                with h5py.File(path, "r") as f:
+                    self.n = len(f["pos"])
+            def len(self):
+                return self.n
+            def get(self, idx):
+                return Data(idx=idx)
+        """})
+    found = {(f.path.rsplit("/", 1)[-1], f.start[0], f.code) for f in check_tree(tmp_path, select=["DSL401"]).diagnostics}
+    assert found == expected_markers(tmp_path)

@@ -33,23 +33,20 @@ ITERABLE_ROOTS = frozenset({
     "torch.utils.data.IterableDataset", "torch.utils.data.ChainDataset", "torch.utils.data.IterDataPipe",
     "torch.utils.data.datapipes.datapipe.IterDataPipe", "torch.utils.data.datapipes.iter.IterDataPipe",
 })
-MAP_ROOTS = frozenset(
-    {
-        "torch.utils.data.Dataset",
-        "torch.utils.data.TensorDataset",
-        "torch.utils.data.Subset",
-        "torch.utils.data.ConcatDataset",
-        "torch.utils.data.StackDataset",
-        "torch.utils.data.MapDataPipe",
-        "torch.utils.data.datapipes.datapipe.MapDataPipe",
-        "torchvision.datasets.VisionDataset",
-    }
-)
+#: PyG's ``Dataset`` reads samples through ``get(idx)`` (its ``__getitem__`` calls it): see ``LIBRARY_ENTRY_POINTS``
+PYG_DATASETS = frozenset({"torch_geometric.data.Dataset", "torch_geometric.data.dataset.Dataset"})
+MAP_ROOTS = frozenset({
+    "torch.utils.data.Dataset", "torch.utils.data.TensorDataset", "torch.utils.data.Subset", "torch.utils.data.ConcatDataset",
+    "torch.utils.data.StackDataset", "torch.utils.data.MapDataPipe", "torch.utils.data.datapipes.datapipe.MapDataPipe",
+    "torchvision.datasets.VisionDataset", *PYG_DATASETS,
+})
 DATALOADER_ROOTS = frozenset({"torch.utils.data.DataLoader"})
 
 ENTRY_POINTS = (("__getitem__", WHOLE), ("__getitems__", WHOLE), ("__iter__", None), ("__next__", WHOLE))
 #: the methods through which a DataLoader reads a dataset's samples (the names of ``ENTRY_POINTS``)
 ENTRY_METHODS = tuple(name for name, _ in ENTRY_POINTS)
+#: more entry points of a library base: the methods its own ``__getitem__`` calls per sample
+LIBRARY_ENTRY_POINTS = {root: (("get", WHOLE),) for root in PYG_DATASETS}
 
 Key = Tuple[str, str]  # (path, local qualified name)
 
@@ -293,7 +290,8 @@ class ProjectIndex(LoaderQueries):
     def _reach_along(self, cls: Key, mro: List[Key]) -> None:
         label = f"{self.summaries[cls[0]]['module']}.{cls[1]}"
         work: List[Tuple[Key, str]] = []
-        for name, mode in ENTRY_POINTS:
+        extra = [e for c in mro for base in self.class_info(c)["bases"] for e in LIBRARY_ENTRY_POINTS.get(canonical(base or ""), ())]
+        for name, mode in (*ENTRY_POINTS, *extra):
             method = self.find_method(mro, name)
             if method is not None:
                 work.append((method, mode))
