@@ -529,3 +529,18 @@ def test_loader_options_through_the_kwargs_of_project_functions(tmp_path):
     })
     found = {(f.path.rsplit("/", 1)[-1], f.start[0], f.code) for f in check_tree(tmp_path, select=["DSL503", "DSL506"]).diagnostics}
     assert found == expected_markers(tmp_path)
+
+
+def test_webdataset_webloader_takes_torchs_arguments(tmp_path):
+    """``wds.WebLoader(*args, **kw)`` builds ``DataLoader(*args, **kw)`` (``libraries.KWARGS_LOADERS``):
+    torch's checks of worker options apply to it."""
+    write_files(tmp_path, {"train.py": """
+        import webdataset as wds
+
+        def loaders(pipeline):
+            serial = wds.WebLoader(pipeline, batch_size=None, num_workers=0, persistent_workers=True)  # expect: DSL503
+            parallel = wds.WebLoader(pipeline, batch_size=None, num_workers=4, persistent_workers=True)
+            return serial, parallel
+        """})
+    found = {(f.path.rsplit("/", 1)[-1], f.start[0], f.code) for f in check_tree(tmp_path, select=["DSL503"]).diagnostics}
+    assert found == expected_markers(tmp_path)

@@ -30,7 +30,7 @@ from typing import List, Optional
 import libcst as cst
 
 from dslint.semantics.bindings import scope_assignments
-from dslint.semantics.calls import literal_value
+from dslint.semantics.calls import DATALOADER, literal_value
 from dslint.semantics.values import possible
 
 # Libraries whose streams split themselves across DataLoader workers (or whose
@@ -294,6 +294,9 @@ KWARGS_LOADERS = {
     # MONAI's loader: its own default collate and worker seeding, torch's arguments otherwise
     "monai.data.DataLoader": ("dataset", "num_workers"),
     "monai.data.dataloader.DataLoader": ("dataset", "num_workers"),
+    # webdataset's ``WebLoader(*args, **kw)`` wraps ``DataLoader(*args, **kw)``: torch's own signature
+    "webdataset.WebLoader": DATALOADER.positional,
+    "webdataset.compat.WebLoader": DATALOADER.positional,
 }
 #: of those, the loaders that install a ``collate_fn`` of their own (one given is dropped)
 OWN_COLLATE_LOADERS = frozenset(name for name in KWARGS_LOADERS if name.startswith("torch_geometric."))

@@ -37,8 +37,8 @@ class WorkerOptionWithoutWorkers(Rule):
     workers: `prefetch_factor=p if workers > 0 else 2` raises whenever the count is 0.
 
     DataLoader subclasses that hand torch's arguments through (PyG's `DataLoader`, `DataListLoader`,
-    `DenseDataLoader`, and a subclass of the same file whose `__init__(self, *args, **kwargs)` forwards both
-    unchanged) are checked the same way.
+    `DenseDataLoader`, MONAI's, webdataset's `WebLoader`, a subclass of the same file whose `__init__(self, *args,
+    **kwargs)` forwards both unchanged, a project function handing its `**kwargs` to one) are checked the same way.
 
     ## When it does not fire
     - A computed count (`max(1, n)`, `os.cpu_count()`), argparse `choices` that list every value, values this
