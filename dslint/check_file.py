@@ -26,7 +26,7 @@ from dslint.semantics.regions import RegionCache
 from dslint.semantics.summary import summarize
 from dslint.semantics.walk import TreeIndex, parse_module
 from dslint.source import split_lines
-from dslint.syntax import context_lines, describe_error, gate, python2_indentation, syntax_finding
+from dslint.syntax import accepted_tab_indentation, context_lines, describe_error, gate, python2_indentation, syntax_finding
 
 @dataclass
 class Parsed:
@@ -40,6 +40,8 @@ class Parsed:
     #: the DSL000 of a file analysed as Python 2 read its indentation (``text`` is then
     #: the expanded text, and findings carry no fixes)
     legacy: Optional[Finding] = None
+    #: ``text`` is the file with its indentation's tabs expanded: findings carry no fixes
+    columns_moved: bool = False
 
 
 _PARSED: Dict[str, Parsed] = {}
@@ -66,16 +68,20 @@ def parse_file(path: str, text: str, modname: str, is_package: bool) -> Tuple[Op
     refused = gate(path, text)
     if refused is not None:
         return None, syntax_finding(path, text, refused)
-    legacy = None
+    legacy, columns_moved = None, False
     try:
         try:
             module = parse_module(text)
         except cst.ParserSyntaxError as exc:
             expanded = python2_indentation(path, text)
-            if expanded is None:
-                raise
-            legacy = syntax_finding(path, text, exc)
-            legacy.message += " (analysed as Python 2 reads it: a tab in the indentation moves to the next multiple of 8 columns)"
+            if expanded is not None:
+                legacy = syntax_finding(path, text, exc)
+                legacy.message += " (analysed as Python 2 reads it: a tab in the indentation moves to the next multiple of 8 columns)"
+            else:  # a tab mix CPython accepts and libcst's tokenizer does not: read it as CPython does
+                expanded = accepted_tab_indentation(path, text)
+                if expanded is None:
+                    raise
+                columns_moved = True
             text = expanded
             module = parse_module(text)
     except (cst.ParserSyntaxError, RecursionError, MemoryError, ValueError) as exc:
@@ -93,7 +99,7 @@ def parse_file(path: str, text: str, modname: str, is_package: bool) -> Tuple[Op
     except Exception as exc:  # a bug in the semantics layer: this file only
         _FAILED[path] = internal_error("the file summary", path, exc)
         return None, None
-    _PARSED[path] = Parsed(path, text, module, tree, names, regions, summary, legacy)
+    _PARSED[path] = Parsed(path, text, module, tree, names, regions, summary, legacy, columns_moved or legacy is not None)
     return summary, None
 
 
@@ -204,8 +210,10 @@ def check_parsed(parsed: Parsed, index: ProjectIndex, rules: Sequence[Rule], ena
         diagnostics = _to_diagnostics(parsed, reports, errors)
     except (RecursionError, MemoryError) as exc:  # positions regenerate the code recursively
         diagnostics = [syntax_finding(parsed.path, parsed.text, exc)]
+    if parsed.columns_moved:
+        diagnostics = [replace(d, fix=None) for d in diagnostics]
     if parsed.legacy is not None:
-        diagnostics = [replace(d, fix=None) for d in diagnostics] + [parsed.legacy]
+        diagnostics.append(parsed.legacy)
     diagnostics = apply_suppressions(parsed.path, parsed.text, diagnostics, enabled)
     return diagnostics, view.log, errors
 

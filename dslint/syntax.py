@@ -134,17 +134,38 @@ def python2_indentation(path: str, text: str) -> Optional[str]:
         return None
     else:
         return None
-    rows = []
-    for row in text.splitlines(keepends=True):
-        body = row.lstrip(" \t")
-        indent = row[: len(row) - len(body)]
-        rows.append(indent.expandtabs(8) + body if "\t" in indent else row)
-    expanded = "".join(rows)
+    expanded = expand_indentation(text)
     try:
         _python_compile(path, expanded)
     except (SyntaxError, RecursionError, MemoryError, ValueError, TypeError):
         return None
     return expanded
+
+
+def expand_indentation(text: str) -> str:
+    """Every tab in the leading whitespace of a line moved to the next multiple of 8 columns
+    (the width CPython's tokenizer gives it): the same rows and the same blocks."""
+    rows = []
+    for row in text.splitlines(keepends=True):
+        body = row.lstrip(" \t")
+        indent = row[: len(row) - len(body)]
+        rows.append(indent.expandtabs(8) + body if "\t" in indent else row)
+    return "".join(rows)
+
+
+def accepted_tab_indentation(path: str, text: str) -> Optional[str]:
+    """The text with its indentation's tabs expanded, for a file that Python 3 accepts but
+    libcst's tokenizer does not (a mix of tabs and spaces that means the same at every tab
+    width, which CPython allows): the blocks CPython reads, with the same rows. None when
+    the indentation has no tab, or Python rejects the file."""
+    if "\t" not in text:
+        return None
+    try:
+        _python_compile(path, text)
+    except (SyntaxError, RecursionError, MemoryError, ValueError, TypeError):
+        return None
+    expanded = expand_indentation(text)
+    return expanded if expanded != text else None
 
 
 def too_large_finding(path: str, size: int, limit: int) -> Finding:

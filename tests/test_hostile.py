@@ -74,6 +74,10 @@ def build_zoo(root: Path) -> dict:
         # a `._name` without that header is an ordinary unreadable file
         "._ordinary.py": b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X        " + bytes(range(256)) * 8,
         "._other.py": bytes(range(256)) * 8,
+        # a mix of spaces and a tab that CPython accepts (it means the same at every tab width) and
+        # libcst's tokenizer refuses: analysed with the tabs expanded, no DSL000
+        "tab_mix.py": b"from torch.utils.data import DataLoader, RandomSampler\nclass Runner:\n    def run(self, ds):\n"
+        b"        if ds:\n    \t    return DataLoader(ds, sampler=RandomSampler(ds), shuffle=True)\n        return None\n",
         # an empty file, a file with only a BOM, and a BOM before code (columns exclude it)
         "empty.py": b"",
         "bom_only.py": codecs.BOM_UTF8,
@@ -104,6 +108,7 @@ def build_zoo(root: Path) -> dict:
         ("._other.py", "DSL002"): (1, "binary file"),
         ("bom_code.py", "DSL501"): (BAD_LOADER_ROW, "mutually exclusive"),
         ("mixed.py", "DSL501"): (4, "mutually exclusive"),
+        ("tab_mix.py", "DSL501"): (5, "mutually exclusive"),
         ("loop_a.py", "DSL002"): (1, "cannot read loop_a.py: symlink loop"),
         ("loop_b.py", "DSL002"): (1, "cannot read loop_b.py: symlink loop"),
         ("dangling.py", "DSL002"): (1, "cannot read dangling.py: No such file or directory"),

@@ -23,6 +23,12 @@ class SyntaxErrorRule(Rule):
     the next multiple of 8 columns; the file is checked as Python 2 read it,
     and its findings are reported beside the DSL000, on the same rows, without
     fixes (their columns are those of the expanded indentation).
+
+    ## When it does not fire
+    A mix of tabs and spaces that Python 3 accepts (it means the same at every
+    tab width) but dslint's parser, libcst, refuses: the file is analysed with
+    its indentation's tabs expanded as CPython reads them, and its findings come
+    without fixes.
     """
 
     code = "DSL000"
