@@ -484,3 +484,60 @@ def test_dsl702_a_distributed_sampler_built_for_the_dataset_and_dropped(tmp_path
         "`SequentialSampler(eval_set)` replaces it before t",
         "the loader drops it when `train` is false, so ever",
     ]
+
+
+def test_dsl702_a_dataset_that_keeps_its_own_share_per_rank(tmp_path):
+    """A dataset class (of another file) whose ``__init__`` reads the world size keeps its own
+    share of the data on each rank (``distributed.construction_reads_world``): a plain sampler
+    over it is right, also when the dataset reaches the loader through a factory and a
+    parameter. A dataset that only logs the rank is not cut."""
+    write_files(tmp_path, {
+        "data.py": """
+        import torch
+        from torch.utils.data import Dataset
+
+        class Shard(Dataset):
+            def __init__(self, rows, rank):
+                world = torch.distributed.get_world_size()
+                self.rows = [r for i, r in enumerate(rows) if i % world == rank]
+            def __len__(self):
+                return len(self.rows)
+            def __getitem__(self, i):
+                return self.rows[i]
+
+        class Logged(Dataset):
+            def __init__(self, rows):
+                if torch.distributed.get_rank() == 0:
+                    print(len(rows))
+                self.rows = rows
+            def __len__(self):
+                return len(self.rows)
+            def __getitem__(self, i):
+                return self.rows[i]
+        """,
+        "train.py": """
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader, RandomSampler
+        from data import Logged, Shard
+
+        def build(rows, args):
+            return Shard(rows, args.local_rank)
+
+        def train(model, dataset, opt):
+            loader = DataLoader(dataset, sampler=RandomSampler(dataset), batch_size=8)
+            for x in loader:
+                model(x).sum().backward()
+                opt.step()
+
+        def other(model, rows, opt):
+            loader = DataLoader(Logged(rows), sampler=RandomSampler(rows), batch_size=8)  # expect: DSL702
+            for x in loader:
+                model(x).sum().backward()
+
+        def main(model, rows, args, opt):
+            dist.init_process_group("nccl")
+            train(model, build(rows, args), opt)
+        """,
+    })
+    found = {(f.path.rsplit("/", 1)[-1], f.start[0], f.code) for f in check_tree(tmp_path, select=["DSL702"]).diagnostics}
+    assert found == expected_markers(tmp_path)

@@ -144,12 +144,24 @@ def mentions_rank(ctx, expr: Optional[cst.CSTNode], *, shards: bool = False) -> 
     return False
 
 
+def construction_reads_world(names, cls: cst.ClassDef) -> bool:
+    """Phase 1 (class fact ``world_sharded``): the class's ``__init__`` asks for the number of
+    processes (``torch.distributed.get_world_size()``): a dataset that keeps its own share of the
+    data on each rank (``if i % world_size == rank``) is cut per rank when it is built."""
+    for stmt in cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ():
+        if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "__init__":
+            return any(isinstance(n, cst.Call) and isinstance(n.func, (cst.Name, cst.Attribute))
+                       and names.qualname(n.func) in WORLD_CALLS for n in iter_subtree(stmt.body))
+    return False
+
+
 def rank_dependent(ctx, index, expr: Optional[cst.CSTNode], *, shards: bool = False, depth: int = 0) -> bool:
     """``expr``, or what its names are bound to (their assignments in scope, and their values
-    through ``index.values``: parameters, returns; two steps), names a rank."""
+    through ``index.values``: parameters, returns; two steps), names a rank; with ``shards``, also
+    a construction of a project class that reads the world size when it is built."""
     if expr is None:
         return False
-    if mentions_rank(ctx, expr, shards=shards):
+    if mentions_rank(ctx, expr, shards=shards) or (shards and isinstance(expr, cst.Call) and _world_sharded(ctx, expr)):
         return True
     if depth >= 2:
         return False
@@ -162,7 +174,15 @@ def rank_dependent(ctx, index, expr: Optional[cst.CSTNode], *, shards: bool = Fa
         for source in sources:
             if source is not node and rank_dependent(ctx, index, source, shards=shards, depth=depth + 1):
                 return True
+            if shards and isinstance(source, cst.Call) and _world_sharded(ctx, source):
+                return True
     return False
+
+
+def _world_sharded(ctx, call: cst.Call) -> bool:
+    """``call`` constructs a project class whose ``__init__`` (or a base's) reads the world size."""
+    name = ctx.call_name(call) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
+    return bool(name) and ctx.view.world_sharded(name)
 
 
 def _not_a_variable(ctx, name: cst.Name) -> bool:

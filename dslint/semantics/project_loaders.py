@@ -122,6 +122,12 @@ class LoaderQueries:
                     table.setdefault(located, []).append(facts)
         return table
 
+    def world_sharded(self, qualified: str, from_path: str) -> bool:
+        """The project class ``qualified``, or a base of it, reads the world size in ``__init__``
+        (class fact ``world_sharded``, ``distributed.construction_reads_world``)."""
+        located = self.locate(qualified, from_path)
+        return located is not None and any(self.class_info(k).get("world_sharded") for k in self.mro(located))
+
     def kwargs_forwarder_names(self) -> List[str]:
         """The names of the project's functions whose ``**kwargs`` reaches a DataLoader (``kwargs_forwarders``)."""
         if getattr(self, "_forwarder_names", None) is None:

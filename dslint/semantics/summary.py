@@ -33,6 +33,7 @@ from dslint.semantics.modules import canonical
 from dslint.semantics.names import ModuleNames, dotted_parts
 from dslint.semantics.regions import RegionCache, is_cached
 from dslint.semantics.rng_holders import holder_facts
+from dslint.semantics.distributed import construction_reads_world
 from dslint.semantics.kwargs_forwarders import kwargs_forwards
 from dslint.semantics.returned_closures import closure_returns
 from dslint.semantics.length_probes import attribute_probes, summary_probes
@@ -370,6 +371,7 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
             "bases": [s.resolve_class_ref(arg.value, node) for arg in node.bases if arg.keyword is None],
             "methods": methods,
             "worker_init": id(node) in worker_inits,
+            "world_sharded": construction_reads_world(names, node),
         }
     for node in tree.nodes(cst.FunctionDef):
         parent = tree.parent_of(node)

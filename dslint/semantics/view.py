@@ -188,6 +188,10 @@ class View:
         """Names of the project's functions and methods that return a handle they opened."""
         return self._record("handle_function_names", [], self._index.handle_function_names())
 
+    def world_sharded(self, qualified: str) -> bool:
+        """The project class ``qualified`` (or a base) reads the world size when it is built."""
+        return self._record("world_sharded", [qualified], self._index.world_sharded(canonical(qualified), self.path))
+
     def kwargs_forwarder_names(self) -> List[str]:
         """Names of the project's functions whose ``**kwargs`` reaches a DataLoader."""
         return self._record("kwargs_forwarder_names", [], self._index.kwargs_forwarder_names())

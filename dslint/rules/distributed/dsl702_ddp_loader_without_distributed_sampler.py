@@ -74,9 +74,9 @@ class DdpLoaderWithoutDistributedSampler(Rule):
       `batch_sampler`, or is unknown (`**kwargs`, a value from another file);
     - the dataset is an `IterableDataset` (DSL703), or its kind is unknown and
       the loader does not shuffle;
-    - the dataset expression names the rank or the world size
-      (`Subset(ds, range(rank, n, world_size))`, `Shard(files, rank=rank)`):
-      it is already cut per rank;
+    - the dataset expression names the rank or the world size (`Subset(ds, range(rank, n, world_size))`,
+      `Shard(files, rank=rank)`), or builds a project class whose `__init__` reads the world size (also
+      through a factory or a parameter): it is already cut per rank;
     - the loader is passed to `accelerator.prepare`, `trainer.fit`,
       `fabric.setup_dataloaders` or `deepspeed.initialize`, which shard it, or
       is built in a Lightning hook; in a script that builds an `Accelerator` or a `Fabric`, a loader
