@@ -544,3 +544,44 @@ def test_webdataset_webloader_takes_torchs_arguments(tmp_path):
         """})
     found = {(f.path.rsplit("/", 1)[-1], f.start[0], f.code) for f in check_tree(tmp_path, select=["DSL503"]).diagnostics}
     assert found == expected_markers(tmp_path)
+
+
+def test_pyg_loaders_are_the_loaders_over_their_datasets(tmp_path):
+    """A PyG ``DataLoader`` (a ``libraries.KWARGS_LOADERS`` class) is one of the loaders known over
+    its dataset (the summary's loader facts): with no workers, CUDA work in the dataset's
+    ``__init__`` never reaches a forked worker (DSL204); with workers, it does."""
+    write_files(tmp_path, {
+        "data.py": """
+        import torch
+        from torch_geometric.data import Dataset
+
+        class Embedded(Dataset):
+            def __init__(self, items):
+                self.model = torch.nn.Linear(4, 4).cuda()
+                self.items = items
+            def len(self):
+                return len(self.items)
+            def get(self, i):
+                return self.items[i]
+
+        class Shared(Dataset):
+            def __init__(self, items):
+                self.model = torch.nn.Linear(4, 4).cuda()  # expect: DSL204
+                self.items = items
+            def len(self):
+                return len(self.items)
+            def get(self, i):
+                return self.items[i]
+        """,
+        "run.py": """
+        from torch_geometric.loader import DataLoader
+        from data import Embedded, Shared
+
+        def main(items):
+            serial = DataLoader(dataset=Embedded(items), batch_size=1, shuffle=False)
+            parallel = DataLoader(Shared(items), batch_size=1, num_workers=4)
+            return serial, parallel
+        """,
+    })
+    found = {(f.path.rsplit("/", 1)[-1], f.start[0], f.code) for f in check_tree(tmp_path, select=["DSL204"]).diagnostics}
+    assert found == expected_markers(tmp_path)

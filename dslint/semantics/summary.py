@@ -35,6 +35,7 @@ from dslint.semantics.regions import RegionCache, is_cached
 from dslint.semantics.rng_holders import holder_facts
 from dslint.semantics.distributed import construction_reads_world
 from dslint.semantics.kwargs_forwarders import kwargs_forwards
+from dslint.semantics.libraries import kwargs_loader_signatures
 from dslint.semantics.returned_closures import closure_returns
 from dslint.semantics.length_probes import attribute_probes, summary_probes
 from dslint.semantics.start_methods import start_methods
@@ -182,9 +183,9 @@ class Summarizer:
                 found.extend([attr, qualified] for attr in attrs)
         return found
 
-    def loader_facts(self, call: cst.Call) -> dict:
+    def loader_facts(self, call: cst.Call, signature=DATALOADER) -> dict:
         """What other files need to know about a DataLoader built here."""
-        bound = BoundCall(call, DATALOADER)
+        bound = BoundCall(call, signature)
         ref = class_ref(self.tree, self.names, bound.expr("dataset"))
         if ref is not None:
             dataset = f"{self.names.modname}.{local_qualname(ref[1], self.tree)}" if ref[0] == "local" else ref[1]
@@ -201,7 +202,7 @@ class Summarizer:
             if bound.passed(name):
                 value = literal_value(bound.expr(name), constant)
             else:
-                value = UNKNOWN if bound.is_open else DATALOADER.defaults.get(name)
+                value = UNKNOWN if bound.is_open else signature.defaults.get(name)
             return None if value is UNKNOWN else value
 
         return {
@@ -381,6 +382,7 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         functions[local_qualname(node, tree)] = s.function_facts(node)
     imports = {k: next(iter(v)) for k, v in names.imports.items() if len(v) == 1}
     loaders = [s.loader_facts(call) for call in dataloader_calls(tree, names)]
+    loaders += [s.loader_facts(call, signature) for call, signature in kwargs_loader_signatures(tree, names)]
     references = {ref for facts in loaders for ref in (facts["worker_init_fn"], facts["collate_fn"]) if ref}
     receivers = loader_receivers(tree, names, same_module=True)
     references.update(r for r in receivers if not r.startswith(names.modname + "."))
