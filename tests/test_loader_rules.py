@@ -585,3 +585,35 @@ def test_pyg_loaders_are_the_loaders_over_their_datasets(tmp_path):
     })
     found = {(f.path.rsplit("/", 1)[-1], f.start[0], f.code) for f in check_tree(tmp_path, select=["DSL204"]).diagnostics}
     assert found == expected_markers(tmp_path)
+
+
+def test_a_library_base_the_project_defines_is_read_as_code(tmp_path):
+    """Inside PyG's own source, ``torch_geometric.data.Dataset`` is a project class: its real
+    ``__getitem__`` (which calls ``self.len()`` for every sample) is followed, not the library
+    fallback ``get`` (``project.LIBRARY_ROOTS`` apply only to bases the project does not define)."""
+    write_files(tmp_path, {
+        "torch_geometric/__init__.py": "",
+        "torch_geometric/data/__init__.py": "from torch_geometric.data.dataset import Dataset\n",
+        "torch_geometric/data/dataset.py": """
+        import torch.utils.data
+
+        class Dataset(torch.utils.data.Dataset):
+            def indices(self):
+                return range(self.len())
+            def __getitem__(self, idx):
+                return self.get(self.indices()[idx])
+        """,
+        "torch_geometric/datasets/__init__.py": "",
+        "torch_geometric/datasets/tracks.py": """
+        import glob
+        from torch_geometric.data import Dataset
+
+        class Tracks(Dataset):
+            def len(self):
+                return len(glob.glob(self.root + "/event*.csv"))  # expect: DSL201
+            def get(self, i):
+                return i
+        """,
+    })
+    found = {(f.path.replace(str(tmp_path) + "/", ""), f.start[0], f.code) for f in check_tree(tmp_path, select=["DSL201"]).diagnostics}
+    assert {(p.rsplit("/", 1)[-1], r, c) for p, r, c in found} == {(p.rsplit("/", 1)[-1], r, c) for p, r, c in expected_markers(tmp_path)}

@@ -33,13 +33,15 @@ ITERABLE_ROOTS = frozenset({
     "torch.utils.data.IterableDataset", "torch.utils.data.ChainDataset", "torch.utils.data.IterDataPipe",
     "torch.utils.data.datapipes.datapipe.IterDataPipe", "torch.utils.data.datapipes.iter.IterDataPipe",
 })
-#: PyG's ``Dataset`` reads samples through ``get(idx)`` (its ``__getitem__`` calls it): see ``LIBRARY_ENTRY_POINTS``
-PYG_DATASETS = frozenset({"torch_geometric.data.Dataset", "torch_geometric.data.dataset.Dataset"})
 MAP_ROOTS = frozenset({
     "torch.utils.data.Dataset", "torch.utils.data.TensorDataset", "torch.utils.data.Subset", "torch.utils.data.ConcatDataset",
     "torch.utils.data.StackDataset", "torch.utils.data.MapDataPipe", "torch.utils.data.datapipes.datapipe.MapDataPipe",
-    "torchvision.datasets.VisionDataset", *PYG_DATASETS,
+    "torchvision.datasets.VisionDataset",
 })
+#: library dataset bases, when the project does not define them itself (PyG's own source is read as
+#: code): PyG's ``Dataset`` reads samples through ``get(idx)``, see ``LIBRARY_ENTRY_POINTS``
+PYG_DATASETS = frozenset({"torch_geometric.data.Dataset", "torch_geometric.data.dataset.Dataset"})
+LIBRARY_ROOTS = dict.fromkeys(PYG_DATASETS, MAP)
 DATALOADER_ROOTS = frozenset({"torch.utils.data.DataLoader"})
 
 ENTRY_POINTS = (("__getitem__", WHOLE), ("__getitems__", WHOLE), ("__iter__", None), ("__next__", WHOLE))
@@ -210,6 +212,8 @@ class ProjectIndex(LoaderQueries):
                 located = self.locate(base, key[0])
                 if located is not None and located != key:
                     kind = self.class_kind(located)
+                elif located is None:
+                    kind = LIBRARY_ROOTS.get(canonical(base))
             if kind:
                 kinds.add(kind)
         kinds.update(self.class_kind(k) for k in base_alternatives(self, key))  # star imports in branches
@@ -227,7 +231,7 @@ class ProjectIndex(LoaderQueries):
         if kind:
             return kind
         located = self.locate(canonical(qualified), from_path)
-        return self.class_kind(located) if located else None
+        return self.class_kind(located) if located else LIBRARY_ROOTS.get(canonical(qualified))
 
     def is_subclass_of(self, key: Key, roots: frozenset, _seen=None) -> bool:
         seen = _seen if _seen is not None else set()
@@ -290,7 +294,8 @@ class ProjectIndex(LoaderQueries):
     def _reach_along(self, cls: Key, mro: List[Key]) -> None:
         label = f"{self.summaries[cls[0]]['module']}.{cls[1]}"
         work: List[Tuple[Key, str]] = []
-        extra = [e for c in mro for base in self.class_info(c)["bases"] for e in LIBRARY_ENTRY_POINTS.get(canonical(base or ""), ())]
+        extra = [e for c in mro for base in self.class_info(c)["bases"] if self.locate(base or "", c[0]) is None
+                 for e in LIBRARY_ENTRY_POINTS.get(canonical(base or ""), ())]
         for name, mode in (*ENTRY_POINTS, *extra):
             method = self.find_method(mro, name)
             if method is not None:
