@@ -123,6 +123,12 @@ class BoundCall:
         return arg.value if arg is not None else None
 
 
+def loader_signature(positional: Sequence[str]) -> Signature:
+    """A DataLoader subclass's signature that hands torch's arguments through: its own positional
+    parameters, then torch's other parameters as keywords, with torch's defaults."""
+    return Signature(tuple(positional), tuple(n for n in DATALOADER.names if n not in positional), DATALOADER.defaults)
+
+
 def literal_value(expr: cst.CSTNode, constant=None):
     """The Python value of a literal expression, or UNKNOWN.
 

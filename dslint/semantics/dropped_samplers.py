@@ -24,7 +24,8 @@ from typing import Iterator, List, Optional, Set
 
 import libcst as cst
 
-from dslint.semantics.loops import DISTRIBUTED_SAMPLER, RANDOM_SAMPLER, SEQUENTIAL_SAMPLER
+from dslint.semantics.calls import BoundCall
+from dslint.semantics.loops import DISTRIBUTED_SAMPLER, DISTRIBUTED_SAMPLER_SIGNATURE, RANDOM_SAMPLER, SEQUENTIAL_SAMPLER
 from dslint.semantics.scopes import is_none, names_used
 from dslint.semantics.walk import iter_subtree
 
@@ -65,14 +66,14 @@ def _built_over(ctx, func, text: str) -> Iterator[cst.Call]:
     for node in iter_subtree(root):
         if not isinstance(node, cst.Call) or ctx.call_name(node) != DISTRIBUTED_SAMPLER:
             continue
-        first = node.args[0] if node.args and node.args[0].keyword is None else None
-        first = first or next((a for a in node.args if a.keyword is not None and a.keyword.value == "dataset"), None)
-        if first is not None and ctx.code(first.value) == text and ctx.enclosing_function(node) is func:
+        dataset = BoundCall(node, DISTRIBUTED_SAMPLER_SIGNATURE).expr("dataset")
+        if dataset is not None and ctx.code(dataset) == text and ctx.enclosing_function(node) is func:
             yield node
 
 
 def _binding_of(ctx, index, call: cst.Call):
-    """(name, binding) when ``call`` is the whole value, or an arm of the value, of ``name = ...``."""
+    """(name, its scope, its bindings, the binding) when ``call`` is the whole value, or an arm of
+    the value, of ``name = ...``."""
     statement = ctx.parent(call)
     while isinstance(statement, cst.IfExp):
         statement = ctx.parent(statement)
@@ -136,17 +137,17 @@ def _picked(ctx, index, built: cst.Call, sampler) -> Optional[Dropped]:
         choice = next((ctx.parent(v) for v in values if v is not None and isinstance(ctx.parent(v), cst.IfExp)), None)
     if not isinstance(choice, cst.IfExp):
         return None
+    test = set(names_used(choice.test))
+    own = {n for arg in built.args for n in names_used(arg.value)} - set(names_used(built.args[0].value))
     arms = (choice.body, choice.orelse)
     for kept, other, drops_when in ((*arms, False), (*arms[::-1], True)):
         if not any(v.node is built for v in index.values(kept)):
             continue
         if not all(_plain(ctx, v.node) for v in index.values(other)):
             return None
-        test = set(names_used(choice.test))
-        own = {n for arg in built.args for n in names_used(arg.value)} - set(names_used(built.args[0].value))
         if not _tests_around(ctx, choice) <= _tests_around(ctx, built):
             return None  # chosen only under a test of its own (`if not cfg.dist_eval: s = s if train else None`)
-        if test & own and not test & _guards(ctx, built) and not test & _names_of(kept):
+        if test & own and not test & _guards(ctx, built) and not test & set(names_used(kept)):
             return Dropped(built, choice.test, drops_when)
     return None
 
@@ -155,10 +156,6 @@ def _plain(ctx, node) -> bool:
     if node is None:
         return False
     return is_none(node) or (isinstance(node, cst.Call) and ctx.call_name(node) in _PLAIN_SAMPLERS)
-
-
-def _names_of(expr) -> Set[str]:
-    return set(names_used(expr))
 
 
 def _tests_around(ctx, node) -> Set[str]:

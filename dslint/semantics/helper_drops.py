@@ -23,7 +23,7 @@ from typing import List
 
 import libcst as cst
 
-from dslint.semantics.classes import dataset_inits, find_method
+from dslint.semantics.classes import called_method, dataset_inits
 from dslint.semantics.init_code import init_helpers
 from dslint.semantics.instance_state import dropped_in_init, is_store
 from dslint.semantics.regions import self_attr, self_name
@@ -56,12 +56,10 @@ def _construction_functions(ctx, cls) -> List[cst.FunctionDef]:
 
 def _calls_of(ctx, cls, func):
     """(construction function, ``self.<func>(...)`` call in it) of the class."""
-    name = func.name.value
     for caller in _construction_functions(ctx, cls):
         selfp = self_name(caller)
         for node in iter_subtree(caller.body, into_scopes=False):
-            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == name \
-                    and isinstance(node.func.value, cst.Name) and node.func.value.value == selfp:
+            if isinstance(node, cst.Call) and called_method(ctx, cls, node, selfp) is func:
                 yield caller, node
 
 
@@ -87,10 +85,9 @@ def _calls_dropper(ctx, cls, statement, self_param: str, attr: str, methods) -> 
         return False
     for small in statement.body:
         call = small.value if isinstance(small, cst.Expr) else None
-        if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and self_attr(call.func, self_param) is not None:
-            method = find_method(ctx, cls, call.func.attr.value) if not call.args else None
-            if method is not None and _drops_at_top(ctx, method, attr, methods):
-                return True
+        method = called_method(ctx, cls, call, self_param) if isinstance(call, cst.Call) and not call.args else None
+        if method is not None and _drops_at_top(ctx, method, attr, methods):
+            return True
     return False
 
 

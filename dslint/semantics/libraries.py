@@ -30,7 +30,7 @@ from typing import List, Optional
 import libcst as cst
 
 from dslint.semantics.bindings import scope_assignments
-from dslint.semantics.calls import DATALOADER, Signature, literal_value
+from dslint.semantics.calls import DATALOADER, literal_value, loader_signature
 from dslint.semantics.values import possible
 
 # Libraries whose streams split themselves across DataLoader workers (or whose
@@ -305,14 +305,14 @@ OWN_COLLATE_LOADERS = frozenset(name for name in KWARGS_LOADERS if name.startswi
 def kwargs_loader_signatures(tree, names) -> list:
     """Phase 1: ``(call, Signature)`` for each construction of a ``KWARGS_LOADERS`` class in the file,
     bound to its own positional parameters and torch's keywords (its loader facts in the summary)."""
+    tails = names.call_tails({name.rsplit(".", 1)[-1] for name in KWARGS_LOADERS})
     out = []
     for call in tree.nodes(cst.Call):
         func = call.func
-        if isinstance(func, (cst.Name, cst.Attribute)):
-            positional = KWARGS_LOADERS.get(names.qualname(func) or "")
-            if positional is not None:
-                keywords = tuple(n for n in DATALOADER.names if n not in positional)
-                out.append((call, Signature(positional, keywords, DATALOADER.defaults)))
+        tail = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else None)
+        positional = KWARGS_LOADERS.get(names.qualname(func) or "") if tail in tails else None
+        if positional is not None:
+            out.append((call, loader_signature(positional)))
     return out
 
 

@@ -11,7 +11,7 @@ from dslint.report import FixSpec, NodeEdit
 from dslint.semantics.batches import fresh_iterator_advances
 from dslint.semantics.call_paths import arms_taken
 from dslint.semantics.count_branches import handles_count
-from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall, Signature, dataloader_constructions
+from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall, Signature, dataloader_constructions, loader_signature
 from dslint.semantics.epochs import set_epoch_insertion
 from dslint.semantics.forwarding import caller_key_reaches, handled_before, key_shown, local_callee
 from dslint.semantics.names import dotted_parts
@@ -134,17 +134,13 @@ def forwarded_loader_calls(ctx):
     the constructions of third-party and project loaders that hand torch's arguments on, and the
     calls of project functions whose ``**kwargs`` reaches a DataLoader (``kwargs_forwarders``)."""
 
-    def bind(call, positional):
-        keywords = tuple(n for n in DATALOADER.names if n not in positional)
-        return BoundCall(call, Signature(positional, keywords, DATALOADER.defaults))
-
     def forwarded(call, taken):  # a project function handing its ``**kwargs`` on: its own parameters are its own
         bound = BoundCall(call, Signature((), DATALOADER.names, {}))  # what it leaves out, the function may set
         bound.args = {name: arg for name, arg in bound.args.items() if name not in taken and name in DATALOADER.names}
         bound.has_star_kwargs = True  # the function may pass more of torch's arguments itself
         return bound
 
-    extra = [bind(call, positional) for call, positional in (*kwargs_loader_calls(ctx), *passthrough_loader_calls(ctx))]
+    extra = [BoundCall(call, loader_signature(positional)) for call, positional in (*kwargs_loader_calls(ctx), *passthrough_loader_calls(ctx))]
     extra += [forwarded(call, taken) for call, taken in forwarded_loader_kwargs_calls(ctx)]
     return [b for b in extra if not expects_error(ctx, b.call)]
 
