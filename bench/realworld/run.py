@@ -241,7 +241,7 @@ def precision(args) -> int:
     manifest = load("precision.toml")
     verdicts = manifest.get("finding", [])
     checkouts = Checkouts(args.mirrors, args.checkouts)
-    rows, unjudged, missing = [], [], []
+    rows, unjudged, missing, listed = [], [], [], []
     per_code = defaultdict(Counter)
     for repo in manifest["repo"]:
         if args.set and repo.get("set") != args.set:
@@ -268,6 +268,8 @@ def precision(args) -> int:
             per_code[finding["code"]][verdict] += 1
             if match is None:
                 unjudged.append((repo["repo"], finding))
+            elif args.verbose:
+                listed.append((repo["repo"], finding, match))
         lines = python_lines(root)
         rows.append((repo["repo"], repo.get("set", "?"), lines, len(got), counts))
     print("| repo | set | lines | findings | tp | fp | borderline | unjudged |\n|---|---|---:|---:|---:|---:|---:|---:|")
@@ -287,6 +289,8 @@ def precision(args) -> int:
     for code in sorted(per_code):
         c = per_code[code]
         print(f"| {code} | {c['tp']} | {c['fp']} | {c['borderline']} | {c['unjudged']} |")
+    for repo, finding, match in listed:
+        print(f"{match['verdict']}: {repo} {finding['path']}:{finding['line']} {finding['code']} {match['reason'][:140]}")
     if args.unjudged:
         for repo, finding in unjudged:
             print(f"unjudged: {repo} {finding['path']}:{finding['line']} {finding['code']} {finding['message'][:140]}")
@@ -311,7 +315,7 @@ def main(argv=None) -> int:
     parser.add_argument("--json", help="recall: also write the figures as JSON")
     parser.add_argument("--batch", help="recall: only the defects collected in this batch (their `batch` field)")
     parser.add_argument("--codes", nargs="*", metavar="PREFIX", help="only these codes (prefixes such as DSL5)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="recall: list the missed defects")
+    parser.add_argument("-v", "--verbose", action="store_true", help="recall: list the missed defects; precision: list every judged finding with its verdict")
     args = parser.parse_args(argv)
     if not (args.mirrors or args.checkouts):
         parser.error("give --mirrors or --checkouts")
