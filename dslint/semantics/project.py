@@ -372,9 +372,9 @@ class ProjectIndex(LoaderQueries):
         return seen
 
     def in_project(self, qualified: str) -> bool:
-        """The qualified name is in a module of the project (summarised or not)."""
+        """The qualified name is in a module of the project (summarised or not, namespace packages too)."""
         parts = qualified.split(".")
-        return any(".".join(parts[:i]) in self.by_module for i in range(len(parts) - 1, 0, -1))
+        return any(".".join(parts[:i]) in self.by_module or self._namespace_paths(parts[:i]) for i in range(len(parts) - 1, 0, -1))
 
     def function_by_name(self, qualified: str, from_path: str) -> Optional[dict]:
         located = self.locate(qualified, from_path, table="functions")

@@ -13,6 +13,7 @@ from dslint.semantics.bindings import local_class_path
 from dslint.semantics.calls import BoundCall, Signature
 from dslint.semantics.classes import find_method, local_mro
 from dslint.semantics.cuda import cuda_use
+from dslint.semantics.cuda_kept import kept_on_instance
 from dslint.semantics.ddp_markers import single_process_arm
 from dslint.semantics.distributed import (
     RANK_CALLS,
@@ -487,7 +488,7 @@ def cuda_held(ctx, index, dataset) -> Optional[Tuple[str, cst.Call]]:
             if isinstance(stmt, cst.Assign) and any(_on_self(t.target, init) for t in stmt.targets):
                 for call in iter_subtree(stmt.value, into_scopes=False):
                     what = cuda_use(ctx, call) if isinstance(call, cst.Call) else None
-                    if what is not None and what != "`.pin_memory()`":
+                    if what is not None and what != "`.pin_memory()`" and kept_on_instance(ctx, call):
                         return f"`{cls.name.value}.__init__` stores a tensor moved with {what}", call
     return None
 

@@ -149,6 +149,30 @@ class CudaTensorsInWorkerDataset(Rule):
                     return cpu, chosen, kept_out, DataLoader(Pairs(xs, y), batch_size=8)
             """,
         },
+        # a dataset that hands a CUDA tensor to a class (of a namespace package) that keeps only
+        # numbers made from it, or uses the GPU in ``__init__`` and keeps what it brings back
+        {
+            "geometry/grid.py": """
+                class Grid:
+                    def __init__(self, centre, size):
+                        centre = centre.cpu().numpy()
+                        self.low, self.size = float(centre[0]) - size, size
+            """,
+            "scenes.py": """
+                import torch
+                from torch.utils.data import DataLoader, Dataset
+                import geometry.grid
+
+                class Scenes(Dataset):
+                    def __init__(self, items, encoder):
+                        self.grid = geometry.grid.Grid(torch.zeros(3).cuda(), size=4)
+                        self.items = [encoder(x.cuda()).cpu() for x in items]
+                    def __getitem__(self, i):
+                        return self.items[i]
+
+                loader = DataLoader(Scenes([1, 2], None), num_workers=2)
+            """,
+        },
     )
     invalid = (
         """

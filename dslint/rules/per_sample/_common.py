@@ -11,6 +11,7 @@ import libcst as cst
 from dslint.rules.base import Symptom
 from dslint.semantics.call_facts import last_name
 from dslint.semantics.cuda import collate_lambdas, cuda_model_call, cuda_use, loading_context, may_touch_cuda
+from dslint.semantics.cuda_kept import kept_on_instance
 from dslint.semantics.loops import is_test_code
 from dslint.semantics.regions import LOOP
 from dslint.semantics.start_methods import workers_not_forked
@@ -149,8 +150,8 @@ def cuda_sites(ctx) -> Iterator[Tuple[cst.Call, str, str, str]]:
                 continue  # one finding per statement
             seen_statements.add(id(statement))
         kind, where = context
-        if kind == "init" and not what.startswith(("`.cuda()", "`.to(", "`device=")):
-            continue  # pinning or a CUDA query in the main process: workers may never touch CUDA
+        if kind == "init" and not (what.startswith(("`.cuda()", "`.to(", "`device=")) and kept_on_instance(ctx, call)):
+            continue  # pinning, a CUDA query, or CUDA data the dataset does not keep: its workers never touch CUDA
         if not asked:  # the project's answer, asked once at the first site
             asked = True
             if workers_not_forked(ctx.view.project_start_methods()):
@@ -169,6 +170,63 @@ def cuda_message(kind: str, what: str, where: str) -> str:
                 f"CUDA data on it; forked DataLoader workers that use it fail with {FORK_ERROR}")
     return (f"{what} in code that runs in DataLoader workers ({where}): with fork workers after the "
             f"main process initialised CUDA this raises {FORK_ERROR}")
+
+
+# DSL204's cases for a dataset's ``__init__`` that uses the GPU for a while and keeps only what it
+# brings back to the host (a model moved in place and deleted, features ``.cpu()``-ed, a number)
+TEMPORARY_CUDA_VALID = """
+    import torch
+    from torch.utils.data import Dataset
+
+    class Encoded(Dataset):
+        def __init__(self, clips, encoder, device="cuda"):
+            encoder.to(device)
+            self.feats = []
+            for clip in clips:
+                batch = clip.to(device)
+                self.feats.append(encoder(batch).cpu())
+            self.scale = float(torch.ones(3, device=device).sum())
+            del encoder
+
+        def __getitem__(self, idx):
+            return self.feats[idx]
+"""
+# a custom batch's pin_memory (called by the DataLoader's pin thread in the main process)
+PINNED_BATCH_VALID = """
+    import torch
+    from torch.utils.data import DataLoader
+
+    class Batch:
+        def __init__(self, data):
+            self.inp = torch.stack(data)
+
+        def pin_memory(self):
+            self.inp = self.inp.pin_memory()
+            return self
+
+    def collate(batch):
+        return Batch(batch)
+
+    loader = DataLoader(list(range(8)), collate_fn=collate, num_workers=2, pin_memory=True)
+"""
+# ... and one that keeps the CUDA data, through a local name or a local dict it stores
+KEPT_CUDA_INVALID = """
+    import torch
+    from torch.utils.data import Dataset
+
+    class Cached(Dataset):
+        def __init__(self, clips, device="cuda"):
+            self.feats = []
+            for clip in clips:
+                moved = clip.to(device)  # expect: DSL204
+                self.feats.append(moved * 2)
+            table = {}
+            table["mean"] = torch.ones(2).cuda()  # expect: DSL204
+            self.table = table
+
+        def __getitem__(self, idx):
+            return self.feats[idx]
+"""
 
 
 # DSL204's cases for a collate handed over as a method of the loader's dataset object (its class

@@ -4,7 +4,8 @@ in forked DataLoader workers (CUDA use and where code runs: ``dslint.semantics.c
 from __future__ import annotations
 
 from dslint.rules.base import ERROR, WARNING, Rule, Symptom
-from dslint.rules.per_sample._common import OBJECT_COLLATE_INVALID, OBJECT_COLLATE_VALID, cuda_message, cuda_sites
+from dslint.rules.per_sample._common import KEPT_CUDA_INVALID, OBJECT_COLLATE_INVALID, OBJECT_COLLATE_VALID, \
+    PINNED_BATCH_VALID, TEMPORARY_CUDA_VALID, cuda_message, cuda_sites
 
 
 class CudaInDataset(Rule):
@@ -15,7 +16,9 @@ class CudaInDataset(Rule):
     `torch.cuda.*` calls that initialise CUDA, and `.pin_memory()`, inside
     per-sample dataset code (`__getitem__`, `__iter__` and what they call), in a
     function used as a DataLoader's `collate_fn`, and (at warning level) in a
-    dataset's `__init__`.
+    dataset's `__init__` when the CUDA data stays on the dataset: stored on
+    `self` (also in a container it keeps, or a model moved in place there) or
+    returned, directly or through local names.
 
     A `collate_fn` is a function a DataLoader in any file is given by name or
     as a bound method (`collate_fn=self.collate`, found along the class's
@@ -37,7 +40,10 @@ class CudaInDataset(Rule):
     `num_workers=0`; test code (`tests/`, `test_*.py`), whose CUDA datasets are there to
     exercise CUDA in workers (under `spawn`); and projects whose every
     `multiprocessing.set_start_method` (torch's too) sets `spawn` or `forkserver`: their
-    workers are not forks (each pays for a CUDA context).
+    workers are not forks (each pays for a CUDA context). Nor on CUDA work in `__init__`
+    whose result the dataset does not keep: brought back with `.cpu()`/`.numpy()`/`.item()`,
+    turned into a number, a model used there and deleted, or a tensor handed to a project
+    class whose `__init__` keeps only what it makes from it.
 
     A model that a method of the dataset stores on such a device
     (`self.net = build().cuda()`), or that a construction hands to the
@@ -155,24 +161,7 @@ class CudaInDataset(Rule):
             def __getitem__(self, idx):
                 return self.data[idx]
         """,
-        # a custom batch's pin_memory (called by the DataLoader's pin thread in the main process)
-        """
-        import torch
-        from torch.utils.data import DataLoader
-
-        class Batch:
-            def __init__(self, data):
-                self.inp = torch.stack(data)
-
-            def pin_memory(self):
-                self.inp = self.inp.pin_memory()
-                return self
-
-        def collate(batch):
-            return Batch(batch)
-
-        loader = DataLoader(list(range(8)), collate_fn=collate, num_workers=2, pin_memory=True)
-        """,
+        PINNED_BATCH_VALID,
         # a bound-method collate: unknown device, a loader without workers, the object's own attribute
         """
         import torch
@@ -190,7 +179,7 @@ class CudaInDataset(Rule):
                 old.collate_fn = self.collate
                 return DataLoader(ds, collate_fn=self.gpu_collate, num_workers=0)
         """,
-        OBJECT_COLLATE_VALID,
+        OBJECT_COLLATE_VALID, TEMPORARY_CUDA_VALID,
     )
     invalid = (
         # collates given as bound methods, or installed on a loader the caller built
@@ -292,7 +281,7 @@ class CudaInDataset(Rule):
                         return item.to(device="cuda")  # expect: DSL204
             """,
         },
-        OBJECT_COLLATE_INVALID,
+        OBJECT_COLLATE_INVALID, KEPT_CUDA_INVALID,
     )
 
     def check(self, ctx):
