@@ -16,6 +16,23 @@ from tests.conftest import check_tree, expected_markers, write_files
 from tests.test_rule_cases import run_case
 
 FLAGGED = {
+    # a local list of environments whose transactions, taken by index, a comprehension keeps on self
+    "lmdb-list-entries": (
+        "DSL401",
+        """
+        import lmdb
+        from torch.utils.data import Dataset
+
+        class Shards(Dataset):
+            def __init__(self, paths):
+                envs = [lmdb.open(p, readonly=True, lock=False) for p in paths]  # expect: DSL401
+                self.txns = [envs[i].begin() for i in range(len(paths))]
+                self.sizes = [envs[i].stat()["entries"] for i in range(len(paths))]
+
+            def __getitem__(self, idx):
+                return self.txns[0].get(str(idx).encode())
+        """,
+    ),
     "h5py-get": (
         "DSL401",
         """

@@ -165,6 +165,11 @@ def _container_of(ctx, node: cst.CSTNode, selfp: str) -> Optional[tuple]:
     while isinstance(parent, cst.Element) and isinstance(ctx.parent(parent), (cst.Tuple, cst.List)):
         node = ctx.parent(parent)
         parent = ctx.parent(node)
+    if isinstance(parent, (cst.ListComp, cst.DictComp)) and node is getattr(parent, "elt", getattr(parent, "value", None)):
+        for target in assign_targets(grand) if isinstance(grand := ctx.parent(parent), cst.Assign) else ():
+            attr = self_attr(target, selfp)  # ``self.txns = [envs[i].begin() for i in ...]``
+            if attr is not None and grand.value is parent:
+                return attr, grand
     if isinstance(parent, cst.Arg):
         call = ctx.parent(parent)
         if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value in FILL_METHODS:
@@ -187,7 +192,8 @@ def held_in_container(
     the object is closed or handed to a ``with`` block in ``func``). Followed through the
     locals of ``func`` that hold it or a derivation of it (``group = f[name]``, ``x =
     group["x"]``), through a local list of such objects (``files = [h5py.File(p) for p in
-    paths]``) and the target of a loop over it, and into a tuple or list put in the container
+    paths]``), the target of a loop over it and its entries (``files[i]``), into a comprehension
+    of them kept on ``self`` (``self.txns = [envs[i].begin() for i in ...]``), and into a tuple or list put in the container
     (``self.index.append((x, i))``), and into an object of a project class that keeps it
     (``self.slicers[k] = Slicer(f)``, ``kept_objects.keeping_construction``)."""
     selfp = self_name(func)
@@ -203,6 +209,7 @@ def held_in_container(
     for loop in body:  # `for f in files:` over a local list of the objects: `f` holds one
         if isinstance(loop, cst.For) and isinstance(loop.iter, cst.Name) and loop.iter.value in lists:
             locals_ += [t.value for t in [loop.target] if isinstance(t, cst.Name)]
+    locals_ += lists  # (their entries: ``envs[i]``)
     seen = set()
     while locals_:
         local = locals_.pop()
@@ -213,12 +220,14 @@ def held_in_container(
             if _closes(sub, local):
                 return None
             if isinstance(sub, cst.Name) and sub.value == local and not _is_target(ctx, sub):
-                outer = _outermost(ctx, sub, derive_methods, derive_subscript)
+                element = ctx.parent(sub)  # ``envs[i]``: one object of a local list of them
+                element = element if local in lists and isinstance(element, cst.Subscript) and element.value is sub else sub
+                outer = _outermost(ctx, element, derive_methods, derive_subscript)
                 outer = keeping_construction(ctx, outer) or outer  # `Slicer(f)`: an object holding it
                 kept = _container_of(ctx, outer, selfp)
                 if kept is not None:
                     held.attrs.setdefault(kept[0], kept[1])
-                elif outer is not sub:
+                elif outer is not element:
                     locals_ += _bound_names(ctx, outer)  # `group = f[name]`: a view of the object
     return held if held.attrs else None
 

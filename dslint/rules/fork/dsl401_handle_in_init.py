@@ -16,7 +16,7 @@ class HandleInInit(Rule):
     Flags a file, archive (`gzip`, `bz2`, `lzma`, `tarfile`, `zipfile`), `h5py.File`, `lmdb.open`, `sqlite3.connect`,
     `PIL.Image.open`, socket, database client or HTTP session handle that a dataset's `__init__` creates and keeps on
     `self` (directly, through `f["key"]`, `env.begin()`, `conn.cursor()`, or in a container: `self.files.append(f)`,
-    `self.files[k] = f`, `self.index.append((f[name]["x"], i))` for `f` in a local list of files), when per-sample code (`__getitem__`, the yielding loop of `__iter__`, and what they call) uses
+    `self.files[k] = f`, `self.index.append((f[name]["x"], i))` for `f` in a local list of files, `self.txns = [envs[i].begin() for i in ...]`), when per-sample code (`__getitem__`, the yielding loop of `__iter__`, and what they call) uses
     it. Methods `__init__` calls on `self` (at any depth, none called per sample) run before the fork too, and so does
     `__len__` (samplers and `len(loader)` call it in the parent): a lazy opener that `__len__`, or a method `__init__`
     calls (also a hook an inherited `__init__` calls), runs opens the handle before the workers exist. An object of a
