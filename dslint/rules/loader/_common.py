@@ -18,6 +18,7 @@ from dslint.semantics.names import dotted_parts
 from dslint.semantics.open_specs import open_spec, test_can_be_true
 from dslint.semantics.libraries import kwargs_loader_calls, library_iterable
 from dslint.semantics.passthrough_loaders import passthrough_loader_calls
+from dslint.semantics.loader_partials import partial_loader_calls
 from dslint.semantics.possible import is_zero
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.module_calls import positional_args
@@ -131,8 +132,9 @@ def forwarding_loader_calls(ctx):
 
 def forwarded_loader_calls(ctx):
     """``forwarding_loader_calls`` less the ``DataLoader(...)`` calls and subclass initialisations:
-    the constructions of third-party and project loaders that hand torch's arguments on, and the
-    calls of project functions whose ``**kwargs`` reaches a DataLoader (``kwargs_forwarders``)."""
+    the constructions of third-party and project loaders that hand torch's arguments on, the
+    calls of project functions whose ``**kwargs`` reaches a DataLoader (``kwargs_forwarders``),
+    and the calls of a ``partial(DataLoader, ...)`` (``loader_partials``)."""
 
     def forwarded(call, taken):  # a project function handing its ``**kwargs`` on: its own parameters are its own
         bound = BoundCall(call, Signature((), DATALOADER.names, {}))  # what it leaves out, the function may set
@@ -142,7 +144,23 @@ def forwarded_loader_calls(ctx):
 
     extra = [BoundCall(call, loader_signature(positional)) for call, positional in (*kwargs_loader_calls(ctx), *passthrough_loader_calls(ctx))]
     extra += [forwarded(call, taken) for call, taken in forwarded_loader_kwargs_calls(ctx)]
+    extra += [PartialLoader(call, partial) for call, partial in partial_loader_calls(ctx)]
     return [b for b in extra if not expects_error(ctx, b.call)]
+
+
+class PartialLoader(BoundCall):
+    """A call of ``partial(DataLoader, **options)``: the partial's options, and the call's over them."""
+
+    def __init__(self, call, partial) -> None:
+        super().__init__(call, DATALOADER)
+        self.partial = partial
+        for arg in partial.args[1:]:
+            self.args.setdefault(arg.keyword.value, arg)
+
+
+def written_args(bound) -> tuple:
+    """The arguments as written for a loader construction: its call's, and its partial's."""
+    return (*bound.call.args, *(bound.partial.args if isinstance(bound, PartialLoader) else ()))
 
 
 def shuffled_with_supplied_sampler(ctx):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dslint.rules.base import ERROR, Rule, Symptom, Valid
-from dslint.rules.loader._common import fork_context, fork_everywhere, forwarded_loader_calls
+from dslint.rules.loader._common import fork_context, fork_everywhere, forwarded_loader_calls, written_args
 from dslint.semantics.libraries import OWN_COLLATE_LOADERS
 from dslint.semantics.worker_counts import may_have_workers, workers_only_by_choice
 from dslint.semantics.calls import SubclassInit, dataloader_constructions
@@ -25,7 +25,8 @@ class UnpicklableWorkerCallable(Rule):
     file builds: `opts = dict(num_workers=2, worker_init_fn=seed)`). MONAI's and PyG's loaders count as
     DataLoaders (PyG's installs its own `collate_fn`: only `worker_init_fn` and the dataset are judged there), and
     so do the constructions of a project subclass that hands `*args, **kwargs` on, and the calls of a project
-    function (any file) that hands its `**kwargs` on unchanged to a DataLoader (`tally(ds, num_workers=2, collate_fn=pad)`).
+    function (any file) that hands its `**kwargs` on unchanged to a DataLoader (`tally(ds, num_workers=2, collate_fn=pad)`),
+    and the calls of a `functools.partial(DataLoader, ...)` (its arguments and the call's; reported once, at the partial).
 
     A dataset constructed with such a callable to keep counts too: one given as an argument (a keyword
     only when it names a transform, `transform=`, `target_transform=`), through names and transform
@@ -235,11 +236,8 @@ class UnpicklableWorkerCallable(Rule):
             def collate(batch, pad):
                 return batch
 
-            return tud.DataLoader(
-                ds,
-                num_workers=workers,
-                collate_fn=functools.partial(collate, pad=0),  # expect: DSL506
-            )
+            build = functools.partial(tud.DataLoader, collate_fn=functools.partial(collate, pad=0))  # expect: DSL506
+            return build(ds, num_workers=workers), build(ds, batch_size=2, num_workers=workers)
         """,
         """
         import numpy as np
@@ -262,7 +260,7 @@ class UnpicklableWorkerCallable(Rule):
     def check(self, ctx):
         if fork_everywhere(ctx):
             return
-        index = loader_loops(ctx)
+        index, reported = loader_loops(ctx), set()
         for bound in dataloader_constructions(ctx) + forwarded_loader_calls(ctx):  # (MONAI's, PyG's, pass-through)
             if not may_have_workers(ctx, bound) or (not self.preview_forms and workers_only_by_choice(ctx, bound)):
                 continue
@@ -292,9 +290,9 @@ class UnpicklableWorkerCallable(Rule):
             via = ""
             if isinstance(bound, SubclassInit) and not bound.passed("num_workers"):
                 via = f" (`{bound.owner.name.value}` passes its callers' `num_workers` on through `**kwargs`)"
-            yield self.report(  # at the argument as written in the call, else its dict entry or the kept lambda
-                next((arg for _, _, arg in problems if any(arg is a for a in bound.call.args)),
-                     elsewhere or (kept[0] if kept else bound.call)),
-                f"{what}, which cannot be pickled{via}: with the spawn or forkserver start method (the default on "
-                f"macOS and Windows, and on Linux from Python 3.14) starting the workers fails with `{error}`",
-            )
+            # at the argument as written (in the call or its partial: once), else its dict entry or the kept lambda
+            at = next((arg for _, _, arg in problems if any(arg is a for a in written_args(bound))), elsewhere or (kept[0] if kept else bound.call))
+            if id(at) not in reported:
+                reported.add(id(at))
+                yield self.report(at, f"{what}, which cannot be pickled{via}: with the spawn or forkserver start method (the "
+                                  f"default on macOS and Windows, and on Linux from Python 3.14) starting the workers fails with `{error}`")
