@@ -33,6 +33,9 @@ class _NoProject:
     def function_facts(self, qualified: str):
         return None
 
+    def returned_handle(self, qualified: str):
+        return None
+
 
 class ParseFacts:
     """The parse-only subset of ``FileContext`` that ``handle_returns`` and ``lifetimes`` use."""
