@@ -16,6 +16,50 @@ from tests.conftest import check_tree, expected_markers, write_files
 from tests.test_rule_cases import run_case
 
 FLAGGED = {
+    # handles that project functions of another module open and return: whole, or in a tuple
+    # through a second function that binds it to None first (only the handle's element is kept)
+    "handle-returned-by-helpers": (
+        "DSL401",
+        {
+            "store/io.py": """
+                import h5py
+                import lmdb
+
+                def open_h5(path):
+                    return h5py.File(path, "r")
+
+                def _env_and_keys(root):
+                    env = lmdb.open(root, readonly=True, lock=False)
+                    with env.begin() as txn:
+                        keys = list(txn.cursor().iternext(values=False))
+                    return env, keys
+
+                def listing(kind, root):
+                    env, keys = None, None
+                    if kind == "lmdb":
+                        env, keys = _env_and_keys(root)
+                    return env, keys
+            """,
+            "store/__init__.py": "",
+            "frames.py": """
+                from torch.utils.data import Dataset
+                from store import io
+                from store.io import open_h5
+
+                class Frames(Dataset):
+                    def __init__(self, path, root):
+                        self.f = open_h5(path)  # expect: DSL401
+                        self.env, self.keys = io.listing("lmdb", root)  # expect: DSL401
+                        self.closed = open_h5(path)
+                        self.closed.close()
+
+                    def __getitem__(self, i):
+                        with self.env.begin() as txn:
+                            raw = txn.get(self.keys[i])
+                        return self.f["x"][i], raw, self.closed
+            """,
+        },
+    ),
     # a local list of environments whose transactions, taken by index, a comprehension keeps on self
     "lmdb-list-entries": (
         "DSL401",

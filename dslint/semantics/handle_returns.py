@@ -32,12 +32,13 @@ from dslint.semantics.regions import self_name
 from dslint.semantics.scopes import names_in_target
 from dslint.semantics.walk import iter_subtree, plain_returns
 
-# What a function returns: (the kind of the handle, its index in a returned tuple or None).
-Returned = Tuple[str, Optional[int]]
+# What a function returns: (the kind of the handle, its index in a returned tuple or None, the
+# qualified name of the call that opened it, or None when the returns differ or it is not known).
+Returned = Tuple[str, Optional[int], Optional[str]]
 
 
 def returned_handle(ctx, func: cst.FunctionDef) -> Optional[Returned]:
-    """(kind, position) when every ``return`` of ``func`` gives back a handle it opened."""
+    """(kind, position, opener) when every ``return`` of ``func`` gives back a handle it opened."""
     memo = ctx.memo(("handle_returns.func",), dict)
     if id(func) not in memo:
         memo[id(func)] = None  # (a function that returns its own result opens nothing)
@@ -55,29 +56,32 @@ def _returned_handle(ctx, func: cst.FunctionDef) -> Optional[Returned]:
         if answer is None:
             return None
         found.append(answer)
-    if not found or any(answer != found[0] for answer in found):
+    if not found or any(answer[:2] != found[0][:2] for answer in found):
         return None
-    return found[0]
+    openers = {answer[2] for answer in found}
+    return found[0][0], found[0][1], openers.pop() if len(openers) == 1 else None
 
 
 def _handle_in(ctx, value) -> Optional[Returned]:
     if isinstance(value, cst.Tuple):
         hits = [(i, _opened_here(ctx, e.value)) for i, e in enumerate(value.elements) if isinstance(e, cst.Element)]
-        hits = [(i, kind) for i, kind in hits if kind is not None]
+        hits = [(i, found) for i, found in hits if found is not None]
         if len(hits) == 1 and len(value.elements) > 1:
-            return hits[0][1], hits[0][0]
+            return hits[0][1][0], hits[0][0], hits[0][1][1]
         return None
-    kind = _opened_here(ctx, value)
-    return (kind, None) if kind is not None else None
+    found = _opened_here(ctx, value)
+    return (found[0], None, found[1]) if found is not None else None
 
 
-def _opened_here(ctx, expr) -> Optional[str]:
-    """The kind of the handle ``expr`` is: an opener call returned as is, or a name bound
+def _opened_here(ctx, expr) -> Optional[Tuple[str, Optional[str]]]:
+    """(kind, opener) of the handle ``expr`` is: an opener call returned as is, or a name bound
     once in the function to one whose fate is to be returned (not closed, not loaded),
     or a conditional whose two arms are handles of one kind (``gzip.open(p) if gz else open(p)``)."""
     if isinstance(expr, cst.IfExp):
-        kinds = {_opened_here(ctx, expr.body), _opened_here(ctx, expr.orelse)}
-        return kinds.pop() if len(kinds) == 1 else None
+        arms = [_opened_here(ctx, expr.body), _opened_here(ctx, expr.orelse)]
+        if None in arms or arms[0][0] != arms[1][0]:
+            return None
+        return arms[0][0], arms[0][1] if arms[0][1] == arms[1][1] else None
     if isinstance(expr, cst.Name):
         value = ctx.single_assignment(expr)
         if value is None:
@@ -87,19 +91,21 @@ def _opened_here(ctx, expr) -> Optional[str]:
         expr = value
     if not isinstance(expr, cst.Call):
         return None
-    kind = lt.opener_kind(ctx, expr)
-    if kind is None:
+    kind, opener = lt.opener_kind(ctx, expr), None
+    if kind is not None:
+        opener = lt.opener_name(ctx, expr)
+    else:
         # a call to another such function of the file, whose handle is passed on whole
         callee = _called_function(ctx, expr, None)
         answer = returned_handle(ctx, callee) if callee is not None else None
-        kind = answer[0] if answer is not None and answer[1] is None else None
+        kind, opener = (answer[0], answer[2]) if answer is not None and answer[1] is None else (None, None)
     if kind is None or lt.fate(ctx, expr).kind != lt.RETURNED:
         return None
-    return kind
+    return kind, opener
 
 
-def _unpacked_handle(ctx, name: cst.Name) -> Optional[str]:
-    """The kind of handle a local holds that is bound only to ``None`` and to the element, at the
+def _unpacked_handle(ctx, name: cst.Name) -> Optional[Tuple[str, Optional[str]]]:
+    """(kind, opener) of the handle a local holds that is bound only to ``None`` and to the element, at the
     handle's position, of a tuple a handle-returning function gives back (``env, keys = None,
     None`` then ``env, keys = _open_lmdb(root)``), and never closed in the function."""
     func = ctx.enclosing_function(name, through_lambdas=False)
@@ -127,7 +133,7 @@ def _unpacked_handle(ctx, name: cst.Name) -> Optional[str]:
             answer = _call_returns(ctx, value) if isinstance(value, cst.Call) else None
             if answer is None or answer[1] != position:
                 return None
-            kinds.add(answer[0])
+            kinds.add((answer[0], answer[2]))
     return kinds.pop() if len(kinds) == 1 else None
 
 
@@ -155,9 +161,9 @@ def _call_returns(ctx, call: cst.Call) -> Optional[Returned]:
     return _project_answer(ctx, call)
 
 
-def helper_calls(ctx) -> Dict[int, Tuple[cst.Call, str, Optional[int], str]]:
-    """id(call) -> (call, kind, position, the helper's name) for every call in the file
-    to one of its functions that returns a handle."""
+def helper_calls(ctx) -> Dict[int, Tuple[cst.Call, str, Optional[int], str, Optional[str]]]:
+    """id(call) -> (call, kind, position, the helper's name, the opener's qualified name or None)
+    for every call in the file to a function of the project that returns a handle."""
     return ctx.memo(("handle_returns.calls",), lambda: _helper_calls(ctx))
 
 
@@ -196,12 +202,12 @@ def _helper_calls(ctx):
             if tail in elsewhere:
                 answer = _project_answer(ctx, call)
                 if answer is not None:
-                    found[id(call)] = (call, answer[0], answer[1], tail)
+                    found[id(call)] = (call, answer[0], answer[1], tail, answer[2])
             continue
         if any(a is target for a in ctx.ancestors(call)):
             continue  # (a recursive call is not a new handle)
         answer = returned_handle(ctx, target)
-        found[id(call)] = (call, answer[0], answer[1], target.name.value)
+        found[id(call)] = (call, answer[0], answer[1], target.name.value, answer[2])
     return found
 
 
@@ -219,7 +225,7 @@ def _project_answer(ctx, call: cst.Call) -> Optional[Returned]:
     if isinstance(func, cst.Name) and qualified.startswith(f"{ctx.names.modname}."):
         return None  # (this file's own function: answered above)
     answer = ctx.view.returned_handle(qualified)
-    return (answer[0], answer[1]) if answer is not None else None
+    return (answer[0], answer[1], answer[2] if len(answer) > 2 else None) if answer is not None else None
 
 
 def _called_function(ctx, call: cst.Call, named) -> Optional[cst.FunctionDef]:

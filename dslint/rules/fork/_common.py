@@ -21,21 +21,10 @@ from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.classes import class_family, dataset_inits, methods
 from dslint.semantics.helper_drops import dropped_by_construction
 from dslint.semantics.init_code import add_aliases, family_construction, held_in_container, init_helpers
+from dslint.semantics.helper_openers import held_element, helper_handle
 from dslint.semantics.instance_state import (
-    HANDLE_DERIVATIONS,
-    AttrUse,
-    Held,
-    consumed_by_iter,
-    handle_kind,
-    rng_factory_kind,
-    rng_kind,
-    absent_or_none,
-    dropped_in_init,
-    held_on_self,
-    method_of,
-    per_sample_loads,
-    self_attr_uses,
-    stores_elsewhere,
+    HANDLE_DERIVATIONS, AttrUse, Held, consumed_by_iter, handle_kind, rng_factory_kind, rng_kind, absent_or_none,
+    dropped_in_init, held_on_self, method_of, per_sample_loads, self_attr_uses, stores_elsewhere,
 )
 from dslint.semantics.loader_roles import eval_name
 from dslint.semantics.names import dotted_parts
@@ -194,13 +183,16 @@ def handles_in_init(ctx):
     """(call, handle kind, attribute) for DSL401: a handle opened in construction code,
     kept on ``self`` and used per sample while the workers inherit it."""
     for cls, init, func, self_param, call in construction_calls(ctx):
-        kind = handle_kind(ctx, call)
+        kind, position = handle_kind(ctx, call), None
+        if kind is None:  # a project function that returns a handle it opened (``helper_openers``)
+            kind, position = helper_handle(ctx, call) or (None, None)
         if kind is None or (kind == "file" and write_only(ctx, call)):
             continue
         if kind == "sqlite" and call.args and ctx.literal(call.args[0].value) == ":memory:":
             continue  # a private in-memory database: each worker gets its own copy
         derive_methods, subscript = HANDLE_DERIVATIONS.get(kind, ((), False))
-        held, construction = held_object(ctx, cls, init, func, self_param, call, derive_methods, subscript)
+        held, construction = held_object(ctx, cls, init, func, self_param, call, derive_methods, subscript) \
+            if position is None else (held_element(ctx, func, self_param, call, position), ())
         if held is None or (kind == "session" and not session_used_in_init(ctx, func, self_param, held)):
             continue
         close_methods = ("close", *lt.IMAGE_LOADING_METHODS) if kind == "image" else ("close",)

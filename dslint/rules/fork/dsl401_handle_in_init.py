@@ -20,7 +20,7 @@ class HandleInInit(Rule):
     it. Methods `__init__` calls on `self` (at any depth, none called per sample) run before the fork too, and so does
     `__len__` (samplers and `len(loader)` call it in the parent): a lazy opener that `__len__`, or a method `__init__`
     calls (also a hook an inherited `__init__` calls), runs opens the handle before the workers exist. An object of a
-    class of the file whose `__init__` keeps a handle (`self.reader = Reader(path)`) holds it too.
+    class of the file whose `__init__` keeps a handle (`self.reader = Reader(path)`) holds it too, and so does the result of a project function (any module) that returns a handle it opened (`self.f = open_h5(p)`; `self.env, self.keys = scan(root)`).
 
     ## When it does not fire
     - The lazy pattern: `self.db = None` in `__init__`, opened on first use in each worker.
