@@ -7,7 +7,7 @@ import json
 import libcst as cst
 import pytest
 
-from tests.conftest import check_tree, write_files
+from tests.conftest import check_tree, expected_markers, write_files
 
 
 def _contexts(tmp_path, files):
@@ -628,3 +628,42 @@ def test_parts_added_with_plus_equals_belong_to_their_pipeline(tmp_path):
         ["DSL203"],
     )
     assert [row for _, row, _ in found] == [14]  # the `norm = ...` line
+
+
+def test_a_helper_device_default_counts_only_where_a_per_sample_call_leaves_it_out(tmp_path):
+    """A helper of another module that per-sample code calls runs with the arguments those calls
+    pass (``sample_calls``): its ``device="cuda"`` default (or ``device or DEVICE``) is used in the
+    workers only where such a call leaves ``device`` out; calls from the main process do not count."""
+    files = {
+        "tensors.py": """
+            import torch
+
+            DEVICE = "cuda:0"
+
+            def eye(n, device="cuda"):
+                return torch.eye(n, device=torch.device(device))  # expect: DSL204
+
+            def as_tensor(x, dtype=None, device=None):
+                device = device or DEVICE
+                return torch.tensor(x, dtype=dtype, device=device)
+
+            def ones(n, device="cuda"):
+                return torch.ones(n, device=device)
+        """,
+        "data.py": """
+            from torch.utils.data import Dataset
+            from tensors import as_tensor, eye, ones
+
+            class Poses(Dataset):
+                def __getitem__(self, i):
+                    pose = as_tensor(self.rows[i], device="cpu")
+                    return pose @ eye(4) + ones(4, device="cpu")
+
+            def plan(rows):
+                return as_tensor(rows), ones(3)  # the main process: its defaults are not the workers'
+        """,
+    }
+    write_files(tmp_path, files)
+    outcome = check_tree(tmp_path, select=["DSL204"])
+    got = {(d.path, d.row, d.code) for d in outcome.diagnostics}
+    assert got == {m for m in expected_markers(tmp_path)}

@@ -164,3 +164,34 @@ def in_per_example_function(ctx, node) -> bool:
     if not ids:
         return False
     return any(id(ancestor) in ids for ancestor in ctx.ancestors(node))
+
+
+def passed_arguments(call: cst.Call) -> Optional[list]:
+    """What a call passes, for the summaries (``sample_calls``): ``[positional, keywords]`` with
+    each value ``[literal]`` (a string, number, bool or None written as such) or ``"?"``;
+    ``positional`` is None after a ``*args``, and a ``**`` unpacking adds the keyword ``"**"``.
+    None for a call without arguments."""
+    if not call.args:
+        return None
+    positional: Optional[list] = []
+    keywords = {}
+    for arg in call.args:
+        if arg.star == "*":
+            positional = None
+        elif arg.star == "**":
+            keywords["**"] = "?"
+        elif arg.keyword is not None:
+            keywords[arg.keyword.value] = _written_literal(arg.value)
+        elif positional is not None:
+            positional.append(_written_literal(arg.value))
+    return [positional, keywords]
+
+
+def _written_literal(expr: cst.BaseExpression):
+    if isinstance(expr, cst.SimpleString):
+        return [expr.evaluated_value] if isinstance(expr.evaluated_value, str) else "?"
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        return [expr.evaluated_value]
+    if isinstance(expr, cst.Name) and expr.value in ("True", "False", "None"):
+        return [{"True": True, "False": False, "None": None}[expr.value]]
+    return "?"

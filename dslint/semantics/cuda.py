@@ -24,6 +24,7 @@ from dslint.semantics.call_facts import positional_or_keyword, unresolved_receiv
 from dslint.semantics.device_flow import placed_on_cuda
 from dslint.semantics.project import ENTRY_METHODS
 from dslint.semantics.regions import self_attr
+from dslint.semantics.sample_calls import DEFAULT
 from dslint.semantics.values import possible
 from dslint.semantics.walk import iter_subtree
 
@@ -79,6 +80,9 @@ def may_be_cuda(ctx, expr, depth: int = 0) -> Optional[str]:
         return "a CUDA device"
     if isinstance(expr, cst.IfExp):
         return may_be_cuda(ctx, expr.body, depth + 1) or may_be_cuda(ctx, expr.orelse, depth + 1)
+    if isinstance(expr, cst.BooleanOperation) and isinstance(expr.operator, cst.Or):  # ``device or DEFAULT``
+        found = may_be_cuda(ctx, expr.left, depth + 1)
+        return found or (None if _never_falsy(ctx, expr.left) else may_be_cuda(ctx, expr.right, depth + 1))
     if isinstance(expr, cst.Call) and ctx.call_name(expr) == "torch.device" and expr.args:
         return may_be_cuda(ctx, expr.args[0].value, depth + 1)
     if isinstance(expr, cst.Attribute):
@@ -106,8 +110,36 @@ def may_be_cuda(ctx, expr, depth: int = 0) -> Optional[str]:
         found = _partial_binding(ctx, expr) or _init_argument(ctx, expr)
         if found is not None:
             return found
+        passed = _sample_arguments(ctx, expr)
+        if passed is not None and DEFAULT not in passed:  # every per-sample call gives it: not its default
+            hit = next((v[0] for v in passed if v != "?" and _cuda_text(v[0])), None)
+            return f"a per-sample call passes {hit!r}" if hit is not None else None
     hit = possible(ctx, expr).can_be(_cuda_text)
     return f"{hit.origin} is {hit.value!r}" if hit is not None else None
+
+
+def _sample_arguments(ctx, name: cst.Name) -> Optional[list]:
+    """What the per-sample calls of the function whose parameter ``name`` is give it
+    (``sample_calls``), or None (not a parameter of a function reached per sample)."""
+    func = ctx.enclosing_function(name, through_lambdas=False)
+    if func is None or ctx.per_sample_mode(func) is None:
+        return None
+    positional = [p.name.value for p in (*func.params.posonly_params, *func.params.params)]
+    if ctx.method_class(func) is not None:
+        positional = positional[1:]  # (``self``: the receiver)
+    if name.value not in positional and all(p.name.value != name.value for p in func.params.kwonly_params):
+        return None
+    position = positional.index(name.value) if name.value in positional else None
+    return ctx.view.per_sample_arguments(ctx.qualname_of_def(func), name.value, position)
+
+
+def _never_falsy(ctx, expr) -> bool:
+    """A truthy literal, or a parameter every per-sample call gives a truthy literal."""
+    value = ctx.literal(expr)
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return bool(value)
+    passed = _sample_arguments(ctx, expr) if isinstance(expr, cst.Name) else None
+    return bool(passed) and all(v not in ("?", DEFAULT) and bool(v[0]) for v in passed)
 
 
 def _self_stores(ctx, expr: cst.Attribute) -> Optional[List[cst.BaseExpression]]:

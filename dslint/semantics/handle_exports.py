@@ -36,6 +36,9 @@ class _NoProject:
     def returned_handle(self, qualified: str):
         return None
 
+    def handle_function_names(self):
+        return ()
+
 
 class ParseFacts:
     """The parse-only subset of ``FileContext`` that ``handle_returns`` and ``lifetimes`` use."""

@@ -158,7 +158,9 @@ def _call_returns(ctx, call: cst.Call) -> Optional[Returned]:
     callee = _called_function(ctx, call, None)
     if callee is not None:
         return returned_handle(ctx, callee) if not any(a is callee for a in ctx.ancestors(call)) else None
-    return _project_answer(ctx, call)
+    func = call.func
+    tail = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else None)
+    return _project_answer(ctx, call) if tail in ctx.view.handle_function_names() else None
 
 
 def helper_calls(ctx) -> Dict[int, Tuple[cst.Call, str, Optional[int], str, Optional[str]]]:

@@ -20,11 +20,7 @@ from typing import Dict, List, Optional, Tuple
 from dslint.semantics.alternatives import base_alternatives, callees, construction_reach, duck_roots, mro_variants
 from dslint.semantics.modules import canonical
 from dslint.semantics.project_loaders import LoaderQueries
-
-# How a function runs per sample (also ``regions.WHOLE``/``regions.LOOP``; defined
-# here so that the index, which a warm run builds from cached summaries, needs no libcst).
-WHOLE = "whole"
-LOOP = "loop"
+from dslint.semantics.sample_calls import ENTRY_METHODS, ENTRY_POINTS, LOOP, WHOLE  # noqa: F401  (re-exported)
 
 MAP = "map"
 ITERABLE = "iterable"
@@ -44,9 +40,6 @@ PYG_DATASETS = frozenset({"torch_geometric.data.Dataset", "torch_geometric.data.
 LIBRARY_ROOTS = dict.fromkeys(PYG_DATASETS, MAP)
 DATALOADER_ROOTS = frozenset({"torch.utils.data.DataLoader"})
 
-ENTRY_POINTS = (("__getitem__", WHOLE), ("__getitems__", WHOLE), ("__iter__", None), ("__next__", WHOLE))
-#: the methods through which a DataLoader reads a dataset's samples (the names of ``ENTRY_POINTS``)
-ENTRY_METHODS = tuple(name for name, _ in ENTRY_POINTS)
 #: more entry points of a library base: the methods its own ``__getitem__`` calls per sample
 LIBRARY_ENTRY_POINTS = {root: (("get", WHOLE),) for root in PYG_DATASETS}
 

@@ -9,6 +9,7 @@ from typing import List, Optional, Tuple
 from dslint.semantics.collate_reach import collate_table
 from dslint.semantics.device_index import attribute_origin, device_table, init_param_origin, kept_attribute, partial_origin
 from dslint.semantics.modules import canonical
+from dslint.semantics.sample_calls import parameter_arguments, sample_call_table
 
 Key = Tuple[str, str]  # (path, local qualified name)
 
@@ -97,6 +98,13 @@ class LoaderQueries:
     def cuda_init_param(self, key: Key, param: str):
         """How a construction hands a CUDA device to ``param`` of class ``key``'s ``__init__`` (``device_flow``)."""
         return init_param_origin(self, self.device_facts(), key, param)
+
+    def per_sample_arguments(self, key: Key, param: str, position):
+        """What the per-sample calls of function ``key`` pass its parameter (``sample_calls``)."""
+        table = getattr(self, "_sample_calls", None)
+        if table is None:
+            table = self._sample_calls = sample_call_table(self)
+        return parameter_arguments(table, key, param, position)
 
     def device_facts(self):
         table = getattr(self, "_device_table", None)

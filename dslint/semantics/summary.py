@@ -25,6 +25,7 @@ from dslint.semantics.epoch_facts import dataloader_calls, epoch_iterated_result
 from dslint.semantics.handle_exports import exported_handles
 from dslint.semantics.kept_objects import kept_objects
 from dslint.semantics.call_costs import costly_calls
+from dslint.semantics.call_facts import passed_arguments
 from dslint.semantics.loader_roles import role_facts
 from dslint.semantics.rank_entries import entry_facts, seed_references, seeder_facts
 from dslint.semantics.trained_results import trained_facts
@@ -107,7 +108,7 @@ class Summarizer:
         tree = self.tree
         buckets = body_buckets(func, tree)
         self_param = regions.self_param
-        calls = []
+        calls, call_args = [], []  # (what each call passes: ``sample_calls``)
         uses_worker_info = False
         assigned = set()
         Attribute, Name = cst.Attribute, cst.Name
@@ -132,6 +133,7 @@ class Summarizer:
             if in_loop is None:
                 continue
             calls.append([target[0], target[1], in_loop])
+            call_args.append(passed_arguments(node))
         tails = self.worker_info_tails
         for node in buckets.get(Name, ()):
             if node.value in tails and _is_worker_info_ref(node, self.names):
@@ -145,6 +147,7 @@ class Summarizer:
         iterated = iterated_params(func, buckets.get(cst.For, ()))
         return {
             "calls": calls,
+            "call_args": call_args,
             "gen": regions.is_generator,
             "cached": is_cached(func),
             "worker_info": uses_worker_info,

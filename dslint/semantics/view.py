@@ -266,6 +266,13 @@ class View:
         to a CUDA device (``device_flow``), or None."""
         return self._record("cuda_partial", [qual, param], self._index.cuda_partial((self.path, qual), param))
 
+    def per_sample_arguments(self, qual: str, param: str, position: Optional[int]) -> Optional[list]:
+        """What the per-sample calls of this file's function ``qual`` give its parameter ``param``
+        (at ``position``, ``self`` not counted): ``[literal]``, ``"?"`` or ``"default"`` per call;
+        None when those calls are not all known (``sample_calls``)."""
+        answer = self._index.per_sample_arguments((self.path, qual), param, position)
+        return self._record("per_sample_arguments", [qual, param, position], answer)
+
     def project_start_methods(self) -> List[str]:
         """The start methods some file of the project sets (``set_start_method``)."""
         return self._record("project_start_methods", [], self._index.start_methods())

@@ -43,7 +43,10 @@ class CudaInDataset(Rule):
     workers are not forks (each pays for a CUDA context). Nor on CUDA work in `__init__`
     whose result the dataset does not keep: brought back with `.cpu()`/`.numpy()`/`.item()`,
     turned into a number, a model used there and deleted, or a tensor handed to a project
-    class whose `__init__` keeps only what it makes from it.
+    class whose `__init__` keeps only what it makes from it. Nor on a helper's device
+    parameter whose every per-sample call (in any file) passes it: its `"cuda"` default, or the
+    `DEVICE` of `device or DEVICE`, is then never used in the workers (calls from the main
+    process do not count).
 
     A model that a method of the dataset stores on such a device
     (`self.net = build().cuda()`), or that a construction hands to the
