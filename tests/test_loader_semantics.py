@@ -14,7 +14,7 @@ from dslint.semantics.calls import ForwardedInit, SubclassInit, dataloader_const
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.forwarding import forwarded_option, switch
 from dslint.semantics.values import possible
-from tests.conftest import run_cli, write_files
+from tests.conftest import check_tree, expected_markers, run_cli, write_files
 
 
 def _ctx(tmp_path, source: str, name: str = "train.py"):
@@ -739,3 +739,38 @@ def test_an_error_raised_for_a_bad_configuration_is_no_loading_work(tmp_path):
                            "disk.py": source.format(load="torch.load(f'{i}.pt')")})
     run = run_cli("check", "--no-cache", "--select", "DSL507", "--output-format", "concise", ".", cwd=tmp_path)
     assert sorted(line.split(":")[0] for line in run.stdout.splitlines() if ": DSL" in line) == ["disk.py"]
+
+
+def test_a_pipeline_returned_by_a_factory_of_the_file_is_kept_by_the_dataset(tmp_path):
+    """``T = get_transforms()`` where a module-level function of the file returns a transform
+    container holding a lambda: the dataset built with ``transform=T`` keeps the lambda, so a
+    DataLoader with workers cannot pickle it (DSL506 at the lambda); a factory whose pipeline
+    holds only importable callables is fine."""
+    write_files(
+        tmp_path,
+        {
+            "pipeline.py": """
+            import torchvision.transforms as T
+            from torch.utils.data import DataLoader, Dataset
+
+            class Scans(Dataset):
+                def __init__(self, paths, transform=None):
+                    self.paths, self.transform = paths, transform
+                def __getitem__(self, i):
+                    return self.transform(self.paths[i])
+
+            def get_transforms(size):
+                return T.Compose([T.Resize(size), T.Lambda(lambda x: x / 255)])  # expect: DSL506
+
+            def plain_transforms(size):
+                return T.Compose([T.Resize(size), T.ToTensor()])
+
+            def loaders(paths, workers=4):
+                lam = Scans(paths, transform=get_transforms(64))
+                fine = Scans(paths, transform=plain_transforms(64))
+                return DataLoader(lam, num_workers=workers), DataLoader(fine, num_workers=workers)
+            """,
+        },
+    )
+    outcome = check_tree(tmp_path, select=["DSL506"])
+    assert {(d.path, d.row, d.code) for d in outcome.diagnostics} == expected_markers(tmp_path)

@@ -18,7 +18,7 @@ from dslint.semantics.kept_objects import kept_arguments
 from dslint.semantics.module_calls import positional_args
 from dslint.semantics.scopes import is_none, none_replacements
 from dslint.semantics.returned_closures import returned_closure
-from dslint.semantics.walk import iter_subtree
+from dslint.semantics.walk import iter_subtree, plain_returns
 
 _PARTIAL = frozenset({"functools.partial"})
 
@@ -171,8 +171,8 @@ def kept_callable(ctx, index, expr) -> Optional[Tuple[cst.CSTNode, Problem]]:
     dataset object ``expr`` constructs is handed to keep and run per sample, so the dataset cannot
     be pickled either. Looked for in the construction's arguments (a keyword only when it names a
     transform, ``transform=``/``target_transform=``, or its value is a transform container), through
-    names (each value they may hold: one path is enough) and into transform containers
-    (``T.Compose([T.Lambda(lambda x: 1 - x)])``)."""
+    names (each value they may hold: one path is enough), into transform containers
+    (``T.Compose([T.Lambda(lambda x: 1 - x)])``) and into what a factory of the file returns."""
     nodes = index.value_nodes(expr) if isinstance(expr, cst.Name) else [expr]
     for node in nodes or ():  # (any construction the name may hold: the loader fails on that path)
         for arg in node.args if isinstance(node, cst.Call) else ():
@@ -218,6 +218,17 @@ def _kept_by_project_class(ctx, call: cst.Call) -> List[cst.BaseExpression]:
     return [arg.value for arg in kept_arguments(ctx, call, qualified)]
 
 
+def _returned(ctx, call: cst.Call) -> List[cst.BaseExpression]:
+    """What a call of a module-level function of this file returns (each ``return``'s value): a
+    factory of the pipeline (``T = get_transforms(size)``)."""
+    func = call.func
+    if not isinstance(func, cst.Name) or ctx.call_name(call) != f"{ctx.names.modname}.{func.value}":
+        return []
+    defs = [d for d in ctx.nodes(cst.FunctionDef) if d.name.value == func.value and isinstance(ctx.parent(d), cst.Module)]
+    returns = plain_returns(defs[0], ctx.tree) if len(defs) == 1 else None
+    return [node.value for node in returns or () if node.value is not None]
+
+
 def _kept(ctx, index, expr, depth: int) -> Optional[Tuple[cst.CSTNode, Problem]]:
     if depth > 8:
         return None
@@ -240,7 +251,7 @@ def _kept(ctx, index, expr, depth: int) -> Optional[Tuple[cst.CSTNode, Problem]]
     elif _container(ctx, expr):
         elements = [arg.value for arg in expr.args if not arg.star]
     elif isinstance(expr, cst.Call):
-        elements = _kept_by_project_class(ctx, expr)
+        elements = _kept_by_project_class(ctx, expr) or _returned(ctx, expr)
     else:
         return None
     for element in elements:

@@ -31,7 +31,8 @@ class UnpicklableWorkerCallable(Rule):
     A dataset constructed with such a callable to keep counts too: one given as an argument (a keyword
     only when it names a transform, `transform=`, `target_transform=`), through names and transform
     containers (`T.Compose([T.Lambda(lambda x: 1 - x)])`, MONAI and albumentations alike, and a class of the
-    project whose constructor keeps the argument on `self`), or installed on it after construction by the code
+    project whose constructor keeps the argument on `self`, or a module-level function of the file that returns such a
+    pipeline: `transform=get_transforms(64)`), or installed on it after construction by the code
     that builds the loader (`train_set.transform = T.Compose([...])`). The finding then points at the lambda or nested
     function.
 
