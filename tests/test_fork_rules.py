@@ -263,6 +263,34 @@ FLAGGED = {
 }
 
 SILENT = {
+    # the only DataLoader (no workers) is over the dataset a name holds in its branch
+    # (``bindings.block_assignment``), while the other branch binds the name to something else
+    "lmdb-loader-in-one-branch": (
+        "DSL401",
+        """
+        import pickle
+        import lmdb
+        from torch.utils.data import DataLoader, Dataset
+
+        class Records(Dataset):
+            def __init__(self, root):
+                self.env = lmdb.open(root, readonly=True, lock=False)
+
+            def __getitem__(self, i):
+                with self.env.begin() as txn:
+                    return txn.get(str(i).encode())
+
+        def get_loader(root):
+            if root.endswith("pkl"):
+                with open(root, "rb") as f:
+                    dataset = pickle.load(f)
+                loader = DataLoader(dataset, batch_size=8, num_workers=0)
+            else:
+                dataset = Records(root)
+                loader = DataLoader(dataset, batch_size=8, num_workers=0)
+            return loader
+        """,
+    ),
     "h5py-loaded-then-closed": (
         "DSL401",
         """

@@ -13,7 +13,7 @@ from typing import Dict, List, Optional
 import libcst as cst
 
 from dslint.semantics.names import ModuleNames, dotted_parts
-from dslint.semantics.walk import TreeIndex
+from dslint.semantics.walk import TreeIndex, iter_subtree
 
 
 def enclosing_scope(tree: TreeIndex, node: cst.CSTNode):
@@ -148,9 +148,56 @@ def class_ref(tree: TreeIndex, names: ModuleNames, expr: Optional[cst.CSTNode], 
         qualified = names.qualname(func)
         return ("qualified", qualified) if qualified else None
     if isinstance(expr, cst.Name):
-        value = single_assignment(tree, expr)
+        value = single_assignment(tree, expr) or block_assignment(tree, expr)
         return class_ref(tree, names, value, _depth + 1) if value is not None else None
     return None
+
+
+_BLOCKS = (cst.IndentedBlock, cst.Module)
+
+
+def block_assignment(tree: TreeIndex, name: cst.Name) -> Optional[cst.BaseExpression]:
+    """The value of ``name = value`` last before the statement that reads ``name``, in that
+    statement's own block, when no statement in between binds the name (``else: ds = Lines(p);
+    loader = DataLoader(ds)`` while the other branch binds ``ds`` to something else). None when
+    the block binds it no such way first."""
+    node, parent = name, tree.parent_of(name)
+    while parent is not None and not isinstance(parent, _BLOCKS):
+        node, parent = parent, tree.parent_of(parent)
+    if parent is None:
+        return None
+    statements = list(parent.body)
+    position = next((i for i, s in enumerate(statements) if s is node), None)
+    for previous in reversed(statements[:position] if position is not None else ()):
+        if isinstance(previous, cst.SimpleStatementLine):
+            for small in reversed(previous.body):
+                if isinstance(small, cst.Assign) and len(small.targets) == 1 \
+                        and isinstance(small.targets[0].target, cst.Name) and small.targets[0].target.value == name.value:
+                    return small.value
+                if _binds(small, name.value):
+                    return None
+        elif _binds(previous, name.value):
+            return None
+    return None
+
+
+def _binds(node: cst.CSTNode, name: str) -> bool:
+    """Some statement in ``node`` (nested scopes aside) binds or deletes ``name``."""
+    for sub in iter_subtree(node, into_scopes=False):
+        if isinstance(sub, (cst.FunctionDef, cst.ClassDef)) and sub.name.value == name:
+            return True
+        if isinstance(sub, (cst.Import, cst.ImportFrom)):
+            return True  # (not followed)
+        target = None
+        if isinstance(sub, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr, cst.Del)):
+            target = sub.target
+        elif isinstance(sub, cst.WithItem) and sub.asname is not None:
+            target = sub.asname.name
+        elif isinstance(sub, cst.ExceptHandler) and sub.name is not None:
+            target = sub.name.name
+        if target is not None and name in names_in_target(target):
+            return True
+    return False
 
 
 def _constructs_own_class(cls: cst.ClassDef, method: str) -> bool:
