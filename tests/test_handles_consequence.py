@@ -336,3 +336,33 @@ def test_dsl103_silent_for_a_cached_image_the_same_code_loads(tmp_path):
     )
     found = [(f.code, f.start[0]) for f in check_tree(tmp_path, select=["DSL103"]).diagnostics]
     assert found == [("DSL103", 20)]
+
+
+def test_dsl101_another_class_reading_gifs_does_not_make_this_one_multi_frame(tmp_path):
+    """Multi-frame evidence counts where the image is opened: in its own class or outside every
+    class of the file (``_common.multi_frame_code``). A video dataset of the same module that
+    globs GIFs says nothing of the JPEG dataset beside it; a module-level GIF pattern does."""
+    source = """
+        from pathlib import Path
+        from PIL import Image
+        from torch.utils.data import Dataset
+        {module_level}
+
+        class Images(Dataset):
+            def __init__(self, folder):
+                self.paths = [p for ext in ("jpg", "png") for p in Path(folder).glob(f"**/*.{{ext}}")]
+
+            def __getitem__(self, i):
+                image = Image.open(self.paths[i])
+                return self.transform(image)
+
+        class Videos(Dataset):
+            def __init__(self, folder):
+                self.paths = sorted(Path(folder).glob("**/*.gif"))
+
+            def __getitem__(self, i):
+                return self.frames(self.paths[i])
+        """
+    write_files(tmp_path, {"own.py": source.format(module_level=""), "shared.py": source.format(module_level='PATTERN = "*.gif"')})
+    found = [(f.path.rsplit("/", 1)[-1], f.code) for f in check_tree(tmp_path, select=["DSL101"]).diagnostics]
+    assert found == [("shared.py", "DSL101")]

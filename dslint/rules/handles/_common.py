@@ -262,7 +262,7 @@ def consequence(ctx, call, kind, fate) -> Optional[str]:
         read, attributes = _image_uses(ctx, call, fate)
         if not read:
             return NEVER_LOADED
-        return MULTI_FRAME if attributes & _MULTI_FRAME_ATTRIBUTES or multi_frame_code(ctx) else None
+        return MULTI_FRAME if attributes & _MULTI_FRAME_ATTRIBUTES or multi_frame_code(ctx, call) else None
     return NATIVE if lt.opener_name(ctx, call) in lt.NATIVE_OPENERS else None
 
 
@@ -299,10 +299,12 @@ def _bound_here(ctx, name) -> bool:
     return isinstance(parent, cst.AsName)
 
 
-def multi_frame_code(ctx) -> bool:
-    """The file shows multi-frame images: a GIF/MPO/APNG path or extension in a
-    string (not one given to a call that writes: ``frames[0].save(f"{n}.gif")``, ``imageio.mimsave``),
-    ``n_frames``/``is_animated``, or ``PIL.ImageSequence``."""
+def multi_frame_code(ctx, call) -> bool:
+    """The file shows multi-frame images where ``call`` opens one: a GIF/MPO/APNG path or
+    extension in a string (not one given to a call that writes: ``frames[0].save(f"{n}.gif")``,
+    ``imageio.mimsave``), ``n_frames``/``is_animated``, or ``PIL.ImageSequence``, outside the
+    other classes of the file (another dataset's ``exts = ["gif"]`` says nothing of this one)."""
+    own = _class_of(ctx, call)
 
     def compute() -> bool:
         texts = [(n, n.value) for n in ctx.nodes(cst.FormattedStringText)]
@@ -310,20 +312,21 @@ def multi_frame_code(ctx) -> bool:
         for node, text in texts:
             if isinstance(text, str) and len(text) < 200:
                 tail = text.strip().lower().rsplit(".", 1)[-1].lstrip("*")
-                if tail in _MULTI_FRAME_EXTENSIONS and not _written(ctx, node):
+                if tail in _MULTI_FRAME_EXTENSIONS and not _written(ctx, node) and _class_of(ctx, node) in (None, own):
                     return True
-        for node in ctx.nodes(cst.Attribute):
-            if node.attr.value in ("n_frames", "is_animated"):
+        for node in (*ctx.nodes(cst.Attribute), *(n for n in ctx.nodes(cst.Name) if n.value == "ImageSequence")):
+            if _class_of(ctx, node) not in (None, own) or isinstance(ctx.parent(node), cst.ImportAlias):
+                continue
+            if getattr(node, "attr", node).value in ("n_frames", "is_animated") or ctx.qualname(node) == "PIL.ImageSequence":
                 return True
-            if ctx.qualname(node) == "PIL.ImageSequence" and not isinstance(ctx.parent(node), cst.ImportAlias):
-                return True
-        return any(
-            ctx.qualname(n) == "PIL.ImageSequence"
-            for n in ctx.nodes(cst.Name)
-            if n.value == "ImageSequence" and not isinstance(ctx.parent(n), cst.ImportAlias)
-        )
+        return False
 
-    return ctx.memo(("handles.multi_frame",), compute)
+    return ctx.memo(("handles.multi_frame", id(own)), compute)
+
+
+def _class_of(ctx, node):
+    """The outermost class ``node`` is in, or None."""
+    return next((a for a in reversed(list(ctx.ancestors(node))) if isinstance(a, cst.ClassDef)), None)
 
 
 _WRITERS = ("save", "write", "dump", "export")

@@ -30,8 +30,8 @@ class UnclosedImageOpen(Rule):
     - the image is never loaded: only `.size`, `.info` or the like are read
       (`Image.open(p).size`), so Pillow never closes the file;
     - a new image is kept on `self` on every sample;
-    - the code handles multi-frame formats: a GIF, MPO or APNG path or
-      extension in a string of the file (not one it only writes: `.save(f"{n}.gif")`),
+    - the code handles multi-frame formats: a GIF, MPO or APNG path or extension in a string
+      of the file, outside its other classes (not one it only writes: `.save(f"{n}.gif")`),
       `seek`, `n_frames`, `is_animated` or `PIL.ImageSequence`. Pillow keeps those files open after loading. A TIFF
       extension alone is not enough: Pillow closes a single-frame TIFF when it
       loads it, and only the frame attributes show a TIFF stack.

@@ -294,7 +294,7 @@ class RetainedFileHandles(Rule):
             keyed = keyed_by_sample_index(ctx, fate)
             if fate.kind != lt.STORED or (in_lazy_block(ctx, call) and not keyed) or in_local_container(ctx, call, fate):
                 continue
-            if kind == "image" and lt.image_loaded_by_name(ctx, fate) and not multi_frame_code(ctx):
+            if kind == "image" and lt.image_loaded_by_name(ctx, fate) and not multi_frame_code(ctx, call):
                 continue  # this code also loads the kept image: Pillow has closed its file
             setup = in_init(ctx, call) or not (ctx.is_per_sample(call) or keyed)
             yield self.report(call, opener_text(ctx, call) + (PER_FILE if setup else PER_SAMPLE))
