@@ -1148,3 +1148,31 @@ def test_dsl303_a_next_that_decodes_what_it_draws_from_a_library_stream(tmp_path
         """})
     found = {(f.path.rsplit("/", 1)[-1], f.start[0], f.code) for f in check_tree(tmp_path, select=["DSL303"]).diagnostics}
     assert found == expected_markers(tmp_path)
+
+
+def test_dsl304_a_library_length_probe_guards_and_probes(tmp_path):
+    """``transformers.trainer_utils.has_length(x)`` probes ``x`` for a length
+    (``length_probes.LIBRARY_PROBES``): a ``len(x)`` under it is guarded, one before it is not."""
+    write_files(
+        tmp_path,
+        {
+            "trainer.py": """
+            from torch.utils.data import DataLoader
+            from transformers.trainer_utils import has_length
+
+            def steps(loader: DataLoader, accumulation):
+                if has_length(loader):
+                    return len(loader) // accumulation
+                return None
+
+            class Fit:
+                def setup(self, limit):
+                    steps = limit * len(self.train_loader)  # expect: DSL304
+                    if not has_length(self.train_loader):
+                        steps = limit
+                    return steps
+            """,
+        },
+    )
+    outcome = check_tree(tmp_path, select=["DSL304"])
+    assert {(d.path, d.row, d.code) for d in outcome.diagnostics} == expected_markers(tmp_path)

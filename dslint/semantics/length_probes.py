@@ -10,7 +10,7 @@ one. The evidence taken here is the function's own *length probe* of the value:
 - a call ``probe(x)`` of a *probe function*: one whose parameter it passes to ``len()``
   inside ``try: ... except TypeError`` (or tests with ``hasattr``/``Sized``), defined in
   this file or, as a module-level function, in another file of the project (summary
-  fact ``length_probes``);
+  fact ``length_probes``), or a library's (``transformers.trainer_utils.has_length``);
 - ``isinstance(x.dataset, IterableDataset)`` / ``hasattr(x.dataset, "__len__")``: ``x`` is a
   loader whose dataset may have no length.
 
@@ -187,9 +187,16 @@ def _module_functions(ctx) -> Dict[str, list]:
     return ctx.memo("length_probes.module_functions", compute)
 
 
+#: library functions that probe their first parameter for a length (``len(x)`` under ``except
+#: TypeError``): Hugging Face's trainer helper, which copies of its ``Trainer`` import
+LIBRARY_PROBES = {"transformers.trainer_utils.has_length": [0, "dataset", False]}
+
+
 def _project_probe(ctx, qualified: Optional[str]) -> Optional[list]:
     if not qualified or qualified.startswith("builtins."):
         return None
+    if canonical(qualified) in LIBRARY_PROBES:
+        return LIBRARY_PROBES[canonical(qualified)]
     return ctx.memo(("length_probes.project", qualified), lambda: ctx.view.length_probe(qualified))
 
 

@@ -32,7 +32,8 @@ class LenOfIterableDataset(Rule):
     that runs *before* the same function probes `x` for a length on the same
     path: `hasattr(x, "__len__")`, `isinstance(x, Sized)`, `len(x)` under
     `except TypeError`, `isinstance(x.dataset, IterableDataset)`, or a call of a
-    function (of the project) that probes its parameter so. The function says
+    function that probes its parameter so (of the project, or Hugging Face's
+    `transformers.trainer_utils.has_length`, which guards). The function says
     `x` may have no length; the earlier call raises first. A loop variable
     stands for its collection (`[... for dl in loaders if dl]`, then `for dl in
     loaders: if not has_len(dl)`). And `len(obj.x)` where `obj` is a parameter
