@@ -81,6 +81,18 @@ def _build_assignment_index(tree: TreeIndex) -> Dict[int, _ScopeAssignments]:
     return index
 
 
+def is_bound_here(ctx, name: cst.Name) -> bool:
+    """The name is (part of) an assignment, annotated assignment, loop, comprehension or ``as``
+    target: it is bound there, not read (an augmented assignment's target is read too)."""
+    node: cst.CSTNode = name
+    parent = ctx.parent(node)
+    while isinstance(parent, (cst.Element, cst.StarredElement, cst.Tuple, cst.List)):
+        node, parent = parent, ctx.parent(parent)
+    if isinstance(parent, (cst.AssignTarget, cst.For, cst.CompFor, cst.AnnAssign)):
+        return parent.target is node
+    return isinstance(parent, cst.AsName)
+
+
 def single_assignment(tree: TreeIndex, name: cst.Name) -> Optional[cst.BaseExpression]:
     """The value of the one assignment to ``name`` in its scope, if there is exactly one.
 

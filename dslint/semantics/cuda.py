@@ -25,8 +25,8 @@ from dslint.semantics.device_flow import placed_on_cuda
 from dslint.semantics.project import ENTRY_METHODS
 from dslint.semantics.regions import self_attr
 from dslint.semantics.sample_calls import DEFAULT
+from dslint.semantics.self_stores import attribute_stores
 from dslint.semantics.values import possible
-from dslint.semantics.walk import iter_subtree
 
 # torch.cuda functions that do not initialise CUDA
 CUDA_SAFE = frozenset(
@@ -152,7 +152,7 @@ def _self_stores(ctx, expr: cst.Attribute) -> Optional[List[cst.BaseExpression]]
     attr = self_attr(expr, ctx.regions.get(func).self_param)
     if attr is None:
         return None
-    return ctx.memo(("cuda.self_stores", id(owner), attr), lambda: _stores_of(ctx, owner, attr))
+    return [node.value for node in attribute_stores(ctx, owner, attr) if isinstance(node, cst.Assign)]
 
 
 def _constructed_with(ctx, expr: cst.Attribute, kind: str = "device") -> Optional[str]:
@@ -223,18 +223,6 @@ def _init_argument(ctx, name: cst.Name) -> Optional[str]:
         ("cuda.init_argument", id(func), name.value),
         lambda: ctx.view.cuda_init_param(ctx.qualname_of_def(owner), name.value),
     )
-
-
-def _stores_of(ctx, owner: cst.ClassDef, attr: str) -> List[cst.BaseExpression]:
-    found = []
-    for method in ctx.nodes(cst.FunctionDef):
-        if ctx.method_class(method) is not owner:
-            continue
-        self_param = ctx.regions.get(method).self_param
-        for node in iter_subtree(method.body, into_scopes=False):
-            if isinstance(node, cst.Assign) and any(self_attr(t.target, self_param) == attr for t in node.targets):
-                found.append(node.value)
-    return found
 
 
 def cuda_use(ctx, call: cst.Call) -> Optional[str]:

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from dslint.semantics.bindings import is_bound_here
+from dslint.semantics.instance_state import is_store
 from dslint.semantics.walk import iter_subtree
 
 # methods whose result holds no CUDA data
@@ -169,18 +171,13 @@ def _name_kept(ctx, name: cst.Name, site: cst.CSTNode, seen: set, depth: int) ->
 
 
 def _is_read(ctx, name: cst.Name) -> bool:
-    """``name`` is read here (not bound, deleted, an attribute's or a keyword's name)."""
+    """``name`` is read here (not bound, written, deleted, an attribute's or a keyword's name)."""
     parent = ctx.parent(name)
     if isinstance(parent, cst.Attribute) and parent.attr is name or isinstance(parent, cst.Arg) and parent.keyword is name:
         return False
     if isinstance(parent, (cst.Param, cst.FunctionDef, cst.ClassDef, cst.ImportAlias, cst.NameItem)):
         return False
-    node = name
-    while isinstance(parent, (cst.Element, cst.StarredElement, cst.Tuple, cst.List)):
-        node, parent = parent, ctx.parent(parent)
-    if isinstance(parent, (cst.AssignTarget, cst.AsName, cst.Del)):
-        return False
-    return not (isinstance(parent, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor)) and parent.target is node)
+    return not (is_bound_here(ctx, name) or is_store(ctx, name))
 
 
 def _root(expr: cst.BaseExpression) -> cst.BaseExpression:

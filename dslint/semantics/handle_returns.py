@@ -29,7 +29,7 @@ from dslint.semantics import lifetimes as lt
 from dslint.semantics.classes import called_method
 from dslint.semantics.held_classes import receiver_class
 from dslint.semantics.regions import self_name
-from dslint.semantics.scopes import names_in_target
+from dslint.semantics.scopes import ScopeBindings
 from dslint.semantics.walk import iter_subtree, plain_returns
 
 # What a function returns: (the kind of the handle, its index in a returned tuple or None, the
@@ -109,48 +109,28 @@ def _unpacked_handle(ctx, name: cst.Name) -> Optional[Tuple[str, Optional[str]]]
     handle's position, of a tuple a handle-returning function gives back (``env, keys = None,
     None`` then ``env, keys = _open_lmdb(root)``), and never closed in the function."""
     func = ctx.enclosing_function(name, through_lambdas=False)
-    if func is None or any(p.name.value == name.value for p in (*func.params.params, *func.params.kwonly_params)):
+    if func is None:
         return None
+    bindings = ctx.memo(("handle_returns.scopes",), lambda: ScopeBindings(ctx)).bindings(func).get(name.value, ())
     kinds = set()
+    for binding in bindings:
+        if binding.kind != "value":
+            return None  # a parameter, a loop or ``with`` target, ``+=``, ``del``...: not followed
+        value, position = binding.value, binding.index
+        if position is not None and isinstance(value, cst.Tuple):
+            value = value.elements[position].value if position < len(value.elements) else None
+            position = None
+        if isinstance(value, cst.Name) and value.value == "None":
+            continue
+        answer = _call_returns(ctx, value) if isinstance(value, cst.Call) else None
+        if answer is None or answer[1] != position:
+            return None
+        kinds.add((answer[0], answer[2]))
     for node in iter_subtree(func.body, into_scopes=False):
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "close" \
                 and isinstance(node.func.value, cst.Name) and node.func.value.value == name.value:
             return None
-        if isinstance(node, (cst.AugAssign, cst.For, cst.WithItem, cst.Del)) and name.value in _bound(node):
-            return None
-        if not isinstance(node, cst.Assign):
-            continue
-        for target in node.targets:
-            position = _position_of(target.target, name.value)
-            if position is False:
-                continue
-            value = node.value
-            if position is not None and isinstance(value, cst.Tuple):
-                value = value.elements[position].value if position < len(value.elements) else None
-                position = None
-            if isinstance(value, cst.Name) and value.value == "None":
-                continue
-            answer = _call_returns(ctx, value) if isinstance(value, cst.Call) else None
-            if answer is None or answer[1] != position:
-                return None
-            kinds.add((answer[0], answer[2]))
     return kinds.pop() if len(kinds) == 1 else None
-
-
-def _bound(node) -> List[str]:
-    target = getattr(node, "target", None) or (node.asname.name if isinstance(node, cst.WithItem) and node.asname else None)
-    return names_in_target(target) if target is not None else []
-
-
-def _position_of(target, name: str):
-    """None: ``target`` is ``name``; i: ``name`` is element i of a flat tuple target; False: not bound there."""
-    if isinstance(target, cst.Name):
-        return None if target.value == name else False
-    if isinstance(target, (cst.Tuple, cst.List)):
-        for i, element in enumerate(target.elements):
-            if isinstance(element.value, cst.Name) and element.value.value == name:
-                return i
-    return False
 
 
 def _call_returns(ctx, call: cst.Call) -> Optional[Returned]:

@@ -23,7 +23,7 @@ from typing import Optional
 import libcst as cst
 
 from dslint.semantics.archives import read_by_field
-from dslint.semantics.bindings import names_in_target
+from dslint.semantics.bindings import is_bound_here, names_in_target
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.once import once_guarded  # noqa: F401  (re-exported: once-only code lives in once.py)
 from dslint.semantics.regions import self_name
@@ -391,7 +391,7 @@ def _bound_name(ctx, call: cst.Call, target: cst.CSTNode, site: cst.CSTNode) -> 
             continue
         if ctx.enclosing_function(use) is not func:
             continue
-        if _is_store(ctx, use):
+        if is_bound_here(ctx, use):
             continue  # a target (`img, label = ...`), not a use of the handle
         parent = ctx.parent(use)
         if isinstance(parent, cst.Attribute) and parent.value is use:
@@ -424,21 +424,6 @@ def _bound_name(ctx, call: cst.Call, target: cst.CSTNode, site: cst.CSTNode) -> 
                     inner = _assigned(ctx, call, parent)
                     return Fate(inner.kind, parent, name=name)
     return Fate(CHAINED if loaded else UNCLOSED, site, method="load" if loaded else None, name=name)
-
-
-def _is_store(ctx, name: cst.Name) -> bool:
-    """The name is (part of) an assignment or loop target: it is bound there, not read."""
-    node: cst.CSTNode = name
-    parent = ctx.parent(node)
-    while isinstance(parent, (cst.Element, cst.StarredElement, cst.Tuple, cst.List)):
-        node, parent = parent, ctx.parent(parent)
-    if isinstance(parent, cst.AssignTarget):
-        return parent.target is node
-    if isinstance(parent, (cst.For, cst.CompFor)):
-        return parent.target is node
-    if isinstance(parent, (cst.AnnAssign, cst.AugAssign)):
-        return parent.target is node and isinstance(parent, cst.AnnAssign)
-    return isinstance(parent, cst.AsName)
 
 
 def _rebinding_after(ctx, site: cst.CSTNode, name: str) -> Optional[cst.CSTNode]:
@@ -477,7 +462,7 @@ def image_loaded_by_name(ctx, fate: Fate) -> bool:
         return False
     func = ctx.enclosing_function(fate.site)
     for use in ctx.nodes(cst.Name):
-        if use.value != fate.name or ctx.enclosing_function(use) is not func or _is_store(ctx, use):
+        if use.value != fate.name or ctx.enclosing_function(use) is not func or is_bound_here(ctx, use):
             continue
         parent = ctx.parent(use)
         if isinstance(parent, cst.Attribute) and parent.value is use and parent.attr.value in IMAGE_LOADING_METHODS:

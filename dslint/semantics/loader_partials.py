@@ -20,7 +20,7 @@ import libcst as cst
 
 from dslint.semantics.bindings import single_assignment
 from dslint.semantics.regions import self_attr, self_name
-from dslint.semantics.walk import iter_subtree
+from dslint.semantics.self_stores import attribute_stores
 
 _PARTIAL = "functools.partial"
 _DATALOADER = "torch.utils.data.DataLoader"
@@ -60,21 +60,7 @@ def _partial_of(ctx, func: cst.BaseExpression) -> Optional[cst.Call]:
         attr = self_attr(func, self_name(method)) if owner is not None else None
         if attr is None:
             return None
-        stored = _stores(ctx, owner, attr)
+        stored = [node.value for node in attribute_stores(ctx, owner, attr)]
         if len(stored) == 1 and isinstance(stored[0], cst.Call) and ctx.call_name(stored[0]) == _PARTIAL:
             return stored[0]
     return None
-
-
-def _stores(ctx, owner: cst.ClassDef, attr: str) -> List[cst.BaseExpression]:
-    found = []
-    for method in iter_subtree(owner.body, into_scopes=True):
-        if not isinstance(method, cst.FunctionDef) or ctx.method_class(method) is not owner:
-            continue
-        selfp = self_name(method)
-        for node in iter_subtree(method.body, into_scopes=False):
-            if isinstance(node, cst.Assign) and any(self_attr(t.target, selfp) == attr for t in node.targets):
-                found.append(node.value)
-            elif isinstance(node, (cst.AugAssign, cst.AnnAssign)) and self_attr(node.target, selfp) == attr:
-                found.append(node.value)
-    return found

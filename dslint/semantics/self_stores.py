@@ -1,5 +1,6 @@
-"""What the methods of a class assign to ``self.<a>.<b>`` (``self.cfg.num_workers = 0``), for
-``values.py``: a configuration object kept on ``self`` and filled in by the class itself."""
+"""What the methods of a class assign to ``self.<a>`` (``attribute_stores``: the statements, for
+``cuda`` and ``loader_partials``) and to ``self.<a>.<b>`` (``self.cfg.num_workers = 0``, for
+``values.py``: a configuration object kept on ``self`` and filled in by the class itself)."""
 
 from __future__ import annotations
 
@@ -39,3 +40,25 @@ def nested_self_stores(ctx, expr: cst.Attribute) -> List[cst.BaseExpression]:
 
 
 __all__ = ["nested_self_stores"]
+
+
+def attribute_stores(ctx, cls: cst.ClassDef, attr: str) -> List[cst.CSTNode]:
+    """The statements of the methods of ``cls`` (not of nested scopes) that bind ``self.<attr>``:
+    assignments (any of their targets), annotated and augmented assignments."""
+
+    def compute():
+        stores: Dict[str, List[cst.CSTNode]] = {}
+        for method in cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ():
+            selfp = self_name(method) if isinstance(method, cst.FunctionDef) else None
+            for node in iter_subtree(method.body, into_scopes=False) if selfp else ():
+                if isinstance(node, cst.Assign):
+                    bound = {self_attr(t.target, selfp) for t in node.targets}
+                elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
+                    bound = {self_attr(node.target, selfp)}
+                else:
+                    continue
+                for name in bound - {None}:
+                    stores.setdefault(name, []).append(node)
+        return stores
+
+    return ctx.memo(("self_stores.attributes", id(cls)), compute).get(attr, [])

@@ -11,6 +11,7 @@ import libcst as cst
 from dslint.edits import with_statement_fix
 from dslint.report import FixSpec
 from dslint.semantics import lifetimes as lt
+from dslint.semantics.bindings import is_bound_here
 from dslint.semantics.call_facts import in_per_example_function, last_name
 from dslint.semantics.containers import local_to
 from dslint.semantics.handle_returns import helper_calls
@@ -280,7 +281,7 @@ def _image_uses(ctx, call, fate):
     func = ctx.enclosing_function(fate.site)
     attributes, read = set(), False
     for use in ctx.nodes(cst.Name):
-        if use.value != fate.name or ctx.enclosing_function(use) is not func or _bound_here(ctx, use):
+        if use.value != fate.name or ctx.enclosing_function(use) is not func or is_bound_here(ctx, use):
             continue
         parent = ctx.parent(use)
         if isinstance(parent, cst.Attribute) and parent.value is use:
@@ -288,15 +289,6 @@ def _image_uses(ctx, call, fate):
         else:
             read = True
     return read or bool(attributes & lt.IMAGE_LOADING_METHODS), attributes
-
-
-def _bound_here(ctx, name) -> bool:
-    node, parent = name, ctx.parent(name)
-    while isinstance(parent, (cst.Element, cst.StarredElement, cst.Tuple, cst.List)):
-        node, parent = parent, ctx.parent(parent)
-    if isinstance(parent, (cst.AssignTarget, cst.AnnAssign, cst.For, cst.CompFor)):
-        return parent.target is node
-    return isinstance(parent, cst.AsName)
 
 
 def multi_frame_code(ctx, call) -> bool:
