@@ -667,3 +667,36 @@ def test_a_helper_device_default_counts_only_where_a_per_sample_call_leaves_it_o
     outcome = check_tree(tmp_path, select=["DSL204"])
     got = {(d.path, d.row, d.code) for d in outcome.diagnostics}
     assert got == {m for m in expected_markers(tmp_path)}
+
+
+def test_a_static_helper_device_argument_keeps_its_position(tmp_path):
+    """A ``@staticmethod`` has no receiver: its first parameter is the first argument the
+    per-sample call passes, so ``device`` keeps its position; a classmethod's ``cls`` is skipped."""
+    files = {
+        "data.py": """
+            import torch
+            from torch.utils.data import Dataset
+
+            class Frames(Dataset):
+                @staticmethod
+                def to_tensor(x, device="cuda"):
+                    return torch.as_tensor(x, device=device)
+
+                @staticmethod
+                def pad(x, device="cuda"):
+                    return torch.zeros(4, device=device) + x  # expect: DSL204
+
+                @classmethod
+                def scale(cls, x, device="cuda"):
+                    return torch.ones(4, device=device) * x
+
+                def __getitem__(self, i):
+                    a = self.to_tensor(self.rows[i], "cpu")
+                    b = self.scale(a, "cpu")
+                    return self.pad(b)
+        """,
+    }
+    write_files(tmp_path, files)
+    outcome = check_tree(tmp_path, select=["DSL204"])
+    got = {(d.path, d.row, d.code) for d in outcome.diagnostics}
+    assert got == {m for m in expected_markers(tmp_path)}

@@ -44,7 +44,7 @@ from dslint.semantics.bindings import single_assignment
 from dslint.semantics.calls import DATALOADER, BoundCall
 from dslint.semantics.dataset_uses import constructed
 from dslint.semantics.epoch_facts import dataloader_calls
-from dslint.semantics.names import ModuleNames
+from dslint.semantics.names import ModuleNames, binding_kind
 from dslint.semantics.walk import TreeIndex
 
 
@@ -104,14 +104,10 @@ def _self_name(tree: TreeIndex, attr: cst.Attribute) -> Optional[cst.ClassDef]:
             return None
         if owner is not None:
             params = func.params.params
-            if params and params[0].name.value == attr.value.value and not _is_static(func):
+            if params and params[0].name.value == attr.value.value and binding_kind(func) != "staticmethod":
                 return owner
             return None
         node = func
-
-
-def _is_static(func: cst.FunctionDef) -> bool:
-    return any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in func.decorators)
 
 
 def _method_ref(tree: TreeIndex, names: ModuleNames, qualname_of: Callable, expr) -> Optional[str]:
@@ -232,7 +228,7 @@ def param_collates(tree: TreeIndex, names: ModuleNames, qualname_of: Callable, l
         if func is None or _parameter_class(tree, names, expr.value) != "":
             continue
         positional = [p.name.value for p in (*func.params.posonly_params, *func.params.params)]
-        if owner is not None and not _is_static(func):
+        if owner is not None and binding_kind(func) != "staticmethod":
             positional = positional[1:]
         name = expr.value.value
         if name not in positional and name not in [p.name.value for p in func.params.kwonly_params]:

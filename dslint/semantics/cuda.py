@@ -22,6 +22,7 @@ import libcst as cst
 from dslint.semantics import dataflow as df
 from dslint.semantics.call_facts import positional_or_keyword, unresolved_receiver
 from dslint.semantics.device_flow import placed_on_cuda
+from dslint.semantics.names import binding_kind
 from dslint.semantics.project import ENTRY_METHODS
 from dslint.semantics.regions import self_attr
 from dslint.semantics.sample_calls import DEFAULT
@@ -125,8 +126,8 @@ def _sample_arguments(ctx, name: cst.Name) -> Optional[list]:
     if func is None or ctx.per_sample_mode(func) is None:
         return None
     positional = [p.name.value for p in (*func.params.posonly_params, *func.params.params)]
-    if ctx.method_class(func) is not None:
-        positional = positional[1:]  # (``self``: the receiver)
+    if ctx.method_class(func) is not None and binding_kind(func) != "staticmethod":
+        positional = positional[1:]  # (``self`` or ``cls``: the receiver)
     if name.value not in positional and all(p.name.value != name.value for p in func.params.kwonly_params):
         return None
     position = positional.index(name.value) if name.value in positional else None

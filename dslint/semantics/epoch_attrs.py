@@ -27,7 +27,7 @@ from typing import Dict, List, Optional, Set, Tuple
 import libcst as cst
 
 from dslint.semantics.grad_modes import no_grad_block, no_grad_decorated
-from dslint.semantics.names import ModuleNames
+from dslint.semantics.names import ModuleNames, binding_kind
 from dslint.semantics.walk import TreeIndex
 
 _SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
@@ -64,8 +64,7 @@ def epoch_iterated_params(tree: TreeIndex, names: ModuleNames, qualname_of) -> D
     for cls in tree.nodes(cst.ClassDef):
         for stmt in cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ():
             if isinstance(stmt, cst.FunctionDef):
-                static = any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in stmt.decorators)
-                funcs.append((stmt, 0 if static else 1))
+                funcs.append((stmt, 0 if binding_kind(stmt) == "staticmethod" else 1))
     for func, skip in funcs:
         params = [p.name.value for p in (*func.params.posonly_params, *func.params.params)][skip:]
         if not params or no_grad_decorated(names, func):

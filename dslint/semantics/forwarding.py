@@ -18,6 +18,7 @@ import libcst as cst
 
 from dslint.semantics.bindings import scope_assignments
 from dslint.semantics.calls import literal_value
+from dslint.semantics.names import binding_kind
 from dslint.semantics.walk import iter_subtree
 from dslint.semantics.values import NOTHING, Possible, Value, expand_kwargs, possible
 
@@ -94,7 +95,7 @@ def _parameter(scope, name: str) -> Optional[cst.Param]:
 
 def _is_self(ctx, func: cst.FunctionDef, param: cst.Param) -> bool:
     positional = (*func.params.posonly_params, *func.params.params)
-    static = any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in func.decorators)
+    static = binding_kind(func) == "staticmethod"
     return ctx.method_class(func) is not None and bool(positional) and positional[0] is param and not static
 
 

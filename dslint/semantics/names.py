@@ -88,6 +88,17 @@ def dotted_parts(node: cst.CSTNode) -> Optional[List[str]]:
     return None
 
 
+def binding_kind(func: cst.FunctionDef) -> Optional[str]:
+    """"staticmethod" or "classmethod" when ``func`` is decorated so (also spelled
+    ``builtins.staticmethod``), else None: whether a method's first parameter is the
+    instance, the class or an ordinary argument."""
+    for decorator in func.decorators:
+        parts = dotted_parts(decorator.decorator)
+        if parts and parts[-1] in ("staticmethod", "classmethod"):
+            return parts[-1]
+    return None
+
+
 def dotted_text(node: cst.CSTNode) -> Optional[str]:
     parts = dotted_parts(node)
     return ".".join(parts) if parts else None

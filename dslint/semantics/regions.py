@@ -15,7 +15,7 @@ from typing import Dict, List, Optional, Set
 
 import libcst as cst
 
-from dslint.semantics.names import dotted_parts
+from dslint.semantics.names import binding_kind, dotted_parts
 from dslint.semantics.project import LOOP, WHOLE  # noqa: F401  (the per-sample modes, re-exported)
 from dslint.semantics.walk import TreeIndex, iter_subtree
 
@@ -27,11 +27,7 @@ def self_name(func: cst.FunctionDef) -> Optional[str]:
     params = (*func.params.posonly_params, *func.params.params)
     if not params:
         return None
-    for decorator in func.decorators:
-        parts = dotted_parts(decorator.decorator)
-        if parts and parts[-1] in ("staticmethod", "classmethod"):
-            return None
-    return params[0].name.value
+    return None if binding_kind(func) else params[0].name.value
 
 
 def self_attr(node: cst.CSTNode, self_param: Optional[str]) -> Optional[str]:
