@@ -774,3 +774,80 @@ def test_a_pipeline_returned_by_a_factory_of_the_file_is_kept_by_the_dataset(tmp
     )
     outcome = check_tree(tmp_path, select=["DSL506"])
     assert {(d.path, d.row, d.code) for d in outcome.diagnostics} == expected_markers(tmp_path)
+
+
+def test_a_lambda_a_class_keeps_from_its_constructor_makes_its_instances_unpicklable(tmp_path):
+    """A dataset whose own ``__init__`` keeps a lambda (directly, or in a pipeline) cannot reach a
+    spawned worker (DSL506 at the lambda); nor can one given, as its transform, an object of a
+    class of another file whose ``__init__`` keeps one (DSL506 at that argument, whose file the
+    engine summarises although it never names a dataset; at that construction). Silent: a lambda that is only a default
+    replaced on another path, one only used (``sorted(key=...)``), a class deciding its own pickling,
+    a subclass storing its own value there, and a loader without workers."""
+    write_files(
+        tmp_path,
+        {
+            "aug.py": """
+            import numpy as np
+
+            def compose(*steps):
+                return steps
+
+            class TrainAug:
+                def __init__(self, std):
+                    self.steps = compose(np.asarray, np.flipud)
+                    self.scale = lambda img: img / std
+
+                def __call__(self, img):
+                    return self.scale(img)
+            """,
+            "data.py": """
+            import torchvision.transforms as T
+            from torch.utils.data import DataLoader, Dataset
+            from aug import TrainAug
+
+            class Kept(Dataset):
+                def __init__(self, rows, transform=None):
+                    self.rows, self.transform = rows, transform
+                    self.to_tensor = T.Compose([T.ToTensor(), T.Lambda(lambda x: x * 2 - 1)])  # expect: DSL506
+                def __getitem__(self, i):
+                    return self.to_tensor(self.rows[i])
+
+            class Defaulted(Dataset):
+                def __init__(self, rows, transform=None):
+                    self.rows = sorted(rows, key=lambda r: r[0])
+                    self.transform = lambda x: x
+                    if transform is not None:
+                        self.transform = transform
+                def __getitem__(self, i):
+                    return self.transform(self.rows[i])
+
+            class Pickled(Kept):
+                def __getstate__(self):
+                    return {"rows": self.rows}
+
+            class Replaced(Kept):
+                def __init__(self, rows):
+                    super().__init__(rows)
+                    self.to_tensor = T.ToTensor()
+
+            class Plain(Dataset):
+                def __init__(self, rows, transform=None):
+                    self.rows, self.transform = rows, transform
+                def __getitem__(self, i):
+                    return self.transform(self.rows[i])
+
+            def loaders(rows, workers=4):
+                aug = TrainAug(0.5)  # expect: DSL506
+                return (
+                    DataLoader(Kept(rows), num_workers=workers),
+                    DataLoader(Plain(rows, transform=aug), num_workers=workers),
+                    DataLoader(Defaulted(rows), num_workers=workers),
+                    DataLoader(Pickled(rows), num_workers=workers),
+                    DataLoader(Replaced(rows), num_workers=workers),
+                    DataLoader(Kept(rows), num_workers=0),
+                )
+            """,
+        },
+    )
+    outcome = check_tree(tmp_path, select=["DSL506"])
+    assert {(d.path, d.row, d.code) for d in outcome.diagnostics} == expected_markers(tmp_path)

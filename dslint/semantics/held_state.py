@@ -36,3 +36,21 @@ def unpicklable_attribute(index, key) -> Optional[list]:
             if canonical(qualified) in HELD_UNPICKLABLE:
                 return [attr, qualified]
     return None
+
+
+def kept_callable_attribute(index, key) -> Optional[list]:
+    """``[attr, local object]`` (``"Cls.__init__.<locals>.<lambda>"``): a lambda, a nested function
+    or a pipeline holding one that the ``__init__`` chain of the project class ``key`` keeps on
+    ``self`` (the summary fact ``kept_callables``: ``kept_lambdas``); None when there is none, or
+    when a class of its MRO controls its own pickling."""
+    mro = index.mro(key)
+    if any(PICKLING_HOOKS & set(index.class_info(cls)["methods"]) for cls in mro):
+        return None
+    stored = set()  # (set by an ``__init__`` before in the MRO, which a subclass's runs last)
+    for cls in mro:
+        facts = index.class_info(cls)["methods"].get("__init__") or {}
+        for attr, label in facts.get("kept_callables", ()):
+            if attr not in stored:
+                return [attr, f"{cls[1]}.__init__.<locals>.{label}"]
+        stored.update(facts.get("self_stores", ()))
+    return None

@@ -8,6 +8,7 @@ from typing import List, Optional
 
 import libcst as cst
 
+from dslint.semantics.bindings import single_assignment
 from dslint.semantics.names import ModuleNames
 from dslint.semantics.walk import TreeIndex
 
@@ -19,13 +20,20 @@ def kept_objects(tree: TreeIndex, names: ModuleNames) -> List[str]:
     a container of its own: ``self.readers[k] = Reader(f)``):
     their methods may hand back what the handle rules follow (``handle_exports``); and what a
     lambda is handed to (``Pipeline([lambda x: x])``, also in a list): whether that object keeps
-    it on ``self`` decides if a dataset holding the object can be pickled (``unpicklable``)."""
+    it on ``self`` decides if a dataset holding the object can be pickled (``unpicklable``), as does
+    whether an object given as a transform (``transform=TrainAug(...)``, or a name bound once to
+    that) keeps one itself."""
     out = []
     for assign in tree.nodes(cst.Assign):
         value = assign.value
         if type(value) is not cst.Call or not any(_on_self(t.target) for t in assign.targets):
             continue
         out.append(value)
+    for arg in tree.nodes(cst.Arg):  # ``transform=TrainAug(...)``: whether it keeps a lambda (``kept_lambdas``)
+        if arg.keyword is not None and "transform" in arg.keyword.value.lower():
+            value = single_assignment(tree, arg.value) if type(arg.value) is cst.Name else arg.value
+            if type(value) is cst.Call:
+                out.append(value)
     for node in tree.nodes(cst.Lambda):
         holder = tree.parent.get(id(node))
         while type(holder) in _HOLDERS:

@@ -23,6 +23,7 @@ from dslint.semantics.epoch_attrs import epoch_iterated_params, epoch_stored_par
 from dslint.semantics.epoch_methods import epoch_iterated_methods
 from dslint.semantics.epoch_facts import dataloader_calls, epoch_iterated_results, iterated_params, loader_receivers
 from dslint.semantics.handle_exports import exported_handles
+from dslint.semantics.kept_lambdas import stored_callables
 from dslint.semantics.kept_objects import kept_objects
 from dslint.semantics.call_costs import costly_calls
 from dslint.semantics.call_facts import passed_arguments
@@ -168,6 +169,9 @@ class Summarizer:
             # ``self.x = Cls(...)``: [x, qualified name of the callee]
             "self_news": news,
             "self_stores": sorted(self_stores),
+            # ``self.x = lambda ...`` / a nested function / a pipeline holding one (``kept_lambdas``)
+            "kept_callables": [[attr, "<lambda>" if type(held) is cst.Lambda else held.value] for attr, held in stored_callables(
+                buckets.get(cst.Assign, ()), self_param, [d.name.value for d in buckets.get(cst.FunctionDef, ())], self.names.qualname)],
         }
 
     def self_news(self, assigns, self_param: Optional[str]) -> List[list]:

@@ -14,23 +14,15 @@ from typing import List, Optional, Tuple
 import libcst as cst
 
 from dslint.semantics.bindings import class_ref
+from dslint.semantics.kept_lambdas import TRANSFORM_CONTAINERS, stored_callables
 from dslint.semantics.kept_objects import kept_arguments
 from dslint.semantics.module_calls import positional_args
 from dslint.semantics.scopes import is_none, none_replacements
 from dslint.semantics.returned_closures import returned_closure
-from dslint.semantics.walk import iter_subtree, plain_returns
+from dslint.semantics.regions import self_name
+from dslint.semantics.walk import body_buckets, iter_subtree, plain_returns
 
 _PARTIAL = frozenset({"functools.partial"})
-
-#: transform containers that keep what they are given and run it per sample
-TRANSFORM_CONTAINERS = frozenset(
-    f"{module}.{name}"
-    for module in ("torchvision.transforms", "torchvision.transforms.transforms", "torchvision.transforms.v2")
-    for name in ("Compose", "Lambda", "RandomApply", "RandomChoice", "RandomOrder")
-) | frozenset({
-    "monai.transforms.Compose", "monai.transforms.Lambda", "monai.transforms.Lambdad", "albumentations.Compose",
-    "albumentations.Lambda", "albumentations.OneOf", "albumentations.SomeOf",
-})
 
 Problem = Tuple[str, str]
 
@@ -172,7 +164,8 @@ def kept_callable(ctx, index, expr) -> Optional[Tuple[cst.CSTNode, Problem]]:
     be pickled either. Looked for in the construction's arguments (a keyword only when it names a
     transform, ``transform=``/``target_transform=``, or its value is a transform container), through
     names (each value they may hold: one path is enough), into transform containers
-    (``T.Compose([T.Lambda(lambda x: 1 - x)])``) and into what a factory of the file returns."""
+    (``T.Compose([T.Lambda(lambda x: 1 - x)])``) and into what a factory of the file returns; or
+    kept by the dataset's own class from its ``__init__`` (``class_kept_callable``)."""
     nodes = index.value_nodes(expr) if isinstance(expr, cst.Name) else [expr]
     for node in nodes or ():  # (any construction the name may hold: the loader fails on that path)
         for arg in node.args if isinstance(node, cst.Call) else ():
@@ -181,12 +174,43 @@ def kept_callable(ctx, index, expr) -> Optional[Tuple[cst.CSTNode, Problem]]:
                 continue
             found = _kept(ctx, index, arg.value, 0)
             if found:
-                return found
+                return found[0], (f"given {found[1][0]} to keep", found[1][1])
     for value in _transform_stores(ctx, expr) if nodes and isinstance(expr, cst.Name) else ():
         found = _kept(ctx, index, value, 0)
         if found:
-            return found
-    return None
+            return found[0], (f"given {found[1][0]} to keep", found[1][1])
+    found = class_kept_callable(ctx, expr)
+    return (found[0], (f"an instance of {found[1][0]}", found[1][1])) if found else None
+
+
+def class_kept_callable(ctx, expr) -> Optional[Tuple[cst.CSTNode, Problem]]:
+    """(node, (description, error)): ``expr`` constructs a project class (this file or another)
+    whose ``__init__`` chain keeps a lambda, a nested function or a pipeline holding one on
+    ``self`` (``kept_lambdas``, through the summaries), so its instances cannot be pickled. The
+    node is that lambda (or nested function's name) when this file's class keeps it, else ``expr``."""
+    ref = class_ref(ctx.tree, ctx.names, expr) if expr is not None else None
+    if ref is None:
+        return None
+    local = ref[0] == "local"
+    found = ctx.view.kept_callable_attribute(ctx.qualname_of_def(ref[1]) if local else ref[1], local=local)
+    if not found:
+        return None
+    name = ref[1].name.value if local else ref[1].rsplit(".", 1)[-1]
+    label = found[1].rsplit(".<locals>.", 1)[-1]
+    what = "a lambda" if label == "<lambda>" else f"the nested function `{label}`"
+    node = _stored_node(ctx, ref[1], found[0]) if local else None
+    return (node or expr, (f"`{name}` holding {what} on `self.{found[0]}`", f"AttributeError: Can't pickle local object '{found[1]}'"))
+
+
+def _stored_node(ctx, cls: cst.ClassDef, attr: str) -> Optional[cst.CSTNode]:
+    """The lambda (or nested function's name) that ``cls``'s own ``__init__`` keeps on ``self.<attr>``."""
+    init = next((s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None)
+    if init is None or not isinstance(cls.body, cst.IndentedBlock):
+        return None
+    buckets = body_buckets(init, ctx.tree)
+    stored = stored_callables(buckets.get(cst.Assign, ()), self_name(init), [d.name.value for d in buckets.get(cst.FunctionDef, ())],
+                              lambda func: ctx.names.qualname(func))
+    return next((node for held_attr, node in stored if held_attr == attr), None)
 
 
 def _transform_stores(ctx, name: cst.Name) -> List[cst.BaseExpression]:
@@ -251,6 +275,9 @@ def _kept(ctx, index, expr, depth: int) -> Optional[Tuple[cst.CSTNode, Problem]]
     elif _container(ctx, expr):
         elements = [arg.value for arg in expr.args if not arg.star]
     elif isinstance(expr, cst.Call):
+        held = class_kept_callable(ctx, expr)
+        if held:
+            return held[0], (f"a {held[1][0]}", held[1][1])
         elements = _kept_by_project_class(ctx, expr) or _returned(ctx, expr)
     else:
         return None

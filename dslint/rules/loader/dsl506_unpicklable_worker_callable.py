@@ -283,7 +283,7 @@ class UnpicklableWorkerCallable(Rule):
                 problems.append(("the dataset", dataset, bound.arg("dataset")))
             kept = None if dataset else kept_callable(ctx, index, bound.expr("dataset"))
             if kept:  # reported at the lambda (or nested function) the dataset keeps
-                problems.append(("the dataset", (f"given {kept[1][0]} to keep", kept[1][1]), kept[0]))
+                problems.append(("the dataset", kept[1], kept[0]))
             if not problems:
                 continue
             what = "; ".join(f"{param} is {problem[0]}" for param, problem, _ in problems)

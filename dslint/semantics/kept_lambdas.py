@@ -1,0 +1,75 @@
+"""Which callables that pickle cannot copy does a method store on ``self``?
+
+A lambda, or a function defined inside the method, stored on ``self``: directly
+(``self.scale = lambda x: 2 * x``), as an element of a list, tuple, set or dict literal,
+or as an argument of a call that keeps what it is given: a transform container
+(``T.Compose([T.ToTensor(), T.Lambda(lambda x: x * 2 - 1)])``), ``functools.partial``,
+or ``collections.defaultdict`` (its default factory is pickled with it). A call that only
+uses the callable (``sorted(rows, key=lambda r: r[0])``, ``map``) keeps nothing.
+
+An object holding one cannot be sent to a spawn- or forkserver-started DataLoader worker.
+The summaries record the attributes per method (``stored_callables``); ``held_state``
+answers for a class's ``__init__`` chain from them, and the rules find the node here.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, List, Optional, Tuple
+
+import libcst as cst
+
+#: transform containers that keep what they are given and run it per sample
+TRANSFORM_CONTAINERS = frozenset(
+    f"{module}.{name}"
+    for module in ("torchvision.transforms", "torchvision.transforms.transforms", "torchvision.transforms.v2")
+    for name in ("Compose", "Lambda", "RandomApply", "RandomChoice", "RandomOrder")
+) | frozenset({
+    "monai.transforms.Compose", "monai.transforms.Lambda", "monai.transforms.Lambdad", "albumentations.Compose",
+    "albumentations.Lambda", "albumentations.OneOf", "albumentations.SomeOf",
+})
+#: calls whose result keeps the callables given to it
+KEEPING_CALLS = TRANSFORM_CONTAINERS | frozenset({"functools.partial", "collections.defaultdict"})
+
+_LITERALS = (cst.List, cst.Tuple, cst.Set)
+
+
+def stored_callables(
+    assigns: Iterable[cst.Assign], self_param: Optional[str], local_defs: Iterable[str], qualname: Callable,
+) -> List[Tuple[str, cst.CSTNode]]:
+    """(attribute, the lambda or the name of the nested function) for each attribute that every
+    ``self.<attr> = ...`` of ``assigns`` sets to a value keeping one (a default replaced on another
+    path, ``self.t = lambda x: x`` then ``self.t = transform``, is not kept on every path);
+    ``local_defs`` are the names of the functions defined in the method, ``qualname`` resolves a
+    call's callee."""
+    if not self_param:
+        return []
+    local = frozenset(local_defs)
+    held_by: dict = {}  # attr -> what each of its stores keeps (None: something pickle copies)
+    for node in assigns:
+        for target in node.targets:
+            t = target.target
+            if type(t) is cst.Attribute and type(t.value) is cst.Name and t.value.value == self_param:
+                held_by.setdefault(t.attr.value, []).append(_held(node.value, local, qualname, 0))
+    return [(attr, held[0]) for attr, held in held_by.items() if all(h is not None for h in held)]
+
+
+def _held(value, local, qualname, depth: int) -> Optional[cst.CSTNode]:
+    if depth > 4:
+        return None
+    if type(value) is cst.Lambda:
+        return value
+    if type(value) is cst.Name:
+        return value if value.value in local else None
+    if isinstance(value, _LITERALS):
+        parts = [element.value for element in value.elements]
+    elif type(value) is cst.Dict:
+        parts = [element.value for element in value.elements if isinstance(element, cst.DictElement)]
+    elif type(value) is cst.Call and type(value.func) in (cst.Name, cst.Attribute) and qualname(value.func) in KEEPING_CALLS:
+        parts = [arg.value for arg in value.args if not arg.star]
+    else:
+        return None
+    for part in parts:
+        held = _held(part, local, qualname, depth + 1)
+        if held is not None:
+            return held
+    return None
