@@ -259,3 +259,34 @@ def test_a_config_kept_on_self_and_filled_in_by_the_class(tmp_path):
         """})
     found = [(f.code, f.start[0]) for f in check_tree(tmp_path, select=["DSL503"]).diagnostics]
     assert found == [("DSL503", 11)]
+
+
+def test_the_assignment_that_reaches_the_read_decides_a_rebound_parameter(tmp_path):
+    """A parameter (or a name bound several times) assigned just before the read, in the read's
+    own block with nothing binding it between, holds only that value there: ``sampler = None``
+    replaces whatever a caller passed (and DSL501 stays silent beside ``shuffle=True``)."""
+    source = """
+    def val_loader(ds, sampler):
+        # the distributed alternative was switched off:
+        sampler = None
+        return DataLoader(ds, shuffle=True, sampler=sampler)
+
+    def maybe(ds, sampler, flag):
+        if flag:
+            sampler = None
+        return DataLoader(ds, shuffle=True, sampler=sampler)
+
+    def twice(ds, make):
+        sampler = make(ds)
+        sampler = None
+        return DataLoader(ds, sampler=sampler)
+
+    val_loader(ds, RandomSampler(ds))
+    maybe(ds, RandomSampler(ds), True)
+    """
+    rebound = _loader_arg(tmp_path, source, "sampler", 0)
+    assert rebound.complete and _values(rebound) == ["None"]
+    assert not _loader_arg(tmp_path, source, "sampler", 1).complete  # bound in a branch: the parameter may reach
+    assert _values(_loader_arg(tmp_path, source, "sampler", 2)) == ["None"]
+    outcome = check_tree(tmp_path, select=["DSL501"])
+    assert [(d.path, d.row) for d in outcome.diagnostics] == [("train.py", 11)]  # only `maybe`

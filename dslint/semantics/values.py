@@ -4,7 +4,10 @@
 the checked file:
 
 - literals and module constants;
-- names assigned in their scope (every assignment is a possible value);
+- names assigned in their scope (every assignment is a possible value), or only the
+  assignment that reaches the read: the last one before it in the read's own block with no
+  other binding between (``bindings.block_assignment``: ``sampler = None`` just before the
+  call, even for a parameter of that name);
 - both arms of a conditional expression, ``a or b`` / ``a and b``, and ``not a``;
 - function parameters: their default and the arguments of the calls to the
   function that this file makes (``train(num_workers=0)``), ``self.m(...)`` too;
@@ -35,7 +38,7 @@ from typing import Dict, List, Optional, Tuple
 
 import libcst as cst
 
-from dslint.semantics.bindings import scope_assignments
+from dslint.semantics.bindings import block_assignment, scope_assignments
 from dslint.semantics.calls import UNKNOWN, literal_value
 from dslint.semantics.kwargs_dicts import dict_changes, subscript_key
 from dslint.semantics.loops import loader_loops
@@ -165,6 +168,9 @@ class _Resolver:
         constant = ctx.module_constant(name)
         if constant is not None:
             return self.of(constant, depth + 1)
+        reaching = block_assignment(ctx.tree, name)  # ``x = None`` just before, in the read's own block
+        if reaching is not None:
+            return self.of(reaching, depth + 1)
         scope = ctx.tree.scope_node(name)
         param = _parameter(scope, name.value)
         if param is not None:
