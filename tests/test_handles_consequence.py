@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from dslint.rules.base import all_rules, as_invalid, as_valid
-from tests.conftest import check_tree, write_files
+from tests.conftest import check_tree, expected_markers, write_files
 
 HEADER = """
 import glob
@@ -366,3 +366,39 @@ def test_dsl101_another_class_reading_gifs_does_not_make_this_one_multi_frame(tm
     write_files(tmp_path, {"own.py": source.format(module_level=""), "shared.py": source.format(module_level='PATTERN = "*.gif"')})
     found = [(f.path.rsplit("/", 1)[-1], f.code) for f in check_tree(tmp_path, select=["DSL101"]).diagnostics]
     assert found == [("shared.py", "DSL101")]
+
+
+def test_dsl103_a_path_entry_replaced_by_its_handle_is_opened_once_per_entry(tmp_path):
+    """``f = self.files[k]; if isinstance(f, Path): f = h5py.File(f); self.files[k] = f``: the
+    entry holds the path until the first sample opens it, then the handle, so each worker keeps
+    one handle per entry (``once._replaces_path_entry``), not one per sample. A guard on a value
+    that is not the replaced entry (``self.cache.get(i)`` stored under another key) guards nothing."""
+    write_files(tmp_path, {"feats.py": """
+        from pathlib import Path
+        import h5py
+        from torch.utils.data import Dataset
+
+        class Feats(Dataset):
+            def __init__(self, rows, root):
+                self.rows = rows
+                self.by_source = {"train": Path(root) / "train.h5", "val": Path(root) / "val.h5"}
+                self.cache = {}
+
+            def __len__(self):
+                return len(self.rows)
+
+            def __getitem__(self, i):
+                row = self.rows[i]
+                source = "train" if "train" in row else "val"
+                f = self.by_source[source]
+                if isinstance(f, (str, Path)):
+                    f = h5py.File(f, "r")
+                    self.by_source[source] = f
+                g = self.cache.get(i)
+                if isinstance(g, str):
+                    g = h5py.File(g, "r")  # expect: DSL103
+                    self.cache[row] = g
+                return f[row][()], g[()]
+        """})
+    outcome = check_tree(tmp_path, select=["DSL103"])
+    assert {(d.path, d.row, d.code) for d in outcome.diagnostics} == expected_markers(tmp_path)

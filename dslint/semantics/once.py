@@ -10,6 +10,7 @@ from typing import Optional
 
 import libcst as cst
 
+from dslint.semantics.bindings import block_assignment
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.regions import self_name
@@ -126,7 +127,9 @@ def once_guarded(ctx, node: cst.CSTNode) -> bool:
 
     * guards on nested attributes: ``if not hasattr(self.local, "f"): self.local.f = open(p)``,
       ``if getattr(self, "db", None) is None: ...``;
-    * an early return once set: ``if self.loaded: return`` ... ``self.loaded = True``.
+    * an early return once set: ``if self.loaded: return`` ... ``self.loaded = True``;
+    * a path replaced by what it opens: ``f = self.files[k]; if isinstance(f, Path): f = open(f);
+      self.files[k] = f`` (``_replaces_path_entry``).
     """
     func = ctx.enclosing_function(node)
     if func is None:
@@ -141,6 +144,8 @@ def once_guarded(ctx, node: cst.CSTNode) -> bool:
             break
         if isinstance(ancestor, cst.If) and previous is ancestor.body:
             if _on_self(_tested_chains(ancestor.test, want_set=False), selfp) & _assigned_chains(ancestor.body):
+                return True
+            if _replaces_path_entry(ctx, ancestor, selfp):
                 return True
         if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
             for stmt in ancestor.body:
@@ -179,3 +184,35 @@ def called_only_lazily(ctx, func: cst.FunctionDef) -> bool:
         return False
     sites = loader_loops(ctx).callers(func)
     return bool(sites) and all(in_once_block(ctx, call) for call in sites)
+
+
+#: the types of a path not opened yet (what an ``isinstance`` guard tests before replacing it)
+_PATH_TYPES = frozenset({"str", "bytes", "Path", "PurePath", "PosixPath", "WindowsPath", "PathLike"})
+
+
+def _replaces_path_entry(ctx, guard: cst.If, selfp: str) -> bool:
+    """``if isinstance(X, Path):`` (or ``str``, ``os.PathLike``...) whose body stores into ``X``'s
+    place on ``self`` (``self.h5[k] = ...``, ``self.f = ...``), where ``X`` is that place or a
+    local name just read from it (``bindings.block_assignment``): the entry holds a path until it is
+    opened and then the handle, so the block runs once per entry (per key, not per sample)."""
+    test = guard.test
+    if not (isinstance(test, cst.Call) and dotted_parts(test.func) == ["isinstance"] and len(test.args) == 2):
+        return False
+    kinds = test.args[1].value
+    names = [e.value for e in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
+    if not names or not all((dotted_parts(n) or [""])[-1] in _PATH_TYPES for n in names):
+        return False
+    place = test.args[0].value
+    if isinstance(place, cst.Name):
+        place = block_assignment(ctx.tree, place)
+    if not isinstance(place, (cst.Attribute, cst.Subscript)) or (dotted_parts(_base(place)) or [""])[0] != selfp:
+        return False
+    text = ctx.code(place).strip()
+    return any(isinstance(node, cst.AssignTarget) and ctx.code(node.target).strip() == text
+               for node in iter_subtree(guard.body, into_scopes=False))
+
+
+def _base(expr: cst.CSTNode) -> cst.CSTNode:
+    while isinstance(expr, cst.Subscript):
+        expr = expr.value
+    return expr
