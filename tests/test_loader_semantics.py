@@ -851,3 +851,47 @@ def test_a_lambda_a_class_keeps_from_its_constructor_makes_its_instances_unpickl
     )
     outcome = check_tree(tmp_path, select=["DSL506"])
     assert {(d.path, d.row, d.code) for d in outcome.diagnostics} == expected_markers(tmp_path)
+
+
+def test_one_batch_peeked_each_epoch_beside_training_and_an_image_export_are_not_training(tmp_path):
+    """``next(iter(preview))`` once per epoch, in the epoch loop of the training loop over another
+    loader (``batches._once_per_epoch``), looks at one batch; a loop that only converts its batches
+    and writes them as image files (``cv2.imwrite``) exports them (``batches.only_looks``), also
+    when each arm of an ``if`` binds its own loader to the name it iterates (``possible_loops``):
+    DSL507 reports none of these shuffled loaders. A peek in a loop of its own that trains on it is reported."""
+    script = """
+        import os
+        import cv2
+        from torch.utils.data import DataLoader
+        from torchvision.datasets import MNIST
+
+        def main(model, opt, out):
+            train = DataLoader(MNIST("data"), batch_size=8, shuffle=True, num_workers=4)
+            preview = DataLoader(MNIST("data", train=False), batch_size=8, shuffle=True)
+            for epoch in range(10):
+                for x, y in train:
+                    model(x).sum().backward()
+                    opt.step()
+                x, y = next(iter(preview))
+                show(model(x), epoch)
+            if out:
+                dump = DataLoader(MNIST("data"), batch_size=8, shuffle=True)
+            else:
+                dump = DataLoader(MNIST("data", train=False), batch_size=8, shuffle=True)
+            for step, (x, y) in enumerate(dump):
+                for i in range(x.shape[0]):
+                    cv2.imwrite(os.path.join(out, str(step * 8 + i) + ".png"), 255 * x[i].numpy())
+            {extra}
+        """
+    write_files(tmp_path, {
+        "fine.py": script.format(extra=""),
+        "steps.py": script.format(extra="\n            ".join([
+            'steps = DataLoader(MNIST("data"), batch_size=8, shuffle=True)',
+            "for it in range(1000):",
+            "    x, y = next(iter(steps))",
+            "    model(x).sum().backward()",
+        ])),
+    })
+    run = run_cli("check", "--no-cache", "--select", "DSL507", "--output-format", "concise", ".", cwd=tmp_path)
+    found = sorted(line.split(":")[0] + ":" + line.split(":")[1] for line in run.stdout.splitlines() if ": DSL" in line)
+    assert found == ["steps.py:22"]

@@ -16,7 +16,7 @@ from typing import Optional
 import libcst as cst
 
 from dslint.semantics.loader_roles import eval_name
-from dslint.semantics.names import dotted_parts
+from dslint.semantics.names import dotted_parts, dotted_text
 from dslint.semantics.sampler_passes import iterated_by
 from dslint.semantics.scopes import COMPREHENSIONS, names_used
 from dslint.semantics.values import possible
@@ -250,11 +250,11 @@ def evaluation_only(ctx, index, loader, advances) -> bool:
     by ``next(iter(loader))`` outside any loop (``advances``: the
     (call, iterated expression) pairs of the file), and never handed to a function of another
     module nor returned from a function that nothing here calls."""
-    loops = index.loops_of(loader)
+    loops = index.loops_of(loader) + index.possible_loops(loader)  # (a loop that may iterate it uses it too)
     peeks = [call for call, target in advances if any(r.loader is loader for r in index.resolve_loader(target))]
     if not loops and not peeks:
         return False
-    if any(index.step_loop(call) is not None for call in peeks):
+    if any(not _once_per_epoch(index, call) for call in peeks if index.step_loop(call) is not None):
         return False
     if not all(_evaluation_loop(ctx, index, loop) for loop in loops):
         return False
@@ -269,6 +269,17 @@ def evaluation_only(ctx, index, loader, advances) -> bool:
     return not _escapes(ctx, index, loader)
 
 
+def _once_per_epoch(index, peek: cst.Call) -> bool:
+    """The loop that runs ``peek`` on every iteration is the epoch loop of a loop over another
+    loader (``for epoch ...: for x in train_loader: ...`` then ``next(iter(val_loader))``): one
+    batch per epoch, a preview beside the training, not a training step of its own."""
+    found = index.step_loop(peek)
+    if found is None or found[1]:
+        return False
+    around = found[0]
+    return any(index.epoch(loop) is around and not index.inside(peek, loop.loop) for loop in index.loops)
+
+
 def runs_once(loop: cst.CSTNode) -> bool:
     """A ``for`` loop whose body ends with an unconditional ``break``: it looks at one batch."""
     body = loop.body if isinstance(loop, cst.For) else None
@@ -276,10 +287,15 @@ def runs_once(loop: cst.CSTNode) -> bool:
     return isinstance(last, cst.SimpleStatementLine) and any(isinstance(s, cst.Break) for s in last.body)
 
 
-#: methods a loop may call and still only look at its batches: sizes and logging
-_LOOK_METHODS = frozenset({"size", "dim", "numel", "keys", "items", "info", "debug", "format"})
+#: methods a loop may call and still only look at its batches: sizes, logging and conversions to host values
+_LOOK_METHODS = frozenset({"size", "dim", "numel", "keys", "items", "info", "debug", "format", "numpy", "tolist", "item"})
 #: libraries whose functions only compute on the values they are given (no model, no device)
-_ARRAY_LIBRARIES = ("numpy.", "math.", "statistics.")
+_ARRAY_LIBRARIES = ("numpy.", "math.", "statistics.", "os.path.")
+#: functions that write what they are given to an image file: a loop that only writes its batches exports them
+_IMAGE_WRITERS = frozenset({
+    "cv2.imwrite", "imageio.imwrite", "imageio.imsave", "imageio.v2.imwrite", "imageio.v3.imwrite",
+    "skimage.io.imsave", "matplotlib.pyplot.imsave", "torchvision.utils.save_image",
+})
 _CONTAINER_METHODS = frozenset({"append", "extend", "add", "update", "setdefault"})
 _CONTAINERS = (cst.List, cst.Dict, cst.Set, cst.ListComp, cst.DictComp, cst.SetComp)
 
@@ -287,26 +303,34 @@ _CONTAINERS = (cst.List, cst.Dict, cst.Set, cst.ListComp, cst.DictComp, cst.SetC
 def only_looks(ctx, index, loop: cst.CSTNode) -> bool:
     """A loop that only looks at its batches, so nothing (no model, no GPU) waits on them: it
     prints or logs them and their sizes (``for x, y in loader: print(x.shape)``, a smoke test),
-    or tallies them (``counts.append(np.count_nonzero(y))``, a data check). Each call it makes
-    is one of those: a builtin, a size or log method, a function of numpy, ``math`` or
-    ``statistics``, or an ``append``/``update``... of a list, dict or set the code builds as a
-    literal; at least one prints, logs or tallies. Any other call (a model, a project helper,
-    ``.cuda()``) is work."""
+    tallies them (``counts.append(np.count_nonzero(y))``, a data check), or writes them out as
+    image files (``cv2.imwrite(os.path.join(out, f"{i}.png"), x.numpy())``, an export). Each
+    call it makes is one of those: a builtin, a size, log or host-conversion method (``.numpy()``,
+    ``.item()``), a function of numpy, ``math``, ``statistics`` or ``os.path``, an image writer, or
+    an ``append``/``update``... of a list, dict or set the code builds as a literal; at least one
+    prints, logs, tallies or writes. Any other call (a model, a project helper, ``.cuda()``) is work."""
     calls = index.loop_calls(loop, depth=0)
     shown = False
     for call in calls:
         func, name = call.func, ctx.call_name(call) or ""
-        if name == "builtins.print":
+        if name == "builtins.print" or name in _IMAGE_WRITERS:
             shown = True
         elif isinstance(func, cst.Attribute) and func.attr.value in _LOOK_METHODS:
             shown = shown or func.attr.value in ("info", "debug")
-        elif name.startswith(_ARRAY_LIBRARIES) or name.startswith("builtins."):
+        elif name.startswith(_ARRAY_LIBRARIES) or name.startswith("builtins.") or _star_spelled(ctx, name, func):
             continue
         elif isinstance(func, cst.Attribute) and func.attr.value in _CONTAINER_METHODS and _built_container(index, func.value):
             shown = True
         else:
             return False
     return shown
+
+
+def _star_spelled(ctx, name: str, func) -> bool:
+    """``os.path.join(...)`` where ``os`` comes from a star import (the name resolves to this
+    module): a function of those libraries all the same."""
+    spelled = dotted_text(func)
+    return name == f"{ctx.names.modname}.{spelled}" and bool(spelled) and spelled.startswith(_ARRAY_LIBRARIES)
 
 
 def _built_container(index, expr) -> bool:

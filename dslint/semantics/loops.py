@@ -166,6 +166,17 @@ class LoopIndex(ValueFlow):
     def loops_of(self, loader: Loader) -> List[LoaderLoop]:
         return [loop for loop in self.loops if loop.loader is loader]
 
+    def possible_loops(self, loader: Loader) -> List[LoaderLoop]:
+        """``for`` loops whose iterable may be ``loader`` among other values (a name each arm of an
+        ``if`` binds to its own loader): not loops *of* it (``loops_of``), but uses of it."""
+        out = []
+        for loop in self.ctx.nodes(cst.For):
+            for part in self.iter_parts(loop.iter):
+                values = self.values(part, wrappers=True)
+                if len({id(v.node) for v in values}) > 1 and any(v.node is loader.call for v in values):
+                    out.append(LoaderLoop(loop, part, loader, loader.call, ()))
+        return out
+
     def resolve_loader(self, expr: cst.BaseExpression, *, wrappers: bool = False, stack: Tuple[cst.Call, ...] = ()) -> List[LoaderRef]:
         """The loaders ``expr`` is, one per call path; a path with alternatives is unknown."""
         if not self.loaders:
