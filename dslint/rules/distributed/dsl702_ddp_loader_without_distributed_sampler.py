@@ -85,7 +85,7 @@ class DdpLoaderWithoutDistributedSampler(Rule):
       the arm of an `if`/`else` whose other arm sets up DDP (`if args.distributed: ... DistributedSampler(ds)`);
     - evaluation loaders that do not shuffle and whose loops neither train nor write per-rank output (evaluating
       the full set on every rank is wasteful but correct), shuffled ones only evaluated or looked at (one batch,
-      then `break`); and test code.
+      then `break`, or one batch each epoch beside the training loop over another loader); and test code.
 
     Possible and unknown values: `shuffle` counts when it *can* be True (a literal, an argparse option whose
     default is True, a config field, a parameter some caller in the file passes True for); a `shuffle` nothing

@@ -24,9 +24,8 @@ class UnpicklableWorkerCallable(Rule):
     instance of the class it returns. The finding points at that argument (or at its entry in a `**` dict the
     file builds: `opts = dict(num_workers=2, worker_init_fn=seed)`). MONAI's and PyG's loaders count as
     DataLoaders (PyG's installs its own `collate_fn`: only `worker_init_fn` and the dataset are judged there), and
-    so do the constructions of a project subclass that hands `*args, **kwargs` on, and the calls of a project
-    function (any file) that hands its `**kwargs` on unchanged to a DataLoader (`tally(ds, num_workers=2, collate_fn=pad)`),
-    and the calls of a `functools.partial(DataLoader, ...)` (its arguments and the call's; reported once, at the partial).
+    so do the constructions of a project subclass that hands `*args, **kwargs` on, and the calls of a project function (any file) that hands its
+    `**kwargs` on unchanged to a DataLoader (`tally(ds, num_workers=2, collate_fn=pad)`), and the calls of a `functools.partial(DataLoader, ...)` (its arguments and the call's; reported once, at the partial).
 
     A dataset constructed with such a callable to keep counts too: one given as an argument (a keyword
     only when it names a transform, `transform=`, `target_transform=`), through names and transform
@@ -34,7 +33,9 @@ class UnpicklableWorkerCallable(Rule):
     project whose constructor keeps the argument on `self`, or a module-level function of the file that returns such a
     pipeline: `transform=get_transforms(64)`), or installed on it after construction by the code
     that builds the loader (`train_set.transform = T.Compose([...])`). The finding then points at the lambda or nested
-    function.
+    function. So does a dataset whose own class keeps one from its `__init__` chain (`self.scale = lambda x: 2 * x`, `self.t = T.Compose([..., T.Lambda(lambda x: x * 2 - 1)])`,
+    in a list, dict, `functools.partial` or `collections.defaultdict`), and a dataset given, as its transform, an object of a project class (any file) that keeps one
+    (reported at that object's construction); not when another store on some path replaces it, a subclass's `__init__` stores its own value there, or the class decides its own pickling (`__getstate__`).
 
     A `DataLoader` subclass counts too: the `super().__init__(...)` call in its `__init__` is a DataLoader
     construction, and so is that of a subclass of it whose own `__init__` hands its parameters on by name.

@@ -34,8 +34,8 @@ class SingleProcessLoading(Rule):
     is a loader over a test split, built with `train=False` or `split="test"`/`"val"` (written so, or every value the
     code shows: `get_loader(args, "val")`), one kept as or built over a name that says evaluation (`test_loader`,
     `DataLoader(val_set)`) whose loops do not train, and one this file only evaluates (under `torch.no_grad()`/
-    `inference_mode()` or after `model.eval()`), peeks at (`next(iter(loader))` outside any loop) or only prints or
-    tallies (its loop calls builtins, numpy, `append` on its own lists), and hands to no other module); a non-literal `num_workers` or
+    `inference_mode()` or after `model.eval()`), peeks at (`next(iter(loader))` outside any loop, or once per epoch beside the training loop over another loader) or only prints, tallies or writes out as image files
+    (its loop calls builtins, numpy, `os.path`, `.numpy()`, `append` on its own lists, `cv2.imwrite`...; also a loop over a name each arm of an `if` binds to its own loader), and hands to no other module); a non-literal `num_workers` or
     `**kwargs`; a dataset that cannot be told statically; data already in memory (a `TensorDataset`, a tensor, a
     `range` or list, a `Subset` of those, a project dataset class, in any file, whose `__getitem__` only indexes: it
     calls builtins, tensor/array constructors, copies (`copy.deepcopy`), random draws (an error it raises is no work), its own methods, `super()` or project helpers that
