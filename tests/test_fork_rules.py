@@ -206,6 +206,23 @@ FLAGGED = {
         loader = DataLoader(ds, num_workers=4, worker_init_fn=worker_init)
         """,
     ),
+    "seed-helper-chosen-under-a-test": (
+        "DSL403",
+        """
+        import random
+        import numpy as np
+        from torch.utils.data import DataLoader
+
+        def debugging_init(worker_id):  # expect: DSL403
+            random.seed(0)
+            np.random.seed(worker_id)
+
+        def get_loader(ds, workers, debug, worker_init_fn=None):
+            if debug:
+                worker_init_fn = debugging_init  # (the parameter stands for it on this path)
+            return DataLoader(ds, num_workers=workers, worker_init_fn=worker_init_fn)
+        """,
+    ),
     "seed-staticmethod": (
         "DSL403",
         """

@@ -134,6 +134,18 @@ def scope_assignments(tree: TreeIndex, scope, name: str) -> Optional[List[cst.Ba
     return found
 
 
+def local_aliases(tree: TreeIndex, expr) -> List[cst.BaseExpression]:
+    """The module-level names a local or parameter of a function is assigned in that function
+    (``if debug: init = debugging_init``): what it may stand for besides what callers pass. Names
+    the function binds itself, and attributes, are left out."""
+    scope = tree.scope_node(expr) if isinstance(expr, cst.Name) else None
+    if type(scope) is not cst.FunctionDef:
+        return []
+    params = {p.name.value for p in (*scope.params.posonly_params, *scope.params.params, *scope.params.kwonly_params)}
+    return [value for value in scope_assignments(tree, scope, expr.value) or ()
+            if isinstance(value, cst.Name) and value.value not in params and scope_assignments(tree, scope, value.value) == []]
+
+
 def local_class_path(tree: TreeIndex, name: str) -> Optional[cst.ClassDef]:
     by_name = tree.memo(("bindings.classes_by_name",), lambda: _classes_by_name(tree))
     local = by_name.get(name, ())

@@ -13,7 +13,7 @@ from typing import Dict, List, Optional
 
 import libcst as cst
 
-from dslint.semantics.bindings import annotated_class, class_ref
+from dslint.semantics.bindings import annotated_class, class_ref, local_aliases
 from dslint.semantics.bound_collates import bound_collates, param_collates
 from dslint.semantics.dataset_uses import class_args, indexed_params, loader_classes, loader_params, wrapped_args
 from dslint.semantics.device_flow import device_facts
@@ -226,6 +226,8 @@ class Summarizer:
             return None
         if isinstance(expr, cst.Call) and self.names.qualname(expr.func) == "functools.partial" and expr.args:
             expr = expr.args[0].value
+        for value in local_aliases(self.tree, expr):  # ``init = debug_init`` under a test, then ``worker_init_fn=init``
+            return self.names.qualname(value)
         if isinstance(expr, (cst.Name, cst.Attribute)):
             return self.names.qualname(expr)
         return None

@@ -16,7 +16,8 @@ class WorkerSeedFromWorkerId(Rule):
     """
     ## What it does
     Flags a function used as a DataLoader `worker_init_fn` (in this file or, through
-    the project's DataLoader calls, in another one) that seeds an RNG
+    the project's DataLoader calls, in another one; also through a local or parameter the
+    loader's function assigns it to: `if debug: init = debugging_init`) that seeds an RNG
     (`np.random.seed`, `random.seed`, `torch.manual_seed`, a global
     `np.random.default_rng(...)`...) only from `worker_id` and constants, not from
     `torch.initial_seed()` or `get_worker_info().seed`.
