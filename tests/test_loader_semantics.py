@@ -895,3 +895,27 @@ def test_one_batch_peeked_each_epoch_beside_training_and_an_image_export_are_not
     run = run_cli("check", "--no-cache", "--select", "DSL507", "--output-format", "concise", ".", cwd=tmp_path)
     found = sorted(line.split(":")[0] + ":" + line.split(":")[1] for line in run.stdout.splitlines() if ": DSL" in line)
     assert found == ["steps.py:22"]
+
+
+def test_a_worker_count_capped_at_zero_and_a_shuffle_a_caller_turns_on(tmp_path):
+    """``num_workers=min(cfg.workers, batch_size, 0)`` is never more than 0 (``worker_counts.
+    capped_at_zero``), and ``shuffle=is_train`` is True when a call passes ``is_train=True`` (or by
+    default): the factory's loader is a training loader without workers (DSL507). Capped at 1, or
+    shuffled by no call, it is not reported."""
+    script = """
+        from torch.utils.data import DataLoader
+        from torchvision.datasets import ImageFolder
+
+        def prepare(dataset, batch_size, workers, is_train={default}):
+            return DataLoader(dataset, batch_size=batch_size, num_workers=min(workers, batch_size, {cap}), shuffle=is_train)
+
+        train = prepare(ImageFolder("train"), 8, 4, is_train={passed})
+        """
+    write_files(tmp_path, {
+        "zero.py": script.format(default="True", cap="0", passed="True"),
+        "passed.py": script.format(default="False", cap="0", passed="True"),
+        "one.py": script.format(default="True", cap="1", passed="True"),
+        "never.py": script.format(default="False", cap="0", passed="False"),
+    })
+    run = run_cli("check", "--no-cache", "--select", "DSL507", "--output-format", "concise", ".", cwd=tmp_path)
+    assert sorted(line.split(":")[0] for line in run.stdout.splitlines() if ": DSL" in line) == ["passed.py", "zero.py"]

@@ -17,6 +17,8 @@ parameter's default does not count: callers in other files may pass a count, als
 ``worker_count_callees(tree, names)`` (phase 1, summary entry ``worker_kwargs``): the qualified
 names of what this file calls with a ``num_workers`` keyword that is not a literal 0.
 
+``capped_at_zero(ctx, expr)``: the count is ``min(..., 0)``: never more than 0.
+
 ``zero_on_small_machines(ctx, expr)``: the count is the CPU count less ``k`` (``os.cpu_count() - 1``,
 also as an argument of ``min``, through a name bound once): 0 on a machine with ``k`` CPUs.
 """
@@ -127,3 +129,18 @@ def zero_on_small_machines(ctx, expr, depth: int = 0) -> Optional[str]:
             return ctx.code(expr).strip()
     return None
 
+
+
+def capped_at_zero(ctx, expr, depth: int = 0) -> bool:
+    """The worker count ``expr`` is ``min(...)`` of a literal 0 (or less) and anything, directly or
+    through a name bound once: never more than 0, and torch rejects a negative count, so it is 0
+    (``min(cfg.workers, batch_size, 0)``)."""
+    if isinstance(expr, cst.Name) and depth < 2:
+        value = single_assignment(ctx.tree, expr)
+        return value is not None and capped_at_zero(ctx, value, depth + 1)
+    if not (isinstance(expr, cst.Call) and ctx.call_name(expr) == "builtins.min"):
+        return False
+    if len(expr.args) == 1 or any(arg.star for arg in expr.args):
+        return False  # (``min(iterable)``: its items are not shown)
+    literals = [literal_value(arg.value) for arg in expr.args]
+    return any(isinstance(v, int) and not isinstance(v, bool) and v <= 0 for v in literals)

@@ -12,14 +12,15 @@ from dslint.semantics.batches import evaluation_named, evaluation_only, evaluati
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.epochs import distributed_shuffles
 from dslint.semantics.loops import DISTRIBUTED_SAMPLER, EVALUATION_HOOKS, RANDOM_SAMPLERS, loader_loops
+from dslint.semantics.values import possible_arg
+from dslint.semantics.worker_counts import capped_at_zero
 
 
 class SingleProcessLoading(Rule):
     """
     ## What it does
-    Flags a *training* `DataLoader` whose `num_workers` is absent or a literal
-    `0`. A training loader is one that is shuffled (a truthy literal
-    `shuffle`), samples with `RandomSampler`, `DistributedSampler` or
+    Flags a *training* `DataLoader` whose `num_workers` is absent, a literal `0` or `min(..., 0)`. A training loader is one that is
+    shuffled (a truthy literal `shuffle`, or a `shuffle` a call of its function turns on: `shuffle=is_train`), samples with `RandomSampler`, `DistributedSampler` or
     `WeightedRandomSampler`, is returned by a `train_dataloader` method, or is
     iterated in a loop that calls `.backward()` or `optimizer.step()` (directly
     or in a helper of the same module).
@@ -93,11 +94,7 @@ class SingleProcessLoading(Rule):
         from torch.utils.data import DataLoader
         from torchvision.datasets import ImageFolder
         loader = DataLoader(ImageFolder(root), batch_size=64, shuffle=True, num_workers=args.workers)
-        """,
-        """
-        from torch.utils.data import DataLoader
-        from torchvision.datasets import ImageFolder
-        loader = DataLoader(ImageFolder(root), shuffle=True, **loader_kwargs)
+        again = DataLoader(ImageFolder(root), shuffle=True, **loader_kwargs)
         """,
         """
         from torch.utils.data import DataLoader
@@ -257,7 +254,8 @@ class SingleProcessLoading(Rule):
         evaluation = index.evaluation_hook_loaders()
         for loader in index.loaders:
             bound = loader.bound
-            if not literal_zero(ctx.value(bound, "num_workers")) or worker_options_set(ctx, bound) \
+            zero = literal_zero(ctx.value(bound, "num_workers")) or capped_at_zero(ctx, bound.expr("num_workers"))
+            if not zero or worker_options_set(ctx, bound) \
                     or rejected_at_construction(ctx, bound):
                 continue
             if not loads_samples(ctx, index, bound):
@@ -281,6 +279,8 @@ class SingleProcessLoading(Rule):
             return None  # a validation, test or predict loader, even when it shuffles
         shuffle = ctx.value(loader.bound, "shuffle")
         shuffled = "`shuffle=True`" if shuffle is not UNKNOWN and shuffle else None
+        can = possible_arg(ctx, loader.bound, "shuffle").can_be(lambda v: v is True) if shuffle is UNKNOWN else None
+        shuffled = shuffled or (f"`shuffle` is True as {can.origin}" if can is not None else None)
         for call in index.sampler_calls(loader, RANDOM_SAMPLERS):
             if shuffled or (ctx.call_name(call) == DISTRIBUTED_SAMPLER and not distributed_shuffles(ctx, call)):
                 continue  # an evaluation shard
