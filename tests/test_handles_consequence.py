@@ -402,3 +402,34 @@ def test_dsl103_a_path_entry_replaced_by_its_handle_is_opened_once_per_entry(tmp
         """})
     outcome = check_tree(tmp_path, select=["DSL103"])
     assert {(d.path, d.row, d.code) for d in outcome.diagnostics} == expected_markers(tmp_path)
+
+
+def test_dsl103_a_handle_put_by_its_name_into_the_sample_s_own_dict_ends_with_the_sample(tmp_path):
+    """``mask = Image.open(p)`` then ``sample = {"mask": mask}`` (a dict the sample's code binds)
+    keeps the handle no longer than ``{"mask": Image.open(p)}`` does (``containers.local_to`` takes
+    the entry's display); put into a list on ``self`` by its name, it is kept."""
+    write_files(tmp_path, {"masks.py": """
+        from PIL import Image
+        from torch.utils.data import Dataset
+
+        class Masks(Dataset):
+            def __init__(self, paths, transform=None):
+                self.paths, self.transform, self.seen = paths, transform, []
+
+            def __len__(self):
+                return len(self.paths)
+
+            def __getitem__(self, index):
+                mask = Image.open(self.paths[index])
+                if self.transform is not None:
+                    sample = {"mask": mask}
+                    mask = self.transform(sample)["mask"]
+                return mask
+
+            def remember(self, index):
+                mask = Image.open(self.paths[index])  # expect: DSL103
+                self.seen.append([mask])
+                return index
+        """})
+    outcome = check_tree(tmp_path, select=["DSL103"])
+    assert {(d.path, d.row, d.code) for d in outcome.diagnostics} == expected_markers(tmp_path)

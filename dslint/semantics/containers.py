@@ -3,7 +3,8 @@
 ``local_to(ctx, site, func)``: ``site`` is where a value is put in a container (what
 ``lifetimes.fate`` reports for a stored handle): a call of an adding method
 (``views.append(x)``, ``d.update(...)``), a subscript assignment (``found[k] = x``), or a
-list, tuple, set or dict display or comprehension. The container is local to ``func`` when
+list, tuple, set or dict display or comprehension, or an entry of one (``{"mask": mask}``, for a
+handle put there by its name). The container is local to ``func`` when
 it is a name ``func`` binds (not a parameter, not declared ``global``/``nonlocal``), or a display that is bound to
 such names, returned or yielded, given to an adding method of such a name, or nested in a
 display that is one of these. Anything else (an attribute, a module name, a display handed to
@@ -27,6 +28,8 @@ def local_to(ctx, site, func) -> bool:
 
 
 def _local_to(ctx, site, func, depth: int) -> bool:
+    if isinstance(site, (cst.Element, cst.DictElement, cst.StarredElement)):
+        site = ctx.parent(site)  # a handle's name as an entry (``{"mask": mask}``): the display holding it
     if isinstance(site, cst.Call) and isinstance(site.func, cst.Attribute):
         return _local_name(ctx, site.func.value, func)
     if isinstance(site, cst.Assign) and len(site.targets) == 1 and isinstance(site.targets[0].target, cst.Subscript):
