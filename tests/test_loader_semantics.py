@@ -919,3 +919,38 @@ def test_a_worker_count_capped_at_zero_and_a_shuffle_a_caller_turns_on(tmp_path)
     })
     run = run_cli("check", "--no-cache", "--select", "DSL507", "--output-format", "concise", ".", cwd=tmp_path)
     assert sorted(line.split(":")[0] for line in run.stdout.splitlines() if ": DSL" in line) == ["passed.py", "zero.py"]
+
+
+def test_a_dataset_built_without_its_optional_transform_only_indexes(tmp_path):
+    """A buffer dataset that calls ``self.transform`` only under ``if self.transform:`` and is built
+    without one (``transform=None`` by default, ``optional_parts.unset_attributes``) only indexes the
+    tensors it holds (``call_costs`` records the guard, ``indexing.indexes_only`` skips it): DSL507
+    leaves that loader alone. Built with a transform, each item does work: reported."""
+    write_files(tmp_path, {"buffer.py": """
+        from torch.utils.data import DataLoader, Dataset
+
+        class Buffer(Dataset):
+            def __init__(self, data, targets=None, transform=None):
+                self.data, self.targets = data, targets
+                self.transform = transform
+
+            def __len__(self):
+                return len(self.data)
+
+            def __getitem__(self, idx):
+                data = self.data[idx]
+                if self.transform is not None:
+                    data = self.transform(data)
+                return data, self.targets[idx]
+
+        def fit(model, opt, x, y, aug):
+            plain = DataLoader(Buffer(x, y), batch_size=32, shuffle=True)
+            augmented = DataLoader(Buffer(x, y, transform=aug), batch_size=32, shuffle=True)  # expect: DSL507
+            positional = DataLoader(Buffer(x, y, aug), batch_size=32, shuffle=True)  # expect: DSL507
+            for loader in (plain, augmented, positional):
+                for a, b in loader:
+                    model(a).sum().backward()
+                    opt.step()
+        """})
+    outcome = check_tree(tmp_path, select=["DSL507"])
+    assert {(d.path, d.row, d.code) for d in outcome.diagnostics} == expected_markers(tmp_path)

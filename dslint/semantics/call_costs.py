@@ -8,6 +8,7 @@ from typing import List, Optional
 import libcst as cst
 
 from dslint.semantics.indexing import METHODS, PANDAS_INDEXERS, cheap
+from dslint.semantics.scopes import is_none
 
 
 def costly_call(call: cst.Call, qualified: Optional[str], self_param: Optional[str]) -> Optional[List[str]]:
@@ -48,12 +49,36 @@ def costly_calls(calls, qualname, self_param: Optional[str], reads=(), parents=N
     """The distinct costly calls among ``calls`` (``qualname`` names a call's function), and
     the costly ``reads`` among the attributes and subscripts given. With ``parents`` (node id ->
     parent), a call in a ``raise`` statement is left out: it builds the error of a sample that
-    fails (``raise ValueError(f"bad task {t}")``), no work of one that loads."""
+    fails (``raise ValueError(f"bad task {t}")``), no work of one that loads; and each entry ends
+    with the attribute of ``self`` whose ``if`` guards it (``_guard``), or "", so that an instance
+    built without that part can be told apart (``indexing.indexes_only``'s ``unset``)."""
     if parents is not None:
         calls = [c for c in calls if not _raised(c, parents)]
-    found = {tuple(entry) for entry in (costly_call(c, qualname(c.func), self_param) for c in calls) if entry}
-    found.update(tuple(entry) for entry in map(costly_read, reads) if entry)
+    found = set()
+    for node, entry in [(c, costly_call(c, qualname(c.func), self_param)) for c in calls] + [(r, costly_read(r)) for r in reads]:
+        if entry:
+            found.add((*entry, _guard(node, parents, self_param) if parents is not None else ""))
     return [list(entry) for entry in sorted(found)]
+
+
+def _guard(node, parents, self_param: Optional[str]) -> str:
+    """``X`` when ``node`` runs only under ``if self.X:`` (or ``if self.X is not None:``), the
+    nearest ``if`` around it in its function: an optional part (a transform) the instance may
+    not have; "" otherwise."""
+    previous, node = node, parents.get(id(node))
+    while node is not None and not isinstance(node, (cst.FunctionDef, cst.Lambda)):
+        if isinstance(node, cst.If):
+            if previous is not node.body:
+                return ""
+            test = node.test
+            if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 \
+                    and isinstance(test.comparisons[0].operator, cst.IsNot) and is_none(test.comparisons[0].comparator):
+                test = test.left
+            if type(test) is cst.Attribute and type(test.value) is cst.Name and test.value.value == self_param:
+                return test.attr.value
+            return ""
+        previous, node = node, parents.get(id(node))
+    return ""
 
 
 def _raised(node, parents) -> bool:

@@ -65,10 +65,12 @@ def cheap(qualified: Optional[str]) -> bool:
     return module == "random" and rest in _RANDOM
 
 
-def indexes_only(index, cls, method, _seen: Optional[Set] = None) -> bool:
+def indexes_only(index, cls, method, _seen: Optional[Set] = None, unset: frozenset = frozenset()) -> bool:
     """The project method or function ``method`` (a key of ``ProjectIndex``), run on an
     instance of class ``cls``, makes only cheap calls: its ``self.m()`` (looked up from
-    ``cls``), ``super().m()`` and project functions are followed, cycle-safe."""
+    ``cls``), ``super().m()`` and project functions are followed, cycle-safe. A call under
+    ``if self.X:`` does not count when ``X`` is in ``unset`` (an optional part this instance was
+    built without: ``transform=None``)."""
     seen = _seen if _seen is not None else set()
     if method in seen:
         return True
@@ -78,7 +80,9 @@ def indexes_only(index, cls, method, _seen: Optional[Set] = None) -> bool:
         return False
     path, qual = method
     owner = (path, qual.rpartition(".")[0])
-    for kind, name in facts["costly_calls"]:
+    for kind, name, *guard in facts["costly_calls"]:
+        if guard and guard[0] in unset:
+            continue
         target = None
         if kind == "self" and cls is not None:
             target = index.find_method(index.mro(cls), name)
@@ -86,7 +90,8 @@ def indexes_only(index, cls, method, _seen: Optional[Set] = None) -> bool:
             target = index.find_method(index.mro(cls), name, after=owner)
         elif kind == "func":
             target = index.locate(name, path, "functions")
-        if target is None or not indexes_only(index, cls if kind != "func" else None, target, seen):
+        if target is None or not indexes_only(index, cls if kind != "func" else None, target, seen,
+                                              unset if kind != "func" else frozenset()):
             return False
     return True
 

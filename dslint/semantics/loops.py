@@ -39,6 +39,7 @@ from dslint.semantics.grad_modes import NO_GRAD
 from dslint.semantics.call_costs import costly_call, costly_read
 from dslint.semantics.indexing import TENSOR_FACTORIES
 from dslint.semantics.module_calls import MAX_CALLERS, positional_args
+from dslint.semantics.optional_parts import unset_attributes
 from dslint.semantics.regions import self_name
 from dslint.semantics.scopes import COMPREHENSIONS, is_none, names_used
 from dslint.semantics.value_flow import Value, ValueFlow
@@ -414,17 +415,21 @@ class LoopIndex(ValueFlow):
                     nodes = list(self.body_nodes(getitem.body))
                     return not any(costly_call(n, self.ctx.call_name(n), self_name(getitem)) if isinstance(n, cst.Call)
                                    else costly_read(n) for n in nodes)
+                init = self.find_method(found[0].node, "__init__")
+                return self._in_memory_elsewhere(name, unset_attributes(init, node) if init is not None else frozenset())
             elif found and any(b.kind != "other" or not isinstance(b.node, (cst.Import, cst.ImportFrom)) for b in found):
                 return False  # bound in this file to something else than an import
         return self._in_memory_elsewhere(name)
 
-    def _in_memory_elsewhere(self, qualified: str) -> bool:
+    def _in_memory_elsewhere(self, qualified: str, unset: frozenset = frozenset()) -> bool:
         """A project class (of this file or another) whose ``__getitem__`` only indexes data in
-        memory (``indexing.indexes_only``, through the project index; without it, not known)."""
+        memory (``indexing.indexes_only``, through the project index; without it, not known),
+        apart from what runs under ``if self.X:`` for an ``X`` the construction leaves unset
+        (``optional_parts``: a class of this file built without its transform)."""
         indexes_only = getattr(self.ctx.view, "indexes_only", None)
         if not qualified or "." not in qualified or indexes_only is None:
             return False
-        return indexes_only(qualified, "__getitem__")
+        return indexes_only(qualified, "__getitem__", sorted(unset)) if unset else indexes_only(qualified, "__getitem__")
 
     def is_eval(self, loop: LoaderLoop) -> bool:
         """The loop runs with gradients off (``torch.no_grad``/``inference_mode``): evaluation."""

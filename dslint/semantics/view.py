@@ -138,12 +138,14 @@ class View:
         method = index.find_method(index.mro(located), name) if located is not None else None
         return self._record("method_facts", [qualified, name], index.function_facts(method) if method else None)
 
-    def indexes_only(self, qualified: str, name: str) -> bool:
+    def indexes_only(self, qualified: str, name: str, unset: Optional[List[str]] = None) -> bool:
         """Method ``name`` of the project class ``qualified`` only indexes data in memory
-        (``indexing.indexes_only``, following the methods and functions it calls)."""
+        (``indexing.indexes_only``, following the methods and functions it calls), apart from what
+        runs under ``if self.X:`` for an ``X`` in ``unset``."""
         index, located = self._index, self._index.locate(canonical(qualified), self.path)
         method = index.find_method(index.mro(located), name) if located is not None else None
-        return self._record("indexes_only", [qualified, name], bool(method) and indexes_only(index, located, method))
+        answer = bool(method) and indexes_only(index, located, method, unset=frozenset(unset or ()))
+        return self._record("indexes_only", [qualified, name] + ([unset] if unset else []), answer)
 
     def inherited_construction(self, qual: str) -> List[list]:
         """For this file's class ``qual`` whose ``__init__`` comes from another file: [name, attributes
