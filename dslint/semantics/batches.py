@@ -254,8 +254,10 @@ def evaluation_only(ctx, index, loader, advances) -> bool:
     peeks = [call for call, target in advances if any(r.loader is loader for r in index.resolve_loader(target))]
     if not loops and not peeks:
         return False
-    if any(not _once_per_epoch(index, call) for call in peeks if index.step_loop(call) is not None):
-        return False
+    for call in peeks:
+        found = index.step_loop(call)
+        if found is not None and not _once_per_epoch(index, call, found):
+            return False
     if not all(_evaluation_loop(ctx, index, loop) for loop in loops):
         return False
     peeked = {id(call.args[0].value) if call.args else id(call.func.value) for call in peeks}
@@ -269,12 +271,12 @@ def evaluation_only(ctx, index, loader, advances) -> bool:
     return not _escapes(ctx, index, loader)
 
 
-def _once_per_epoch(index, peek: cst.Call) -> bool:
-    """The loop that runs ``peek`` on every iteration is the epoch loop of a loop over another
-    loader (``for epoch ...: for x in train_loader: ...`` then ``next(iter(val_loader))``): one
-    batch per epoch, a preview beside the training, not a training step of its own."""
-    found = index.step_loop(peek)
-    if found is None or found[1]:
+def _once_per_epoch(index, peek: cst.Call, found) -> bool:
+    """The loop that runs ``peek`` on every iteration (``found``: ``index.step_loop(peek)``) is the
+    epoch loop of a loop over another loader (``for epoch ...: for x in train_loader: ...`` then
+    ``next(iter(val_loader))``): one batch per epoch, a preview beside the training, not a
+    training step of its own."""
+    if found[1]:
         return False
     around = found[0]
     return any(index.epoch(loop) is around and not index.inside(peek, loop.loop) for loop in index.loops)

@@ -28,7 +28,7 @@ def unpicklable_attribute(index, key) -> Optional[list]:
     ``__init__`` chain of the project class ``key`` keeps on ``self``; None when there is none,
     or when a class of its MRO controls its own pickling (``__getstate__``, ``__reduce__``...)."""
     mro = index.mro(key)
-    if any(PICKLING_HOOKS & set(index.class_info(cls)["methods"]) for cls in mro):
+    if _pickles_itself(index, mro):
         return None
     for cls in mro:
         facts = index.class_info(cls)["methods"].get("__init__") or {}
@@ -44,7 +44,7 @@ def kept_callable_attribute(index, key) -> Optional[list]:
     ``self`` (the summary fact ``kept_callables``: ``kept_lambdas``); None when there is none, or
     when a class of its MRO controls its own pickling."""
     mro = index.mro(key)
-    if any(PICKLING_HOOKS & set(index.class_info(cls)["methods"]) for cls in mro):
+    if _pickles_itself(index, mro):
         return None
     stored = set()  # (set by an ``__init__`` before in the MRO, which a subclass's runs last)
     for cls in mro:
@@ -54,3 +54,8 @@ def kept_callable_attribute(index, key) -> Optional[list]:
                 return [attr, f"{cls[1]}.__init__.<locals>.{label}"]
         stored.update(facts.get("self_stores", ()))
     return None
+
+
+def _pickles_itself(index, mro) -> bool:
+    """A class of ``mro`` decides what pickle stores (``__getstate__``, ``__reduce__``...)."""
+    return any(PICKLING_HOOKS & set(index.class_info(cls)["methods"]) for cls in mro)

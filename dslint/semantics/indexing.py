@@ -80,8 +80,8 @@ def indexes_only(index, cls, method, _seen: Optional[Set] = None, unset: frozens
         return False
     path, qual = method
     owner = (path, qual.rpartition(".")[0])
-    for kind, name, *guard in facts["costly_calls"]:
-        if guard and guard[0] in unset:
+    for kind, name, guard in facts["costly_calls"]:
+        if guard in unset:
             continue
         target = None
         if kind == "self" and cls is not None:

@@ -416,7 +416,7 @@ class LoopIndex(ValueFlow):
                     return not any(costly_call(n, self.ctx.call_name(n), self_name(getitem)) if isinstance(n, cst.Call)
                                    else costly_read(n) for n in nodes)
                 init = self.find_method(found[0].node, "__init__")
-                return self._in_memory_elsewhere(name, unset_attributes(init, node) if init is not None else frozenset())
+                return self._in_memory_elsewhere(name, unset_attributes(self.ctx, init, node) if init is not None else frozenset())
             elif found and any(b.kind != "other" or not isinstance(b.node, (cst.Import, cst.ImportFrom)) for b in found):
                 return False  # bound in this file to something else than an import
         return self._in_memory_elsewhere(name)

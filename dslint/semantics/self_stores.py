@@ -39,12 +39,14 @@ def nested_self_stores(ctx, expr: cst.Attribute) -> List[cst.BaseExpression]:
     return ctx.memo(("self_stores.stores", id(cls)), compute).get((holder.attr.value, expr.attr.value), [])
 
 
-__all__ = ["nested_self_stores"]
-
-
 def attribute_stores(ctx, cls: cst.ClassDef, attr: str) -> List[cst.CSTNode]:
     """The statements of the methods of ``cls`` (not of nested scopes) that bind ``self.<attr>``:
     assignments (any of their targets), annotated and augmented assignments."""
+    return attribute_store_table(ctx, cls).get(attr, [])
+
+
+def attribute_store_table(ctx, cls: cst.ClassDef) -> Dict[str, List[cst.CSTNode]]:
+    """``attribute_stores`` for every attribute of ``self`` the methods of ``cls`` bind (computed once per class)."""
 
     def compute():
         stores: Dict[str, List[cst.CSTNode]] = {}
@@ -61,4 +63,7 @@ def attribute_stores(ctx, cls: cst.ClassDef, attr: str) -> List[cst.CSTNode]:
                     stores.setdefault(name, []).append(node)
         return stores
 
-    return ctx.memo(("self_stores.attributes", id(cls)), compute).get(attr, [])
+    return ctx.memo(("self_stores.attributes", id(cls)), compute)
+
+
+__all__ = ["attribute_store_table", "attribute_stores", "nested_self_stores"]
