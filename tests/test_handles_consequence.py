@@ -433,3 +433,40 @@ def test_dsl103_a_handle_put_by_its_name_into_the_sample_s_own_dict_ends_with_th
         """})
     outcome = check_tree(tmp_path, select=["DSL103"])
     assert {(d.path, d.row, d.code) for d in outcome.diagnostics} == expected_markers(tmp_path)
+
+
+def test_dsl103_handles_kept_per_slot_do_not_grow_with_the_data(tmp_path):
+    """A stream dataset opens one file per batch slot in ``__init__`` (``range`` of a configured
+    count: ``sizes.counted_loop``) and, when a slot's sequence ends, closes that file before
+    storing the next one (``containers.replaces_closed``): the handles kept stay at one per slot.
+    Opening one per file (``range(len(files))``), or storing without the close, keeps more as
+    the data grows: reported."""
+    write_files(tmp_path, {"slots.py": """
+        import h5py
+        from torch.utils.data import IterableDataset
+
+        class Slots(IterableDataset):
+            def __init__(self, files, cfg):
+                self.files, self.open = files, {}
+                self.first = [h5py.File(files[b], "r") for b in range(cfg["loader"]["slots"])]
+                self.every = [h5py.File(files[b], "r") for b in range(len(files))]  # expect: DSL103
+
+            def __iter__(self):
+                for i, path in enumerate(self.files):
+                    slot = i % 4
+                    if slot in self.open:
+                        self.open[slot].close()
+                    self.open[slot] = h5py.File(path, "r")
+                    yield self.open[slot]["x"][()]
+
+        class Leaky(IterableDataset):
+            def __init__(self, files):
+                self.files, self.open = files, {}
+
+            def __iter__(self):
+                for i, path in enumerate(self.files):
+                    self.open[i] = h5py.File(path, "r")  # expect: DSL103
+                    yield self.open[i]["x"][()]
+        """})
+    outcome = check_tree(tmp_path, select=["DSL103"])
+    assert {(d.path, d.row, d.code) for d in outcome.diagnostics} == expected_markers(tmp_path)

@@ -17,6 +17,8 @@ import libcst as cst
 
 from dslint.semantics.bindings import scope_assignments
 from dslint.semantics.lifetimes import ADDERS
+from dslint.semantics.sizes import counted_loop
+from dslint.semantics.walk import iter_subtree
 
 _DISPLAYS = (cst.List, cst.Tuple, cst.Set, cst.Dict, cst.ListComp, cst.SetComp, cst.DictComp)
 _MAX_NESTING = 4
@@ -58,3 +60,26 @@ def _local_name(ctx, expr, func) -> bool:
     declared = {g.name.value for stmt in ctx.nodes(cst.Global) + ctx.nodes(cst.Nonlocal) for g in stmt.names}
     bound = scope_assignments(ctx.tree, func, expr.value)
     return expr.value not in declared and (bound is None or bool(bound))
+
+
+def stays_bounded(ctx, call, site) -> bool:
+    """The handles that ``call`` adds at ``site`` do not grow with the data: ``site`` replaces a
+    closed one (``replaces_closed``), or ``call`` runs in a loop over a set count
+    (``sizes.counted_loop``: one handle per batch slot)."""
+    return replaces_closed(ctx, site) or counted_loop(ctx, call)
+
+
+def replaces_closed(ctx, site) -> bool:
+    """``site`` stores into a container slot (``self.files[b] = h5py.File(p)``) that an earlier
+    statement of its block closes (``self.files[b].close()``, also under ``if b in self.files:``):
+    the new handle takes the place of a closed one, so the handles kept do not grow."""
+    if not isinstance(site, cst.Assign) or len(site.targets) != 1 or not isinstance(site.targets[0].target, cst.Subscript):
+        return False
+    slot, line = site.targets[0].target, ctx.parent(site)
+    statements = list(getattr(ctx.parent(line), "body", ()))
+    for statement in statements[:next((i for i, s in enumerate(statements) if s is line), 0)]:
+        for value in iter_subtree(statement, into_scopes=False):
+            if isinstance(value, cst.Call) and not value.args and isinstance(value.func, cst.Attribute) \
+                    and value.func.attr.value == "close" and value.func.value.deep_equals(slot):
+                return True
+    return False

@@ -27,8 +27,27 @@ def len_guarded(ctx, call: cst.Call) -> bool:
             return True
         if isinstance(ancestor, cst.BooleanOperation) and _names_length(ctx, ancestor.left):
             return True
+        if isinstance(ancestor, _COMPREHENSIONS) and _filtered(ctx, ancestor, call):
+            return True  # ``[len(x) for x in xs if hasattr(x, "__len__")]``: the filter runs first
         if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
             break
+    return False
+
+
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
+
+
+def _filtered(ctx, comp, call: cst.Call) -> bool:
+    """A condition of ``comp`` tests ``__len__``/``Sized`` and ``call`` is in what it produces."""
+    produced = (comp.key, comp.value) if isinstance(comp, cst.DictComp) else (comp.elt,)
+    if not any(call is p or ctx.memo(("length_uses.within", id(p), id(call)), lambda p=p: any(n is call for n in iter_subtree(p)))
+               for p in produced):
+        return False
+    clause = comp.for_in
+    while clause is not None:
+        if any(_names_length(ctx, condition.test) for condition in clause.ifs):
+            return True
+        clause = clause.inner_for_in
     return False
 
 

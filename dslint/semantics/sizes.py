@@ -100,3 +100,28 @@ def grown(root: cst.CSTNode, is_it) -> bool:
         if is_it(target, node):
             return True
     return False
+
+
+def counted_loop(ctx, node: cst.CSTNode) -> bool:
+    """The innermost loop around ``node`` in its function runs ``range(n)`` over a count that
+    no ``len()`` gives (``range(cfg["batch_size"])``, ``range(self.slots)`` of such a value): it
+    repeats a set number of times, however much data there is."""
+    for ancestor in ctx.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            return False
+        loop = ancestor if isinstance(ancestor, cst.For) else getattr(ancestor, "for_in", None)
+        if loop is None:
+            continue
+        it = loop.iter
+        if not (isinstance(it, cst.Call) and len(it.args) == 1 and not it.args[0].star
+                and ctx.call_name(it) == "builtins.range"):
+            return False
+        bound = it.args[0].value
+        values = [bound]
+        if isinstance(bound, cst.Name):
+            values += [v for v in [single_assignment(ctx.tree, bound)] if v is not None]
+        elif isinstance(bound, cst.Attribute):
+            values += _self_values(ctx, bound)
+        return not any(isinstance(n, cst.Call) and ctx.call_name(n) == "builtins.len"
+                       for value in values for n in iter_subtree(value))
+    return False

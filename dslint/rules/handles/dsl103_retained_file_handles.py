@@ -5,11 +5,10 @@ from __future__ import annotations
 from dslint.rules.base import ERROR, Rule, Symptom
 from dslint.rules.handles._common import in_init, in_lazy_block, in_local_container, keyed_by_sample_index, multi_frame_code, opened_handles, opener_text  # noqa: E501
 from dslint.semantics import lifetimes as lt
+from dslint.semantics.containers import stays_bounded
 
-PER_FILE = (
-    " opens one handle per file and keeps them all: every worker inherits every open descriptor, "
-    "and enough files exhaust the limit (`OSError: [Errno 24] Too many open files`)"
-)
+PER_FILE = (" opens one handle per file and keeps them all: every worker inherits every open descriptor, "
+            "and enough files exhaust the limit (`OSError: [Errno 24] Too many open files`)")
 PER_SAMPLE = " keeps a new open handle on every sample: each worker gains one descriptor per sample until `OSError: [Errno 24] Too many open files`"
 
 
@@ -42,10 +41,8 @@ class RetainedFileHandles(Rule):
     worker: 200 files held 213-219 descriptors in each.
 
     ## When it does not fire
-    - Loaded data is kept, not the handle: `im.convert()` inside a `with` block,
-      `np.load(p)["x"]` of an `.npz` archive.
-    - One shared handle or memory map opened in `__init__`
-      (`self.data = np.load(path, mmap_mode="r")`): one descriptor, not one per file.
+    - Loaded data is kept, not the handle: `im.convert()` inside a `with` block, `np.load(p)["x"]` of an `.npz`.
+    - One shared handle or memory map opened in `__init__` (`self.data = np.load(path, mmap_mode="r")`).
     - A cache filled behind a "not opened yet" guard (`if path not in self.handles:`, `if self.h is None:`,
       `if not hasattr(self.local, "f"):`, or an entry that holds its path until opened: `f = self.files[k]`, `if
       isinstance(f, Path): f = h5py.File(f); self.files[k] = f`): at most one handle per file or per worker, the lazy per-worker pattern.
@@ -55,6 +52,8 @@ class RetainedFileHandles(Rule):
       reported even behind such a guard: one handle for every sample seen.
     - A handle returned to the caller (`return image, label`); an image the same code also loads
       (`self.cache[i] = im` then `im.convert("RGB")` or `transform(im)`): Pillow closed its file.
+      Handles that do not grow with the data: a slot refilled after its old handle is closed (`self.f[b].close()`,
+      then `self.f[b] = h5py.File(p)`), one per pass of `range(cfg["slots"])` (a count no `len()` gives).
     - A handle added to a container local to the sample's code (`views.append(Image.open(p))` in
       `__getitem__`, or a dict or list built for the sample: `sample = {"rgb": Image.open(p)}`,
       `[Image.open(p) for p in context]` added to it): the container ends with the sample. Added to a
@@ -292,7 +291,8 @@ class RetainedFileHandles(Rule):
     def check(self, ctx):
         for call, kind, fate in opened_handles(ctx, ("image", "file", "mmap", lt.NPZ)):
             keyed = keyed_by_sample_index(ctx, fate)
-            if fate.kind != lt.STORED or (in_lazy_block(ctx, call) and not keyed) or in_local_container(ctx, call, fate):
+            if fate.kind != lt.STORED or (in_lazy_block(ctx, call) and not keyed) or in_local_container(ctx, call, fate) \
+                    or stays_bounded(ctx, call, fate.site):
                 continue
             if kind == "image" and lt.image_loaded_by_name(ctx, fate) and not multi_frame_code(ctx, call):
                 continue  # this code also loads the kept image: Pillow has closed its file

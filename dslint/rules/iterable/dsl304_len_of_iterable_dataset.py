@@ -50,7 +50,8 @@ class LenOfIterableDataset(Rule):
     ## When it does not fire
     Classes with a base outside the project that may define `__len__`,
     DataPipes, and calls guarded by `try: ... except TypeError` or a
-    `hasattr(x, "__len__")` / `isinstance(x, Sized)` test.
+    `hasattr(x, "__len__")` / `isinstance(x, Sized)` test, also a comprehension's
+    condition (`[len(x) for x in xs if hasattr(x, "__len__")]`: it runs first).
 
     ## Why is this bad?
     An `IterableDataset` has no length unless its class defines `__len__`, and
