@@ -1394,3 +1394,55 @@ def test_a_pyg_dataset_reads_its_samples_through_get(tmp_path):
         """})
     found = {(f.path.rsplit("/", 1)[-1], f.start[0], f.code) for f in check_tree(tmp_path, select=["DSL401"]).diagnostics}
     assert found == expected_markers(tmp_path)
+
+
+def test_dsl401_a_class_the_dataset_builds_and_indexes_per_sample_is_a_dataset_too(tmp_path):
+    """A dataset's ``__init__`` builds a reader of another file and keeps it; its ``__getitem__``
+    indexes the reader with the sample index, so the reader's ``__getitem__`` runs per sample
+    (``dataset_uses.indexed_params``). The reader opens its HDF5 file in its own ``__init__``,
+    before the fork: reported there. A reader that opens lazily in each worker is not."""
+    write_files(tmp_path, {
+        "readers.py": """
+        import h5py
+
+        class Eager:
+            def __init__(self, path):
+                self.f = h5py.File(path, "r")  # expect: DSL401
+
+            def __len__(self):
+                return len(self.f)
+
+            def __getitem__(self, i):
+                return self.f[str(i)][()]
+
+        class Lazy:
+            def __init__(self, path):
+                self.path, self.f = path, None
+
+            def __len__(self):
+                return 100
+
+            def __getitem__(self, i):
+                if self.f is None:
+                    self.f = h5py.File(self.path, "r")
+                return self.f[str(i)][()]
+        """,
+        "data.py": """
+        from torch.utils.data import DataLoader, Dataset
+        from readers import Eager, Lazy
+
+        class Songs(Dataset):
+            def __init__(self, path, lazy=False):
+                self.rows = Lazy(path) if lazy else Eager(path)
+                self.size = 100
+
+            def __len__(self):
+                return self.size
+
+            def __getitem__(self, index):
+                return self.rows[index]
+
+        loader = DataLoader(Songs("a.h5"), num_workers=2)
+        """})
+    outcome = check_tree(tmp_path, select=["DSL401"])
+    assert {(d.path, d.row, d.code) for d in outcome.diagnostics} == expected_markers(tmp_path)

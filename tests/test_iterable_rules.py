@@ -1176,3 +1176,98 @@ def test_dsl304_a_library_length_probe_guards_and_probes(tmp_path):
     )
     outcome = check_tree(tmp_path, select=["DSL304"])
     assert {(d.path, d.row, d.code) for d in outcome.diagnostics} == expected_markers(tmp_path)
+
+
+def test_dsl304_a_comprehension_condition_that_tests_the_length_guards_len(tmp_path):
+    """A wrapper over several loaders takes ``len()`` only of those its comprehension's condition
+    shows to have one: the condition runs first for each element (``length_uses.len_guarded``).
+    Without the condition, the ``len()`` is reported."""
+    write_files(tmp_path, {"mix.py": """
+        from torch.utils.data import DataLoader, IterableDataset
+
+        class Stream(IterableDataset):
+            def __iter__(self):
+                yield 1
+
+        class Mixed:
+            def __init__(self, loaders):
+                self.loaders = loaders
+
+            def __len__(self):
+                return sum([len(x) for x in self.loaders if hasattr(x, "__len__")])
+
+            def sizes(self):
+                sizes = [len(x) for x in self.loaders]  # expect: DSL304
+                return sizes if all(hasattr(x, "__len__") for x in self.loaders) else None
+
+        loaders = [DataLoader(Stream()), DataLoader(Stream())]
+        n, m = len(Mixed(loaders)), Mixed(loaders).sizes()
+        """})
+    outcome = check_tree(tmp_path, select=["DSL304"])
+    assert {(d.path, d.row, d.code) for d in outcome.diagnostics} == expected_markers(tmp_path)
+
+
+def test_dsl303_a_stream_from_a_factory_whose_object_iterates_itself(tmp_path):
+    """An IterableDataset iterates what a project factory returns. When the factory returns an
+    object of a project class with its own ``__iter__`` (``dataset_uses.factory_returns``), that
+    class shards or not by itself (``sharding``): the wrapper is left alone. A factory returning
+    plain data is what the wrapper replays in every worker: reported."""
+    write_files(tmp_path, {
+        "readers.py": """
+        from torch.utils.data import get_worker_info
+
+        class Records:
+            def __init__(self, path):
+                self.path = path
+
+            def __iter__(self):
+                info = get_worker_info()
+                with open(self.path) as f:
+                    for i, line in enumerate(f):
+                        if info is None or i % info.num_workers == info.id:
+                            yield line
+
+        def make_reader(kind, path):
+            if kind == "records":
+                reader = Records(path)
+            else:
+                from columns import Columns
+                reader = Columns(path)
+            return reader
+
+        def read_lines(path):
+            with open(path) as f:
+                return f.readlines()
+        """,
+        "columns.py": """
+        class Columns:
+            def __init__(self, path):
+                self.path = path
+
+            def __iter__(self):
+                yield from open(self.path)
+        """,
+        "stream.py": """
+        from torch.utils.data import DataLoader, IterableDataset
+        from readers import make_reader, read_lines
+
+        class Wrapped(IterableDataset):
+            def __init__(self, kind, path):
+                self.parser = make_reader(kind, path)
+
+            def __iter__(self):
+                for item in self.parser:
+                    yield item.strip()
+
+        class Lines(IterableDataset):
+            def __init__(self, path):
+                self.lines = read_lines(path)
+
+            def __iter__(self):  # expect: DSL303
+                for line in self.lines:
+                    yield line.strip()
+
+        loaders = [DataLoader(Wrapped("records", "a.txt"), num_workers=2), DataLoader(Lines("a.txt"), num_workers=2)]
+        """})
+    outcome = check_tree(tmp_path, select=["DSL303"])
+    assert {(d.path, d.row, d.code) for d in outcome.diagnostics} == expected_markers(tmp_path)

@@ -954,3 +954,70 @@ def test_a_dataset_built_without_its_optional_transform_only_indexes(tmp_path):
         """})
     outcome = check_tree(tmp_path, select=["DSL507"])
     assert {(d.path, d.row, d.code) for d in outcome.diagnostics} == expected_markers(tmp_path)
+
+
+def test_work_under_an_option_every_loaders_dataset_leaves_off_runs_in_no_worker(tmp_path):
+    """A dataset keeps a visualisation option (``vis=False``) and does CUDA work and builds a model
+    only under ``if self.vis:``, or in a helper that tests the ``vis`` it is handed
+    (``option_guards``). The one construction a DataLoader receives leaves it out, and the demo that
+    turns it on indexes the dataset in the main process (``option_reach``): nothing runs in a
+    worker. The same class of another file, built with the option through a project function that
+    makes the loader, is reported."""
+    body = """
+        import torch
+        from torch.utils.data import Dataset
+        from helpers import {helper}
+
+        class {name}(Dataset):
+            def __init__(self, items, vis=False):
+                self.items = items
+                self.vis = vis
+                self.device = torch.device("cuda")
+
+            def __len__(self):
+                return len(self.items)
+
+            def __getitem__(self, idx):
+                item = torch.as_tensor(self.items[idx])
+                if self.vis:
+                    item = item.to(self.device){mark}
+                return self.features(item, self.vis)
+
+            def features(self, item, vis=False):
+                if vis:
+                    {helper}()
+                    return item.to(self.device){mark}
+                return item
+        """
+    write_files(tmp_path, {
+        "scans.py": body.format(name="Scans", helper="make_renderer", mark=""),
+        "shown.py": body.format(name="Shown", helper="make_viewer", mark="  # expect: DSL204"),
+        "helpers.py": """
+        from torch import nn
+
+        def make_renderer():
+            return nn.Conv2d(3, 3, 3)
+
+        def make_viewer():
+            return nn.Conv2d(3, 3, 3)  # expect: DSL203
+        """,
+        "train.py": """
+        import argparse
+        from torch.utils.data import DataLoader
+        from scans import Scans
+        from shown import Shown
+
+        def loader(ds):
+            return DataLoader(ds, batch_size=4, num_workers=4)
+
+        if __name__ == "__main__":
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--show", action="store_true")
+            args = parser.parse_args()
+            train = DataLoader(Scans(list(range(8))), batch_size=4, num_workers=4)
+            demo = Scans(list(range(8)), vis=args.show)
+            print(demo[0])
+            shown = loader(Shown(list(range(8)), vis=args.show))
+        """})
+    outcome = check_tree(tmp_path, select=["DSL203", "DSL204"])
+    assert {(d.path, d.row, d.code) for d in outcome.diagnostics} == expected_markers(tmp_path)

@@ -14,9 +14,10 @@ import libcst as cst
 from dslint.semantics.bindings import class_ref, local_class_path, single_assignment
 from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall, Signature, literal_value
 from dslint.semantics.names import ModuleNames, dotted_parts
+from dslint.semantics.option_guards import node_guards, unchanged_params
 from dslint.semantics.project import DATALOADER_ROOTS
 from dslint.semantics.view import View
-from dslint.semantics.regions import LOOP, WHOLE, RegionCache
+from dslint.semantics.regions import LOOP, WHOLE, RegionCache, self_name
 from dslint.semantics.summary import local_qualname
 from dslint.semantics.walk import TreeIndex
 
@@ -147,9 +148,18 @@ class FileContext:
         if mode is None:
             return False
         in_loop, lazy = self.regions.get(func).classify(node, chain)
-        if lazy:
+        if lazy or self.in_off_branch(node, func):
             return False
         return mode == WHOLE or (mode == LOOP and in_loop)
+
+    def in_off_branch(self, node: cst.CSTNode, func: cst.FunctionDef) -> bool:
+        """``node`` runs only under an ``if`` whose option or parameter is off at every
+        per-sample arrival of ``func`` (``option_reach``): in no DataLoader worker."""
+        off = self.view.off_guards(self.qualname_of_def(func))
+        if not off:
+            return False
+        selfp = self_name(func)
+        return any(g in off for g in node_guards(node, self.tree.parent, func, selfp, unchanged_params(func, selfp)))
 
     def in_dataset_code(self, node: cst.CSTNode) -> bool:
         """Inside a method of a dataset class, or a function that runs per sample."""

@@ -381,6 +381,8 @@ def loading_context(ctx, node, lambdas: Set[int]) -> Optional[Tuple[str, str]]:
         dataset = owner is not None and ctx.class_kind(owner)
         name = func.name.value
         if ctx.per_sample_mode(func) or (dataset and name in ENTRY_METHODS):
+            if ctx.in_off_branch(node, func):
+                return None  # under an option every loader's dataset leaves off
             if dataset:
                 loaders = ctx.view.loaders_over(ctx.qualname_of_def(owner))
                 if loaders and not workers_possible(loaders):

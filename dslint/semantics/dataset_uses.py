@@ -10,7 +10,12 @@ a torch base to be one (``alternatives.duck_roots`` reads them across files).
 * ``indexed_params``: the parameters of a class's ``__init__`` kept on ``self`` and indexed
   by its ``__getitem__`` with the sample index (``self.inner[index]``, ``self.inner[self.ids[index]]``): a dataset wrapper
   indexes what it is given once per sample, so the class given (named by the parameter's
-  annotation, or constructed by a call of the wrapper) is a dataset too;
+  annotation, or constructed by a call of the wrapper) is a dataset too; so is a class whose
+  object ``__init__`` builds and keeps, indexed the same way (``self.rows = Rows(path)``; no
+  parameter: position None, name "");
+* ``loader_constructions``: what each construction a DataLoader receives, or the file passes
+  to a function, passes (``option_reach``: the options a loader's dataset leaves off);
+* ``factory_returns``: the classes whose instances each function returns;
 * ``wrapped_args``: the constructions (and ``self``, in a method: its class) a file passes
   to class calls (``Wrapper(Pages())``, ``Wrapper(self)``), matched against
   ``indexed_params`` across files by the index.
@@ -31,7 +36,7 @@ from dslint.semantics.bindings import class_ref, enclosing_scope, scope_assignme
 from dslint.semantics.calls import DATALOADER, BoundCall
 from dslint.semantics.epoch_facts import dataloader_calls
 from dslint.semantics.names import ModuleNames
-from dslint.semantics.walk import TreeIndex
+from dslint.semantics.walk import TreeIndex, iter_subtree
 
 QualnameOf = Callable[[cst.CSTNode], str]  # a def's local qualified name (``summary.local_qualname``)
 
@@ -39,9 +44,34 @@ QualnameOf = Callable[[cst.CSTNode], str]  # a def's local qualified name (``sum
 DATASET_WRAPPERS = frozenset({"torch.utils.data.Subset", "torch.utils.data.random_split", "torch.utils.data.ConcatDataset"})
 
 
+def use_facts(tree: TreeIndex, names: ModuleNames, qualname_of: QualnameOf) -> dict:
+    """This module's facts for the file's summary, by name (see the module doc)."""
+    return {fact.__name__: fact(tree, names, qualname_of) for fact in (
+        loader_classes, loader_params, class_args, loader_constructions, indexed_params, wrapped_args, factory_returns)}
+
+
+def factory_returns(tree: TreeIndex, names: ModuleNames, qualname_of: QualnameOf) -> dict:
+    """{function: [class, ...]} for each function of the file that returns a construction
+    (``return Cls(...)``, or a name each branch binds to one: ``parser = A(...)`` / ``parser =
+    B(...)``, ``return parser``): what its callers may hold (``sharding``: an object that iterates
+    itself)."""
+    found = {}
+    for func in tree.nodes(cst.FunctionDef):
+        values = [r.value for r in iter_subtree(func.body, into_scopes=False) if isinstance(r, cst.Return) and r.value is not None]
+        classes = sorted(constructed(tree, names, values, qualname_of)) if values else ()
+        if classes:
+            found[qualname_of(func)] = classes
+    return found
+
+
 def constructed(tree: TreeIndex, names: ModuleNames, values: list, qualname_of: QualnameOf) -> Set[str]:
     """Qualified names of the classes the expressions ``values`` may construct."""
-    found, seen = set(), set()
+    return {qualified for qualified, _ in construction_calls(tree, names, values, qualname_of)}
+
+
+def construction_calls(tree: TreeIndex, names: ModuleNames, values: list, qualname_of: QualnameOf) -> List[Tuple[str, cst.Call]]:
+    """(qualified class name, call) for each construction the expressions ``values`` may be."""
+    found, seen = [], set()
     while values:
         value = values.pop()
         if value is None or id(value) in seen:
@@ -63,7 +93,7 @@ def constructed(tree: TreeIndex, names: ModuleNames, values: list, qualname_of: 
         elif isinstance(value, cst.Call):
             ref = class_ref(tree, names, value)
             if ref is not None:
-                found.add(f"{names.modname}.{qualname_of(ref[1])}" if ref[0] == "local" else ref[1])
+                found.append((f"{names.modname}.{qualname_of(ref[1])}" if ref[0] == "local" else ref[1], value))
     return found
 
 
@@ -82,6 +112,11 @@ def _appends(tree: TreeIndex) -> dict:
 
 
 def loader_classes(tree: TreeIndex, names: ModuleNames, qualname_of: QualnameOf) -> List[str]:
+    return sorted(constructed(tree, names, _loader_datasets(tree, names), qualname_of))
+
+
+def _loader_datasets(tree: TreeIndex, names: ModuleNames) -> list:
+    """The dataset expressions of the file's DataLoaders, ``Subset``s, ``random_split``s..."""
     values = [BoundCall(call, DATALOADER).expr("dataset") for call in dataloader_calls(tree, names)]
     tails = names.call_tails({"Subset", "random_split", "ConcatDataset"})
     for call in tree.nodes(cst.Call):
@@ -89,7 +124,22 @@ def loader_classes(tree: TreeIndex, names: ModuleNames, qualname_of: QualnameOf)
         tail = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else None)
         if tail in tails and call.args and not call.args[0].star and names.qualname(func) in DATASET_WRAPPERS:
             values.append(call.args[0].value)
-    return sorted(constructed(tree, names, values, qualname_of))
+    return values
+
+
+def loader_constructions(tree: TreeIndex, names: ModuleNames, qualname_of: QualnameOf) -> List[list]:
+    """[class, callee, keywords, positional count] for each construction a DataLoader (or
+    ``Subset``...) of the file receives (callee "") or that the file passes to a project-looking
+    function (its qualified name, ``class_args``); the count is -1 behind ``*``/``**``: which
+    options a loader's dataset was built with (``option_reach``)."""
+    found = [[cls, "", call] for cls, call in construction_calls(tree, names, _loader_datasets(tree, names), qualname_of)]
+    for call, func in _calls_named(tree, lambda tail: tail[:1].islower()):
+        callee = names.qualname(func)
+        if callee and not callee.startswith("builtins."):
+            for _, arg in _placed_args(call):
+                found += [[cls, callee, made] for cls, made in construction_calls(tree, names, [arg.value], qualname_of)]
+    return [[cls, callee, sorted(a.keyword.value for a in made.args if a.keyword is not None),
+             -1 if any(a.star for a in made.args) else sum(a.keyword is None for a in made.args)] for cls, callee, made in found]
 
 
 def loader_params(tree: TreeIndex, names: ModuleNames, qualname_of: QualnameOf) -> List[list]:
@@ -195,6 +245,11 @@ def indexed_params(tree: TreeIndex, names: ModuleNames, qualname_of: QualnameOf)
             position = next((i for i, p in enumerate(positional) if p.name.value == param), None)
             annotation = params[param].annotation
             found.append([qualname_of(cls), position, param, _annotated_class(names, annotation)])
+        for attr in sorted(indexed - set(kept)):  # ``self.rows = Rows(path)``: a class it builds, indexed the same way
+            built = [n.value for n in iter_subtree(init.body, into_scopes=False) if isinstance(n, cst.Assign) and any(
+                type(t.target) is cst.Attribute and t.target.attr.value == attr and type(t.target.value) is cst.Name
+                and t.target.value.value == init.params.params[0].name.value for t in n.targets)]
+            found += [[qualname_of(cls), None, "", c] for c in sorted(constructed(tree, names, built, qualname_of))]
     return found
 
 

@@ -20,6 +20,7 @@ from typing import Dict, List, Optional, Tuple
 from dslint.semantics.alternatives import base_alternatives, callees, construction_reach, duck_roots, mro_variants
 from dslint.semantics.modules import canonical
 from dslint.semantics.project_loaders import LoaderQueries
+from dslint.semantics.option_reach import callee_off, off_attributes, skipped
 from dslint.semantics.sample_calls import ENTRY_METHODS, ENTRY_POINTS, LOOP, WHOLE  # noqa: F401  (re-exported)
 
 MAP = "map"
@@ -81,6 +82,7 @@ class ProjectIndex(LoaderQueries):
         self._kind: Dict[Key, Optional[str]] = {}
         self._located: Dict[tuple, Optional[Key]] = {}
         self.per_sample: Dict[Key, Tuple[str, str]] = {}
+        self.off_guards: Dict[Key, frozenset] = {}  # (``option_reach``) off at every per-sample arrival
         self._loaders: Optional[Dict[Key, List[dict]]] = None
         self._epoch_keys: Optional[set] = None
         self._epoch_methods: Optional[set] = None
@@ -293,9 +295,10 @@ class ProjectIndex(LoaderQueries):
             method = self.find_method(mro, name)
             if method is not None:
                 work.append((method, mode))
-        seen: Dict[Key, str] = {}
+        seen: Dict[Key, tuple] = {}  # (with what ``option_reach`` shows off: the options the loaders' datasets leave off)
+        work = [(func, mode, off_attributes(self, cls, mro)) for func, mode in work]
         while work:
-            func, mode = work.pop()
+            func, mode, off = work.pop()
             facts = self.function_facts(func)
             if facts is None or facts["cached"]:
                 continue
@@ -303,25 +306,29 @@ class ProjectIndex(LoaderQueries):
                 mode = LOOP if facts["gen"] else "entry"
             elif mode == WHOLE and facts["gen"]:
                 mode = LOOP
-            previous = seen.get(func)
+            previous, before = seen.get(func, (None, None))
             if previous == WHOLE or previous == mode:
-                continue
-            seen[func] = mode
+                if before <= off:
+                    continue
+                mode = previous
+            off = off & before if before is not None else off
+            seen[func] = (mode, off)
             if mode in (WHOLE, LOOP):
                 current = self.per_sample.get(func)
                 if current is None or (current[0] == LOOP and mode == WHOLE):
                     self.per_sample[func] = (mode, label)
+                self.off_guards[func] = self.off_guards.get(func, off) & off
             owner = (func[0], func[1].rpartition(".")[0])
-            for kind, target, in_loop in facts["calls"]:
+            for position, (kind, target, in_loop) in enumerate(facts["calls"]):
+                if skipped(facts, position, off):
+                    continue
                 strong = mode == WHOLE or in_loop
                 for callee in callees(self, kind, target, mro, owner, func[0]):
                     callee_facts = self.function_facts(callee)
                     if callee_facts is None:
                         continue
-                    if strong:
-                        work.append((callee, LOOP if callee_facts["gen"] else WHOLE))
-                    elif callee_facts["gen"]:
-                        work.append((callee, LOOP))
+                    if strong or callee_facts["gen"]:
+                        work.append((callee, LOOP if callee_facts["gen"] else WHOLE, callee_off(facts, position, kind, callee_facts, off)))
 
     def _callee(self, kind: str, target: str, mro: List[Key], owner: Key, path: str) -> Optional[Key]:
         if kind == "self":

@@ -85,6 +85,8 @@ def _call_source(ctx, call: cst.Call) -> str:
     if top in SHARDING_LIBRARIES:
         return UNKNOWN_SOURCE
     if ctx.view.function_facts(name) is not None:
+        if any((ctx.view.class_method(c, "__iter__") or {}).get("defined") for c in ctx.view.factory_classes(name)):
+            return UNKNOWN_SOURCE  # a factory's object that iterates itself: its class shards (or not) itself
         return "data"  # a project function: what it reaches was checked for worker info
     if top in _PLAIN_DATA_MODULES:
         return "data"

@@ -15,7 +15,7 @@ import libcst as cst
 
 from dslint.semantics.bindings import annotated_class, class_ref, local_aliases
 from dslint.semantics.bound_collates import bound_collates, param_collates
-from dslint.semantics.dataset_uses import class_args, indexed_params, loader_classes, loader_params, wrapped_args
+from dslint.semantics.dataset_uses import use_facts
 from dslint.semantics.device_flow import device_facts
 from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall, literal_value
 from dslint.semantics.epoch_hooks import hook_facts
@@ -33,6 +33,7 @@ from dslint.semantics.trained_results import trained_facts
 from dslint.semantics.handed_evals import delegated_classes, eval_facts, eval_references
 from dslint.semantics.modules import canonical
 from dslint.semantics.names import ModuleNames, dotted_parts
+from dslint.semantics.option_guards import class_options, guard_facts
 from dslint.semantics.regions import RegionCache, is_cached
 from dslint.semantics.rng_holders import holder_facts
 from dslint.semantics.distributed import construction_reads_world
@@ -125,7 +126,7 @@ class Summarizer:
         plain = not regions._loop_bodies and not regions.lazy_bodies
         parent = tree.parent
         draws, held_calls = self_draws(tree, buckets.get(Attribute, ()), self_param, func, regions, plain)
-        news = self.self_news(buckets.get(cst.Assign, ()), self_param)
+        news, recorded = self.self_news(buckets.get(cst.Assign, ()), self_param), []
         for node in buckets.get(cst.Call, ()):
             target = self.call_target(node, self_param)
             if target is None:
@@ -135,6 +136,7 @@ class Summarizer:
                 continue
             calls.append([target[0], target[1], in_loop])
             call_args.append(passed_arguments(node))
+            recorded.append(node)
         tails = self.worker_info_tails
         for node in buckets.get(Name, ()):
             if node.value in tails and _is_worker_info_ref(node, self.names):
@@ -172,6 +174,8 @@ class Summarizer:
             # ``self.x = lambda ...`` / a nested function / a pipeline holding one (``kept_lambdas``)
             "kept_callables": [[attr, "<lambda>" if type(held) is cst.Lambda else held.value] for attr, held in stored_callables(
                 buckets.get(cst.Assign, ()), self_param, [d.name.value for d in buckets.get(cst.FunctionDef, ())], self.names.qualname)],
+            # the ``if`` tests that guard calls, the options they test, what calls forward (``option_guards``)
+            **guard_facts(func, self_param, recorded, parent, bool(buckets.get(cst.If))),
         }
 
     def self_news(self, assigns, self_param: Optional[str]) -> List[list]:
@@ -382,6 +386,7 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
             "methods": methods,
             "worker_init": id(node) in worker_inits,
             "world_sharded": construction_reads_world(names, node),
+            "options": class_options(node),
         }
     for node in tree.nodes(cst.FunctionDef):
         parent = tree.parent_of(node)
@@ -416,13 +421,8 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         "classes": classes,
         "functions": functions,
         "loaders": loaders,
-        # (``dataset_uses``) classes used as datasets, parameters a DataLoader receives, constructions passed
-        "loader_classes": loader_classes(tree, names, qualname_of),
-        "loader_params": loader_params(tree, names, qualname_of),
-        "class_args": class_args(tree, names, qualname_of),
-        # (``dataset_uses``) parameters a class indexes per sample, constructions passed to classes
-        "indexed_params": indexed_params(tree, names, qualname_of),
-        "wrapped_args": wrapped_args(tree, names, qualname_of),
+        # classes used as datasets, parameters a DataLoader receives, constructions passed... (``dataset_uses``)
+        **use_facts(tree, names, qualname_of),
         "references": references,
         # {function: [what it calls into]} for functions that evaluate a loader they are given,
         # and the functions this file hands a loader to (this module's included)

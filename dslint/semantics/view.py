@@ -44,6 +44,11 @@ class View:
         answer = self._index.per_sample_mode(self.path, qual)
         return self._record("per_sample", [qual], list(answer) if answer else None)
 
+    def off_guards(self, qual: str) -> list:
+        """``[kind, name]`` of the options and parameters off at every per-sample arrival of this
+        file's function ``qual`` (``option_reach``)."""
+        return self._record("off_guards", [qual], sorted(map(list, self._index.off_guards.get((self.path, qual), ()))))
+
     def built_by(self, qual: str) -> Optional[str]:
         """The dataset class whose ``__init__`` reaches this file's function ``qual`` (``alternatives``)."""
         return self._record("built_by", [qual], self._index.built.get((self.path, qual)))
@@ -56,6 +61,12 @@ class View:
     def function_facts(self, qualified: str) -> Optional[dict]:
         """Summary facts of a project function (by qualified name), if it is in the project."""
         return self._record("function_facts", [qualified], self._index.function_by_name(qualified, self.path))
+
+    def factory_classes(self, qualified: str) -> list:
+        """The classes whose instances the project function ``qualified`` returns (``dataset_uses``)."""
+        key = self._index.function_key(qualified, self.path)
+        answer = self._index.summaries[key[0]].get("factory_returns", {}).get(key[1], []) if key else []
+        return self._record("factory_classes", [qualified], answer)
 
     def project_sets_epoch(self) -> bool:
         """Some file of the project names ``set_epoch`` (every file that does is summarised)."""

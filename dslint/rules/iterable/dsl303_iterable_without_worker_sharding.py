@@ -1,5 +1,4 @@
-"""DSL303 iterable-without-worker-sharding: every DataLoader worker replays the whole
-stream of an IterableDataset that does not shard by worker."""
+"""DSL303 iterable-without-worker-sharding: every DataLoader worker replays the whole stream of an IterableDataset that does not shard by worker."""
 
 from __future__ import annotations
 
@@ -37,8 +36,9 @@ class IterableWithoutWorkerSharding(Rule):
     - Streams from libraries that shard for you (webdataset, Hugging Face `datasets`, torchdata, MosaicML
       streaming, litdata, lhotse; also their method chains, `wds.WebDataset(urls).shuffle(64)`), and classes this
       file hands to a webdataset pipeline (`wds.DataPipeline(Shards(urls), wds.split_by_worker, ...)`, or stages).
-    - A `worker_init_fn` that cannot be followed (a bound method, a lambda), an `__iter__` calling methods
-      the project does not define, or whose stream a project method of an object handed in makes (`self.task.stream()`).
+    - A `worker_init_fn` that cannot be followed (a bound method, a lambda), an `__iter__` calling methods the project does not
+      define, or whose stream a project method of an object handed in makes (`self.task.stream()`) or a project factory returns
+      as an object of a class with its own `__iter__` (`self.parser = make_parser(kind)`): that class shards, or not, itself.
     - Random or endless generators (`while True: yield torch.randn(...)`) and bare counters (`return
       iter(range(n))`): no data to duplicate. Test code (`tests/`, `test_*.py`) replays fixed streams on purpose.
 

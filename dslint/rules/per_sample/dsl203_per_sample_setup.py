@@ -50,8 +50,8 @@ class PerSampleSetup(Rule):
     - Constructions whose arguments depend on the sample (`T.RandomCrop(self.sizes[idx])`, `nn.Linear(x.shape[-1],
       8)`) or on a random draw, and constant parts of such a pipeline (`T.Normalize(...)` in a `Compose` whose crop
       size comes from the sample); argument-less transforms such as `T.ToTensor()`.
-    - `re.compile`: Python caches compiled patterns (measured 0.7 µs vs 0.4 µs).
-    - A stored transform applied directly, a factory given the sample, a method.
+    - `re.compile`: Python caches compiled patterns (measured 0.7 µs vs 0.4 µs). A stored transform applied directly,
+      a factory given the sample, a method; code under an option every loader's dataset leaves off (`if self.vis:`).
     - Objects built in `__init__`, lazily once per worker or in a cached helper; project classes that are not
       `nn.Module`s; code outside datasets.
 

@@ -46,7 +46,11 @@ class CudaInDataset(Rule):
     class whose `__init__` keeps only what it makes from it. Nor on a helper's device
     parameter whose every per-sample call (in any file) passes it: its `"cuda"` default, or the
     `DEVICE` of `device or DEVICE`, is then never used in the workers (calls from the main
-    process do not count).
+    process do not count). Nor on code under a dataset option (`if self.vis:`, or a helper's
+    `if vis:` handed `self.vis`) that `__init__` keeps from a parameter defaulting to
+    `False`/`None`/`0` when every construction a DataLoader receives (or a project function
+    that may build one is given) leaves it out: a demo that turns it on and indexes the
+    dataset itself runs it in the main process.
 
     A model that a method of the dataset stores on such a device
     (`self.net = build().cuda()`), or that a construction hands to the
