@@ -55,10 +55,14 @@ def factory_returns(tree: TreeIndex, names: ModuleNames, qualname_of: QualnameOf
     (``return Cls(...)``, or a name each branch binds to one: ``parser = A(...)`` / ``parser =
     B(...)``, ``return parser``): what its callers may hold (``sharding``: an object that iterates
     itself)."""
+    returned: dict = {}
+    for node in tree.nodes(cst.Return):
+        func = tree.scope_node(node)
+        if node.value is not None and type(func) is cst.FunctionDef:
+            returned.setdefault(id(func), (func, []))[1].append(node.value)
     found = {}
-    for func in tree.nodes(cst.FunctionDef):
-        values = [r.value for r in iter_subtree(func.body, into_scopes=False) if isinstance(r, cst.Return) and r.value is not None]
-        classes = sorted(constructed(tree, names, values, qualname_of)) if values else ()
+    for func, values in returned.values():
+        classes = sorted(constructed(tree, names, values, qualname_of))
         if classes:
             found[qualname_of(func)] = classes
     return found
@@ -132,12 +136,8 @@ def loader_constructions(tree: TreeIndex, names: ModuleNames, qualname_of: Qualn
     ``Subset``...) of the file receives (callee "") or that the file passes to a project-looking
     function (its qualified name, ``class_args``); the count is -1 behind ``*``/``**``: which
     options a loader's dataset was built with (``option_reach``)."""
-    found = [[cls, "", call] for cls, call in construction_calls(tree, names, _loader_datasets(tree, names), qualname_of)]
-    for call, func in _calls_named(tree, lambda tail: tail[:1].islower()):
-        callee = names.qualname(func)
-        if callee and not callee.startswith("builtins."):
-            for _, arg in _placed_args(call):
-                found += [[cls, callee, made] for cls, made in construction_calls(tree, names, [arg.value], qualname_of)]
+    found = [(cls, "", call) for cls, call in construction_calls(tree, names, _loader_datasets(tree, names), qualname_of)]
+    found += [(cls, callee, made) for callee, _, cls, made in _passed(tree, names, qualname_of)]
     return [[cls, callee, sorted(a.keyword.value for a in made.args if a.keyword is not None),
              -1 if any(a.star for a in made.args) else sum(a.keyword is None for a in made.args)] for cls, callee, made in found]
 
@@ -164,15 +164,24 @@ def loader_params(tree: TreeIndex, names: ModuleNames, qualname_of: QualnameOf) 
 def class_args(tree: TreeIndex, names: ModuleNames, qualname_of: QualnameOf) -> List[list]:
     """[callee, position or keyword, class] for each construction of a class (a capitalised name)
     passed to a call of a project-looking function (a lower-case name, not a builtin)."""
-    found = []
-    for call, func in _calls_named(tree, lambda tail: tail[:1].islower()):
-        callee = None
-        for where, arg in _placed_args(call):
-            classes = [c for c in constructed(tree, names, [arg.value], qualname_of) if _capitalised(c)]
-            callee = callee or (names.qualname(func) if classes else None)
-            if callee and not callee.startswith("builtins."):
-                found.extend([callee, where, c] for c in sorted(classes))
-    return found
+    return [list(entry) for entry in dict.fromkeys((callee, where, cls) for callee, where, cls, _ in _passed(tree, names, qualname_of))]
+
+
+def _passed(tree: TreeIndex, names: ModuleNames, qualname_of: QualnameOf) -> List[tuple]:
+    """(callee, position or keyword, class, construction call) for ``class_args`` and
+    ``loader_constructions`` (computed once per file)."""
+    def compute():
+        found = []
+        for call, func in _calls_named(tree, lambda tail: tail[:1].islower()):
+            callee = None
+            for where, arg in _placed_args(call):
+                made = sorted((c, id(m), m) for c, m in construction_calls(tree, names, [arg.value], qualname_of) if _capitalised(c))
+                callee = callee or (names.qualname(func) if made else None)
+                if callee and not callee.startswith("builtins."):
+                    found += [(callee, where, c, m) for c, _, m in made]
+        return found
+
+    return tree.memo(("dataset_uses.passed",), compute)
 
 
 def _calls_named(tree: TreeIndex, wanted) -> Iterator[Tuple[cst.Call, cst.BaseExpression]]:
