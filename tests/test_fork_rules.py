@@ -1062,6 +1062,43 @@ OLD_TORCH_CASES = [
             c = Loader(registry[cfg.name](), shuffle=True, num_workers=cfg.workers)  # expect: DSL403
             return a, b, c
         """}),
+    ('DSL403', 'invalid', {  # chosen at run time from the classes the loader's file names, that the call can build
+        "requirements.txt": "torch==1.8.1\n",
+        "quiet/data_loader.py": "import torch.utils.data as tud\n\nclass Steady(tud.Dataset):\n    def __getitem__(self, i):\n        return i\n",
+        "quiet/data_factory.py": """
+        from torch.utils.data import DataLoader
+        from data_loader import Steady
+        data_dict = {"steady": Steady}
+        def provide(args):
+            Data = data_dict[args.data]
+            return DataLoader(Data(root=args.root), shuffle=True, num_workers=4)
+        """,
+        "noisy/data_loader.py": """
+        import numpy as np
+        import torch.utils.data as tud
+        class Steady(tud.Dataset):
+            def __init__(self, root, window=8):
+                self.root, self.window = root, window
+            def __getitem__(self, i):
+                return i
+        class Noisy(tud.Dataset):
+            def __init__(self, root):
+                self.root = root
+            def __getitem__(self, i):
+                return i + np.random.rand()
+        """,
+        "noisy/data_factory.py": """
+        from torch.utils.data import DataLoader
+        from data_loader import Noisy, Steady
+        data_dict = {"steady": Steady, "noisy": Noisy}
+        def provide(args):
+            Data = data_dict[args.data]
+            if args.window:
+                data_set = Data(root=args.root, window=args.window)  # only Steady takes a window
+                return DataLoader(data_set, shuffle=True, num_workers=4)
+            data_set = Data(root=args.root)
+            return DataLoader(data_set, shuffle=True, num_workers=4)  # expect: DSL403
+        """}),
 ]
 
 

@@ -15,7 +15,8 @@ object is not counted (whoever made it chose its seed), nor are ``seed``/``get_s
 
 ``chosen_draws(index, attrs)``: a callable chosen at run time may be any project function or
 method of that name (the receiver's class is unknown): the first that draws.
-``project_draws(index)``: the first project dataset class whose per-sample code draws.
+``project_draws(index, from_path, keywords)``: the first project dataset class whose per-sample
+code draws, among those a file names that a construction with those keywords can build.
 """
 
 from __future__ import annotations
@@ -86,38 +87,64 @@ def chosen_draws(index, attrs: List[str]) -> Optional[str]:
     return None
 
 
-def project_draws(index) -> Optional[str]:
-    """(Dataset classes of test files, which make up data for tests, are not counted.)"""
-    for path, summary in index.summaries.items():
-        if is_test_path(path):
+def project_draws(index, from_path: Optional[str] = None, keywords: Optional[List[str]] = None) -> Optional[str]:
+    """(Dataset classes of test files, which make up data for tests, are not counted.) With
+    ``from_path``, only the dataset classes that file names (defines, imports, star-imports) when
+    it names any (``data_dict = {"m4": M4, ...}``; ``data_dict[args.data](...)``); with ``keywords``
+    (what the construction passes), only classes whose ``__init__`` takes them all."""
+    candidates = [(path, cls) for path, summary in index.summaries.items() if not is_test_path(path)
+                  for cls in summary.get("classes", {})]
+    named = [key for key in _named_classes(index, from_path) if index.class_kind(key) is not None] if from_path else []
+    for key in named or candidates:
+        if index.class_kind(key) is None or not _takes(index, key, keywords or ()):
             continue
-        for cls in summary.get("classes", {}):
-            key = (path, cls)
-            if index.class_kind(key) is None:
-                continue
-            found = dataset_draws(index, key)
-            if found and found[0] == "draws":
-                return found[1]
+        found = dataset_draws(index, key)
+        if found and found[0] == "draws":
+            return found[1]
     return None
 
 
-def loader_draws(index, dataset: Optional[str], from_path: str, unknown: bool) -> Optional[list]:
+def _named_classes(index, path: str) -> List[tuple]:
+    """The project classes the file ``path`` defines or imports by name (also by star import)."""
+    summary = index.summaries[path]
+    found = [(path, cls) for cls in summary.get("classes", {})]
+    for qualified in summary.get("imports", {}).values():
+        key = index.locate(qualified, path)
+        if key is not None:
+            found.append(key)
+    for module in summary.get("star_imports", ()):
+        for other in index.by_module.get(module, ()):
+            found += [(other, cls) for cls in index.summaries.get(other, {}).get("classes", {}) if "." not in cls]
+    return found
+
+
+def _takes(index, key, keywords) -> bool:
+    """The ``__init__`` of class ``key`` (the first along its bases) accepts every keyword."""
+    init = index.find_method(index.mro(key), "__init__") if keywords else None
+    if init is None:
+        return True
+    params = index.class_info((init[0], init[1].rpartition(".")[0])).get("init_params")
+    return params is None or all(k in params for k in keywords)
+
+
+def loader_draws(index, dataset: Optional[str], from_path: str, unknown: bool, keywords: Optional[List[str]] = None) -> Optional[list]:
     """The numpy global-RNG use a DataLoader over ``dataset`` (a qualified class name; None with
     ``unknown``: chosen at run time) may run per sample: a dataset class of the project that
     draws, a function chosen at run time of the name its dataset calls, or (dataset unknown) any
     dataset class of the project that draws: ``[how, where]``, ``how`` one of ``"dataset"``,
-    ``"chosen"`` (a callable its dataset was handed), ``"project"`` (dataset unknown). None: none
+    ``"chosen"`` (a callable its dataset was handed), ``"project"`` (dataset unknown: a class the
+    loader's file names, taking the construction's ``keywords``; ``project_draws``). None: none
     can be shown."""
     memo = index.__dict__.setdefault("numpy_rng_memo", {})
-    key = (dataset, from_path, unknown)
+    key = (dataset, from_path, unknown, tuple(keywords or ()))
     if key not in memo:
-        memo[key] = _loader_draws(index, dataset, from_path, unknown)
+        memo[key] = _loader_draws(index, dataset, from_path, unknown, keywords)
     return memo[key]
 
 
-def _loader_draws(index, dataset: Optional[str], from_path: str, unknown: bool) -> Optional[list]:
+def _loader_draws(index, dataset: Optional[str], from_path: str, unknown: bool, keywords) -> Optional[list]:
     if dataset is None:
-        where = project_draws(index) if unknown else None
+        where = project_draws(index, from_path, keywords) if unknown else None
         return ["project", where] if where else None
     key = index.locate(dataset, from_path)
     if key is None or index.class_kind(key) is None:

@@ -136,9 +136,14 @@ def guard_facts(func: cst.FunctionDef, self_param: Optional[str], calls: List[cs
     return facts
 
 
-def class_options(cls: cst.ClassDef) -> Dict[str, list]:
-    """``init_options`` of the class's own ``__init__`` ({} without one)."""
+def init_facts(cls: cst.ClassDef) -> dict:
+    """The summary's facts of the class's own ``__init__`` (none without one): ``options``
+    (``init_options``) and ``init_params``, the names of the parameters a call may pass (None
+    when ``*args``/``**kwargs`` take any: ``numpy_rng`` drops classes a construction cannot build)."""
     for stmt in cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ():
         if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "__init__":
-            return init_options(stmt, self_name(stmt))
-    return {}
+            params = stmt.params
+            takes_any = isinstance(params.star_arg, cst.Param) or params.star_kwarg is not None
+            names = [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
+            return {"options": init_options(stmt, self_name(stmt)), "init_params": None if takes_any else names[1:]}
+    return {"options": {}}

@@ -33,7 +33,7 @@ from dslint.semantics.trained_results import trained_facts
 from dslint.semantics.handed_evals import delegated_classes, eval_facts, eval_references
 from dslint.semantics.modules import canonical
 from dslint.semantics.names import ModuleNames, dotted_parts
-from dslint.semantics.option_guards import class_options, guard_facts
+from dslint.semantics.option_guards import guard_facts, init_facts
 from dslint.semantics.regions import RegionCache, is_cached
 from dslint.semantics.rng_holders import holder_facts
 from dslint.semantics.distributed import construction_reads_world
@@ -386,7 +386,7 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
             "methods": methods,
             "worker_init": id(node) in worker_inits,
             "world_sharded": construction_reads_world(names, node),
-            "options": class_options(node),
+            **init_facts(node),
         }
     for node in tree.nodes(cst.FunctionDef):
         parent = tree.parent_of(node)

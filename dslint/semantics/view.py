@@ -190,9 +190,11 @@ class View:
         found = old_torch(self.path)
         return self._record("old_torch", [], list(found) if found else None)
 
-    def loader_numpy_draws(self, dataset: Optional[str], unknown: bool) -> Optional[List[str]]:
-        """Where a DataLoader over ``dataset`` may draw from numpy's global RNG per sample (``numpy_rng``)."""
-        return self._record("loader_numpy_draws", [dataset, unknown], loader_draws(self._index, dataset, self.path, unknown))
+    def loader_numpy_draws(self, dataset: Optional[str], unknown: bool, keywords: Optional[List[str]] = None) -> Optional[List[str]]:
+        """Where a DataLoader over ``dataset`` (or, ``unknown``, one built with ``keywords``) may draw
+        from numpy's global RNG per sample (``numpy_rng``)."""
+        answer = loader_draws(self._index, dataset, self.path, unknown, keywords)
+        return self._record("loader_numpy_draws", [dataset, unknown, keywords], answer)
 
     def loader_subclass(self, qualified: str) -> Optional[bool]:
         """For a project class deriving from torch's DataLoader: does it (or a project base) choose

@@ -25,7 +25,7 @@ from typing import Iterator, List, Optional, Tuple
 import libcst as cst
 
 from dslint.semantics.batches import evaluation_only, evaluation_split
-from dslint.semantics.bindings import class_ref
+from dslint.semantics.bindings import block_assignment, class_ref, single_assignment
 from dslint.semantics.calls import DATALOADER
 from dslint.semantics.context import DATALOADER_NAME
 from dslint.semantics.loops import is_test_code, loader_loops
@@ -48,6 +48,16 @@ def _dataset_name(ctx, expr) -> Tuple[Optional[str], bool]:
     if ref[0] == "local":
         return f"{ctx.names.modname}.{local_qualname(ref[1], ctx.tree)}", False
     return ref[1], False
+
+
+def _built_with(ctx, expr) -> Optional[List[str]]:
+    """The keywords of the construction an unknown dataset comes from (``data_set = Data(root=r,
+    win=w)`` where ``Data = data_dict[args.data]``), when every argument is a keyword."""
+    if isinstance(expr, cst.Name):
+        expr = single_assignment(ctx.tree, expr) or block_assignment(ctx.tree, expr)
+    if not isinstance(expr, cst.Call) or not expr.args or any(a.star or a.keyword is None for a in expr.args):
+        return None
+    return sorted(a.keyword.value for a in expr.args)
 
 
 def _may_have_workers(ctx, bound) -> bool:
@@ -99,7 +109,7 @@ def unseeded_numpy_loaders(ctx) -> Iterator[Tuple[cst.Call, str]]:
         dataset, unknown = _dataset_name(ctx, bound.expr("dataset"))
         if unknown and not _may_shuffle(ctx, bound):
             continue  # a dataset chosen at run time: only a training loader (shuffled or sampled)
-        where = ctx.view.loader_numpy_draws(dataset, unknown)
+        where = ctx.view.loader_numpy_draws(dataset, unknown, _built_with(ctx, bound.expr("dataset")) if unknown else None)
         if not where:
             continue
         index = index or loader_loops(ctx)

@@ -41,8 +41,10 @@ class WorkerSeedFromWorkerId(Rule):
     workers not 0 on every path (unknown: possibly more), whose dataset draws from numpy's global
     RNG (`np.random.rand`..., not a `Generator`) per sample: in its class, a project function it
     reaches, or a project function named like a callable it was handed (`self.augment(x)`). A
-    dataset chosen at run time counts for a loader that may shuffle or samples, when some project
-    dataset class draws. Off by default: a pin that old is mostly a stale declaration next to
+    dataset chosen at run time counts for a loader that may shuffle or samples, when a dataset class
+    that draws is among those the loader's file names (defines or imports; any project class when it
+    names none) and takes every keyword the construction passes (`data_dict[args.data](root=r, win=w)`).
+    Off by default: a pin that old is mostly a stale declaration next to
     install notes for a newer torch, and on public repositories reviewers judged every such
     finding true but not worth a change.
 
