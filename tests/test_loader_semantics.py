@@ -1021,3 +1021,41 @@ def test_work_under_an_option_every_loaders_dataset_leaves_off_runs_in_no_worker
         """})
     outcome = check_tree(tmp_path, select=["DSL203", "DSL204"])
     assert {(d.path, d.row, d.code) for d in outcome.diagnostics} == expected_markers(tmp_path)
+
+
+def test_a_sampler_given_through_a_kwargs_dict_to_a_loader_class_alias(tmp_path):
+    """A loader factory binds ``loader_class = torch.utils.data.DataLoader`` (a function's alias:
+    ``names.ModuleNames.resolve_name``) and gives it the sampler through a ``dict(...)`` it unpacks
+    (``kwargs_dicts.closed_entries``): the loader's one sampler is that ``DistributedSampler``, which
+    no epoch loop gives the epoch. A dict that may hold other keys leaves the sampler unknown."""
+    write_files(tmp_path, {"data.py": """
+        import torch
+
+
+        def create_loader(dataset, batch_size, distributed=False, is_training=False, num_workers=1):
+            sampler = None
+            if distributed and is_training:
+                sampler = torch.utils.data.distributed.DistributedSampler(dataset)  # expect: DSL505
+            loader_class = torch.utils.data.DataLoader
+            loader_args = dict(batch_size=batch_size, num_workers=num_workers, sampler=sampler)
+            return loader_class(dataset, **loader_args)
+
+
+        def create_open_loader(dataset, extra):
+            sampler = torch.utils.data.distributed.DistributedSampler(dataset)
+            loader_args = dict(batch_size=8, sampler=sampler)
+            loader_args.update(extra)  # may replace the sampler
+            return torch.utils.data.DataLoader(dataset, **loader_args)
+
+
+        def train(model, dataset, extra, epochs):
+            loader = create_loader(dataset, 8, distributed=True, is_training=True)
+            other = create_open_loader(dataset, extra)
+            for epoch in range(epochs):
+                for x in loader:
+                    model(x).backward()
+                for x in other:
+                    model(x).backward()
+        """})
+    outcome = check_tree(tmp_path, select=["DSL505"])
+    assert {(d.path, d.row, d.code) for d in outcome.diagnostics} == expected_markers(tmp_path)

@@ -8,12 +8,12 @@ reads the values of those expressions, and ``entry_expressions`` the expressions
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import libcst as cst
 
 from dslint.semantics.bindings import scope_assignments
-from dslint.semantics.calls import literal_value
+from dslint.semantics.calls import UNKNOWN, literal_value
 
 
 def subscript_key(expr: cst.Subscript) -> Optional[str]:
@@ -63,45 +63,60 @@ def dict_changes(ctx, scope, name: str):
 def entry_expressions(ctx, call: cst.Call, key: str) -> List[cst.BaseExpression]:
     """The expressions given to ``key`` in the ``**`` dicts of ``call`` (a dict display, a
     ``dict(...)`` call, or a name bound once to one and changed only by key writes and updates)."""
+    return closed_entries(ctx, call, key)[0]
+
+
+def closed_entries(ctx, call: cst.Call, key: str) -> Tuple[List[cst.BaseExpression], bool]:
+    """``entry_expressions``, and whether those are all ``key`` can be: every ``**`` dict was
+    followed to its construction and its every change is a key write or an update followed."""
     found: List[cst.BaseExpression] = []
+    closed = True
     for arg in call.args:
         if arg.star == "**":
-            _collect(ctx, arg.value, key, found, 0)
-    return found
+            closed = _collect(ctx, arg.value, key, found, 0) and closed
+        elif arg.star == "*":
+            closed = False
+    return found, closed
 
 
-def _collect(ctx, expr, key: str, found: List[cst.BaseExpression], depth: int) -> None:
+def _collect(ctx, expr, key: str, found: List[cst.BaseExpression], depth: int) -> bool:
     if depth > 3:
-        return
+        return False
     if isinstance(expr, cst.Dict):
+        closed = True
         for element in expr.elements:
             if isinstance(element, cst.DictElement) and literal_value(element.key) == key:
                 found.append(element.value)
             elif isinstance(element, cst.StarredDictElement):
-                _collect(ctx, element.value, key, found, depth + 1)
-        return
+                closed = _collect(ctx, element.value, key, found, depth + 1) and closed
+            elif literal_value(element.key) is UNKNOWN:
+                closed = False  # a computed key may be this one
+        return closed
     if isinstance(expr, cst.Call) and ctx.call_name(expr) == "builtins.dict":
+        closed = True
         for arg in expr.args:
             if arg.keyword is not None and arg.keyword.value == key:
                 found.append(arg.value)
             elif arg.keyword is None:
-                _collect(ctx, arg.value, key, found, depth + 1)
-        return
+                closed = _collect(ctx, arg.value, key, found, depth + 1) and closed
+        return closed
     if not isinstance(expr, cst.Name):
-        return
+        return False
     scope = ctx.tree.scope_node(expr)
     assigned = scope_assignments(ctx.tree, scope, expr.value)
     if not assigned or len(assigned) != 1:
-        return
-    _collect(ctx, assigned[0], key, found, depth + 1)
+        return False
+    closed = _collect(ctx, assigned[0], key, found, depth + 1)
     for change in dict_changes(ctx, scope, expr.value):
         if change is None:
+            closed = False
             continue
         written, value = change
         if written == key:
             found.append(value)
         elif written is None:
-            _collect(ctx, value, key, found, depth + 1)
+            closed = _collect(ctx, value, key, found, depth + 1) and closed
+    return closed
 
 
-__all__ = ["dict_changes", "entry_expressions", "subscript_key"]
+__all__ = ["closed_entries", "dict_changes", "entry_expressions", "subscript_key"]

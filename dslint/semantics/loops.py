@@ -38,6 +38,7 @@ from dslint.semantics.calls import BoundCall, Signature
 from dslint.semantics.grad_modes import NO_GRAD
 from dslint.semantics.call_costs import costly_call, costly_read
 from dslint.semantics.indexing import TENSOR_FACTORIES
+from dslint.semantics.kwargs_dicts import closed_entries
 from dslint.semantics.module_calls import MAX_CALLERS, positional_args
 from dslint.semantics.optional_parts import unset_attributes
 from dslint.semantics.regions import self_name
@@ -222,8 +223,9 @@ class LoopIndex(ValueFlow):
     def sampler_values(self, loader: Loader) -> List[Value]:
         """What the loader's ``sampler`` argument may be ([] when absent; unknown under ``**kwargs``)."""
         expr = loader.bound.expr("sampler")
-        if expr is None:
-            return [Value(None)] if loader.bound.is_open else []
+        if expr is None:  # (a ``**`` dict this file builds may give it: ``dict(..., sampler=sampler)``)
+            given, closed = closed_entries(self.ctx, loader.bound.call, "sampler") if loader.bound.is_open else ([], True)
+            return [*(v for e in given for v in self.values(e)), *(() if closed else (Value(None),))]
         return list(self.values(expr))
 
     def sampler_calls(self, loader: Loader, qualified: Iterable[str]) -> List[cst.Call]:

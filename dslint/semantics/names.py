@@ -175,13 +175,16 @@ _BINDING_TYPES = {
 class Scope:
     """Names bound in one function, lambda or class body."""
 
-    __slots__ = ("node", "imports", "others", "declared_global")
+    __slots__ = ("node", "imports", "others", "declared_global", "aliases", "_parent")
 
     def __init__(self, node: cst.CSTNode, modname: str, is_package: bool, tree: Optional[TreeIndex] = None) -> None:
         self.node = node
         self.imports: Dict[str, Set[str]] = {}
         self.others: Set[str] = set()
         self.declared_global: Set[str] = set()
+        # a name the function binds once, as ``x = a.b`` (a dotted name): what it stands for, else None
+        self.aliases: Dict[str, Optional[cst.BaseExpression]] = {}
+        self._parent = tree.parent_of if tree is not None and isinstance(node, cst.FunctionDef) else None
         if isinstance(node, (cst.FunctionDef, cst.Lambda)):
             self._add_params(node.params)
         buckets = tree.scope_buckets(node) if tree is not None else None
@@ -205,6 +208,7 @@ class Scope:
     def _add_params(self, params: cst.Parameters) -> None:
         for param in (*params.posonly_params, *params.params, *params.kwonly_params):
             self.others.add(param.name.value)
+            self.aliases[param.name.value] = None
         for star in (params.star_arg, params.star_kwarg):
             if isinstance(star, cst.Param):
                 self.others.add(star.name.value)
@@ -216,17 +220,33 @@ class Scope:
         if kind == _IMPORT:
             for local, full in import_bindings(node, modname, is_package):
                 self.imports.setdefault(local, set()).add(full)
+                self.aliases[local] = None
         elif kind == _DEF:
             self.others.add(node.name.value)
+            self.aliases[node.name.value] = None
         elif kind == _TARGET:
-            self.others.update(_target_names(node.target))
+            names = list(_target_names(node.target))
+            self.others.update(names)
+            for name in names:
+                value = None
+                if name not in self.aliases and self._parent is not None and type(node) is cst.AssignTarget:
+                    assign = self._parent(node)
+                    if type(assign) is cst.Assign and len(assign.targets) == 1 and type(assign.value) in (cst.Name, cst.Attribute):
+                        value = assign.value
+                self.aliases[name] = value
         elif kind == _AS:
             asname = node.asname if type(node) is cst.WithItem else node.name
             if asname is not None:
-                self.others.update(_target_names(asname.name))
+                bound = list(_target_names(asname.name))
+                self.others.update(bound)
+                self.aliases.update(dict.fromkeys(bound))
         elif kind == _GLOBAL:
             for item in node.names:
                 self.declared_global.add(item.name.value)
+
+    def alias(self, name: str) -> Optional[cst.BaseExpression]:
+        """The dotted name a function's local stands for when its one binding is ``name = a.b``."""
+        return self.aliases.get(name)
 
     def lookup(self, name: str):
         """(found, qualified name or None)."""
@@ -257,6 +277,7 @@ class ModuleNames:
         self.branch_stars: Set[str] = set()
         self._tree = tree
         self._scopes: Dict[int, Scope] = {}
+        self._following: Set[tuple] = set()  # the function aliases being resolved (``resolve_name``)
         self._tails: Dict[frozenset, Set[str]] = {}
         for node in (*tree.nodes(cst.Import), *tree.nodes(cst.ImportFrom)):
             if self.scope_node(node) is not None:
@@ -310,6 +331,11 @@ class ModuleNames:
                 parts = dotted_parts(values[0])
                 if parts and parts[-1] in key:
                     tails.add(name)
+        for assign in self._tree.nodes(cst.Assign):  # a function's alias: ``loader_class = torch.utils.data.DataLoader``
+            value = assign.value
+            last = value.attr.value if type(value) is cst.Attribute else (value.value if type(value) is cst.Name else None)
+            if last in key and len(assign.targets) == 1 and type(assign.targets[0].target) is cst.Name:
+                tails.add(assign.targets[0].target.value)
         self._tails[key] = tails
         return tails
 
@@ -368,6 +394,14 @@ class ModuleNames:
                 scope = self._scopes.get(id(ancestor)) or self.scope(ancestor)
                 found, qualified = scope.lookup(name)
                 if found:
+                    alias = scope.alias(name) if qualified is None else None
+                    key = (id(ancestor), name)
+                    if alias is not None and key not in self._following:
+                        self._following.add(key)  # (``a = b.x`` and ``b = a.y``: followed once)
+                        try:
+                            return self.qualname(alias)  # ``loader_class = torch.utils.data.DataLoader``
+                        finally:
+                            self._following.discard(key)
                     return qualified
             ancestor = scope_node(ancestor)
         return self.resolve_global(name)
