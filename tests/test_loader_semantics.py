@@ -1059,3 +1059,49 @@ def test_a_sampler_given_through_a_kwargs_dict_to_a_loader_class_alias(tmp_path)
         """})
     outcome = check_tree(tmp_path, select=["DSL505"])
     assert {(d.path, d.row, d.code) for d in outcome.diagnostics} == expected_markers(tmp_path)
+
+
+def test_a_factory_loader_handed_each_epoch_to_a_training_function_of_another_module(tmp_path):
+    """A script builds its loader with a factory of another module and, in its epoch loop, hands it
+    to a training function of a third module that iterates it and calls ``.backward()``
+    (``epoch_facts.epoch_iterated_results``: ``[f, g, slot]``; the index asks ``g``'s facts): the
+    factory's ``DistributedSampler`` is re-iterated every epoch, and nothing gives it the epoch.
+    Handed only to an evaluation function, its order does not matter: silent."""
+    write_files(tmp_path, {
+        "data.py": """
+        import torch
+
+        def train_loader(dataset, distributed=False):
+            sampler = torch.utils.data.distributed.DistributedSampler(dataset) if distributed else None  # expect: DSL505
+            return torch.utils.data.DataLoader(dataset, batch_size=8, sampler=sampler)
+
+        def val_loader(dataset, distributed=False):
+            sampler = torch.utils.data.distributed.DistributedSampler(dataset) if distributed else None
+            return torch.utils.data.DataLoader(dataset, batch_size=8, sampler=sampler)
+        """,
+        "engine.py": """
+        def train_one_epoch(model, loader, optimizer):
+            for x in loader:
+                model(x).backward()
+                optimizer.step()
+
+        def evaluate(model, loader):
+            total = 0.0
+            for x in loader:
+                total += float(model(x))
+            return total
+        """,
+        "train.py": """
+        import torch.utils.data
+        from data import train_loader, val_loader
+        from engine import evaluate, train_one_epoch
+
+        def main(model, train_set, val_set, optimizer, epochs):
+            loader = train_loader(train_set, distributed=True)
+            checks = val_loader(val_set, distributed=True)
+            for epoch in range(epochs):
+                train_one_epoch(model, loader, optimizer)
+                evaluate(model, loader=checks)
+        """})
+    outcome = check_tree(tmp_path, select=["DSL505"])
+    assert {(d.path, d.row, d.code) for d in outcome.diagnostics} == expected_markers(tmp_path)

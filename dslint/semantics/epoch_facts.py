@@ -41,9 +41,13 @@ def iterated_params(func: cst.FunctionDef, loops) -> List[list]:
 
 
 
-def epoch_iterated_results(tree: TreeIndex, names: ModuleNames) -> List[str]:
-    """Functions of other modules whose result (``x = f(...)``, ``a, x = f(...)``) a ``for`` loop
-    iterates inside another loop of the same scope, not under ``no_grad``: re-iterated, epoch by epoch."""
+def epoch_iterated_results(tree: TreeIndex, names: ModuleNames) -> List[list]:
+    """``[f]`` for each function of another module whose result (``x = f(...)``, ``a, x = f(...)``)
+    a ``for`` loop iterates inside another loop of the same scope, not under ``no_grad``:
+    re-iterated, epoch by epoch; and ``[f, g, slot]`` when a loop of that scope (not under
+    ``no_grad``) hands that result to a function ``g`` at ``slot`` (a position or a keyword:
+    ``for epoch ...: train(model, x)``): re-iterated when ``g`` iterates that parameter (the
+    index asks ``g``'s ``iterates``)."""
     out = set()
     for loop in tree.nodes(cst.For):
         nested = False
@@ -80,8 +84,51 @@ def epoch_iterated_results(tree: TreeIndex, names: ModuleNames) -> List[str]:
             if bound & iterated:
                 qualified = names.qualname(value.func)
                 if qualified and not qualified.startswith(("builtins.", "torch.", names.modname + ".")):
-                    out.add(qualified)
-    return sorted(out)
+                    out.add((qualified,))
+    return [list(entry) for entry in sorted(out | _handed_results(tree, names), key=str)]
+
+
+def _handed_results(tree: TreeIndex, names: ModuleNames) -> set:
+    """(f, g, slot) for ``epoch_iterated_results``."""
+    out = set()
+    for call in tree.nodes(cst.Call):
+        named = [(i, a.value.value) for i, a in enumerate(a for a in call.args if a.keyword is None and not a.star)
+                 if isinstance(a.value, cst.Name)] + [(a.keyword.value, a.value.value) for a in call.args
+                                                      if a.keyword is not None and isinstance(a.value, cst.Name)]
+        if not named or not isinstance(call.func, (cst.Name, cst.Attribute)) or not _in_loop(tree, names, call):
+            continue
+        callee = names.qualname(call.func)
+        if not callee or callee.startswith(("builtins.", "torch.")):
+            continue
+        scope = tree.scope_node(call)
+        for slot, name in named:
+            for assign in tree.scope_nodes(scope, cst.Assign):
+                value = assign.value
+                if not isinstance(value, cst.Call) or not isinstance(value.func, (cst.Name, cst.Attribute)):
+                    continue
+                targets = [t.target for t in assign.targets]
+                elements = [e.value for t in targets for e in (t.elements if isinstance(t, (cst.Tuple, cst.List)) else ())] + targets
+                if any(isinstance(e, cst.Name) and e.value == name for e in elements):
+                    qualified = names.qualname(value.func)
+                    if qualified and not qualified.startswith(("builtins.", "torch.", names.modname + ".")):
+                        out.add((qualified, callee, slot))
+    return out
+
+
+def _in_loop(tree: TreeIndex, names: ModuleNames, node) -> bool:
+    """``node`` runs in the body of a loop of its scope, not under ``no_grad``."""
+    for ancestor in tree.ancestors(node):
+        kind = type(ancestor)
+        if kind in _SCOPES:
+            return False
+        if kind is cst.With and any(
+            names.qualname(i.item.func if isinstance(i.item, cst.Call) else i.item) in NO_GRAD
+            for i in ancestor.items if isinstance(i.item, (cst.Call, cst.Name, cst.Attribute))
+        ):
+            return False
+        if kind in (cst.For, cst.While):
+            return True
+    return False
 
 
 def loader_receivers(tree: TreeIndex, names: ModuleNames, same_module: bool = False) -> List[str]:

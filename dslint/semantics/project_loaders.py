@@ -46,15 +46,23 @@ class LoaderQueries:
 
     def epoch_iterated(self, key: Key) -> bool:
         """The project function ``key`` returns what a loop of another file re-iterates inside an
-        outer loop (``loader = build(...)`` ... ``for epoch ...: for batch in loader``)."""
+        outer loop (``loader = build(...)`` ... ``for epoch ...: for batch in loader``), or hands in
+        a loop to a project function that trains on it (``for epoch ...: train(model, loader)``)."""
         if self._epoch_keys is None:
             self._epoch_keys = set()
             for path, summary in self.summaries.items():
-                for qualified in summary.get("epoch_results", ()):
+                for qualified, *handed in summary.get("epoch_results", ()):
                     located = self.locate(qualified, path, table="functions")
-                    if located is not None:
+                    if located is not None and (not handed or self._iterates(handed[0], handed[1], path)):
                         self._epoch_keys.add(located)
         return key in self._epoch_keys
+
+    def _iterates(self, qualified: str, slot, path: str) -> bool:
+        """The project function ``qualified`` trains (``.backward()``) on its parameter at ``slot`` (a
+        position or a name), which it iterates: an evaluation pass's order does not matter."""
+        key = self.locate(qualified, path, table="functions")
+        facts = (self.function_facts(key) if key is not None else None) or {}
+        return bool((facts.get("evals") or {}).get("trains")) and any(slot in pair for pair in facts.get("iterates", ()))
 
     def epoch_iterated_method(self, key: Key, method: str, kind: str) -> bool:
         """Some file calls ``method`` on an object annotated with the class ``key`` or one of its

@@ -401,12 +401,12 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
     receivers = loader_receivers(tree, names, same_module=True)
     references.update(r for r in receivers if not r.startswith(names.modname + "."))
     references.update(kept_objects(tree, names))
-    # what a function that evaluates a loader calls into: followed only for the functions some
-    # file hands a loader to (``project_files.reached_files``)
+    epoch_results = epoch_iterated_results(tree, names)  # (and the functions an epoch loop hands a result to)
+    references.update(entry[1] for entry in epoch_results if len(entry) > 1)
+    # what a function that evaluates a loader calls into (followed only for the functions some file hands a loader to)
     evaluated = list(functions.items())
     evaluated += [(f"{cls}.{name}", facts) for cls, c in classes.items() for name, facts in c["methods"].items()]
     eval_refs = {f"{names.modname}.{qual}": refs for qual, facts in evaluated if (refs := eval_references([facts]))}
-    epoch_results = epoch_iterated_results(tree, names)
     rank_entry, rank_seeders = entry_facts(tree, names), seeder_facts(tree, names)
     # the project helpers a DDP script (or a seeding helper) seeds through (``rank_entries``)
     references.update(seed_references(rank_entry, rank_seeders))

@@ -25,7 +25,8 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     (`batches = Prefetcher(loader)`), to a class or function that re-iterates it every epoch itself (`Trainer(m,
     loader)`, `fit(m, loader, n)`; a dict holding it counts for the entry they re-iterate,
     `self.loaders["train"]`), in the epoch loop to a function of another module that iterates it (`train_one_epoch(m,
-    loader)`), returned by a function whose result another file re-iterates, or by a method (itself, or in a returned
+    loader)`), returned by a function whose result another file re-iterates (or hands, in a loop, to a function that
+    trains on it: `loader = build(cfg)`, `for e in ...: train(m, loader)`), or by a method (itself, or in a returned
     dict or list) that a file calls on an object annotated with (or made by) its class or a base (`self.experiment:
     Experiment`; of an unknown class: silent) and re-iterates every epoch.
     ## When it does not fire
@@ -35,8 +36,7 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     or samplers handed to a function of another module in the epoch loop (it may call `set_epoch`).
 
     ## Why is this bad?
-    `DistributedSampler` shuffles with the seed `seed + epoch`; only `set_epoch` changes its epoch. Without it every epoch
-    visits the samples in one identical order on every rank (measured: `[12, 9, 11, 13, 2, 15, 4, 7]` each epoch).
+    `DistributedSampler` shuffles with the seed `seed + epoch`; only `set_epoch` changes its epoch. Without it every epoch visits the samples in one identical order on every rank (measured: `[12, 9, 11, 13, 2, 15, 4, 7]` each epoch).
 
     ## Example
     ```python
