@@ -8,7 +8,7 @@ from typing import List, Optional
 import libcst as cst
 
 from dslint.semantics.indexing import METHODS, PANDAS_INDEXERS, cheap
-from dslint.semantics.scopes import is_none
+from dslint.semantics.option_guards import test_guards
 
 
 def costly_call(call: cst.Call, qualified: Optional[str], self_param: Optional[str]) -> Optional[List[str]]:
@@ -62,21 +62,15 @@ def costly_calls(calls, qualname, self_param: Optional[str], reads=(), parents=N
 
 
 def _guard(node, parents, self_param: Optional[str]) -> str:
-    """``X`` when ``node`` runs only under ``if self.X:`` (or ``if self.X is not None:``), the
-    nearest ``if`` around it in its function: an optional part (a transform) the instance may
-    not have; "" otherwise."""
+    """``X`` when ``node`` runs only under ``if self.X:`` (or ``if self.X is not None:``, also one
+    term of an ``and``), the nearest ``if`` around it in its function: an optional part (a
+    transform) the instance may not have; "" otherwise (``option_guards.test_guards``)."""
     previous, node = node, parents.get(id(node))
     while node is not None and not isinstance(node, (cst.FunctionDef, cst.Lambda)):
         if isinstance(node, cst.If):
             if previous is not node.body:
                 return ""
-            test = node.test
-            if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 \
-                    and isinstance(test.comparisons[0].operator, cst.IsNot) and is_none(test.comparisons[0].comparator):
-                test = test.left
-            if type(test) is cst.Attribute and type(test.value) is cst.Name and test.value.value == self_param:
-                return test.attr.value
-            return ""
+            return next((name for kind, name in test_guards(node.test, self_param) if kind == "self"), "")
         previous, node = node, parents.get(id(node))
     return ""
 
