@@ -541,3 +541,42 @@ def test_dsl702_a_dataset_that_keeps_its_own_share_per_rank(tmp_path):
     })
     found = {(f.path.rsplit("/", 1)[-1], f.start[0], f.code) for f in check_tree(tmp_path, select=["DSL702"]).diagnostics}
     assert found == expected_markers(tmp_path)
+
+
+def test_gathered_results_picked_out_by_unique_sample_ids_are_not_counted_twice(tmp_path):
+    """An evaluation of another module gathers predictions and targets, then keeps the first entry
+    of each image id (``np.unique(ids, return_index=True)``, ``eval_keys.unique_ids``): the padded
+    repeats are dropped, DSL704 stays silent. Without that step it fires."""
+    engine = """
+    import numpy as np
+    import torch
+    import torch.distributed as dist
+
+    def all_gather(items):
+        out = [None] * dist.get_world_size()
+        dist.all_gather_object(out, items)
+        return [x for part in out for x in part]
+
+    @torch.no_grad()
+    def evaluate(model, loader):
+        preds, gts = [], []
+        for x, targets in loader:
+            preds.extend(all_gather(model(x).tolist()))
+            gts.extend(all_gather(targets))
+        {keep}
+        return preds, gts
+    """
+    main = """
+    from torch.utils.data import DataLoader, DistributedSampler
+    from engine import evaluate
+
+    def run(model, ds):
+        loader = DataLoader(ds, batch_size=4, sampler=DistributedSampler(ds, shuffle=False))
+        return evaluate(model, loader)
+    """
+    keep = ("img_ids = [t['id'] for t in gts]\n        _, first = np.unique(img_ids, return_index=True)\n"
+            "        preds = [p for i, p in enumerate(preds) if i in first]")
+    for body, fires in ((keep, False), ("pass", True)):
+        write_files(tmp_path, {"engine.py": engine.replace("{keep}", body), "main.py": main})
+        outcome = check_tree(tmp_path, select=["DSL704"])
+        assert [d.code for d in outcome.diagnostics] == (["DSL704"] if fires else []), body

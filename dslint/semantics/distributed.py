@@ -51,7 +51,7 @@ from dslint.semantics.ddp_markers import (  # noqa: F401  (re-exported: the DSL7
     FRAMEWORK_CALLS, INIT_CALLS, LIBRARIES, PROCESS_GROUP_CALLS, RANK_ENV, STARTS, Marker, ddp_marker, env_key,
     project_calls_any,
 )
-from dslint.semantics.eval_keys import INDEX_WRITES, keyed_store, sample_index_name
+from dslint.semantics.eval_keys import INDEX_WRITES, keyed_store, sample_index_name, unique_ids
 from dslint.semantics.seed_helpers import passed_arguments
 from dslint.semantics.values import possible_arg
 from dslint.semantics.walk import iter_subtree
@@ -395,8 +395,8 @@ def _keyed_by_index(ctx, loop, blocks) -> bool:
         for node in iter_subtree(block, into_scopes=False):
             if isinstance(node, cst.Call) and method_name(node) in INDEX_WRITES:
                 return True
-            if keyed_store(node):
-                return True  # ``bank[idx] = feats``: a duplicate rewrites its own slot
+            if keyed_store(node) or unique_ids(node):
+                return True  # ``bank[idx] = feats``: a duplicate rewrites its own slot (or is dropped by id)
             if isinstance(node, (cst.CompFor, cst.For)) and node is not loop.loop:
                 parts = dotted_parts(node.iter) if isinstance(node.iter, (cst.Name, cst.Attribute)) else None
                 if parts and sample_index_name(parts[-1]):

@@ -6,7 +6,9 @@ padding ``DistributedSampler`` adds land on the same entry (rather than being co
 - ``sample_id_key(expr)``: a key that names each sample (``target["image_id"]``, ``idx``);
 - ``keyed_store(node)``: an assignment ``results[key] = ...`` under such a key (a duplicate
   rewrites its own slot; ``+=`` would count it twice, so it does not count);
-- ``INDEX_WRITES``: tensor methods that write by index (``index_copy_``, ``scatter_``).
+- ``INDEX_WRITES``: tensor methods that write by index (``index_copy_``, ``scatter_``);
+- ``unique_ids(node)``: ``np.unique(ids, return_index=True)`` over sample ids: the first entry
+  of each sample picked out, padded repeats dropped.
 """
 
 from __future__ import annotations
@@ -44,3 +46,16 @@ def keyed_store(node: cst.CSTNode) -> bool:
         isinstance(t.target, cst.Subscript) and len(t.target.slice) == 1
         and isinstance(t.target.slice[0].slice, cst.Index) and sample_id_key(t.target.slice[0].slice.value)
         for t in node.targets)
+
+
+def unique_ids(node: cst.CSTNode) -> bool:
+    """A ``unique`` call (numpy's, torch's) asked for the first index of each value, over sample
+    ids or indices (``_, keep = np.unique(img_ids, return_index=True)``)."""
+    if not isinstance(node, cst.Call) or not node.args or node.args[0].keyword is not None:
+        return False
+    func = node.func
+    if not (isinstance(func, cst.Attribute) and func.attr.value == "unique") and not (isinstance(func, cst.Name) and func.value == "unique"):
+        return False
+    asks = any(a.keyword is not None and a.keyword.value in ("return_index", "return_inverse")
+               and isinstance(a.value, cst.Name) and a.value.value == "True" for a in node.args)
+    return asks and sample_id_key(node.args[0].value)

@@ -33,7 +33,7 @@ from dslint.semantics.calls import BoundCall
 from dslint.semantics.distributed import (DEDUP_METHODS, GATHER_CALLS, eval_feeds, line_of, method_name,
                                           project_calls_any, trains)
 from dslint.semantics.loops import DISTRIBUTED_SAMPLER, DISTRIBUTED_SAMPLER_SIGNATURE, is_test_code, loader_loops
-from dslint.semantics.eval_keys import INDEX_WRITES, keyed_store, sample_id_key, sample_index_name
+from dslint.semantics.eval_keys import INDEX_WRITES, keyed_store, sample_id_key, sample_index_name, unique_ids
 from dslint.semantics.values import possible_arg
 from dslint.semantics.walk import body_buckets, iter_subtree
 
@@ -61,7 +61,7 @@ def eval_facts(func: cst.FunctionDef, names, iterated: List[list]) -> dict:
         if isinstance(node, cst.Call):
             method = method_name(node)
             trains_ = trains_ or method == "backward"
-            dedups = dedups or method in DEDUP_METHODS or method in INDEX_WRITES
+            dedups = dedups or method in DEDUP_METHODS or method in INDEX_WRITES or unique_ids(node)
             func_expr = node.func
             qualified = names.qualname(func_expr) if isinstance(func_expr, (cst.Name, cst.Attribute)) else None
             if qualified in GATHER_CALLS:

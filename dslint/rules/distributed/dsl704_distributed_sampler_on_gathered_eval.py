@@ -57,8 +57,8 @@ class DistributedSamplerOnGatheredEval(Rule):
     - the evaluation de-duplicates: `gather_for_metrics`, a slice bounded by
       a `len(...)` (gathered results cut back to the dataset length), the
       batch carries each sample's index (`for images, index in loader`) or
-      the results are written by index (`index_copy_`, `scatter_`): padded
-      duplicates then land on the same entry;
+      the results are written by index (`index_copy_`, `scatter_`) or picked out by the first index of each
+      sample id (`np.unique(ids, return_index=True)`): padded duplicates then land on the same entry;
     - the sampler shuffles (or may: a training sampler iterated once under
       `no_grad`, e.g. to fill a memory bank), or the loader also feeds a
       training loop; a project or library sampler (it may not pad);
