@@ -580,3 +580,55 @@ def test_gathered_results_picked_out_by_unique_sample_ids_are_not_counted_twice(
         write_files(tmp_path, {"engine.py": engine.replace("{keep}", body), "main.py": main})
         outcome = check_tree(tmp_path, select=["DSL704"])
         assert [d.code for d in outcome.diagnostics] == (["DSL704"] if fires else []), body
+
+
+def test_dsl705_an_object_whose_own_cuda_method_moves_only_its_network(tmp_path):
+    """A script moves its model wrapper with ``model.cuda()``: the wrapper is a plain project class
+    whose own ``cuda`` moves only its inner network (``cuda._moves_itself``), so a dataset keeping
+    the wrapper (to read its vocabularies) holds no CUDA tensor. A module of the project moved the
+    same way is one: reported."""
+    write_files(tmp_path, {
+        "model.py": """
+        import torch
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = torch.nn.Linear(4, 4)
+
+        class Summariser:
+            def __init__(self, vocab):
+                self.vocab, self.network = vocab, Net()
+
+            @staticmethod
+            def load(path):
+                return Summariser(torch.load(path))
+
+            def cuda(self):
+                self.network = self.network.cuda()
+        """,
+        "train.py": """
+        from torch.utils.data import DataLoader, Dataset
+        from model import Net, Summariser
+
+        class Pairs(Dataset):
+            def __init__(self, examples, model):
+                self.examples, self.model = examples, model
+            def __len__(self):
+                return len(self.examples)
+            def __getitem__(self, i):
+                return self.examples[i]
+
+        def main(examples, path, fresh):
+            model = Summariser.load(path) if not fresh else None
+            if fresh:
+                model = Summariser({})
+            model.cuda()
+            net = Net()
+            net.cuda()
+            a = DataLoader(Pairs(examples, model), num_workers=4)
+            b = DataLoader(Pairs(examples, net), num_workers=4)  # expect: DSL705
+            return a, b
+        """})
+    outcome = check_tree(tmp_path, select=["DSL705"])
+    assert {(d.path, d.row, d.code) for d in outcome.diagnostics} == expected_markers(tmp_path)

@@ -20,7 +20,9 @@ from typing import List, Optional, Set, Tuple
 import libcst as cst
 
 from dslint.semantics import dataflow as df
+from dslint.semantics.bindings import class_ref
 from dslint.semantics.call_facts import positional_or_keyword, unresolved_receiver
+from dslint.semantics.constructions import project_module_class
 from dslint.semantics.device_flow import placed_on_cuda
 from dslint.semantics.names import binding_kind
 from dslint.semantics.project import ENTRY_METHODS
@@ -200,7 +202,7 @@ def cuda_construction(ctx, call: cst.Call) -> Optional[Tuple[str, cst.CSTNode]]:
     if not qualified or qualified.split(".")[0] in ("torch", "builtins", "numpy"):
         return None
     for position, arg in enumerate(call.args):
-        if arg.star or not placed_on_cuda(ctx.tree, ctx.names, arg.value, options=False):
+        if arg.star or not placed_on_cuda(ctx.tree, ctx.names, arg.value, options=False) or _moves_itself(ctx, arg.value):
             continue
         slot = arg.keyword.value if arg.keyword is not None else position
         attr = ctx.view.kept_attribute(qualified, slot)
@@ -209,6 +211,29 @@ def cuda_construction(ctx, call: cst.Call) -> Optional[Tuple[str, cst.CSTNode]]:
             shown = shown if len(shown) < 40 else "a CUDA tensor"
             return f"`{ctx.code(call.func).strip()}` keeps `{shown}` in `self.{attr}`", arg.value
     return None
+
+
+def _moves_itself(ctx, expr) -> bool:
+    """``expr`` is a name that may hold an object of a project class with its own ``cuda`` method
+    (``model = Wrapper(...)``, ``Wrapper.load(p)``, a factory returning one; then ``model.cuda()``):
+    that method decides what moves, so the object is no CUDA tensor of its own. A project class
+    whose file is not analysed may be one."""
+    if not isinstance(expr, cst.Name):
+        return False
+    assigns = ctx.tree.scope_nodes(ctx.tree.scope_node(expr), cst.Assign)  # (any that binds it: it may hold that)
+    for value in [a.value for a in assigns if any(type(t.target) is cst.Name and t.target.value == expr.value for t in a.targets)]:
+        func = value.func if isinstance(value, cst.Call) else None
+        name = ctx.call_name(value) if func is not None else None
+        classes = list(ctx.view.factory_classes(name)) if name and ctx.view.function_facts(name) is not None else []
+        ref = class_ref(ctx.tree, ctx.names, value) if func is not None else None
+        classes += [ctx.qualname_of_def(ref[1]) if ref[0] == "local" else ref[1]] if ref else []
+        if isinstance(func, cst.Attribute):  # ``Wrapper.load(p)``: a static or class method of the class
+            classes.append(ctx.qualname(func.value) or "")
+        for c in filter(None, classes):
+            info = ctx.view.class_method(c, "cuda")  # (None: not summarised; a class of the project: unknown)
+            if (info.get("defined") and not project_module_class(ctx, c)) if info else ctx.view.in_project(c):
+                return True
+    return False
 
 
 def _init_argument(ctx, name: cst.Name) -> Optional[str]:

@@ -22,27 +22,36 @@ def kept_objects(tree: TreeIndex, names: ModuleNames) -> List[str]:
     lambda is handed to (``Pipeline([lambda x: x])``, also in a list): whether that object keeps
     it on ``self`` decides if a dataset holding the object can be pickled (``unpicklable``), as does
     whether an object given as a transform (``transform=TrainAug(...)``, or a name bound once to
-    that) keeps one itself."""
-    out = []
+    that) keeps one itself; and the class (or the factory, or the class of ``Cls.load(...)``) of an
+    object that ``obj.cuda()`` moves: its own ``cuda`` may move only part of it."""
+    out = []  # (the callees to resolve)
     for assign in tree.nodes(cst.Assign):
         value = assign.value
         if type(value) is not cst.Call or not any(_on_self(t.target) for t in assign.targets):
             continue
-        out.append(value)
+        out.append(value.func)
     for arg in tree.nodes(cst.Arg):  # ``transform=TrainAug(...)``: whether it keeps a lambda (``kept_lambdas``)
         if arg.keyword is not None and "transform" in arg.keyword.value.lower():
             value = single_assignment(tree, arg.value) if type(arg.value) is cst.Name else arg.value
             if type(value) is cst.Call:
-                out.append(value)
+                out.append(value.func)
+    for node in tree.nodes(cst.Expr):  # ``model.cuda()`` on an object: its class's ``cuda`` decides what moves (``cuda``)
+        call = node.value
+        if type(call) is cst.Call and type(call.func) is cst.Attribute and call.func.attr.value == "cuda" and type(call.func.value) is cst.Name:
+            name = call.func.value.value
+            for assign in tree.scope_nodes(tree.scope_node(node), cst.Assign):
+                if type(assign.value) is cst.Call and any(type(t.target) is cst.Name and t.target.value == name for t in assign.targets):
+                    func = assign.value.func
+                    out.append(func.value if type(func) is cst.Attribute else func)  # ``Cls.load(p)``: the class
     for node in tree.nodes(cst.Lambda):
         holder = tree.parent.get(id(node))
         while type(holder) in _HOLDERS:
             holder = tree.parent.get(id(holder))
         if type(holder) is cst.Call:
-            out.append(holder)
+            out.append(holder.func)
     found = []
-    for call in out:
-        qualified = names.qualname(call.func) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
+    for func in out:
+        qualified = names.qualname(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
         if qualified and not qualified.startswith(("builtins.", f"{names.modname}.")):
             found.append(qualified)
     return found

@@ -81,7 +81,11 @@ class CudaTensorsInWorkerDataset(Rule):
       the start method to `spawn`/`forkserver`;
     - a device that is not known to be CUDA (`.to(device)` with `device` from
       the command line) or a tensor whose origin cannot be followed; an
-      argument the class's `__init__` does not keep; test code.
+      argument the class's `__init__` does not keep; test code;
+    - an object that `obj.cuda()` moves whose class (built directly, by `Cls.load(...)` or by a
+      factory) is a project class with its own `cuda` method and no `nn.Module`: that method decides
+      what moves (a wrapper moving only its inner network); also a project class whose file is not
+      analysed.
 
     Possible and unknown values: `num_workers` counts when it *can* be above
     0 (an argparse option whose default is 8 counts as 8); a value nothing in
