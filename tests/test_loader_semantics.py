@@ -1105,3 +1105,37 @@ def test_a_factory_loader_handed_each_epoch_to_a_training_function_of_another_mo
         """})
     outcome = check_tree(tmp_path, select=["DSL505"])
     assert {(d.path, d.row, d.code) for d in outcome.diagnostics} == expected_markers(tmp_path)
+
+
+def test_a_distributed_sampler_made_anew_each_epoch_over_the_same_data(tmp_path):
+    """A training loop builds its loader and a ``DistributedSampler`` in each pass of the epoch loop
+    over a dataset bound before it (``epochs._rebuilt_each_pass``): each fresh sampler starts at
+    epoch 0 with the same seed, so every epoch repeats one order. A seed of its own each pass, or a
+    new dataset each pass (shards), is fine; so is an evaluation pass."""
+    write_files(tmp_path, {"train.py": """
+        import torch
+        from torch.utils.data import DataLoader, DistributedSampler
+
+
+        def fit(model, ds, shards, epochs):
+            for epoch in range(epochs):
+                loader = DataLoader(ds, batch_size=8, sampler=DistributedSampler(ds))  # expect: DSL505
+                for x in loader:
+                    model(x).backward()
+            for epoch in range(epochs):
+                seeded = DataLoader(ds, batch_size=8, sampler=DistributedSampler(ds, seed=epoch))
+                for x in seeded:
+                    model(x).backward()
+            for shard in shards:
+                part = torch.load(shard)
+                one = DataLoader(part, batch_size=8, sampler=DistributedSampler(part))
+                for x in one:
+                    model(x).backward()
+            for epoch in range(epochs):
+                checks = DataLoader(ds, batch_size=8, sampler=DistributedSampler(ds))
+                with torch.no_grad():
+                    for x in checks:
+                        model(x)
+        """})
+    outcome = check_tree(tmp_path, select=["DSL505"])
+    assert {(d.path, d.row, d.code) for d in outcome.diagnostics} == expected_markers(tmp_path)

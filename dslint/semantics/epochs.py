@@ -42,6 +42,7 @@ from dslint.semantics.calls import UNKNOWN, BoundCall
 from dslint.semantics.instance_params import instance_method_target, training_loops_over
 from dslint.semantics.loader_results import entry_samplers, kept_for_epochs, method_result_iterated
 from dslint.semantics.classes import find_method, reached_methods
+from dslint.semantics.distributed import trains
 from dslint.semantics.loops import DISTRIBUTED_SAMPLER, DISTRIBUTED_SAMPLER_SIGNATURE, LoaderLoop, is_none, is_test_code, positional_args
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.project import ENTRY_METHODS
@@ -87,6 +88,8 @@ def samplers_never_given_the_epoch(ctx, index, reported: Set[int]) -> Iterator[T
         samplers = branch_samplers(ctx, index, loader, sampler)
         loops = [loop for loop in loops if not _made_per_epoch(index, loop, samplers)]  # one sampler per iteration
         if not loops:
+            if _rebuilt_each_pass(ctx, index, loader, samplers) and not _set_epoch_called(ctx, index, loader, samplers):
+                yield loader, sampler, []  # a fresh sampler each pass, over the same data: epoch 0 again (no fix)
             continue
         if _set_epoch_called(ctx, index, loader, samplers):
             continue
@@ -238,6 +241,28 @@ def branch_samplers(ctx, index, loader, anchor) -> Tuple[cst.Call, ...]:
         return (anchor,)
     return tuple(dict.fromkeys(v.node for v in index.sampler_values(loader)
                                if isinstance(v.node, cst.Call) and DISTRIBUTED_SAMPLER in constructed_classes(ctx, v.node)))
+
+
+def _rebuilt_each_pass(ctx, index, loader, samplers) -> bool:
+    """The loader, and its sampler, are made anew in each pass of an outer loop of their function
+    (``for epoch ...: loader = DataLoader(ds, sampler=DistributedSampler(ds))``) over a dataset
+    bound before that loop and not from its variables (not ``for shard in shards: data =
+    load(shard)``), and a loop there trains on it: each fresh sampler starts at epoch 0 with its
+    seed, so every pass visits the data in one order. A seed that varies (``seed=epoch``) is fine."""
+    func = ctx.enclosing_function(loader.call)
+    outer = next((a for a in ctx.ancestors(loader.call) if isinstance(a, (cst.For, cst.While)) or a is func), None)
+    dataset = loader.bound.expr("dataset")
+    if outer is None or outer is func or dataset is None or not any(
+            index.inside(loop.loop, outer.body) and trains(index, loop) is not None for loop in index.loops_of(loader)):
+        return False
+    if any(a.keyword is not None and a.keyword.value == "seed" and not isinstance(a.value, cst.Integer) for s in samplers for a in s.args):
+        return False  # (a seed of its own each pass)
+    bound = {n.value for n in iter_subtree(outer.target) if isinstance(n, cst.Name)} if isinstance(outer, cst.For) else set()
+    for node in iter_subtree(outer.body, into_scopes=False):  # (what each pass binds anew)
+        targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else \
+            [node.target] if isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor)) else []
+        bound.update(n.value for t in targets for n in iter_subtree(t) if isinstance(n, cst.Name))
+    return not ({n.value for n in iter_subtree(dataset) if isinstance(n, cst.Name)} & bound)
 
 
 def _made_per_epoch(index, loop, samplers) -> bool:

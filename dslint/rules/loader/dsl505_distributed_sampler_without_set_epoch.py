@@ -19,7 +19,6 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     `iter(loader)` (a `next()` stream rebuilt on `StopIteration`; no fix). Several `DistributedSampler` calls for one
     `sampler=` (one per branch) are reported at the loader; a branch may build a torch sampler instead
     (`DistributedSampler(ds) if ddp else RandomSampler(ds)`, `make = DistributedSampler if ddp else RandomSampler`).
-
     Also flagged, when no file of the project names `set_epoch` nor imports a library whose trainers call it
     (Lightning, Accelerate, Ignite...): the loader handed to project code whose result an epoch loop iterates
     (`batches = Prefetcher(loader)`), to a class or function that re-iterates it every epoch itself (`Trainer(m,
@@ -28,10 +27,12 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     loader)`), returned by a function whose result another file re-iterates (or hands, in a loop, to a function that
     trains on it: `loader = build(cfg)`, `for e in ...: train(m, loader)`), or by a method (itself, or in a returned
     dict or list) that a file calls on an object annotated with (or made by) its class or a base (`self.experiment:
-    Experiment`; of an unknown class: silent) and re-iterates every epoch.
+    Experiment`; of an unknown class: silent) and re-iterates every epoch. So is one made anew, loader and all, in each
+    pass of an outer loop over data bound before it: each fresh sampler starts at epoch 0 with the same seed (no fix).
     ## When it does not fire
     A `shuffle` certainly false (`shuffle=False`; one read from a configuration counts: where true, the order repeats),
-    a sampler or loader made anew in each pass of the outer loop, evaluation loops (`no_grad()`/`inference_mode()`),
+    a sampler made anew each pass over new data (`for shard in shards: data = load(shard)`) or with a seed of its own
+    (`seed=epoch`), evaluation loops (`no_grad()`/`inference_mode()`),
     loaders built in a Lightning `*_dataloader` hook or wrapped by a framework (they call `set_epoch`), and loaders
     or samplers handed to a function of another module in the epoch loop (it may call `set_epoch`).
 
@@ -56,13 +57,12 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     ```
 
     ## Fix safety
-    When the epoch loop is `for <name> in range(...)` and the sampler (or the loader) has one name there, the fix
-    inserts `<sampler>.set_epoch(<name>)` first in the epoch loop. It is unsafe: it changes the sample order (the
-    point), and the loop variable may not count epochs as the user expects (when resuming).
+    When the epoch loop is `for <name> in range(...)` and the sampler (or the loader) has one name there, the fix inserts
+    `<sampler>.set_epoch(<name>)` first in the epoch loop. It is unsafe: it changes the sample order (the point), and the
+    loop variable may not count epochs as the user expects (when resuming).
 
     ## References
-    - `DistributedSampler` (the PyTorch documentation, `torch.utils.data`): "calling the `set_epoch()` method at the
-      beginning of each epoch before creating the DataLoader iterator is necessary to make shuffling work properly"
+    - `DistributedSampler` (the PyTorch documentation, `torch.utils.data`): "calling the `set_epoch()` method at the beginning of each epoch before creating the DataLoader iterator is necessary to make shuffling work properly"
     """
 
     code = "DSL505"
