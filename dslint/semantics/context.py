@@ -155,7 +155,7 @@ class FileContext:
     def in_off_branch(self, node: cst.CSTNode, func: cst.FunctionDef) -> bool:
         """``node`` runs only under an ``if`` whose option or parameter is off at every
         per-sample arrival of ``func`` (``option_reach``): in no DataLoader worker."""
-        off = self.view.off_guards(self.qualname_of_def(func))
+        off = self.memo(("context.off_guards", id(func)), lambda: self.view.off_guards(self.qualname_of_def(func)))
         if not off:
             return False
         selfp = self_name(func)

@@ -90,28 +90,38 @@ def epoch_iterated_results(tree: TreeIndex, names: ModuleNames) -> List[list]:
 
 def _handed_results(tree: TreeIndex, names: ModuleNames) -> set:
     """(f, g, slot) for ``epoch_iterated_results``."""
+    results: dict = {}  # (scope, name) -> the callees of the calls whose result the name is bound to
+    for assign in tree.nodes(cst.Assign):
+        value = assign.value
+        if not isinstance(value, cst.Call) or not isinstance(value.func, (cst.Name, cst.Attribute)):
+            continue
+        targets = [t.target for t in assign.targets]
+        elements = [e.value for t in targets for e in (t.elements if isinstance(t, (cst.Tuple, cst.List)) else ())] + targets
+        scope = None
+        for element in elements:
+            if isinstance(element, cst.Name):
+                scope = scope if scope is not None else id(tree.scope_node(assign))
+                results.setdefault((scope, element.value), []).append(value.func)
     out = set()
-    for call in tree.nodes(cst.Call):
+    bound_names = {name for _, name in results}
+    for call in tree.nodes(cst.Call) if results else ():
+        if not any(type(a.value) is cst.Name and a.value.value in bound_names for a in call.args):
+            continue
         named = [(i, a.value.value) for i, a in enumerate(a for a in call.args if a.keyword is None and not a.star)
                  if isinstance(a.value, cst.Name)] + [(a.keyword.value, a.value.value) for a in call.args
                                                       if a.keyword is not None and isinstance(a.value, cst.Name)]
+        scope = id(tree.scope_node(call)) if named else None
+        named = [(slot, name) for slot, name in named if (scope, name) in results]
         if not named or not isinstance(call.func, (cst.Name, cst.Attribute)) or not _in_loop(tree, names, call):
             continue
         callee = names.qualname(call.func)
         if not callee or callee.startswith(("builtins.", "torch.")):
             continue
-        scope = tree.scope_node(call)
         for slot, name in named:
-            for assign in tree.scope_nodes(scope, cst.Assign):
-                value = assign.value
-                if not isinstance(value, cst.Call) or not isinstance(value.func, (cst.Name, cst.Attribute)):
-                    continue
-                targets = [t.target for t in assign.targets]
-                elements = [e.value for t in targets for e in (t.elements if isinstance(t, (cst.Tuple, cst.List)) else ())] + targets
-                if any(isinstance(e, cst.Name) and e.value == name for e in elements):
-                    qualified = names.qualname(value.func)
-                    if qualified and not qualified.startswith(("builtins.", "torch.", names.modname + ".")):
-                        out.add((qualified, callee, slot))
+            for func in results[(scope, name)]:
+                qualified = names.qualname(func)
+                if qualified and not qualified.startswith(("builtins.", "torch.", names.modname + ".")):
+                    out.add((qualified, callee, slot))
     return out
 
 

@@ -11,7 +11,7 @@ nothing: unknown is never guessed.
 from __future__ import annotations
 
 import builtins
-from typing import Dict, Iterable, List, Optional, Set
+from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -278,6 +278,7 @@ class ModuleNames:
         self._tree = tree
         self._scopes: Dict[int, Scope] = {}
         self._following: Set[tuple] = set()  # the function aliases being resolved (``resolve_name``)
+        self._aliases: Optional[List[Tuple[str, str]]] = None  # (``_local_aliases``)
         self._tails: Dict[frozenset, Set[str]] = {}
         for node in (*tree.nodes(cst.Import), *tree.nodes(cst.ImportFrom)):
             if self.scope_node(node) is not None:
@@ -331,13 +332,21 @@ class ModuleNames:
                 parts = dotted_parts(values[0])
                 if parts and parts[-1] in key:
                     tails.add(name)
-        for assign in self._tree.nodes(cst.Assign):  # a function's alias: ``loader_class = torch.utils.data.DataLoader``
-            value = assign.value
-            last = value.attr.value if type(value) is cst.Attribute else (value.value if type(value) is cst.Name else None)
-            if last in key and len(assign.targets) == 1 and type(assign.targets[0].target) is cst.Name:
-                tails.add(assign.targets[0].target.value)
+        tails.update(name for name, last in self._local_aliases() if last in key)
         self._tails[key] = tails
         return tails
+
+    def _local_aliases(self) -> List[Tuple[str, str]]:
+        """(name, last part) of each ``name = a.b`` in the file (a function's alias: ``loader_class =
+        torch.utils.data.DataLoader``), computed once."""
+        if self._aliases is None:
+            self._aliases = []
+            for assign in self._tree.nodes(cst.Assign):
+                value = assign.value
+                last = value.attr.value if type(value) is cst.Attribute else (value.value if type(value) is cst.Name else None)
+                if last and len(assign.targets) == 1 and type(assign.targets[0].target) is cst.Name:
+                    self._aliases.append((assign.targets[0].target.value, last))
+        return self._aliases
 
     # -- scopes
     def scope_node(self, node: cst.CSTNode):

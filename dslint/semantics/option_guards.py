@@ -29,7 +29,7 @@ import libcst as cst
 
 from dslint.semantics.regions import self_name
 from dslint.semantics.scopes import is_none
-from dslint.semantics.walk import iter_subtree
+from dslint.semantics.walk import body_buckets, iter_subtree
 
 _FALSY = ("None", "False")
 
@@ -74,26 +74,43 @@ def _falsy_default(param: cst.Param) -> bool:
     return (type(default) is cst.Name and default.value in _FALSY) or (type(default) is cst.Integer and default.value == "0")
 
 
-def unchanged_params(func: cst.FunctionDef, self_param: Optional[str]) -> Dict[str, Optional[int]]:
+def unchanged_params(func: cst.FunctionDef, self_param: Optional[str], targets=None) -> Dict[str, Optional[int]]:
     """``{name: position}`` (position among the arguments a call passes positionally, so a
     method's ``self`` not counted; None for keyword-only) of the parameters with a ``None``,
-    ``False`` or ``0`` default that ``func`` never rebinds."""
+    ``False`` or ``0`` default that ``func`` never rebinds (``targets``: the body's assignment
+    targets, statements and ``for`` loops, when the caller has them)."""
     positional = [*func.params.posonly_params, *func.params.params][1 if self_param else 0:]
     found = {p.name.value: i for i, p in enumerate(positional) if _falsy_default(p)}
     found.update((p.name.value, None) for p in func.params.kwonly_params if _falsy_default(p))
     if found:
-        for node in iter_subtree(func.body, into_scopes=False):
-            target = node.target if isinstance(node, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign)) else None
-            if type(target) is cst.Name:
-                found.pop(target.value, None)
+        for node in targets if targets is not None else iter_subtree(func.body, into_scopes=False):
+            target = node.target if isinstance(node, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For)) else None
+            for name in _bound_names(target):
+                found.pop(name, None)
     return found
 
 
-def init_options(init: cst.FunctionDef, self_param: Optional[str]) -> Dict[str, list]:
+def _bound_names(target) -> List[str]:
+    """The names an assignment or ``for`` target binds (not those inside ``a.b`` or ``a[k]``)."""
+    if type(target) is cst.Name:
+        return [target.value]
+    if type(target) in (cst.Tuple, cst.List):
+        return [n for e in target.elements for n in _bound_names(e.value)]
+    if type(target) is cst.StarredElement:
+        return _bound_names(target.value)
+    return []
+
+
+def init_options(init: cst.FunctionDef, self_param: Optional[str], tree=None) -> Dict[str, list]:
     """``{X: [p, position]}`` (see the module doc)."""
-    params = unchanged_params(init, self_param) if self_param else {}
+    if not self_param or not any(_falsy_default(p) for p in (*init.params.params, *init.params.kwonly_params)):
+        return {}
+    buckets = body_buckets(init, tree)
+    nodes = [n for kind in (cst.Assign, cst.AugAssign, cst.AnnAssign) for n in buckets.get(kind, ())]
+    params = unchanged_params(init, self_param, [n for kind in (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For)
+                                                 for n in buckets.get(kind, ())])
     values: Dict[str, set] = {}
-    for node in iter_subtree(init.body, into_scopes=False) if params else ():
+    for node in nodes if params else ():
         if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
             value = node.value if isinstance(node, cst.Assign) else None
             for target in (t.target for t in node.targets) if isinstance(node, cst.Assign) else (node.target,):
@@ -119,11 +136,14 @@ def forwarded(call: cst.Call, self_param: Optional[str], params) -> Optional[lis
     return found or None
 
 
-def guard_facts(func: cst.FunctionDef, self_param: Optional[str], calls: List[cst.Call], parents, has_ifs: bool) -> dict:
+def guard_facts(func: cst.FunctionDef, self_param: Optional[str], calls: List[cst.Call], parents, buckets: dict) -> dict:
     """The summary's facts for ``func`` whose recorded ``calls`` are given in order:
     ``call_guards`` (``[[position, guards]]`` for each call some ``if`` guards), ``guard_params``
-    (``unchanged_params``) and ``forwards`` (``[[position, forwarded]]``); only those not empty."""
-    params = unchanged_params(func, self_param)
+    (``unchanged_params``) and ``forwards`` (``[[position, forwarded]]``); only those not empty.
+    ``buckets``: the body's nodes by type (``TreeIndex.scope_buckets``)."""
+    has_ifs = bool(buckets.get(cst.If))
+    targets = [n for kind in (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For) for n in buckets.get(kind, ())]
+    params = unchanged_params(func, self_param, targets)
     guarded = [[i, g] for i, call in enumerate(calls) if (g := node_guards(call, parents, func, self_param, params))] if has_ifs else []
     forwards = [[i, f] for i, call in enumerate(calls) if (f := forwarded(call, self_param, params))]
     facts = {}
@@ -136,7 +156,7 @@ def guard_facts(func: cst.FunctionDef, self_param: Optional[str], calls: List[cs
     return facts
 
 
-def init_facts(cls: cst.ClassDef) -> dict:
+def init_facts(cls: cst.ClassDef, tree=None) -> dict:
     """The summary's facts of the class's own ``__init__`` (none without one): ``options``
     (``init_options``) and ``init_params``, the names of the parameters a call may pass (None
     when ``*args``/``**kwargs`` take any: ``numpy_rng`` drops classes a construction cannot build)."""
@@ -145,5 +165,5 @@ def init_facts(cls: cst.ClassDef) -> dict:
             params = stmt.params
             takes_any = isinstance(params.star_arg, cst.Param) or params.star_kwarg is not None
             names = [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
-            return {"options": init_options(stmt, self_name(stmt)), "init_params": None if takes_any else names[1:]}
+            return {"options": init_options(stmt, self_name(stmt), tree), "init_params": None if takes_any else names[1:]}
     return {"options": {}}

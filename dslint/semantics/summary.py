@@ -175,7 +175,7 @@ class Summarizer:
             "kept_callables": [[attr, "<lambda>" if type(held) is cst.Lambda else held.value] for attr, held in stored_callables(
                 buckets.get(cst.Assign, ()), self_param, [d.name.value for d in buckets.get(cst.FunctionDef, ())], self.names.qualname)],
             # the ``if`` tests that guard calls, the options they test, what calls forward (``option_guards``)
-            **guard_facts(func, self_param, recorded, parent, bool(buckets.get(cst.If))),
+            **guard_facts(func, self_param, recorded, parent, buckets),
         }
 
     def self_news(self, assigns, self_param: Optional[str]) -> List[list]:
@@ -386,7 +386,7 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
             "methods": methods,
             "worker_init": id(node) in worker_inits,
             "world_sharded": construction_reads_world(names, node),
-            **init_facts(node),
+            **init_facts(node, tree),
         }
     for node in tree.nodes(cst.FunctionDef):
         parent = tree.parent_of(node)
