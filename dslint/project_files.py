@@ -125,6 +125,11 @@ def reached_files(index: "ProjectIndex", summaries: Dict[str, dict], by_module: 
         for reference in summary.get("references", ()):
             wanted.setdefault(reference, path)
             locate_all(index, canonical(reference), path)  # notes star-imported modules not summarised yet
+    for path, summary in summaries.items():  # a function an epoch loop hands the result of a loader-building module's function to
+        for qualified, *handed in summary.get("epoch_results", ()):
+            located = index.locate(qualified, path, table="functions") if handed else None
+            if located is not None and summaries[located[0]].get("loaders"):
+                wanted.setdefault(handed[0], path)
     receivers = {qualified for summary in summaries.values() for qualified in summary.get("receivers", ())}
     for path, summary in summaries.items():
         for qualified, refs in summary.get("eval_references", {}).items():

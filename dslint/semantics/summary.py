@@ -401,9 +401,9 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
     receivers = loader_receivers(tree, names, same_module=True)
     references.update(r for r in receivers if not r.startswith(names.modname + "."))
     references.update(kept_objects(tree, names))
-    epoch_results = epoch_iterated_results(tree, names)  # (and the functions an epoch loop hands a result to)
-    references.update(entry[1] for entry in epoch_results if len(entry) > 1)
-    # what a function that evaluates a loader calls into (followed only for the functions some file hands a loader to)
+    epoch_results = epoch_iterated_results(tree, names)
+    # what a function that evaluates a loader calls into: followed only for the functions some
+    # file hands a loader to (``project_files.reached_files``)
     evaluated = list(functions.items())
     evaluated += [(f"{cls}.{name}", facts) for cls, c in classes.items() for name, facts in c["methods"].items()]
     eval_refs = {f"{names.modname}.{qual}": refs for qual, facts in evaluated if (refs := eval_references([facts]))}
