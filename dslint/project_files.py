@@ -109,7 +109,9 @@ def context_candidates(paths: Sequence[str], candidates: Sequence[Candidate], di
 
 
 def reached_files(index: "ProjectIndex", summaries: Dict[str, dict], by_module: Dict[str, List[str]]) -> Set[str]:
-    """Files (not yet summarised) that define something dataset code refers to."""
+    """Files (not yet summarised) that define something dataset code refers to; and the function an
+    epoch loop hands the result of a factory to (``epoch_facts``), when the factory's module builds
+    DataLoaders (a module that does passed the prefilter; a package may re-export its function)."""
     wanted: Dict[str, str] = {}  # qualified name -> a file that refers to it
     per_sample_by_path: Dict[str, List[tuple]] = {}
     for key in index.per_sample:
@@ -130,6 +132,9 @@ def reached_files(index: "ProjectIndex", summaries: Dict[str, dict], by_module: 
             located = index.locate(qualified, path, table="functions") if handed else None
             if located is not None and summaries[located[0]].get("loaders"):
                 wanted.setdefault(handed[0], path)
+                locate_all(index, canonical(handed[0]), path)  # (as for references)
+            elif handed and located is None and any(p.endswith("__init__.py") for p in by_module.get(qualified.rpartition(".")[0], ())):
+                wanted.setdefault(qualified, path)  # (a package that may re-export a loader-building module's function)
     receivers = {qualified for summary in summaries.values() for qualified in summary.get("receivers", ())}
     for path, summary in summaries.items():
         for qualified, refs in summary.get("eval_references", {}).items():
