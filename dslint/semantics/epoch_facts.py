@@ -55,10 +55,7 @@ def epoch_iterated_results(tree: TreeIndex, names: ModuleNames) -> List[list]:
             kind = type(ancestor)
             if kind in _SCOPES:
                 break
-            if kind is cst.With and any(
-                names.qualname(i.item.func if isinstance(i.item, cst.Call) else i.item) in NO_GRAD
-                for i in ancestor.items if isinstance(i.item, (cst.Call, cst.Name, cst.Attribute))
-            ):
+            if kind is cst.With and _no_grad(names, ancestor):
                 nested = False
                 break
             if kind in (cst.For, cst.While) and loop is not getattr(ancestor, "iter", None):
@@ -74,14 +71,7 @@ def epoch_iterated_results(tree: TreeIndex, names: ModuleNames) -> List[list]:
             value = assign.value
             if not isinstance(value, cst.Call) or not isinstance(value.func, (cst.Name, cst.Attribute)):
                 continue
-            bound = set()
-            for target in assign.targets:
-                if isinstance(target.target, (cst.Tuple, cst.List)):
-                    elements = [e.value for e in target.target.elements]
-                else:
-                    elements = [target.target]
-                bound.update(e.value for e in elements if isinstance(e, cst.Name))
-            if bound & iterated:
+            if set(_assigned_names(assign)) & iterated:
                 qualified = names.qualname(value.func)
                 if qualified and not qualified.startswith(("builtins.", "torch.", names.modname + ".")):
                     out.add((qualified,))
@@ -95,13 +85,10 @@ def _handed_results(tree: TreeIndex, names: ModuleNames) -> set:
         value = assign.value
         if not isinstance(value, cst.Call) or not isinstance(value.func, (cst.Name, cst.Attribute)):
             continue
-        targets = [t.target for t in assign.targets]
-        elements = [e.value for t in targets for e in (t.elements if isinstance(t, (cst.Tuple, cst.List)) else ())] + targets
-        scope = None
-        for element in elements:
-            if isinstance(element, cst.Name):
-                scope = scope if scope is not None else id(tree.scope_node(assign))
-                results.setdefault((scope, element.value), []).append(value.func)
+        names_bound = _assigned_names(assign)
+        scope = id(tree.scope_node(assign)) if names_bound else None
+        for name in names_bound:
+            results.setdefault((scope, name), []).append(value.func)
     out = set()
     bound_names = {name for _, name in results}
     for call in tree.nodes(cst.Call) if results else ():
@@ -125,16 +112,28 @@ def _handed_results(tree: TreeIndex, names: ModuleNames) -> set:
     return out
 
 
+def _assigned_names(assign: cst.Assign) -> List[str]:
+    """The names ``x = ...`` or ``a, x = ...`` binds (one level of unpacking)."""
+    found = []
+    for target in assign.targets:
+        elements = [e.value for e in target.target.elements] if isinstance(target.target, (cst.Tuple, cst.List)) else [target.target]
+        found += [e.value for e in elements if isinstance(e, cst.Name)]
+    return found
+
+
+def _no_grad(names: ModuleNames, block: cst.With) -> bool:
+    """``with torch.no_grad():`` (or ``inference_mode``...)."""
+    return any(names.qualname(i.item.func if isinstance(i.item, cst.Call) else i.item) in NO_GRAD
+               for i in block.items if isinstance(i.item, (cst.Call, cst.Name, cst.Attribute)))
+
+
 def _in_loop(tree: TreeIndex, names: ModuleNames, node) -> bool:
     """``node`` runs in the body of a loop of its scope, not under ``no_grad``."""
     for ancestor in tree.ancestors(node):
         kind = type(ancestor)
         if kind in _SCOPES:
             return False
-        if kind is cst.With and any(
-            names.qualname(i.item.func if isinstance(i.item, cst.Call) else i.item) in NO_GRAD
-            for i in ancestor.items if isinstance(i.item, (cst.Call, cst.Name, cst.Attribute))
-        ):
+        if kind is cst.With and _no_grad(names, ancestor):
             return False
         if kind in (cst.For, cst.While):
             return True

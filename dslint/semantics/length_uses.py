@@ -20,6 +20,7 @@ from dslint.semantics.walk import iter_subtree
 
 def len_guarded(ctx, call: cst.Call) -> bool:
     """Inside ``try: ... except TypeError`` or a ``hasattr(x, "__len__")``/``Sized`` test."""
+    child = call
     for ancestor in ctx.ancestors(call):
         if isinstance(ancestor, cst.Try) and ctx.memo(("length_uses.catches", id(ancestor)), lambda: _catches_type_error(ancestor)):
             return True
@@ -27,21 +28,21 @@ def len_guarded(ctx, call: cst.Call) -> bool:
             return True
         if isinstance(ancestor, cst.BooleanOperation) and _names_length(ctx, ancestor.left):
             return True
-        if isinstance(ancestor, _COMPREHENSIONS) and _filtered(ctx, ancestor, call):
+        if isinstance(ancestor, _COMPREHENSIONS) and _filtered(ctx, ancestor, child):
             return True  # ``[len(x) for x in xs if hasattr(x, "__len__")]``: the filter runs first
         if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
             break
+        child = ancestor
     return False
 
 
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
 
 
-def _filtered(ctx, comp, call: cst.Call) -> bool:
-    """A condition of ``comp`` tests ``__len__``/``Sized`` and ``call`` is in what it produces."""
-    produced = (comp.key, comp.value) if isinstance(comp, cst.DictComp) else (comp.elt,)
-    if not any(call is p or ctx.memo(("length_uses.within", id(p), id(call)), lambda p=p: any(n is call for n in iter_subtree(p)))
-               for p in produced):
+def _filtered(ctx, comp, child) -> bool:
+    """A condition of ``comp`` tests ``__len__``/``Sized`` and ``child`` (the comprehension's
+    part that holds the ``len()``) is what it produces."""
+    if not any(child is p for p in ((comp.key, comp.value) if isinstance(comp, cst.DictComp) else (comp.elt,))):
         return False
     clause = comp.for_in
     while clause is not None:

@@ -140,15 +140,15 @@ def import_bindings(node, modname: str, is_package: bool):
 _SCOPE_TYPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
 
 
-def _target_names(target: cst.CSTNode) -> Iterable[str]:
+def target_names(target: cst.CSTNode) -> Iterable[str]:
     kind = type(target)
     if kind is cst.Name:
         yield target.value
     elif kind is cst.Tuple or kind is cst.List:
         for element in target.elements:
-            yield from _target_names(element.value)
+            yield from target_names(element.value)
     elif kind is cst.StarredElement:
-        yield from _target_names(target.value)
+        yield from target_names(target.value)
 
 
 _IMPORT, _DEF, _TARGET, _AS, _GLOBAL = range(5)
@@ -225,7 +225,7 @@ class Scope:
             self.others.add(node.name.value)
             self.aliases[node.name.value] = None
         elif kind == _TARGET:
-            names = list(_target_names(node.target))
+            names = list(target_names(node.target))
             self.others.update(names)
             for name in names:
                 value = None
@@ -237,7 +237,7 @@ class Scope:
         elif kind == _AS:
             asname = node.asname if type(node) is cst.WithItem else node.name
             if asname is not None:
-                bound = list(_target_names(asname.name))
+                bound = list(target_names(asname.name))
                 self.others.update(bound)
                 self.aliases.update(dict.fromkeys(bound))
         elif kind == _GLOBAL:
@@ -300,12 +300,12 @@ class ModuleNames:
         for node in tree.nodes(cst.Assign):
             if self.scope_node(node) is None:
                 for target in node.targets:
-                    for name in _target_names(target.target):
+                    for name in target_names(target.target):
                         value = node.value if isinstance(target.target, cst.Name) else None
                         self.assigns.setdefault(name, []).append(value)
         for node in tree.nodes(cst.AnnAssign):
             if self.scope_node(node) is None:
-                for name in _target_names(node.target):
+                for name in target_names(node.target):
                     self.assigns.setdefault(name, []).append(node.value)
 
     def call_tails(self, last_names) -> Set[str]:

@@ -27,6 +27,7 @@ from typing import Dict, List, Optional
 
 import libcst as cst
 
+from dslint.semantics.names import target_names
 from dslint.semantics.regions import self_name
 from dslint.semantics.scopes import is_none
 from dslint.semantics.walk import body_buckets, iter_subtree
@@ -85,20 +86,9 @@ def unchanged_params(func: cst.FunctionDef, self_param: Optional[str], targets=N
     if found:
         for node in targets if targets is not None else iter_subtree(func.body, into_scopes=False):
             target = node.target if isinstance(node, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For)) else None
-            for name in _bound_names(target):
+            for name in target_names(target):
                 found.pop(name, None)
     return found
-
-
-def _bound_names(target) -> List[str]:
-    """The names an assignment or ``for`` target binds (not those inside ``a.b`` or ``a[k]``)."""
-    if type(target) is cst.Name:
-        return [target.value]
-    if type(target) in (cst.Tuple, cst.List):
-        return [n for e in target.elements for n in _bound_names(e.value)]
-    if type(target) is cst.StarredElement:
-        return _bound_names(target.value)
-    return []
 
 
 def init_options(init: cst.FunctionDef, self_param: Optional[str], tree=None) -> Dict[str, list]:
@@ -111,11 +101,10 @@ def init_options(init: cst.FunctionDef, self_param: Optional[str], tree=None) ->
                                                  for n in buckets.get(kind, ())])
     values: Dict[str, set] = {}
     for node in nodes if params else ():
-        if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
-            value = node.value if isinstance(node, cst.Assign) else None
-            for target in (t.target for t in node.targets) if isinstance(node, cst.Assign) else (node.target,):
-                if type(target) is cst.Attribute and type(target.value) is cst.Name and target.value.value == self_param:
-                    values.setdefault(target.attr.value, set()).add(value.value if type(value) is cst.Name else None)
+        value = node.value if isinstance(node, cst.Assign) else None
+        for target in (t.target for t in node.targets) if isinstance(node, cst.Assign) else (node.target,):
+            if type(target) is cst.Attribute and type(target.value) is cst.Name and target.value.value == self_param:
+                values.setdefault(target.attr.value, set()).add(value.value if type(value) is cst.Name else None)
     return {attr: [param, params[param]] for attr, found in values.items()
             if len(found) == 1 and (param := next(iter(found))) in params}
 
