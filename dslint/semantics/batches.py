@@ -5,6 +5,8 @@
   called on it, unpacking and loops over it. A name rebound to anything else
   (``x = preprocess(x)``, ``x = torch.stack(x)``, ``x = x / 255``) holds a new
   object made in the main process. Subclasses look at each call (``on_call``).
+* ``evaluation_loop``: the loop evaluates (no training step; gradients off, one batch, or
+  a function that puts the model in ``eval()`` mode).
 * ``training_step``: the loop trains, i.e. calls ``.backward()`` or
   ``optimizer.step()`` on every iteration (in its body or a same-module helper).
 """
@@ -141,7 +143,8 @@ class BatchViews:
 
 
 def training_step(ctx, index, loop) -> Optional[str]:
-    """``.backward()`` or ``optimizer.step()`` in the loop body or a same-module helper it calls."""
+    """``.backward()`` or ``optimizer.step()`` in the loop body (or a function's body) or a same-module
+    helper it calls."""
     for call in index.loop_calls(loop, unconditional=True):
         func = call.func
         if not isinstance(func, cst.Attribute):
@@ -258,7 +261,7 @@ def evaluation_only(ctx, index, loader, advances) -> bool:
         found = index.step_loop(call)
         if found is not None and not _once_per_epoch(index, call, found):
             return False
-    if not all(_evaluation_loop(ctx, index, loop) for loop in loops):
+    if not all(_inspects(ctx, index, loop) or evaluation_loop(ctx, index, loop) for loop in loops):
         return False
     peeked = {id(call.args[0].value) if call.args else id(call.func.value) for call in peeks}
     for call in ctx.nodes(cst.Call):  # an iterator kept (``it = iter(loader)``) is advanced out of sight
@@ -349,14 +352,33 @@ def _no_grad_around(ctx, index, node) -> bool:
     return False
 
 
-def _evaluation_loop(ctx, index, loop) -> bool:
-    if training_step(ctx, index, loop.loop):
-        return False
-    if index.is_eval(loop) or runs_once(loop.loop) or only_looks(ctx, index, loop.loop):
+def evaluation_loop(ctx, index, loop) -> bool:
+    """The loop evaluates: it makes no training step, and it runs under ``no_grad``/``inference_mode``
+    or sits in a function that calls ``.eval()`` and never ``.train()``. A loop that is a call (``iter(loader)`` in a wrapper, a callee that
+    iterates) evaluates under ``no_grad``/``inference_mode``, or when a function between it and its
+    epoch loop is such an evaluation function (``validate(val_loader)`` wraps it in a prefetcher)."""
+    if isinstance(loop.loop, (cst.For, cst.While)):
+        if training_step(ctx, index, loop.loop):
+            return False
+        if index.is_eval(loop):
+            return True
+        func = ctx.enclosing_function(loop.loop)
+        return func is not None and _evaluates(index, func)
+    if index.is_eval(loop):
         return True
-    func = ctx.enclosing_function(loop.loop)
-    if func is None:
+    return any(_evaluates(index, func) and training_step(ctx, index, func) is None
+               for func, _ in index.epoch_functions(loop))
+
+
+def _inspects(ctx, index, loop) -> bool:
+    """A loop with no training step that stops after one batch or only looks at its batches."""
+    if not isinstance(loop.loop, (cst.For, cst.While)) or training_step(ctx, index, loop.loop):
         return False
+    return runs_once(loop.loop) or only_looks(ctx, index, loop.loop)
+
+
+def _evaluates(index, func: cst.FunctionDef) -> bool:
+    """``func`` calls ``.eval()`` and never ``.train()`` (a model put in evaluation mode)."""
     modes = [n.func.attr.value for n in index.body_nodes(func.body) if isinstance(n, cst.Call)
              and isinstance(n.func, cst.Attribute) and n.func.attr.value in ("eval", "train") and not n.args]
     return "eval" in modes and "train" not in modes

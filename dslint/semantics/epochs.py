@@ -38,6 +38,7 @@ from typing import Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
+from dslint.semantics.batches import evaluation_loop
 from dslint.semantics.calls import UNKNOWN, BoundCall
 from dslint.semantics.instance_params import instance_method_target, training_loops_over
 from dslint.semantics.loader_results import entry_samplers, kept_for_epochs, method_result_iterated
@@ -83,7 +84,7 @@ def samplers_never_given_the_epoch(ctx, index, reported: Set[int]) -> Iterator[T
             loop
             for loop in (index.loops_of(loader) + alternative_loops(ctx, index, loader) + _instance_calls(ctx, index, loader)
                          + iter_call_loops(ctx, index, loader))
-            if index.epoch(loop) is not None and not index.is_eval(loop)
+            if index.epoch(loop) is not None and not evaluation_loop(ctx, index, loop)
         ]
         samplers = branch_samplers(ctx, index, loader, sampler)
         loops = [loop for loop in loops if not _made_per_epoch(index, loop, samplers)]  # one sampler per iteration
