@@ -47,6 +47,83 @@ MORE_CASES = [
             kwargs["persistent_workers"] = persistent_workers
             return DataLoader(ds, num_workers=workers, **kwargs)
         """),
+    # DSL505: evaluation passes (`eval()` and no training step) over a shuffling sampler: the order does not matter
+    ("DSL505", "valid", """
+        import torch
+        from torch.utils.data import DataLoader, DistributedSampler
+        class Prefetcher:
+            def __init__(self, loader): self.it = iter(loader)
+            def next(self): return next(self.it, None)
+        def validate(loader, model):  # evaluation: `eval()` and no training step; the order does not matter
+            model.eval()
+            batches = Prefetcher(loader)
+            batch = batches.next()
+            while batch is not None:
+                with torch.no_grad(): model(batch)
+                batch = batches.next()
+        def score(loader, model):
+            model.eval()
+            for batch in loader:
+                with torch.no_grad(): model(batch)
+        def main(train_ds, val_ds, model, optimizer):
+            train_sampler = DistributedSampler(train_ds)
+            train_loader = DataLoader(train_ds, sampler=train_sampler)
+            val_loader = DataLoader(val_ds, sampler=DistributedSampler(val_ds))
+            for epoch in range(10):
+                train_sampler.set_epoch(epoch)
+                for batch in train_loader: model(batch).backward()
+                validate(val_loader, model)
+                score(val_loader, model)
+        """),
+    # DSL507: a dataset module's own check (its `__main__` block, and a function only that block calls): the
+    # module is the project's library (train.py constructs its dataset), and nothing trains there
+    ("DSL507", "valid", {
+        "frames.py": """
+            import torch
+            from PIL import Image
+            from torch.utils.data import DataLoader, Dataset
+
+            class Frames(Dataset):
+                def __init__(self, paths):
+                    self.paths = paths
+
+                def __getitem__(self, i):
+                    return torch.tensor(list(Image.open(self.paths[i]).convert("L").getdata()))
+
+            def show(paths, model):
+                for batch in DataLoader(Frames(paths), batch_size=2, shuffle=True):
+                    model(batch)
+
+            if __name__ == "__main__":
+                for x in DataLoader(Frames(["a.png"]), batch_size=1, shuffle=True):
+                    breakpoint()
+                show(["a.png"], print)
+            """,
+        "train.py": """
+            from torch.utils.data import DataLoader
+            from frames import Frames
+
+            def main(paths, model, opt):
+                loader = DataLoader(Frames(paths), batch_size=8, shuffle=True, num_workers=8)
+            """,
+    }),
+    # DSL507: the same block in a module no other file uses is a script: its loader is its training run
+    ("DSL507", "invalid", """
+        import torch
+        from PIL import Image
+        from torch.utils.data import DataLoader, Dataset
+
+        class Frames(Dataset):
+            def __init__(self, paths):
+                self.paths = paths
+
+            def __getitem__(self, i):
+                return torch.tensor(list(Image.open(self.paths[i]).convert("L").getdata()))
+
+        if __name__ == "__main__":
+            for x in DataLoader(Frames(["a.png"]), batch_size=1, shuffle=True):  # expect: DSL507
+                model(x).backward()
+        """),
     # DSL507: per-sample code that only indexes arrays in memory, through super() and its own
     # helpers, builds small tensors and draws random numbers: workers would only add IPC
     ("DSL507", "valid", {

@@ -43,6 +43,7 @@ from dslint.semantics.module_calls import MAX_CALLERS, positional_args
 from dslint.semantics.optional_parts import unset_attributes
 from dslint.semantics.regions import self_name
 from dslint.semantics.scopes import COMPREHENSIONS, is_none, names_used
+from dslint.semantics.self_checks import is_self_check
 from dslint.semantics.value_flow import Value, ValueFlow
 from dslint.semantics.walk import iter_subtree
 from dslint.semantics.test_paths import is_test_path
@@ -122,7 +123,8 @@ class LoaderLoop:
 
 
 def is_test_code(ctx, node: cst.CSTNode) -> bool:
-    """Test code: a ``tests``/``test`` directory, ``test_*.py``/``*_test.py``/``conftest.py``, or a ``test_*`` function."""
+    """Test code: a ``tests``/``test`` directory, ``test_*.py``/``*_test.py``/``conftest.py``, a ``test_*``
+    function, or a dataset module's own check (its ``__main__`` block, ``self_checks``)."""
     if is_test_path(ctx.path):
         return True
     func = ctx.enclosing_function(node)
@@ -130,7 +132,7 @@ def is_test_code(ctx, node: cst.CSTNode) -> bool:
         if func.name.value.startswith("test_"):
             return True
         func = ctx.enclosing_function(func)
-    return False
+    return is_self_check(ctx, node)
 
 
 # --------------------------------------------------------------------------- the index
@@ -385,7 +387,7 @@ class LoopIndex(ValueFlow):
         return False
 
     def is_test_code(self, node: cst.CSTNode) -> bool:
-        """Test code: a ``tests``/``test`` directory, ``test_*.py``/``*_test.py``/``conftest.py``, or a ``test_*`` function."""
+        """Test code (``is_test_code``)."""
         return is_test_code(self.ctx, node)
 
     def in_memory(self, expr: Optional[cst.BaseExpression]) -> bool:

@@ -42,9 +42,9 @@ class SingleProcessLoading(Rule):
     calls builtins, tensor/array constructors, copies (`copy.deepcopy`), random draws (an error it raises is no work), its own methods, `super()` or project helpers that
     do no more; a pandas `.loc`/`.iloc` or a mask over a column is work), where indexing is cheaper than sending batches between processes; `IterableDataset`s (adding
     workers needs sharding first, see DSL303); loaders built inside dataset code (they run in the outer loader's workers); test
-    code (a `tests/` directory, `test_*.py`, a `test_*` function), whose loaders are not training runs; and loaders
-    that already set a worker-only option (DSL503 reports those). A `.backward()` under an `if` (a helper shared by
-    training and validation) does not count.
+    code (a `tests/` directory, `test_*.py`, a `test_*` function, the `__main__` block of a module whose dataset class
+    another file constructs, and a function only that block calls), whose loaders are not training runs; and loaders
+    that already set a worker-only option (DSL503 reports those). A `.backward()` under an `if` (a helper shared by training and validation) does not count.
 
     ## Why is this bad?
     With no workers the main process reads, decodes, augments and collates
