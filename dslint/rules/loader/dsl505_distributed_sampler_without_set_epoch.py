@@ -32,10 +32,9 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     ## When it does not fire
     A `shuffle` certainly false (`shuffle=False`; one read from a configuration counts: where true, the order repeats),
     a sampler made anew each pass over new data (`for shard in shards: data = load(shard)`) or with a seed of its own
-    (`seed=epoch`), evaluation loops (`no_grad()`/`inference_mode()`; a function that calls `model.eval()`, never
-    `.train()`, and makes no training step, also one handing the loader to a prefetcher), loaders built in a Lightning
-    `*_dataloader` hook or wrapped by a framework (they call `set_epoch`), and loaders or samplers handed to a function
-    of another module in the epoch loop (it may call `set_epoch`).
+    (`seed=epoch`), evaluation (`no_grad()`/`inference_mode()`; a function that calls `model.eval()`, never `.train()`,
+    and makes no training step, also one handing the loader to a prefetcher), loaders built in a Lightning `*_dataloader`
+    hook or wrapped by a framework (they call `set_epoch`), and those handed to another module's function in the epoch loop.
 
     ## Why is this bad?
     `DistributedSampler` shuffles with the seed `seed + epoch`; only `set_epoch` changes its epoch. Without it every epoch visits the samples in one identical order on every rank (measured: `[12, 9, 11, 13, 2, 15, 4, 7]` each epoch).
