@@ -659,6 +659,38 @@ def test_sqlite_is_a_warning(tmp_path):
 # Cases of this family's rules that do not fit in the rule modules (300 lines each);
 # they run exactly like the embedded ones (tests/test_rule_cases.py).
 MORE_CASES = [
+    # DSL403: a seed read from a global the parent set (an option): the same in every worker
+    ('DSL403', 'invalid', """
+        import argparse
+        import random
+        import numpy as np
+        from torch.utils.data import DataLoader
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--seed", type=int, default=7)
+        opt = parser.parse_args()
+
+        def init(worker_id):  # expect: DSL403
+            np.random.seed(opt.seed)
+            random.seed(opt.seed)
+
+        loader = DataLoader(ds, num_workers=4, worker_init_fn=init)
+        """),
+    # DSL403: a global seed that may be None draws fresh entropy in each worker
+    ('DSL403', 'valid', """
+        import argparse
+        import numpy as np
+        from torch.utils.data import DataLoader
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--seed", type=int, default=None)
+        opt = parser.parse_args()
+
+        def init(worker_id):
+            np.random.seed(opt.seed)
+
+        loader = DataLoader(ds, num_workers=4, worker_init_fn=init)
+        """),
     # DSL401: a lazy opener that __init__ runs (through a helper) opens the handle in the parent
     ('DSL401', 'invalid', """
         import h5py

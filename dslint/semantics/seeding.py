@@ -3,8 +3,8 @@
 ``fixed_seedings(ctx, func, worker_param)`` lists the seeding calls (``np.random.seed``,
 ``random.seed``, ``torch.manual_seed``, a stored ``default_rng(...)``, a same-file
 helper that seeds) whose seed depends only on the worker id and constants, or only on
-values fixed in the parent (constants and the function's other, ``partial``-bound,
-parameters); ``worker_invariant`` tells the second kind (every worker the same seed)
+values fixed in the parent (constants, the function's other, ``partial``-bound,
+parameters, and module globals that are never None); ``worker_invariant`` tells the second kind (every worker the same seed)
 from the first (each worker its own seed, the same every epoch). A seed that also
 depends on anything else (``torch.initial_seed()``, ``get_worker_info().seed``, an
 unknown value) makes the whole RNG family silent.
@@ -19,6 +19,7 @@ import libcst as cst
 from dslint.semantics.bindings import single_assignment
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.summary import WORKER_INFO
+from dslint.semantics.values import possible
 from dslint.semantics.walk import iter_subtree
 
 _SEEDERS = {
@@ -98,7 +99,9 @@ class _SeedAnalysis:
             root = expr
             while isinstance(root, cst.Attribute):
                 root = root.value
-            return isinstance(root, cst.Name) and root.value != self.worker_param and self._other_parameter(root)
+            if not isinstance(root, cst.Name) or root.value == self.worker_param:
+                return False
+            return self._other_parameter(root) or (self._free(root) and self._never_none(expr))
         if isinstance(expr, cst.Name):
             if expr.value == self.worker_param:
                 return False
@@ -107,7 +110,7 @@ class _SeedAnalysis:
             if self._bound_in_function(expr):
                 value = self._local_value(expr)
                 return value is not None and self.parent_value(value, depth + 1)
-            return self.ctx.literal(expr) is not UNKNOWN
+            return self._free(expr) and self._never_none(expr)
         if isinstance(expr, cst.BinaryOperation):
             return self.parent_value(expr.left, depth + 1) and self.parent_value(expr.right, depth + 1)
         if isinstance(expr, cst.UnaryOperation):
@@ -117,6 +120,22 @@ class _SeedAnalysis:
                 arg.keyword is None and not arg.star and self.parent_value(arg.value, depth + 1) for arg in expr.args
             )
         return False
+
+    def _free(self, name: cst.Name) -> bool:
+        """A name neither the function nor an enclosing function binds (a module global or an
+        import): the worker reads the value the parent process had."""
+        params = self.func.params
+        names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+        return name.value not in names and not self._bound_in_function(name) and not self._declared_global(name)
+
+    def _declared_global(self, name: cst.Name) -> bool:
+        return any(isinstance(node, (cst.Global, cst.Nonlocal)) and any(n.name.value == name.value for n in node.names)
+                   for node in iter_subtree(self.func.body, into_scopes=False)) if isinstance(self.func, cst.FunctionDef) else False
+
+    def _never_none(self, expr: cst.CSTNode) -> bool:
+        """No value the code shows for ``expr`` is None (``seed(None)`` draws fresh entropy in every
+        worker); a value it cannot see counts as the parent's one fixed seed."""
+        return possible(self.ctx, expr).can_be(lambda v: v is None) is None
 
     def _other_parameter(self, name: cst.Name) -> bool:
         """Another parameter, never rebound, whose default is not None (``seed(None)`` draws

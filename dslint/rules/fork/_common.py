@@ -478,7 +478,7 @@ def seed_message(ctx, seedings, worker_param: str, func=None, same: bool = False
     if same:
         return (
             f"{who} is a DataLoader `worker_init_fn` that seeds {shown} from values that are the same in every "
-            f"worker (constants and arguments bound in the parent, never the worker id `{worker_param}`), "
+            f"worker (constants, arguments and globals the parent set, never the worker id `{worker_param}`), "
             "replacing torch's per-worker seed: all workers draw the same sequence of random numbers, so the "
             "samples at the same position in each worker's batches get the same random augmentation, and "
             "unless `persistent_workers=True` every epoch repeats the last"

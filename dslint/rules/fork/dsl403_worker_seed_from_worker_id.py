@@ -23,10 +23,11 @@ class WorkerSeedFromWorkerId(Rule):
     `torch.initial_seed()` or `get_worker_info().seed`.
 
     Also flagged, with or without `persistent_workers=True`: a `worker_init_fn`
-    whose seed does not depend on the worker id at all - only on constants and
+    whose seed does not depend on the worker id at all - only on constants,
     its other parameters (bound with `functools.partial` or by their defaults,
-    so fixed in the parent), e.g. `np.random.seed(rank + seed)`: every worker
-    then draws the same numbers.
+    so fixed in the parent) and globals (`args.seed`; not when a value the code
+    shows for one is `None`, which draws fresh entropy), e.g.
+    `np.random.seed(rank + seed)`: every worker then draws the same numbers.
 
     ## When it does not fire
     - A seed that also depends on anything else: another parameter, an epoch, an unknown value.
