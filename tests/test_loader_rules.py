@@ -124,6 +124,19 @@ MORE_CASES = [
             for x in DataLoader(Frames(["a.png"]), batch_size=1, shuffle=True):  # expect: DSL507
                 model(x).backward()
         """),
+    # DSL506: a subclass hands its `collate_fn` parameter on by name: reported at the lambda each caller passes
+    ("DSL506", "invalid", """
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        class ShardedLoader(DataLoader):
+            def __init__(self, dataset, batch_size, num_workers=0, collate_fn=None):
+                super().__init__(dataset, batch_size=batch_size, num_workers=num_workers,
+                                 sampler=DistributedSampler(dataset), collate_fn=collate_fn)
+
+        def build(train, test, cfg):
+            first = ShardedLoader(train, 1, num_workers=cfg.workers, collate_fn=lambda batch: batch[0])  # expect: DSL506
+            return first, ShardedLoader(test, 1, num_workers=cfg.workers, collate_fn=lambda b: b)  # expect: DSL506
+        """),
     # DSL507: per-sample code that only indexes arrays in memory, through super() and its own
     # helpers, builds small tensors and draws random numbers: workers would only add IPC
     ("DSL507", "valid", {

@@ -78,6 +78,26 @@ def unpicklable(ctx, index, expr, depth: int = 0) -> Optional[Problem]:
     return found[0] if found else None
 
 
+def caller_callables(ctx, index, node) -> List[cst.CSTNode]:
+    """The lambdas and nested functions the callers pass for ``node`` (an argument or expression
+    that is a parameter of the function holding it, ``super().__init__(collate_fn=collate_fn)`` in
+    a loader subclass): where each fix goes. Empty unless every value of the parameter but None is
+    such a callable written outside that function."""
+    expr = node.value if isinstance(node, cst.Arg) else node
+    func = ctx.enclosing_function(expr, through_lambdas=False) if isinstance(expr, cst.Name) else None
+    params = func.params if func is not None else None
+    if params is None or expr.value not in {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}:
+        return []
+    found = []
+    for value in index.value_nodes(expr) or ():
+        if is_none(value):
+            continue
+        if not isinstance(value, (cst.Lambda, cst.FunctionDef)) or any(a is func for a in ctx.ancestors(value)):
+            return []
+        found.append(value)
+    return found
+
+
 def factory_closure(ctx, index, call: cst.Call) -> Optional[Problem]:
     """(description, error) when ``call`` calls a module-level function of the project (this
     file or another) whose every return value is a function or lambda defined inside it."""

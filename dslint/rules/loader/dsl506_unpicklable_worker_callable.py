@@ -9,7 +9,7 @@ from dslint.semantics.worker_counts import may_have_workers, workers_only_by_cho
 from dslint.semantics.calls import SubclassInit, dataloader_constructions
 from dslint.semantics.kwargs_dicts import entry_expressions
 from dslint.semantics.loops import loader_loops
-from dslint.semantics.unpicklable import held_unpicklable, kept_callable, local_instance, unpicklable
+from dslint.semantics.unpicklable import caller_callables, held_unpicklable, kept_callable, local_instance, unpicklable
 
 
 class UnpicklableWorkerCallable(Rule):
@@ -21,10 +21,10 @@ class UnpicklableWorkerCallable(Rule):
     instance of a class defined inside a function. A call of a module-level project function (in this file or
     another) whose every `return` gives a function, class or lambda defined inside it (a collate or dataset-class
     *factory*, and its body ends with that `return`) counts as that nested function or class, and so does an
-    instance of the class it returns. The finding points at that argument (or at its entry in a `**` dict the
-    file builds: `opts = dict(num_workers=2, worker_init_fn=seed)`). MONAI's and PyG's loaders count as
-    DataLoaders (PyG's installs its own `collate_fn`: only `worker_init_fn` and the dataset are judged there), and
-    so do the constructions of a project subclass that hands `*args, **kwargs` on, and the calls of a project function (any file) that hands its
+    instance of the class it returns. The finding points at that argument (at its entry in a `**` dict the file builds:
+    `opts = dict(num_workers=2, worker_init_fn=seed)`; for a parameter handed on, `super().__init__(collate_fn=collate_fn)`,
+    at the lambda each caller passes). MONAI's and PyG's loaders count as DataLoaders (PyG's installs its own `collate_fn`:
+    only `worker_init_fn` and the dataset are judged there), and so do the constructions of a project subclass that hands `*args, **kwargs` on, and the calls of a project function (any file) that hands its
     `**kwargs` on unchanged to a DataLoader (`tally(ds, num_workers=2, collate_fn=pad)`), and the calls of a `functools.partial(DataLoader, ...)` (its arguments and the call's; reported once, at the partial).
 
     A dataset constructed with such a callable to keep counts too: one given as an argument (a keyword
@@ -170,8 +170,7 @@ class UnpicklableWorkerCallable(Rule):
 
         class Padded(DataLoader):
             def __init__(self, dataset, batch_size=1):
-                def pad(batch):
-                    return batch
+                def pad(batch): return batch
                 super().__init__(dataset, batch_size, collate_fn=pad)  # no workers: nothing is pickled
 
         def check_batches(ds):
@@ -292,9 +291,10 @@ class UnpicklableWorkerCallable(Rule):
             via = ""
             if isinstance(bound, SubclassInit) and not bound.passed("num_workers"):
                 via = f" (`{bound.owner.name.value}` passes its callers' `num_workers` on through `**kwargs`)"
-            # at the argument as written (in the call or its partial: once), else its dict entry or the kept lambda
+            # at the argument as written (call or partial: once; a forwarded parameter: each caller's), its dict entry, the kept lambda
             at = next((arg for _, _, arg in problems if any(arg is a for a in written_args(bound))), elsewhere or (kept[0] if kept else bound.call))
-            if id(at) not in reported:
-                reported.add(id(at))
-                yield self.report(at, f"{what}, which cannot be pickled{via}: with the spawn or forkserver start method (the "
-                                  f"default on macOS and Windows, and on Linux from Python 3.14) starting the workers fails with `{error}`")
+            for at in caller_callables(ctx, index, at) or [at]:
+                if id(at) not in reported:
+                    reported.add(id(at))
+                    yield self.report(at, f"{what}, which cannot be pickled{via}: with the spawn or forkserver start method (the "
+                                      f"default on macOS and Windows, and on Linux from Python 3.14) starting the workers fails with `{error}`")
