@@ -137,6 +137,33 @@ MORE_CASES = [
             first = ShardedLoader(train, 1, num_workers=cfg.workers, collate_fn=lambda batch: batch[0])  # expect: DSL506
             return first, ShardedLoader(test, 1, num_workers=cfg.workers, collate_fn=lambda b: b)  # expect: DSL506
         """),
+    # DSL506: a webdataset (or torchdata) pipeline keeps its stages and goes to each spawned worker with them;
+    # each problem is reported where its fix goes
+    ("DSL506", "invalid", """
+        import webdataset as wds
+        from torch.utils.data import DataLoader
+
+        def setup(urls, keys):
+            def identity(batch):
+                return batch
+            stream = wds.WebDataset(urls).shuffle(100).decode("pil").to_tuple("jpg", "txt").map(
+                lambda x: dict(zip(keys, x)))  # expect: DSL506
+            return DataLoader(stream, batch_size=8, num_workers=8, collate_fn=identity)  # expect: DSL506
+        """),
+    # DSL506: Hugging Face `datasets` apply `map` when it is called; a module-level stage function pickles by name
+    ("DSL506", "valid", """
+        import datasets
+        import webdataset as wds
+        from torch.utils.data import DataLoader
+
+        def to_dict(sample):
+            return {"image": sample[0]}
+
+        def setup(urls, name):
+            table = datasets.load_dataset(name, split="train").map(lambda row: {"n": len(row["text"])})
+            stream = wds.WebDataset(urls).decode("pil").to_tuple("jpg").map(to_dict)
+            return DataLoader(table, num_workers=4), DataLoader(stream, num_workers=4)
+        """),
     # DSL507: per-sample code that only indexes arrays in memory, through super() and its own
     # helpers, builds small tensors and draws random numbers: workers would only add IPC
     ("DSL507", "valid", {

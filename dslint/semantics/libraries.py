@@ -243,6 +243,25 @@ _CHAINED = frozenset(
     }
 )
 _STREAMING_LOADERS = frozenset({"datasets.load_dataset"})
+#: chain methods of webdataset and torchdata pipelines that keep the callables they are given and run
+#: them per sample in the workers (a pipeline is sent to spawned workers with its stages)
+_KEEPING_STAGES = frozenset({"map", "map_dict", "map_tuple", "select", "filter", "compose", "batched"})
+_LAZY_PIPELINES = ("webdataset.", "torchdata.")
+
+
+def pipeline_callables(ctx, node: Optional[cst.CSTNode], resolve=None) -> List[cst.BaseExpression]:
+    """The arguments of the stages a webdataset or torchdata pipeline chain keeps to run per sample
+    (``wds.WebDataset(urls).map(f).select(g)`` -> [f, g]); empty for any other value (Hugging Face
+    ``datasets`` apply ``map`` eagerly, or decide their own pickling)."""
+    found: List[cst.BaseExpression] = []
+    for _ in range(32):
+        if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _CHAINED):
+            break
+        if node.func.attr.value in _KEEPING_STAGES:
+            found.extend(arg.value for arg in node.args if not arg.star)
+        node = node.func.value
+    root = library_iterable(ctx, node, resolve) if found else None
+    return found if root and root.startswith(_LAZY_PIPELINES) else []
 
 
 def library_iterable(ctx, node: Optional[cst.CSTNode], resolve=None, _depth: int = 0) -> Optional[str]:

@@ -16,6 +16,7 @@ import libcst as cst
 from dslint.semantics.bindings import class_ref
 from dslint.semantics.kept_lambdas import TRANSFORM_CONTAINERS, stored_callables
 from dslint.semantics.kept_objects import kept_arguments
+from dslint.semantics.libraries import pipeline_callables
 from dslint.semantics.module_calls import positional_args
 from dslint.semantics.scopes import is_none, none_replacements
 from dslint.semantics.returned_closures import returned_closure
@@ -181,14 +182,19 @@ def held_unpicklable(ctx, expr) -> Optional[str]:
 def kept_callable(ctx, index, expr) -> Optional[Tuple[cst.CSTNode, Problem]]:
     """(node, (description, error)): a lambda, nested function or local-class instance that the
     dataset object ``expr`` constructs is handed to keep and run per sample, so the dataset cannot
-    be pickled either. Looked for in the construction's arguments (a keyword only when it names a
+    be pickled either. Looked for in the stages of a webdataset or torchdata pipeline, and in the
+    construction's arguments (not a method of an object's: ``table.map(f)``; a keyword only when it names a
     transform, ``transform=``/``target_transform=``, or its value is a transform container), through
     names (each value they may hold: one path is enough), into transform containers
     (``T.Compose([T.Lambda(lambda x: 1 - x)])``) and into what a factory of the file returns; or
     kept by the dataset's own class from its ``__init__`` (``class_kept_callable``)."""
     nodes = index.value_nodes(expr) if isinstance(expr, cst.Name) else [expr]
     for node in nodes or ():  # (any construction the name may hold: the loader fails on that path)
-        for arg in node.args if isinstance(node, cst.Call) else ():
+        for stage in pipeline_callables(ctx, node, index.value_nodes):  # ``wds.WebDataset(urls).map(f)``
+            found = _kept(ctx, index, stage, 0)
+            if found:
+                return found[0], (f"a pipeline keeping {found[1][0]} as a stage", found[1][1])
+        for arg in node.args if isinstance(node, cst.Call) and not _method_of_object(ctx, node) else ():
             if arg.star or (arg.keyword is not None and "transform" not in arg.keyword.value.lower()
                             and not _container(ctx, arg.value)):
                 continue
@@ -201,6 +207,13 @@ def kept_callable(ctx, index, expr) -> Optional[Tuple[cst.CSTNode, Problem]]:
             return found[0], (f"given {found[1][0]} to keep", found[1][1])
     found = class_kept_callable(ctx, expr)
     return (found[0], (f"an instance of {found[1][0]}", found[1][1])) if found else None
+
+
+def _method_of_object(ctx, call: cst.Call) -> bool:
+    """``call`` is a method of an object (``table.map(f)``, ``load(...).filter(f)``), not the
+    construction of a class: what it returns need not keep its arguments (a Hugging Face
+    ``map`` runs ``f`` at once; a webdataset stage is ``pipeline_callables``'s question)."""
+    return isinstance(call.func, cst.Attribute) and ctx.call_name(call) is None
 
 
 def class_kept_callable(ctx, expr) -> Optional[Tuple[cst.CSTNode, Problem]]:

@@ -32,8 +32,9 @@ class UnpicklableWorkerCallable(Rule):
     containers (`T.Compose([T.Lambda(lambda x: 1 - x)])`, MONAI and albumentations alike, and a class of the
     project whose constructor keeps the argument on `self`, or a module-level function of the file that returns such a
     pipeline: `transform=get_transforms(64)`), or installed on it after construction by the code
-    that builds the loader (`train_set.transform = T.Compose([...])`). The finding then points at the lambda or nested
-    function. So does a dataset whose own class keeps one from its `__init__` chain (`self.scale = lambda x: 2 * x`, `self.t = T.Compose([..., T.Lambda(lambda x: x * 2 - 1)])`,
+    that builds the loader (`train_set.transform = T.Compose([...])`), or kept as a stage of a webdataset or torchdata
+    pipeline (`wds.WebDataset(urls).map(lambda s: ...)`). The finding then points at the lambda or nested function;
+    each problem of a loader is reported where its fix goes. So does a dataset whose own class keeps one from its `__init__` chain (`self.scale = lambda x: 2 * x`, `self.t = T.Compose([..., T.Lambda(lambda x: x * 2 - 1)])`,
     in a list, dict, `functools.partial` or `collections.defaultdict`), and a dataset given, as its transform, an object of a project class (any file) that keeps one
     (reported at that object's construction); not when another store on some path replaces it, a subclass's `__init__` stores its own value there, or the class decides its own pickling (`__getstate__`).
 
@@ -269,7 +270,7 @@ class UnpicklableWorkerCallable(Rule):
                 continue  # the dataset (or collate object) cannot reach a spawned worker either
             if fork_context(ctx, index, bound):
                 continue
-            problems, elsewhere = [], None  # (the dict entry holding it, when not passed in the call)
+            problems = []  # (what, problem, where: the argument, or the dict entry holding it when not passed)
             for param in ("collate_fn", "worker_init_fn"):  # passed, or an entry of a `**` dict the call unpacks
                 if param == "collate_fn" and ctx.call_name(bound.call) in OWN_COLLATE_LOADERS:
                     continue  # the library drops it for its own
@@ -277,24 +278,18 @@ class UnpicklableWorkerCallable(Rule):
                 problem = next(((unpicklable(ctx, index, e), e) for e in given if unpicklable(ctx, index, e)), None)
                 if problem:
                     problems.append((f"`{param}`", problem[0], bound.arg(param) if bound.passed(param) else problem[1]))
-                    elsewhere = elsewhere or (None if bound.passed(param) else problem[1])
             dataset = local_instance(ctx, index, bound.expr("dataset"))
             if dataset:
                 problems.append(("the dataset", dataset, bound.arg("dataset")))
             kept = None if dataset else kept_callable(ctx, index, bound.expr("dataset"))
             if kept:  # reported at the lambda (or nested function) the dataset keeps
                 problems.append(("the dataset", kept[1], kept[0]))
-            if not problems:
-                continue
-            what = "; ".join(f"{param} is {problem[0]}" for param, problem, _ in problems)
-            error = problems[0][1][1]
             via = ""
             if isinstance(bound, SubclassInit) and not bound.passed("num_workers"):
                 via = f" (`{bound.owner.name.value}` passes its callers' `num_workers` on through `**kwargs`)"
-            # at the argument as written (call or partial: once; a forwarded parameter: each caller's), its dict entry, the kept lambda
-            at = next((arg for _, _, arg in problems if any(arg is a for a in written_args(bound))), elsewhere or (kept[0] if kept else bound.call))
-            for at in caller_callables(ctx, index, at) or [at]:
-                if id(at) not in reported:
-                    reported.add(id(at))
-                    yield self.report(at, f"{what}, which cannot be pickled{via}: with the spawn or forkserver start method (the "
-                                      f"default on macOS and Windows, and on Linux from Python 3.14) starting the workers fails with `{error}`")
+            for param, (what, error), arg in problems:  # each where its fix goes: the argument as written (call or
+                for at in caller_callables(ctx, index, arg) or [arg or bound.call]:  # partial: once), its dict entry,
+                    if id(at) not in reported:  # the kept lambda; a forwarded parameter: what each caller passes
+                        reported.add(id(at))
+                        yield self.report(at, f"{param} is {what}, which cannot be pickled{via}: with the spawn or forkserver start method (the "
+                                          f"default on macOS and Windows, and on Linux from Python 3.14) starting the workers fails with `{error}`")
