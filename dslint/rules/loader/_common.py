@@ -158,11 +158,6 @@ class PartialLoader(BoundCall):
             self.args.setdefault(arg.keyword.value, arg)
 
 
-def written_args(bound) -> tuple:
-    """The arguments as written for a loader construction: its call's, and its partial's."""
-    return (*bound.call.args, *(bound.partial.args if isinstance(bound, PartialLoader) else ()))
-
-
 def shuffled_with_supplied_sampler(ctx):
     """``forced_with_supplied_key`` for ``shuffle=True`` and a ``sampler`` (DSL501)."""
     for call, star, shown, callee, _ in forced_with_supplied_key(ctx, "sampler", _forced_shuffle):

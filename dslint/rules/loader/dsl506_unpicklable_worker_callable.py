@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dslint.rules.base import ERROR, Rule, Symptom, Valid
-from dslint.rules.loader._common import fork_context, fork_everywhere, forwarded_loader_calls, written_args
+from dslint.rules.loader._common import fork_context, fork_everywhere, forwarded_loader_calls
 from dslint.semantics.libraries import OWN_COLLATE_LOADERS
 from dslint.semantics.worker_counts import may_have_workers, workers_only_by_choice
 from dslint.semantics.calls import SubclassInit, dataloader_constructions
