@@ -659,6 +659,78 @@ def test_sqlite_is_a_warning(tmp_path):
 # Cases of this family's rules that do not fit in the rule modules (300 lines each);
 # they run exactly like the embedded ones (tests/test_rule_cases.py).
 MORE_CASES = [
+    # DSL401: the script opens the handle and hands it to the dataset, which keeps it (or what it derives) for
+    # __getitem__: opened before the fork, as if __init__ had opened it
+    ('DSL401', 'invalid', {
+        "frames.py": """
+            from torch.utils.data import Dataset
+
+            class Frames(Dataset):
+                def __init__(self, env, names):
+                    self.txn = env.begin(write=False)  # expect: DSL401
+                    self.names = names
+
+                def __len__(self):
+                    return len(self.names)
+
+                def __getitem__(self, i):
+                    return self.txn.get(self.names[i].encode())
+
+            class Records(Dataset):
+                def __init__(self, f, n):
+                    self.f = f  # expect: DSL401
+                    self.n = n
+
+                def __getitem__(self, i):
+                    self.f.seek(i * 64)
+                    return self.f.read(64)
+            """,
+        "train.py": """
+            import lmdb
+            from torch.utils.data import DataLoader
+            from frames import Frames, Records
+
+            env = lmdb.open("frames.lmdb", readonly=True)
+            frames = DataLoader(Frames(env, ["a"]), batch_size=4, num_workers=4)
+
+            def records(path):
+                return DataLoader(Records(open(path, "rb"), 100), num_workers=2)
+            """,
+    }),
+    # DSL401: a path handed over (each worker opens its own), or a handle the dataset reopens per worker
+    ('DSL401', 'valid', {
+        "frames.py": """
+            import lmdb
+            from torch.utils.data import Dataset, get_worker_info
+
+            class Frames(Dataset):
+                def __init__(self, root, names):
+                    self.root, self.names, self.txn = root, names, None
+
+                def __getitem__(self, i):
+                    if self.txn is None:
+                        self.txn = lmdb.open(self.root, readonly=True).begin()
+                    return self.txn.get(self.names[i].encode())
+
+            class Shards(Dataset):
+                def __init__(self, env):
+                    self.env = env
+
+                def __getitem__(self, i):
+                    if get_worker_info() is not None:
+                        self.env = lmdb.open(self.env.path(), readonly=True)
+                    with self.env.begin() as txn:
+                        return txn.get(str(i).encode())
+            """,
+        "train.py": """
+            import lmdb
+            from torch.utils.data import DataLoader
+            from frames import Frames, Shards
+
+            frames = DataLoader(Frames("frames.lmdb", ["a"]), num_workers=4)
+            shards = DataLoader(Shards(lmdb.open("shards.lmdb")), num_workers=4)
+            """,
+    }),
     # DSL403: a seed read from a global the parent set (an option): the same in every worker
     ('DSL403', 'invalid', """
         import argparse

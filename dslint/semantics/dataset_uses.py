@@ -35,6 +35,7 @@ import libcst as cst
 from dslint.semantics.bindings import class_ref, enclosing_scope, scope_assignments
 from dslint.semantics.calls import DATALOADER, BoundCall
 from dslint.semantics.epoch_facts import dataloader_calls
+from dslint.semantics.handle_flow import handle_args
 from dslint.semantics.names import ModuleNames
 from dslint.semantics.walk import TreeIndex, iter_subtree
 
@@ -47,7 +48,8 @@ DATASET_WRAPPERS = frozenset({"torch.utils.data.Subset", "torch.utils.data.rando
 def use_facts(tree: TreeIndex, names: ModuleNames, qualname_of: QualnameOf) -> dict:
     """This module's facts for the file's summary, by name (see the module doc)."""
     return {fact.__name__: fact(tree, names, qualname_of) for fact in (
-        loader_classes, loader_params, class_args, loader_constructions, indexed_params, wrapped_args, factory_returns)}
+        loader_classes, loader_params, class_args, loader_constructions, indexed_params, wrapped_args, factory_returns,
+        handle_args)}
 
 
 def factory_returns(tree: TreeIndex, names: ModuleNames, qualname_of: QualnameOf) -> dict:

@@ -61,7 +61,7 @@ def device_table(index):
         for callee, slot, shown, kind in (summary.get("devices") or {}).get("cuda_args", ()):
             cls = index.locate(canonical(callee), path)
             if cls is not None:
-                _follow(index, cls, slot, kind, f"{shown} in {path}", *flow, reached, params)
+                follow_argument(index, cls, slot, kind, f"{shown} in {path}", *flow, reached, params)
     return direct, reached, partials, flow, params
 
 
@@ -69,7 +69,7 @@ def kept_attribute(index, table, key: Key, slot) -> Optional[str]:
     """The attribute in which an instance of class ``key`` keeps what its construction passes
     at ``slot`` (a keyword or a position), through ``super().__init__``; None when it keeps none."""
     reached: Dict[tuple, str] = {}
-    _follow(index, key, slot, PLACED, "", *table[3], reached, {})
+    follow_argument(index, key, slot, PLACED, "", *table[3], reached, {})
     return min(attr for _, attr, _ in reached) if reached else None
 
 
@@ -79,7 +79,7 @@ def init_param_origin(index, table, key: Key, param: str) -> Optional[str]:
     return table[4].get((key, param, DEVICE))
 
 
-def _follow(index, heir: Key, slot, kind, origin, stores, forwards, inits, reached, params_reached) -> None:
+def follow_argument(index, heir: Key, slot, kind, origin, stores, forwards, inits, reached, params_reached) -> None:
     """Follow a constructor argument of class ``heir`` at ``slot`` through the ``__init__``
     methods of its MRO: the attributes that keep it (``reached``) and the parameters it binds."""
     mro = index.mro(heir)

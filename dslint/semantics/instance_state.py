@@ -21,6 +21,7 @@ from dslint.semantics import lifetimes as lt
 from dslint.semantics.bindings import single_assignment
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.classes import methods
+from dslint.semantics.handle_kinds import HANDLE_DERIVATIONS, HANDLE_KINDS  # noqa: F401  (re-exported)
 from dslint.semantics.kept_objects import keeping_construction
 from dslint.semantics.regions import LOOP, self_attr, self_name
 from dslint.semantics.walk import iter_subtree, plain_returns
@@ -398,33 +399,7 @@ def dropped_in_init(ctx, init: cst.FunctionDef, self_param: str, attr: str, site
 # What an ``__init__`` call creates that carries per-process state when ``self`` keeps
 # it: an OS handle or connection, or a random generator object.
 
-HANDLE_KINDS = {
-    **dict.fromkeys(
-        ("builtins.open", "gzip.open", "bz2.open", "lzma.open", "codecs.open", "gzip.GzipFile", "bz2.BZ2File"),
-        "file",
-    ),
-    **dict.fromkeys(("lzma.LZMAFile", "io.FileIO", "os.fdopen"), "file"),
-    **dict.fromkeys(("tarfile.open", "tarfile.TarFile", "tarfile.TarFile.open"), "tar"),
-    "zipfile.ZipFile": "zip",
-    "h5py.File": "h5py",
-    **dict.fromkeys(("lmdb.open", "lmdb.Environment"), "lmdb"),
-    "sqlite3.connect": "sqlite",
-    "PIL.Image.open": "image",
-    **dict.fromkeys(("socket.socket", "socket.create_connection"), "socket"),
-    **dict.fromkeys(("psycopg2.connect", "psycopg.connect", "pymysql.connect", "MySQLdb.connect"), "db"),
-    **dict.fromkeys(("mysql.connector.connect", "pymongo.MongoClient"), "db"),
-    **dict.fromkeys(("requests.Session", "requests.session", "httpx.Client", "urllib3.PoolManager"), "session"),
-}
 _HANDLE_TAILS = frozenset(q.rsplit(".", 1)[-1] for q in HANDLE_KINDS)
-# How a handle of each kind is kept through a derived object (methods, key subscripts).
-HANDLE_DERIVATIONS = {
-    "h5py": (("get",), True),
-    "lmdb": (("begin",), False),
-    "sqlite": (("cursor",), False),
-    "db": (("cursor",), False),
-    "zip": (("open",), False),
-    "tar": (("extractfile",), False),
-}
 
 
 def _call_tail(call: cst.Call) -> Optional[str]:

@@ -8,6 +8,7 @@ from typing import List, Optional, Tuple
 
 from dslint.semantics.collate_reach import collate_table
 from dslint.semantics.device_index import attribute_origin, device_table, init_param_origin, kept_attribute, partial_origin
+from dslint.semantics.handle_flow import handle_table
 from dslint.semantics.modules import canonical
 from dslint.semantics.sample_calls import parameter_arguments, sample_call_table
 
@@ -106,6 +107,14 @@ class LoaderQueries:
     def cuda_init_param(self, key: Key, param: str):
         """How a construction hands a CUDA device to ``param`` of class ``key``'s ``__init__`` (``device_flow``)."""
         return init_param_origin(self, self.device_facts(), key, param)
+
+    def handle_init_param(self, key: Key, param: str):
+        """``[kind, origin]``: a construction in the project hands an opened handle to ``param`` of class
+        ``key``'s ``__init__`` (``handle_flow``), or None."""
+        table = getattr(self, "_handle_table", None)
+        if table is None:
+            table = self._handle_table = handle_table(self, self.device_facts()[3])
+        return table.get((key, param))
 
     def per_sample_arguments(self, key: Key, param: str, position):
         """What the per-sample calls of function ``key`` pass its parameter (``sample_calls``)."""

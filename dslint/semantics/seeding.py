@@ -16,8 +16,10 @@ from typing import Dict, List, Optional, Tuple
 
 import libcst as cst
 
-from dslint.semantics.bindings import single_assignment
+from dslint.semantics.bindings import local_class_path, single_assignment
 from dslint.semantics.calls import UNKNOWN
+from dslint.semantics.names import dotted_parts
+from dslint.semantics.regions import self_name
 from dslint.semantics.summary import WORKER_INFO
 from dslint.semantics.values import possible
 from dslint.semantics.walk import iter_subtree
@@ -276,3 +278,39 @@ def lambda_seedings(ctx, func: cst.Lambda, worker_param: str):
         return []
     analysis = _SeedAnalysis(ctx, func, worker_param)
     return [(family, body)] if analysis.fixed(seed) or analysis.parent_value(seed) else []
+
+
+def local_worker_init(ctx, target):
+    """(lambda or method def, index of the worker id parameter) for a same-file callable."""
+    if isinstance(target, cst.Lambda):
+        return target, 0
+    if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name):
+        owner_name = target.value.value
+        method_name = target.attr.value
+        owner = None
+        func = ctx.enclosing_function(target)
+        if func is not None and owner_name == self_name(func) and ctx.method_class(func) is not None:
+            owner = ctx.method_class(func)
+            bound = True
+        else:
+            owner = local_class_path(ctx.tree, owner_name)
+            bound = False
+        if owner is None or not isinstance(owner.body, cst.IndentedBlock):
+            return None, 0
+        for stmt in owner.body.body:
+            if isinstance(stmt, cst.FunctionDef) and stmt.name.value == method_name:
+                static = any(
+                    (dotted_parts(d.decorator) or [""])[-1] == "staticmethod" for d in stmt.decorators
+                )
+                if static:
+                    return stmt, 0
+                return (stmt, 1) if bound else (None, 0)
+    return None, 0
+
+
+def loader_repeats(facts: dict, same_in_every_worker: bool = False) -> bool:
+    """Could the streams repeat under this DataLoader: across epochs (workers re-created
+    each epoch) or, when every worker gets the same seed, across its workers?"""
+    if facts.get("num_workers") == 0:
+        return False
+    return same_in_every_worker or facts.get("persistent_workers") is not True

@@ -284,6 +284,13 @@ class View:
         answer = self._index.cuda_init_param((self.path, qual), param) if known else None
         return self._record("cuda_init_param", [qual, param], answer)
 
+    def handle_init_param(self, qual: str, param: str) -> Optional[list]:
+        """``[kind, origin]`` when a construction in the project hands an opened handle to ``param``
+        of the ``__init__`` of this file's class ``qual`` (``handle_flow``), or None."""
+        known = qual in self._index.summaries.get(self.path, {}).get("classes", {})
+        answer = self._index.handle_init_param((self.path, qual), param) if known else None
+        return self._record("handle_init_param", [qual, param], answer)
+
     def cuda_partial(self, qual: str, param: str) -> Optional[str]:
         """How a ``functools.partial`` in the project binds ``param`` of this file's function ``qual``
         to a CUDA device (``device_flow``), or None."""

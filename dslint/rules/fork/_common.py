@@ -16,7 +16,7 @@ from typing import Callable, List, Optional, Set
 import libcst as cst
 
 from dslint.semantics import lifetimes as lt
-from dslint.semantics.bindings import class_ref, local_class_path
+from dslint.semantics.bindings import class_ref
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.classes import class_family, dataset_inits, methods
 from dslint.semantics.helper_drops import dropped_by_construction
@@ -202,6 +202,33 @@ def handles_in_init(ctx):
             yield call, kind, used[0]
 
 
+def passed_handles(ctx):
+    """(node, kind, attribute, origin) for DSL401: an opened handle that a construction elsewhere
+    hands to a parameter of a dataset's ``__init__`` (``handle_flow``: ``env = lmdb.open(p)`` in the
+    script, ``Frames(env)``), kept on ``self`` (itself or derived: ``env.begin()``) and used per sample
+    while the workers inherit it."""
+    silenced = lambda attr, uses: consumed_by_iter(ctx, uses)  # noqa: E731
+    for cls, init, _ in dataset_inits(ctx):
+        self_param, qual = self_name(init), ctx.qualname_of_def(cls)
+        params = init.params
+        names = [p.name.value for p in (*params.posonly_params, *params.params)][1:] + [p.name.value for p in params.kwonly_params]
+        for name in names:
+            found = ctx.view.handle_init_param(qual, name)
+            if not found:
+                continue
+            derive_methods, subscript = HANDLE_DERIVATIONS.get(found[0], ((), False))
+            for use in ctx.tree.scope_nodes(init, cst.Name):
+                parent = ctx.parent(use)
+                if use.value != name or isinstance(parent, cst.Param) or (isinstance(parent, cst.Attribute) and parent.attr is use) \
+                        or (isinstance(parent, cst.Arg) and parent.keyword is use):
+                    continue
+                held, construction = held_object(ctx, cls, init, init, self_param, use, derive_methods, subscript)
+                used = held and inherited_uses(ctx, cls, init, self_param, held, ("close",), silenced, construction)
+                if used:
+                    yield held.attrs[used[0]].value, found[0], used[0], found[1]
+                    break
+
+
 def rngs_in_init(ctx):
     """(call, attribute) for DSL402: a random generator object created in construction
     code (directly, by a conditional, by a same-file factory), kept on ``self`` and drawn
@@ -279,7 +306,9 @@ def mixin_rngs(ctx):
 # --------------------------------------------------------------------------- DSL401 messages
 
 
-def _file_pickle_type(ctx, call: cst.Call) -> str:
+def _file_pickle_type(ctx, call: cst.CSTNode) -> str:
+    if not isinstance(call, cst.Call):
+        return "_io.BufferedReader"
     qualified = ctx.call_name(call)
     if qualified not in ("builtins.open", "codecs.open", "io.FileIO") and lt.opener_kind(ctx, call) != "file":
         return "_io.BufferedReader"
@@ -318,9 +347,13 @@ def keyword_literal(ctx, call: cst.Call, name: str):
     return UNKNOWN
 
 
-def handle_message(ctx, kind: str, call: cst.Call, attr: str) -> str:
-    text = call_text(ctx, call)
-    where = f"`{text}` in `__init__` is kept on `self.{attr}` and used per sample"
+def handle_message(ctx, kind: str, call: cst.CSTNode, attr: str, origin: str = "") -> str:
+    """What goes wrong with a handle of ``kind`` opened before the fork and kept on ``self.<attr>``
+    (``origin``: the construction that hands it over, when ``__init__`` receives it opened)."""
+    if origin:
+        where = f"`{' '.join(ctx.code(call).split())}` in `__init__`, an open handle (the caller's {origin}), is kept on `self.{attr}` and used per sample"
+    else:
+        where = f"`{call_text(ctx, call)}` in `__init__` is kept on `self.{attr}` and used per sample"
     if kind == "file":
         return (
             f"{where}: forked DataLoader workers share one open-file description, so one worker's seek "
@@ -351,7 +384,7 @@ def handle_message(ctx, kind: str, call: cst.Call, attr: str) -> str:
     if kind == "lmdb":
         shared = (
             "the parent's environment"
-            if keyword_literal(ctx, call, "lock") is False
+            if isinstance(call, cst.Call) and keyword_literal(ctx, call, "lock") is False
             else "the parent's environment and its reader lock table (`lmdb.BadRslotError: MDB_BAD_RSLOT`)"
         )
         return (
@@ -429,42 +462,6 @@ def session_used_in_init(ctx, init: cst.FunctionDef, self_param: str, held: Held
 
 
 # --------------------------------------------------------------------------- DSL403
-
-
-def local_worker_init(ctx, target):
-    """(lambda or method def, index of the worker id parameter) for a same-file callable."""
-    if isinstance(target, cst.Lambda):
-        return target, 0
-    if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name):
-        owner_name = target.value.value
-        method_name = target.attr.value
-        owner = None
-        func = ctx.enclosing_function(target)
-        if func is not None and owner_name == self_name(func) and ctx.method_class(func) is not None:
-            owner = ctx.method_class(func)
-            bound = True
-        else:
-            owner = local_class_path(ctx.tree, owner_name)
-            bound = False
-        if owner is None or not isinstance(owner.body, cst.IndentedBlock):
-            return None, 0
-        for stmt in owner.body.body:
-            if isinstance(stmt, cst.FunctionDef) and stmt.name.value == method_name:
-                static = any(
-                    (dotted_parts(d.decorator) or [""])[-1] == "staticmethod" for d in stmt.decorators
-                )
-                if static:
-                    return stmt, 0
-                return (stmt, 1) if bound else (None, 0)
-    return None, 0
-
-
-def loader_repeats(facts: dict, same_in_every_worker: bool = False) -> bool:
-    """Could the streams repeat under this DataLoader: across epochs (workers re-created
-    each epoch) or, when every worker gets the same seed, across its workers?"""
-    if facts.get("num_workers") == 0:
-        return False
-    return same_in_every_worker or facts.get("persistent_workers") is not True
 
 
 def seed_message(ctx, seedings, worker_param: str, func=None, same: bool = False) -> str:

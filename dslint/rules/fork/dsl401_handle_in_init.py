@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dslint.rules.base import ERROR, WARNING, Rule, Symptom
-from dslint.rules.fork._common import construction_calls, handle_message, handles_in_init, held_object, inherited_uses, write_only
+from dslint.rules.fork._common import construction_calls, handle_message, handles_in_init, held_object, passed_handles, inherited_uses, write_only
 from dslint.semantics.instance_state import consumed_by_iter
 from dslint.semantics.pre_fork import holder_kind, length_handles
 from dslint.semantics.regions import self_name
@@ -19,7 +19,7 @@ class HandleInInit(Rule):
     it. Methods `__init__` calls on `self` (at any depth, none called per sample) run before the fork too, and so does
     `__len__` (samplers and `len(loader)` call it in the parent): a lazy opener that `__len__`, or a method `__init__`
     calls (also a hook an inherited `__init__` calls), runs opens the handle before the workers exist. An object of a
-    class of the file whose `__init__` keeps a handle (`self.reader = Reader(path)`) holds it too, and so does the result of a project function (any module) that returns a handle it opened (`self.f = open_h5(p)`; `self.env, self.keys = scan(root)`). A class whose object a dataset builds, keeps and indexes with the sample index (`self.rows = Rows(path)`, `return self.rows[index]`) is a dataset itself: its own `__init__` is judged.
+    class of the file whose `__init__` keeps a handle (`self.reader = Reader(path)`) holds it too, and so does the result of a project function (any module) that returns a handle it opened (`self.f = open_h5(p)`; `self.env, self.keys = scan(root)`), and a handle a construction in the project opens and hands over (`env = lmdb.open(p)` in the script, `Frames(env)`, `self.txn = env.begin()`). A class whose object a dataset builds, keeps and indexes with the sample index (`self.rows = Rows(path)`, `return self.rows[index]`) is a dataset itself: its own `__init__` is judged.
 
     ## When it does not fire
     - The lazy pattern: `self.db = None` in `__init__`, opened on first use in each worker.
@@ -254,8 +254,7 @@ class HandleInInit(Rule):
                     def __init__(self, path):
                         self.zf = zipfile.ZipFile(path)  # expect: DSL401
                         self.names = self.zf.namelist()
-                    def read(self, i):
-                        return self.zf.read(self.names[i])
+                    def read(self, i): return self.zf.read(self.names[i])
                 """,
         },
         """
@@ -284,6 +283,8 @@ class HandleInInit(Rule):
     def check(self, ctx):
         for call, kind, attr in handles_in_init(ctx):
             yield self.report(call, handle_message(ctx, kind, call, attr), level=WARNING if kind == "sqlite" else None)
+        for node, kind, attr, origin in passed_handles(ctx):  # opened by the caller: `Frames(lmdb.open(p))`
+            yield self.report(node, handle_message(ctx, kind, node, attr, origin), level=WARNING if kind == "sqlite" else None)
         silenced, unread = (lambda attr, uses: consumed_by_iter(ctx, uses)), (lambda call: write_only(ctx, call))
         for cls, init, func, selfp, call in construction_calls(ctx):
             kind = holder_kind(ctx, call, unread)  # self.reader = Reader(path): Reader's construction keeps a handle

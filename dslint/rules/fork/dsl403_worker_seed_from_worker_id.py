@@ -7,8 +7,10 @@ from typing import Set
 import libcst as cst
 
 from dslint.rules.base import ERROR, Rule, Symptom
-from dslint.rules.fork._common import function_target, loader_repeats, local_worker_init, seed_message
-from dslint.semantics.seeding import fixed_seedings, lambda_seedings, positional_params, worker_invariant
+from dslint.rules.fork._common import function_target, seed_message
+from dslint.semantics.seeding import (
+    fixed_seedings, lambda_seedings, loader_repeats, local_worker_init, positional_params, worker_invariant,
+)
 from dslint.semantics.worker_numpy import unseeded_numpy_loaders
 
 

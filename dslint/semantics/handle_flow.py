@@ -1,0 +1,93 @@
+"""Open handles that a construction hands to a class of the project.
+
+A script often opens the handle itself and gives it to the dataset: ``env =
+lmdb.open(root)`` at module level, then ``Frames(env, names)``, whose ``__init__``
+keeps ``env`` (or ``env.begin()``) for ``__getitem__``. The handle is opened before
+the DataLoader forks its workers, exactly as if ``__init__`` had opened it.
+
+- ``handle_args(tree, names, qualname_of)`` (a summary fact): ``[callee, keyword or
+  position, shown, kind]`` for each argument of a call of a project callee that is an
+  opened handle: an opener call (``HANDLE_KINDS``: ``lmdb.open``, ``h5py.File``,
+  ``open``...), or a name every binding of which, in the call's scope or the module, is
+  one.
+- ``handle_table(index, flow)`` (once per project index): ``{(class key, parameter):
+  [kind, origin]}``, following each such argument from the construction of a class
+  through the ``__init__`` methods of its MRO (``device_index.follow_argument``, with
+  the stores, forwards and positional parameters of ``device_flow``).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Optional, Tuple
+
+import libcst as cst
+
+from dslint.semantics.bindings import scope_assignments
+from dslint.semantics.device_index import follow_argument
+from dslint.semantics.handle_kinds import HANDLE_KINDS
+from dslint.semantics.modules import canonical
+from dslint.semantics.names import ModuleNames
+from dslint.semantics.walk import TreeIndex
+
+#: kinds a caller hands on as an open handle (an image opened by the caller is no shared descriptor to speak of)
+_PASSED_KINDS = frozenset({"file", "tar", "zip", "h5py", "lmdb", "sqlite", "db", "socket"})
+_OPENER_TAILS = frozenset(q.rsplit(".", 1)[-1] for q, kind in HANDLE_KINDS.items() if kind in _PASSED_KINDS)
+_LIBRARIES = ("torch", "builtins", "numpy", "os", "lmdb", "h5py", "sqlite3", "zipfile", "tarfile", "socket", "json", "pickle")
+
+
+def handle_args(tree: TreeIndex, names: ModuleNames, qualname_of: Callable) -> list:
+    """See the module docstring."""
+    found: list = []
+    if not names.call_tails(_OPENER_TAILS):  # no opener is called here: no argument can be an opened handle
+        return found
+    for call in tree.nodes(cst.Call):
+        if not isinstance(call.func, (cst.Name, cst.Attribute)) or not call.args:
+            continue
+        opened = [(position, arg, _opened(tree, names, arg.value)) for position, arg in enumerate(call.args) if not arg.star]
+        opened = [item for item in opened if item[2] is not None]
+        if not opened:
+            continue
+        qualified = names.qualname(call.func)
+        if not qualified or qualified.split(".")[0] in _LIBRARIES:
+            continue
+        for position, arg, (kind, shown) in opened:
+            slot = arg.keyword.value if arg.keyword is not None else position
+            found.append([qualified, slot, shown, kind])
+    return found
+
+
+def _opened(tree: TreeIndex, names: ModuleNames, expr, depth: int = 0) -> Optional[Tuple[str, str]]:
+    """(kind, shown) when ``expr`` is an opened handle of a kind a caller hands on."""
+    if isinstance(expr, cst.Call) and isinstance(expr.func, (cst.Name, cst.Attribute)):
+        kind = HANDLE_KINDS.get(names.qualname(expr.func) or "")
+        if kind in _PASSED_KINDS:
+            return kind, f"{_dotted(expr.func)}(...)"
+        return None
+    if not isinstance(expr, cst.Name) or depth > 2:
+        return None
+    scope = tree.scope_node(expr)
+    values = scope_assignments(tree, scope, expr.value) or (scope_assignments(tree, None, expr.value) if scope is not None else None)
+    found = [_opened(tree, names, value, depth + 1) for value in values or ()]
+    return found[0] if found and all(found) and len({f[0] for f in found}) == 1 else None
+
+
+def _dotted(node) -> str:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return f"{_dotted(node.value)}.{node.attr.value}"
+    return "..."
+
+
+def handle_table(index, flow) -> Dict[Tuple[tuple, str], List[str]]:
+    """See the module docstring (``flow``: ``device_flow``'s stores, forwards and inits)."""
+    params: Dict[tuple, str] = {}
+    for path, summary in index.summaries.items():
+        for callee, slot, shown, kind in summary.get("handle_args", ()):
+            cls = index.locate(canonical(callee), path)
+            if cls is not None:
+                follow_argument(index, cls, slot, kind, f"`{shown}` in {path}", *flow, {}, params)
+    table: Dict[Tuple[tuple, str], List[str]] = {}
+    for (owner, param, kind), origin in params.items():
+        table.setdefault((owner, param), [kind, origin])
+    return table
