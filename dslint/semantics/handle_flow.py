@@ -10,22 +10,18 @@ the DataLoader forks its workers, exactly as if ``__init__`` had opened it.
   opened handle: an opener call (``HANDLE_KINDS``: ``lmdb.open``, ``h5py.File``,
   ``open``...), or a name every binding of which, in the call's scope or the module, is
   one.
-- ``handle_table(index, flow)`` (once per project index): ``{(class key, parameter):
-  [kind, origin]}``, following each such argument from the construction of a class
-  through the ``__init__`` methods of its MRO (``device_index.follow_argument``, with
-  the stores, forwards and positional parameters of ``device_flow``).
+- ``handle_index.handle_table(index, flow)`` (once per project index) follows each such
+  argument to the ``__init__`` parameter it binds.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Optional, Tuple
 
 import libcst as cst
 
 from dslint.semantics.bindings import scope_assignments
-from dslint.semantics.device_index import follow_argument
 from dslint.semantics.handle_kinds import HANDLE_KINDS
-from dslint.semantics.modules import canonical
 from dslint.semantics.names import ModuleNames
 from dslint.semantics.walk import TreeIndex
 
@@ -77,17 +73,3 @@ def _dotted(node) -> str:
     if isinstance(node, cst.Attribute):
         return f"{_dotted(node.value)}.{node.attr.value}"
     return "..."
-
-
-def handle_table(index, flow) -> Dict[Tuple[tuple, str], List[str]]:
-    """See the module docstring (``flow``: ``device_flow``'s stores, forwards and inits)."""
-    params: Dict[tuple, str] = {}
-    for path, summary in index.summaries.items():
-        for callee, slot, shown, kind in summary.get("handle_args", ()):
-            cls = index.locate(canonical(callee), path)
-            if cls is not None:
-                follow_argument(index, cls, slot, kind, f"`{shown}` in {path}", *flow, {}, params)
-    table: Dict[Tuple[tuple, str], List[str]] = {}
-    for (owner, param, kind), origin in params.items():
-        table.setdefault((owner, param), [kind, origin])
-    return table

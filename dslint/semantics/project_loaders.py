@@ -8,7 +8,7 @@ from typing import List, Optional, Tuple
 
 from dslint.semantics.collate_reach import collate_table
 from dslint.semantics.device_index import attribute_origin, device_table, init_param_origin, kept_attribute, partial_origin
-from dslint.semantics.handle_flow import handle_table
+from dslint.semantics.handle_index import handle_table
 from dslint.semantics.modules import canonical
 from dslint.semantics.sample_calls import parameter_arguments, sample_call_table
 
