@@ -82,8 +82,8 @@ def unpicklable(ctx, index, expr, depth: int = 0) -> Optional[Problem]:
 def caller_callables(ctx, index, node) -> List[cst.CSTNode]:
     """The lambdas and nested functions the callers pass for ``node`` (an argument or expression
     that is a parameter of the function holding it, ``super().__init__(collate_fn=collate_fn)`` in
-    a loader subclass): where each fix goes. Empty unless every value of the parameter but None is
-    such a callable written outside that function."""
+    a loader subclass): where each fix goes, leaving out a call that passes ``num_workers=0`` itself.
+    Empty unless every value of the parameter but None is such a callable written outside that function."""
     expr = node.value if isinstance(node, cst.Arg) else node
     func = ctx.enclosing_function(expr, through_lambdas=False) if isinstance(expr, cst.Name) else None
     params = func.params if func is not None else None
@@ -95,8 +95,17 @@ def caller_callables(ctx, index, node) -> List[cst.CSTNode]:
             continue
         if not isinstance(value, (cst.Lambda, cst.FunctionDef)) or any(a is func for a in ctx.ancestors(value)):
             return []
-        found.append(value)
+        if not _pinned_call(ctx, value):
+            found.append(value)
     return found
+
+
+def _pinned_call(ctx, value) -> bool:
+    """``value`` is an argument of a call that passes ``num_workers=0`` itself (no worker sees it)."""
+    parent = ctx.parent(value)
+    call = ctx.parent(parent) if isinstance(parent, cst.Arg) else None
+    return isinstance(call, cst.Call) and any(
+        arg.keyword is not None and arg.keyword.value == "num_workers" and ctx.literal(arg.value) == 0 for arg in call.args)
 
 
 def factory_closure(ctx, index, call: cst.Call) -> Optional[Problem]:
