@@ -164,6 +164,26 @@ MORE_CASES = [
             stream = wds.WebDataset(urls).decode("pil").to_tuple("jpg").map(to_dict)
             return DataLoader(table, num_workers=4), DataLoader(stream, num_workers=4)
         """),
+    # DSL507: a dataset class defined inside the method that builds the loader, whose items only index tensors
+    ("DSL507", "valid", """
+        from torch.utils.data import DataLoader, Dataset
+
+        class Server:
+            def calibrate(self, data, targets, model, opt):
+                class Features(Dataset):
+                    def __init__(self, data, targets):
+                        self.data, self.targets = data, targets
+
+                    def __getitem__(self, i):
+                        return self.data[i], self.targets[i]
+
+                    def __len__(self):
+                        return len(self.targets)
+
+                for x, y in DataLoader(Features(data, targets), batch_size=32, shuffle=True):
+                    model(x).sum().backward()
+                    opt.step()
+        """),
     # DSL507: per-sample code that only indexes arrays in memory, through super() and its own
     # helpers, builds small tensors and draws random numbers: workers would only add IPC
     ("DSL507", "valid", {

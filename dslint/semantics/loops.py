@@ -415,7 +415,8 @@ class LoopIndex(ValueFlow):
                 getitem = self.find_method(found[0].node, "__getitem__")
                 if getitem is None:
                     return False
-                if getattr(self.ctx.view, "indexes_only", None) is None:  # no project index: this body alone
+                local = any(isinstance(a, cst.FunctionDef) for a in self.ctx.ancestors(found[0].node))
+                if local or getattr(self.ctx.view, "indexes_only", None) is None:  # a local class, no index: its body
                     nodes = list(self.body_nodes(getitem.body))
                     return not any(costly_call(n, self.ctx.call_name(n), self_name(getitem)) if isinstance(n, cst.Call)
                                    else costly_read(n) for n in nodes)
