@@ -129,7 +129,9 @@ def once_guarded(ctx, node: cst.CSTNode) -> bool:
       ``if getattr(self, "db", None) is None: ...``;
     * an early return once set: ``if self.loaded: return`` ... ``self.loaded = True``;
     * a path replaced by what it opens: ``f = self.files[k]; if isinstance(f, Path): f = open(f);
-      self.files[k] = f`` (``_replaces_path_entry``).
+      self.files[k] = f`` (``_replaces_path_entry``);
+    * an empty slot filled once per key: ``if self.files[k] is None: self.files[k] = open(p)``
+      (``_fills_tested_slot``).
     """
     func = ctx.enclosing_function(node)
     if func is None:
@@ -145,7 +147,7 @@ def once_guarded(ctx, node: cst.CSTNode) -> bool:
         if isinstance(ancestor, cst.If) and previous is ancestor.body:
             if _on_self(_tested_chains(ancestor.test, want_set=False), selfp) & _assigned_chains(ancestor.body):
                 return True
-            if _replaces_path_entry(ctx, ancestor, selfp):
+            if _replaces_path_entry(ctx, ancestor, selfp) or _fills_tested_slot(ancestor, selfp):
                 return True
         if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
             for stmt in ancestor.body:
@@ -184,6 +186,24 @@ def called_only_lazily(ctx, func: cst.FunctionDef) -> bool:
         return False
     sites = loader_loops(ctx).callers(func)
     return bool(sites) and all(in_once_block(ctx, call) for call in sites)
+
+
+def _fills_tested_slot(guard: cst.If, selfp: str) -> bool:
+    """``if self.files[k] is None: self.files[k] = open(p)`` (or ``if not self.files[k]:``): the
+    block fills the slot it finds empty, so it runs once per key (``keyed_by_sample_index`` tells
+    a key distinct for every sample)."""
+    test = guard.test
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        slot = test.expression
+    elif isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.Is) \
+            and isinstance(test.comparisons[0].comparator, cst.Name) and test.comparisons[0].comparator.value == "None":
+        slot = test.left
+    else:
+        return False
+    if not isinstance(slot, cst.Subscript) or (dotted_parts(slot.value) or [""])[0] != selfp:
+        return False
+    return any(isinstance(node, cst.Assign) and any(t.target.deep_equals(slot) for t in node.targets)
+               for node in iter_subtree(guard.body, into_scopes=False))
 
 
 #: the types of a path not opened yet (what an ``isinstance`` guard tests before replacing it)

@@ -43,7 +43,7 @@ class RetainedFileHandles(Rule):
     ## When it does not fire
     - Loaded data is kept, not the handle: `im.convert()` inside a `with` block, `np.load(p)["x"]` of an `.npz`.
     - One shared handle or memory map opened in `__init__` (`self.data = np.load(path, mmap_mode="r")`).
-    - A cache filled behind a "not opened yet" guard (`if path not in self.handles:`, `if self.h is None:`,
+    - A cache filled behind a "not opened yet" guard (`if path not in self.handles:`, `if self.h is None:`, `if self.files[shard] is None:`,
       `if not hasattr(self.local, "f"):`, or an entry that holds its path until opened: `f = self.files[k]`, `if
       isinstance(f, Path): f = h5py.File(f); self.files[k] = f`): at most one handle per file or per worker, the lazy per-worker pattern.
       A cache keyed by the sample index itself (`self.cache[idx]` in
