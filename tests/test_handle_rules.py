@@ -1,5 +1,5 @@
-"""Cases of the handles family's rules that do not fit in the rule modules (300 lines each);
-they run exactly like the embedded ones (tests/test_rule_cases.py)."""
+"""Cases of the handles and memory families' rules that do not fit in the rule modules (300 lines
+each); they run exactly like the embedded ones (tests/test_rule_cases.py)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,31 @@ MORE_CASES = [
                 return pickle.load(self.handles[pos])
 
         loader = DataLoader(Packed(["a"], [3]), num_workers=2)
+        """),
+    # DSL601: a list read only behind a once-per-shard guard is no index read per sample
+    ("DSL601", "valid", """
+        import bisect
+        import os
+        import pickle
+        from torch.utils.data import DataLoader, Dataset
+
+        class Packed(Dataset):
+            def __init__(self, index_file, lengths):
+                with open(index_file, "rb") as f:
+                    self.shards = [os.path.join("d", x) for x in pickle.load(f)]
+                self.handles = [None] * len(self.shards)
+                self.ends = list(lengths)
+
+            def __len__(self):
+                return self.ends[-1]
+
+            def __getitem__(self, index):
+                pos = bisect.bisect_right(self.ends, index)
+                if self.handles[pos] is None:
+                    self.handles[pos] = open(self.shards[pos], "rb")
+                return pickle.load(self.handles[pos])
+
+        loader = DataLoader(Packed("i.pkl", [3]), num_workers=2)
         """),
     ("DSL103", "invalid", """
         from torch.utils.data import DataLoader, Dataset

@@ -15,6 +15,7 @@ from dslint.semantics.bindings import class_ref, single_assignment
 from dslint.semantics.classes import class_family, dataset_inits, find_method
 from dslint.semantics.instance_state import indexed_by_local, self_attr_uses, self_stores
 from dslint.semantics.init_code import family_construction, fills, fills_under
+from dslint.semantics.once import in_once_block
 from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.sizes import known_size
 from dslint.semantics.values import possible
@@ -358,7 +359,8 @@ def python_object_indexes(ctx):
                 continue
             family = family or class_family(ctx, cls)
             uses = self_attr_uses(ctx, family, attr)
-            if not any(not u.store and ctx.is_per_sample(u.node) and indexed_by_local(ctx, u) for u in uses):
+            if not any(not u.store and ctx.is_per_sample(u.node) and indexed_by_local(ctx, u) and not in_once_block(ctx, u.node)
+                       for u in uses):  # (a read behind a once-per-key guard is no read per sample)
                 continue
             if loaders_fork_free(ctx, cls, family) or evaluation_split(ctx, init, self_param, attr, stmt.value):
                 continue

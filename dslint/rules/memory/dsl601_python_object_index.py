@@ -47,8 +47,8 @@ class PythonObjectIndex(Rule):
     - No forked worker can hold the dataset: every DataLoader over it has
       `num_workers=0` or a `spawn`/`forkserver` context, or it is a script's own
       dataset (`if __name__ == "__main__":`, no DataLoader here or over it).
-    - The index is numpy/torch/pandas data, or holds arrays, or is never
-      indexed per sample with a changing index.
+    - The index is numpy/torch/pandas data, or holds arrays, or is never indexed per sample with a changing
+      index (a read behind a once-per-key guard, `if self.files[k] is None:`, runs once per key).
 
     ## Example
     ```python
