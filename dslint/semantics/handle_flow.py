@@ -39,13 +39,11 @@ def handle_args(tree: TreeIndex, names: ModuleNames, qualname_of: Callable) -> l
     for call in tree.nodes(cst.Call):
         if not isinstance(call.func, (cst.Name, cst.Attribute)) or not call.args:
             continue
-        opened = [(position, arg, _opened(tree, names, arg.value)) for position, arg in enumerate(call.args) if not arg.star]
-        opened = [item for item in opened if item[2] is not None]
-        if not opened:
-            continue
         qualified = names.qualname(call.func)
         if not qualified or qualified.split(".")[0] in _LIBRARIES:
             continue
+        opened = [(position, arg, _opened(tree, names, arg.value)) for position, arg in enumerate(call.args) if not arg.star]
+        opened = [item for item in opened if item[2] is not None]
         for position, arg, (kind, shown) in opened:
             slot = arg.keyword.value if arg.keyword is not None else position
             found.append([qualified, slot, shown, kind])
