@@ -7,56 +7,37 @@ import pytest
 
 from tests.test_rule_cases import run_case
 
+# A slot filled once when found empty, keyed by the shard a sample falls in: at most one handle per
+# shard (DSL103), and the shard list is read once per shard, not per sample (DSL601)
+PACKED = """
+    import bisect
+    import os
+    import pickle
+    from torch.utils.data import DataLoader, Dataset
+
+    class Packed(Dataset):
+        def __init__(self, index_file, lengths):
+            with open(index_file, "rb") as f:
+                self.shards = [os.path.join("d", x) for x in pickle.load(f)]
+            self.handles = [None] * len(self.shards)
+            self.ends = list(lengths)
+
+        def __len__(self):
+            return self.ends[-1]
+
+        def __getitem__(self, index):
+            pos = bisect.bisect_right(self.ends, index)
+            if self.handles[pos] is None:
+                self.handles[pos] = open(self.shards[pos], "rb")
+            return pickle.load(self.handles[pos])
+
+    loader = DataLoader(Packed("i.pkl", [3]), num_workers=2)
+    """
+
 MORE_CASES = [
-    # DSL103: a slot filled once when found empty, keyed by the shard a sample falls in (at most one
-    # handle per shard), and the same guard keyed by the sample index (one handle per sample)
-    ("DSL103", "valid", """
-        import bisect
-        import pickle
-        from torch.utils.data import DataLoader, Dataset
-
-        class Packed(Dataset):
-            def __init__(self, shards, lengths):
-                self.shards = shards
-                self.handles = [None] * len(shards)
-                self.ends = list(lengths)
-
-            def __len__(self):
-                return self.ends[-1]
-
-            def __getitem__(self, index):
-                pos = bisect.bisect_right(self.ends, index)
-                if self.handles[pos] is None:
-                    self.handles[pos] = open(self.shards[pos], "rb")
-                return pickle.load(self.handles[pos])
-
-        loader = DataLoader(Packed(["a"], [3]), num_workers=2)
-        """),
-    # DSL601: a list read only behind a once-per-shard guard is no index read per sample
-    ("DSL601", "valid", """
-        import bisect
-        import os
-        import pickle
-        from torch.utils.data import DataLoader, Dataset
-
-        class Packed(Dataset):
-            def __init__(self, index_file, lengths):
-                with open(index_file, "rb") as f:
-                    self.shards = [os.path.join("d", x) for x in pickle.load(f)]
-                self.handles = [None] * len(self.shards)
-                self.ends = list(lengths)
-
-            def __len__(self):
-                return self.ends[-1]
-
-            def __getitem__(self, index):
-                pos = bisect.bisect_right(self.ends, index)
-                if self.handles[pos] is None:
-                    self.handles[pos] = open(self.shards[pos], "rb")
-                return pickle.load(self.handles[pos])
-
-        loader = DataLoader(Packed("i.pkl", [3]), num_workers=2)
-        """),
+    ("DSL103", "valid", PACKED),
+    ("DSL601", "valid", PACKED),
+    # DSL103: the same guard keyed by the sample index keeps one handle per sample
     ("DSL103", "invalid", """
         from torch.utils.data import DataLoader, Dataset
 
