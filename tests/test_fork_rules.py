@@ -730,6 +730,24 @@ MORE_CASES = [
             frames = DataLoader(Frames("frames.lmdb", ["a"]), num_workers=4)
             shards = DataLoader(Shards(lmdb.open("shards.lmdb")), num_workers=4)
             """,
+        "shadow.py": """
+            import lmdb
+            from torch.utils.data import DataLoader, Dataset
+
+            class Keys(Dataset):
+                def __init__(self, env):
+                    self.env = env
+
+                def __getitem__(self, i):
+                    return self.env[i]
+
+            env = lmdb.open("keys.lmdb")  # a module name; the function's parameter of that spelling is the caller's
+
+            def build(env):
+                return DataLoader(Keys(env), num_workers=4)
+
+            keys = build(["a", "b"])
+            """,
     }),
     # DSL403: a seed read from a global the parent set (an option): the same in every worker
     ('DSL403', 'invalid', """

@@ -22,12 +22,13 @@ import libcst as cst
 
 from dslint.semantics.bindings import scope_assignments
 from dslint.semantics.handle_kinds import HANDLE_KINDS
-from dslint.semantics.names import ModuleNames
+from dslint.semantics.names import ModuleNames, dotted_text
 from dslint.semantics.walk import TreeIndex
 
 #: kinds a caller hands on as an open handle (an image opened by the caller is no shared descriptor to speak of)
 _PASSED_KINDS = frozenset({"file", "tar", "zip", "h5py", "lmdb", "sqlite", "db", "socket"})
 _OPENER_TAILS = frozenset(q.rsplit(".", 1)[-1] for q, kind in HANDLE_KINDS.items() if kind in _PASSED_KINDS)
+#: libraries whose functions take no project class: their calls are skipped before the arguments are walked
 _LIBRARIES = ("torch", "builtins", "numpy", "os", "lmdb", "h5py", "sqlite3", "zipfile", "tarfile", "socket", "json", "pickle")
 
 
@@ -55,19 +56,19 @@ def _opened(tree: TreeIndex, names: ModuleNames, expr, depth: int = 0) -> Option
     if isinstance(expr, cst.Call) and isinstance(expr.func, (cst.Name, cst.Attribute)):
         kind = HANDLE_KINDS.get(names.qualname(expr.func) or "")
         if kind in _PASSED_KINDS:
-            return kind, f"{_dotted(expr.func)}(...)"
+            return kind, f"{dotted_text(expr.func) or '...'}(...)"
         return None
     if not isinstance(expr, cst.Name) or depth > 2:
         return None
     scope = tree.scope_node(expr)
+    if isinstance(scope, (cst.FunctionDef, cst.Lambda)) and _is_parameter(scope, expr.value):
+        return None  # the caller's value, whatever a module name of the same spelling holds
     values = scope_assignments(tree, scope, expr.value) or (scope_assignments(tree, None, expr.value) if scope is not None else None)
     found = [_opened(tree, names, value, depth + 1) for value in values or ()]
     return found[0] if found and all(found) and len({f[0] for f in found}) == 1 else None
 
 
-def _dotted(node) -> str:
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        return f"{_dotted(node.value)}.{node.attr.value}"
-    return "..."
+def _is_parameter(scope, name: str) -> bool:
+    params = scope.params
+    every = (*params.posonly_params, *params.params, *params.kwonly_params, params.star_arg, params.star_kwarg)
+    return any(isinstance(p, cst.Param) and p.name.value == name for p in every)
