@@ -29,8 +29,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from dslint.semantics.bindings import is_bound_here
-from dslint.semantics.instance_state import is_store
+from dslint.semantics.instance_state import is_read
 from dslint.semantics.walk import iter_subtree
 
 # methods whose result holds no CUDA data
@@ -163,21 +162,11 @@ def _name_kept(ctx, name: cst.Name, site: cst.CSTNode, seen: set, depth: int) ->
             if any(isinstance(n, cst.Name) and n.value == name.value for n in iter_subtree(node)):
                 return True  # read by a nested scope: not followed
             continue
-        if not isinstance(node, cst.Name) or node.value != name.value or not _is_read(ctx, node):
+        if not isinstance(node, cst.Name) or node.value != name.value or not is_read(ctx, node):
             continue
         if _kept(ctx, node, seen, depth):
             return True
     return False
-
-
-def _is_read(ctx, name: cst.Name) -> bool:
-    """``name`` is read here (not bound, written, deleted, an attribute's or a keyword's name)."""
-    parent = ctx.parent(name)
-    if isinstance(parent, cst.Attribute) and parent.attr is name or isinstance(parent, cst.Arg) and parent.keyword is name:
-        return False
-    if isinstance(parent, (cst.Param, cst.FunctionDef, cst.ClassDef, cst.ImportAlias, cst.NameItem)):
-        return False
-    return not (is_bound_here(ctx, name) or is_store(ctx, name))
 
 
 def _root(expr: cst.BaseExpression) -> cst.BaseExpression:

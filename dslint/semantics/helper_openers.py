@@ -7,7 +7,7 @@ at the position of the tuple the function returns it in (at any depth of such fu
 
 API:
 
-* ``helper_handle(ctx, call)``: (the handle's kind, as ``instance_state.HANDLE_KINDS`` names it,
+* ``helper_handle(ctx, call)``: (the handle's kind, as ``handle_kinds.HANDLE_KINDS`` names it,
   its position in a returned tuple or None) for such a call, when the function's every
   ``return`` gives back a handle of one opener that DSL401 knows; else None.
 * ``held_element(ctx, init, self_param, call, position)``: the ``self`` attribute that an
@@ -21,7 +21,8 @@ from typing import Optional, Tuple
 import libcst as cst
 
 from dslint.semantics.handle_returns import helper_calls
-from dslint.semantics.instance_state import HANDLE_KINDS, Held
+from dslint.semantics.handle_kinds import HANDLE_KINDS
+from dslint.semantics.instance_state import Held
 from dslint.semantics.regions import self_attr
 
 

@@ -18,10 +18,10 @@ from typing import Dict, List, Optional, Set
 import libcst as cst
 
 from dslint.semantics import lifetimes as lt
-from dslint.semantics.bindings import single_assignment
+from dslint.semantics.bindings import is_bound_here, single_assignment
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.classes import methods
-from dslint.semantics.handle_kinds import HANDLE_DERIVATIONS, HANDLE_KINDS  # noqa: F401  (re-exported)
+from dslint.semantics.handle_kinds import HANDLE_KINDS
 from dslint.semantics.kept_objects import keeping_construction
 from dslint.semantics.regions import LOOP, self_attr, self_name
 from dslint.semantics.walk import iter_subtree, plain_returns
@@ -52,6 +52,16 @@ def is_store(ctx, node: cst.CSTNode) -> bool:
         if isinstance(grand, (cst.Tuple, cst.List)):
             return is_store(ctx, grand)
     return False
+
+
+def is_read(ctx, name: cst.Name) -> bool:
+    """``name`` is read here (not bound, written, deleted, an attribute's or a keyword's name)."""
+    parent = ctx.parent(name)
+    if isinstance(parent, cst.Attribute) and parent.attr is name or isinstance(parent, cst.Arg) and parent.keyword is name:
+        return False
+    if isinstance(parent, (cst.Param, cst.FunctionDef, cst.ClassDef, cst.ImportAlias, cst.NameItem)):
+        return False
+    return not (is_bound_here(ctx, name) or is_store(ctx, name))
 
 
 def store_value(ctx, target: cst.CSTNode) -> Optional[cst.CSTNode]:

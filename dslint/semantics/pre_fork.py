@@ -30,8 +30,8 @@ from dslint.semantics.classes import called_method, class_family, dataset_inits,
 from dslint.semantics.held_state import PICKLING_HOOKS
 from dslint.semantics.init_code import family_construction, init_helpers
 from dslint.semantics.helper_drops import dropped_by_construction
+from dslint.semantics.handle_kinds import HANDLE_DERIVATIONS
 from dslint.semantics.instance_state import (
-    HANDLE_DERIVATIONS,
     dropped_in_init,
     handle_kind,
     held_on_self,

@@ -22,9 +22,10 @@ from dslint.semantics.classes import class_family, dataset_inits, methods
 from dslint.semantics.helper_drops import dropped_by_construction
 from dslint.semantics.init_code import add_aliases, family_construction, held_in_container, init_helpers
 from dslint.semantics.helper_openers import held_element, helper_handle
+from dslint.semantics.handle_kinds import HANDLE_DERIVATIONS
 from dslint.semantics.instance_state import (
-    HANDLE_DERIVATIONS, AttrUse, Held, consumed_by_iter, handle_kind, rng_factory_kind, rng_kind, absent_or_none,
-    dropped_in_init, held_on_self, method_of, per_sample_loads, self_attr_uses, stores_elsewhere,
+    AttrUse, Held, consumed_by_iter, handle_kind, rng_factory_kind, rng_kind, absent_or_none,
+    dropped_in_init, held_on_self, is_read, method_of, per_sample_loads, self_attr_uses, stores_elsewhere,
 )
 from dslint.semantics.loader_roles import eval_name
 from dslint.semantics.names import dotted_parts
@@ -218,9 +219,7 @@ def passed_handles(ctx):
                 continue
             derive_methods, subscript = HANDLE_DERIVATIONS.get(found[0], ((), False))
             for use in ctx.tree.scope_nodes(init, cst.Name):
-                parent = ctx.parent(use)
-                if use.value != name or isinstance(parent, cst.Param) or (isinstance(parent, cst.Attribute) and parent.attr is use) \
-                        or (isinstance(parent, cst.Arg) and parent.keyword is use):
+                if use.value != name or not is_read(ctx, use):
                     continue
                 held, construction = held_object(ctx, cls, init, init, self_param, use, derive_methods, subscript)
                 used = held and inherited_uses(ctx, cls, init, self_param, held, ("close",), silenced, construction)
