@@ -61,14 +61,8 @@ def _opened(tree: TreeIndex, names: ModuleNames, expr, depth: int = 0) -> Option
     if not isinstance(expr, cst.Name) or depth > 2:
         return None
     scope = tree.scope_node(expr)
-    if isinstance(scope, (cst.FunctionDef, cst.Lambda)) and _is_parameter(scope, expr.value):
-        return None  # the caller's value, whatever a module name of the same spelling holds
-    values = scope_assignments(tree, scope, expr.value) or (scope_assignments(tree, None, expr.value) if scope is not None else None)
+    if scope is not None and not names.scope(scope).lookup(expr.value)[0]:
+        scope = None  # a name its function does not bind (a parameter is the caller's value): the module's
+    values = scope_assignments(tree, scope, expr.value)
     found = [_opened(tree, names, value, depth + 1) for value in values or ()]
     return found[0] if found and all(found) and len({f[0] for f in found}) == 1 else None
-
-
-def _is_parameter(scope, name: str) -> bool:
-    params = scope.params
-    every = (*params.posonly_params, *params.params, *params.kwonly_params, params.star_arg, params.star_kwarg)
-    return any(isinstance(p, cst.Param) and p.name.value == name for p in every)

@@ -124,15 +124,11 @@ class _SeedAnalysis:
         return False
 
     def _free(self, name: cst.Name) -> bool:
-        """A name neither the function nor an enclosing function binds (a module global or an
-        import): the worker reads the value the parent process had."""
-        params = self.func.params
-        names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
-        return name.value not in names and not self._bound_in_function(name) and not self._declared_global(name)
-
-    def _declared_global(self, name: cst.Name) -> bool:
-        return any(isinstance(node, (cst.Global, cst.Nonlocal)) and any(n.name.value == name.value for n in node.names)
-                   for node in iter_subtree(self.func.body, into_scopes=False)) if isinstance(self.func, cst.FunctionDef) else False
+        """A name the function neither binds (a parameter, an assignment) nor declares ``global``/
+        ``nonlocal`` (a module global, an import, a closure variable): the worker reads the value the
+        parent process had."""
+        scope = self.ctx.names.scope(self.func)
+        return not scope.lookup(name.value)[0] and name.value not in scope.declared_global
 
     def _never_none(self, expr: cst.CSTNode) -> bool:
         """No value the code shows for ``expr`` is None (``seed(None)`` draws fresh entropy in every
