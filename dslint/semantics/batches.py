@@ -5,8 +5,8 @@
   called on it, unpacking and loops over it. A name rebound to anything else
   (``x = preprocess(x)``, ``x = torch.stack(x)``, ``x = x / 255``) holds a new
   object made in the main process. Subclasses look at each call (``on_call``).
-* ``evaluation_loop``: the loop evaluates (no training step; gradients off, one batch, or
-  a function that puts the model in ``eval()`` mode).
+* ``evaluation_loop``: the loop evaluates (no training step; gradients off, or a function
+  that puts the model in ``eval()`` mode).
 * ``training_step``: the loop trains, i.e. calls ``.backward()`` or
   ``optimizer.step()`` on every iteration (in its body or a same-module helper).
 """
@@ -354,9 +354,10 @@ def _no_grad_around(ctx, index, node) -> bool:
 
 def evaluation_loop(ctx, index, loop) -> bool:
     """The loop evaluates: it makes no training step, and it runs under ``no_grad``/``inference_mode``
-    or sits in a function that calls ``.eval()`` and never ``.train()``. A loop that is a call (``iter(loader)`` in a wrapper, a callee that
-    iterates) evaluates under ``no_grad``/``inference_mode``, or when a function between it and its
-    epoch loop is such an evaluation function (``validate(val_loader)`` wraps it in a prefetcher)."""
+    or sits in a function that calls ``.eval()`` and never ``.train()``. A loop that is a call
+    (``iter(loader)`` in a wrapper, a callee that iterates) evaluates under ``no_grad``/
+    ``inference_mode``, or when a function between it and its epoch loop is such an evaluation
+    function (``validate(val_loader)`` wraps it in a prefetcher)."""
     if isinstance(loop.loop, (cst.For, cst.While)):
         if training_step(ctx, index, loop.loop):
             return False

@@ -48,7 +48,14 @@ def is_self_check(ctx, node: cst.CSTNode) -> bool:
     func = ctx.enclosing_function(node)
     while func is not None and ctx.enclosing_function(func) is not None:
         func = ctx.enclosing_function(func)
-    if func is None or ctx.method_class(func) is not None or ctx.view.called_elsewhere(ctx.qualname_of_def(func)):
+    if func is None or ctx.method_class(func) is not None:
+        return False
+    return ctx.memo(("self_checks.only_main", id(func)), lambda: _only_main_calls(ctx, func, guard))
+
+
+def _only_main_calls(ctx, func: cst.FunctionDef, guard: cst.If) -> bool:
+    """No other file calls ``func``, and every name of this file that refers to it is in ``guard``."""
+    if ctx.view.called_elsewhere(ctx.qualname_of_def(func)):
         return False
     uses = [n for n in ctx.nodes(cst.Name) if n.value == func.name.value and n is not func.name]
     return bool(uses) and all(_inside(ctx, use, guard) for use in uses)

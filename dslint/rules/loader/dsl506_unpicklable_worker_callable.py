@@ -287,9 +287,11 @@ class UnpicklableWorkerCallable(Rule):
             via = ""
             if isinstance(bound, SubclassInit) and not bound.passed("num_workers"):
                 via = f" (`{bound.owner.name.value}` passes its callers' `num_workers` on through `**kwargs`)"
-            for param, (what, error), arg in problems:  # each where its fix goes: the argument as written (call or
-                for at in caller_callables(ctx, index, arg) or [arg or bound.call]:  # partial: once), its dict entry,
-                    if id(at) not in reported:  # the kept lambda; a forwarded parameter: what each caller passes
+            # each problem where its fix goes: the argument as written (in the call or its partial: once), its
+            # entry in a `**` dict, the lambda the dataset keeps; for a parameter handed on, what each caller passes
+            for param, (what, error), arg in problems:
+                for at in caller_callables(ctx, index, arg) or [arg or bound.call]:
+                    if id(at) not in reported:
                         reported.add(id(at))
                         yield self.report(at, f"{param} is {what}, which cannot be pickled{via}: with the spawn or forkserver start method (the "
                                           f"default on macOS and Windows, and on Linux from Python 3.14) starting the workers fails with `{error}`")
