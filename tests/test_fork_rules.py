@@ -163,6 +163,61 @@ FLAGGED = {
                 return self.tar.extractfile(self.members[i]).read()
         """,
     ),
+    # library handles that cannot be pickled (bench/handle_fork.py): a whole-slide reader kept from
+    # __init__, one held by a reader class of the file, and a sound file the script opens and hands over
+    "library-handles": (
+        "DSL401",
+        """
+        import openslide
+        import soundfile
+        import tifffile
+        from torch.utils.data import DataLoader, Dataset
+
+        class PageReader:
+            def __init__(self, path):
+                self.tif = tifffile.TiffFile(path)
+
+            def page(self, i):
+                return self.tif.pages[i].asarray()
+
+        class Tiles(Dataset):
+            def __init__(self, path, coords):
+                self.slide = openslide.OpenSlide(path)  # expect: DSL401
+                self.coords = coords
+
+            def __len__(self):
+                return len(self.coords)
+
+            def __getitem__(self, i):
+                return self.slide.read_region(self.coords[i], 0, (224, 224))
+
+        class Pages(Dataset):
+            def __init__(self, path, n):
+                self.reader = PageReader(path)  # expect: DSL401
+                self.n = n
+
+            def __len__(self):
+                return self.n
+
+            def __getitem__(self, i):
+                return self.reader.page(i)
+
+        class Clips(Dataset):
+            def __init__(self, sound, n):
+                self.sound = sound  # expect: DSL401
+                self.n = n
+
+            def __len__(self):
+                return self.n
+
+            def __getitem__(self, i):
+                self.sound.seek(i * 1600)
+                return self.sound.read(1600)
+
+        clips = Clips(soundfile.SoundFile("a.wav"), 10)
+        loaders = [DataLoader(d, num_workers=4) for d in (Tiles("s.svs", []), Pages("p.tif", 3), clips)]
+        """,
+    ),
     "helper-in-other-file": (
         "DSL402",
         {
@@ -280,6 +335,27 @@ FLAGGED = {
 }
 
 SILENT = {
+    # xarray's datasets pickle (their file manager reopens the file) and forked reads came back right
+    # (bench/handle_fork.py): not a handle DSL401 reports
+    "xarray-dataset": (
+        "DSL401",
+        """
+        import xarray as xr
+        from torch.utils.data import DataLoader, Dataset
+
+        class Fields(Dataset):
+            def __init__(self, path):
+                self.ds = xr.open_dataset(path)
+
+            def __len__(self):
+                return self.ds.sizes["time"]
+
+            def __getitem__(self, i):
+                return self.ds["t2m"][i].values
+
+        loader = DataLoader(Fields("era5.nc"), num_workers=4)
+        """,
+    ),
     # the only DataLoader (no workers) is over the dataset a name holds in its branch
     # (``bindings.block_assignment``), while the other branch binds the name to something else
     "lmdb-loader-in-one-branch": (
@@ -646,6 +722,17 @@ def test_messages_name_the_consequence(tmp_path):
     assert "MDB_BAD_RSLOT" not in diagnostic.message  # lock=False: no reader lock table
 
 
+def test_library_handle_messages_give_the_measured_consequence(tmp_path):
+    code, case = FLAGGED["library-handles"]
+    write_files(tmp_path, case)
+    outcome = check_tree(tmp_path, select=[code])
+    messages = {d.start[0]: d.message for d in outcome.diagnostics if d.code == code}
+    slide, pages, sound = (messages[line] for line in sorted(messages))
+    assert "ctypes objects containing pointers cannot be pickled" in slide and "other records' data" not in slide
+    assert "cannot pickle '_io.BufferedReader' object" in pages and "other records' data" in pages
+    assert "cannot pickle '_cffi_backend.__CDataOwn' object" in sound
+
+
 def test_sqlite_is_a_warning(tmp_path):
     [case] = [c for code, kind, c in MORE_CASES if code == "DSL401" and kind == "invalid" and "sqlite3.connect" in c]
     write_files(tmp_path, case)
@@ -659,6 +746,55 @@ def test_sqlite_is_a_warning(tmp_path):
 # Cases of this family's rules that do not fit in the rule modules (300 lines each);
 # they run exactly like the embedded ones (tests/test_rule_cases.py).
 MORE_CASES = [
+    # handles re-opened in each worker (a worker_init_fn), a lazily opening reader object, a
+    # length read through a closed file (moved from the rule module)
+    ("DSL401", "valid", """
+        import h5py
+        import lmdb
+        from torch.utils.data import DataLoader, Dataset, get_worker_info
+        class Env(Dataset):
+            def __init__(self, path):
+                self.path = path
+                self.env = lmdb.open(path, readonly=True, lock=False)
+            def __getitem__(self, i):
+                with self.env.begin() as txn:
+                    return txn.get(str(i).encode())
+        def reopen(worker_id):
+            ds = get_worker_info().dataset
+            ds.env = lmdb.open(ds.path, readonly=True, lock=False)
+        loader = DataLoader(Env("db"), num_workers=4, worker_init_fn=reopen)
+        class Cells(Dataset):
+            def __init__(self, paths):
+                self.paths = paths
+                self.open_all()  # re-run in each worker by the worker_init_fn
+            def open_all(self):
+                self.data = []
+                for p in self.paths:
+                    self.data.append(h5py.File(p, "r")["cells"])
+            def __getitem__(self, i):
+                return self.data[0][i]
+        def reopen_all(worker_id):
+            get_worker_info().dataset.open_all()
+        class Reader:
+            def __init__(self, path):
+                self.path, self.db = path, None
+            def get(self, key):
+                if self.db is None:  # opened on first use, in each worker
+                    self.db = lmdb.open(self.path, readonly=True)
+                with self.db.begin() as txn:
+                    return txn.get(key)
+        class Records(Dataset):
+            def __init__(self, path):
+                self.reader = Reader(path)
+                self.path, self.h5 = path, None
+            def __len__(self):
+                with h5py.File(self.path, "r") as f:  # closed before the fork
+                    return len(f["x"])
+            def __getitem__(self, i):
+                if self.h5 is None:
+                    self.h5 = h5py.File(self.path, "r")
+                return self.h5["x"][i], self.reader.get(str(i).encode())
+        """),
     # DSL401: the script opens the handle and hands it to the dataset, which keeps it (or what it derives) for
     # __getitem__: opened before the fork, as if __init__ had opened it
     ('DSL401', 'invalid', {

@@ -21,12 +21,12 @@ from typing import Callable, Optional, Tuple
 import libcst as cst
 
 from dslint.semantics.bindings import scope_assignments
-from dslint.semantics.handle_kinds import HANDLE_KINDS
+from dslint.semantics.handle_kinds import HANDLE_KINDS, LIBRARY_PICKLE_ERRORS
 from dslint.semantics.names import ModuleNames, dotted_text
 from dslint.semantics.walk import TreeIndex
 
 #: kinds a caller hands on as an open handle (an image opened by the caller is no shared descriptor to speak of)
-_PASSED_KINDS = frozenset({"file", "tar", "zip", "h5py", "lmdb", "sqlite", "db", "socket"})
+_PASSED_KINDS = frozenset({"file", "tar", "zip", "h5py", "lmdb", "sqlite", "db", "socket", *LIBRARY_PICKLE_ERRORS})
 _OPENER_TAILS = frozenset(q.rsplit(".", 1)[-1] for q, kind in HANDLE_KINDS.items() if kind in _PASSED_KINDS)
 #: libraries whose functions take no project class: their calls are skipped before the arguments are walked
 _LIBRARIES = ("torch", "builtins", "numpy", "os", "lmdb", "h5py", "sqlite3", "zipfile", "tarfile", "socket", "json", "pickle")

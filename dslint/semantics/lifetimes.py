@@ -24,6 +24,7 @@ import libcst as cst
 
 from dslint.semantics.archives import read_by_field
 from dslint.semantics.bindings import is_bound_here, names_in_target
+from dslint.semantics.handle_kinds import LIBRARY_HANDLES
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.once import once_guarded  # noqa: F401  (re-exported: once-only code lives in once.py)
 from dslint.semantics.regions import self_name
@@ -47,15 +48,13 @@ FILE_OPENERS = frozenset(
     {"builtins.open", "gzip.open", "bz2.open", "lzma.open", "tarfile.open", "zipfile.ZipFile", "h5py.File"}
     | {"codecs.open", "gzip.GzipFile", "bz2.BZ2File", "lzma.LZMAFile", "io.FileIO", "os.fdopen"}
 )
-LIBRARY_OPENERS = frozenset(
-    {"tarfile.TarFile", "netCDF4.Dataset", "netCDF4.MFDataset", "rasterio.open", "lmdb.open"}
+LIBRARY_OPENERS = frozenset(LIBRARY_HANDLES) | frozenset(
+    {"tarfile.TarFile", "netCDF4.MFDataset", "lmdb.open"}
     | {"xarray.open_dataset", "xarray.open_dataarray", "xarray.open_mfdataset", "smart_open.open"}
-    | {"smart_open.smart_open", "tifffile.TiffFile", "soundfile.SoundFile"}
-    # PyTables files (also behind pandas' HDFStore) stay in PyTables' registry of open
-    # files until closed; PyAV containers, imageio readers, h5netcdf files, OpenSlide
-    # slides and SciPy NetCDF files hold their file until closed or collected
-    | {"tables.open_file", "pandas.HDFStore", "av.open", "imageio.get_reader", "imageio.v2.get_reader"}
-    | {"h5netcdf.File", "openslide.OpenSlide", "scipy.io.netcdf_file"}
+    # PyTables files (also behind pandas' HDFStore, both in LIBRARY_HANDLES) stay in PyTables'
+    # registry of open files until closed; PyAV containers, imageio readers, h5netcdf files,
+    # OpenSlide slides and SciPy NetCDF files hold their file until closed or collected
+    | {"smart_open.smart_open", "av.open", "imageio.get_reader", "imageio.v2.get_reader", "scipy.io.netcdf_file"}
 )
 # Library handles whose file stays open after the program drops the object: PyTables
 # keeps every file it opens (also behind pandas' HDFStore) in its registry of open files

@@ -22,7 +22,7 @@ from dslint.semantics.classes import class_family, dataset_inits, methods
 from dslint.semantics.helper_drops import dropped_by_construction
 from dslint.semantics.init_code import add_aliases, family_construction, held_in_container, init_helpers
 from dslint.semantics.helper_openers import held_element, helper_handle
-from dslint.semantics.handle_kinds import HANDLE_DERIVATIONS
+from dslint.semantics.handle_kinds import HANDLE_DERIVATIONS, LIBRARY_FORK_WRONG, LIBRARY_PICKLE_ERRORS
 from dslint.semantics.instance_state import (
     AttrUse, Held, consumed_by_iter, handle_kind, rng_factory_kind, rng_kind, absent_or_none,
     dropped_in_init, held_on_self, is_read, method_of, per_sample_loads, self_attr_uses, stores_elsewhere,
@@ -415,6 +415,15 @@ def handle_message(ctx, kind: str, call: cst.CSTNode, attr: str, origin: str = "
         return (
             f"{where}: the connection the session opened in `__init__` stays in its pool, and forked "
             "DataLoader workers share that one socket, so their requests and responses interleave"
+        )
+    if kind in LIBRARY_PICKLE_ERRORS:
+        forked = LIBRARY_FORK_WRONG.get(kind)
+        forked = (f"forked DataLoader workers read through the parent's one handle and its file offset, so reads "
+                  f"return other records' data ({forked}); " if forked is not None else
+                  "forked DataLoader workers share the parent's open handle; ")
+        return (
+            f"{where}: {forked}the handle cannot be pickled, so under spawn/forkserver (macOS, Windows, Linux "
+            f"from Python 3.14) the workers cannot start (`{LIBRARY_PICKLE_ERRORS[kind]}`)"
         )
     return (
         f"{where}: forked DataLoader workers share the parent's server connection, so their queries and "
