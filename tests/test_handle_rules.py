@@ -34,8 +34,80 @@ PACKED = """
     loader = DataLoader(Packed("i.pkl", [3]), num_workers=2)
     """
 
+# Module-level archive caches of a reader module, filled once per archive: behind a membership
+# guard, and after a search of the list that returns what it finds (also with parallel lists)
+ARCHIVE_CACHES = """
+    import zipfile
+    from torch.utils.data import DataLoader, Dataset
+
+    _by_path = {}
+    _entries = []
+    _keys, _archives = [], []
+
+    def read_guarded(path, member):
+        if path not in _by_path:
+            _by_path[path] = zipfile.ZipFile(path)
+        return _by_path[path].read(member)
+
+    def read_searched(path, member):
+        for i in range(len(_entries)):
+            if _entries[i]["path"] == path:
+                data = _entries[i]["zip"].read(member)
+                return data
+        _entries.append({"path": path, "zip": zipfile.ZipFile(path)})
+        return _entries[-1]["zip"].read(member)
+
+    def read_parallel(path, member):
+        for i, key in enumerate(_keys):
+            if key == path:
+                return _archives[i].read(member)
+        _keys.append(path)
+        _archives.append(zipfile.ZipFile(path))
+        return _archives[-1].read(member)
+
+    class Members(Dataset):
+        def __init__(self, items):
+            self.items = items  # (archive, member) pairs: many members per archive
+
+        def __len__(self):
+            return len(self.items)
+
+        def __getitem__(self, i):
+            archive, member = self.items[i]
+            return read_guarded(archive, member) + read_searched(archive, member) + read_parallel(archive, member)
+
+    loader = DataLoader(Members([]), num_workers=2)
+    """
+
 MORE_CASES = [
     ("DSL103", "valid", PACKED),
+    ("DSL103", "valid", ARCHIVE_CACHES),
+    # a search that does not return what it finds guards nothing: every call appends a new handle
+    ("DSL103", "invalid", """
+        import zipfile
+        from torch.utils.data import DataLoader, Dataset
+
+        _opened = []
+
+        def read(path, member):
+            for archive in _opened:
+                if archive.filename == path:
+                    print("seen before")
+            _opened.append(zipfile.ZipFile(path))  # expect: DSL103
+            return _opened[-1].read(member)
+
+        class Members(Dataset):
+            def __init__(self, items):
+                self.items = items
+
+            def __len__(self):
+                return len(self.items)
+
+            def __getitem__(self, i):
+                return read(*self.items[i])
+
+        loader = DataLoader(Members([]), num_workers=2)
+        """),
     ("DSL601", "valid", PACKED),
     # DSL103: the same guard keyed by the sample index keeps one handle per sample
     ("DSL103", "invalid", """

@@ -131,11 +131,15 @@ def once_guarded(ctx, node: cst.CSTNode) -> bool:
     * a path replaced by what it opens: ``f = self.files[k]; if isinstance(f, Path): f = open(f);
       self.files[k] = f`` (``_replaces_path_entry``);
     * an empty slot filled once per key: ``if self.files[k] is None: self.files[k] = open(p)``
-      (``_fills_tested_slot``).
+      (``_fills_tested_slot``);
+    * a cache of any container, also a module-level one in a function, filled once per key
+      (``filled_once_per_key``).
     """
     func = ctx.enclosing_function(node)
     if func is None:
         return False
+    if filled_once_per_key(ctx, node, func):
+        return True
     selfp = self_name(func)
     if not selfp:
         return False
@@ -236,3 +240,76 @@ def _base(expr: cst.CSTNode) -> cst.CSTNode:
     while isinstance(expr, cst.Subscript):
         expr = expr.value
     return expr
+
+
+def filled_once_per_key(ctx, node: cst.CSTNode, func: cst.FunctionDef) -> bool:
+    """``node`` fills a cache once per key, for a container of the module as well as of ``self``:
+
+    * behind a membership guard that the block answers: ``if key not in CACHE: CACHE[key] = ...``;
+    * after a search of the container that returns what it finds: ``for e in CACHE: if e["path"] ==
+      key: return ...`` (also ``for i in range(len(CACHE))``, ``enumerate``), followed in the same
+      block by an ``append`` to the searched container (or, for parallel lists, to it and to another):
+      the block runs only for a key not seen yet.
+    """
+    previous = node
+    for ancestor in ctx.ancestors(node):
+        if ancestor is func:
+            return False
+        if isinstance(ancestor, cst.If) and previous is ancestor.body and _answers_membership(ancestor):
+            return True
+        if isinstance(ancestor, cst.IndentedBlock):
+            statements = list(ancestor.body)
+            at = next((i for i, stmt in enumerate(statements) if stmt is previous), None)
+            if at is not None:
+                for i in range(at - 1, -1, -1):
+                    searched = _searched_container(statements[i])
+                    if searched and any(_appends_to(stmt, searched) for stmt in statements[i + 1:at + 1]):
+                        return True
+        previous = ancestor
+    return False
+
+
+def _answers_membership(guard: cst.If) -> bool:
+    """``if key not in CACHE:`` whose body stores ``CACHE[key]``."""
+    test = guard.test
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.NotIn)):
+        return False
+    key, cache = test.left, test.comparisons[0].comparator
+    if not dotted_parts(cache):
+        return False
+    return any(isinstance(n, cst.AssignTarget) and isinstance(n.target, cst.Subscript) and n.target.value.deep_equals(cache)
+               and len(n.target.slice) == 1 and n.target.slice[0].slice.value.deep_equals(key)
+               for n in iter_subtree(guard.body, into_scopes=False) if isinstance(n, cst.AssignTarget))
+
+
+def _searched_container(stmt: cst.CSTNode) -> Optional[str]:
+    """The dotted name of the container a ``for`` statement searches (its body has an ``if`` on an
+    ``==`` comparison whose block returns), or None."""
+    if not isinstance(stmt, cst.For) or stmt.orelse is not None:
+        return None
+    source = stmt.iter
+    if isinstance(source, cst.Call) and dotted_parts(source.func) in (["range"], ["enumerate"]) and source.args:
+        source = source.args[0].value
+        if isinstance(source, cst.Call) and dotted_parts(source.func) == ["len"] and source.args:
+            source = source.args[0].value
+    parts = dotted_parts(source)
+    if not parts:
+        return None
+    for node in iter_subtree(stmt.body, into_scopes=False):
+        if isinstance(node, cst.If) and isinstance(node.test, cst.Comparison) and any(
+                isinstance(c.operator, cst.Equal) for c in node.test.comparisons) and _ends_with_return(node.body):
+            return ".".join(parts)
+    return None
+
+
+def _ends_with_return(block: cst.BaseSuite) -> bool:
+    last = block.body[-1] if block.body else None
+    if isinstance(last, cst.SimpleStatementLine):
+        last = last.body[-1]
+    return isinstance(last, cst.Return)
+
+
+def _appends_to(stmt: cst.CSTNode, container: str) -> bool:
+    return any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "append"
+               and ".".join(dotted_parts(n.func.value) or []) == container
+               for n in iter_subtree(stmt, into_scopes=False))

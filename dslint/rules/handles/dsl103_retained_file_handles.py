@@ -45,8 +45,8 @@ class RetainedFileHandles(Rule):
     - One shared handle or memory map opened in `__init__` (`self.data = np.load(path, mmap_mode="r")`).
     - A cache filled behind a "not opened yet" guard (`if path not in self.handles:`, `if self.h is None:`, `if self.files[shard] is None:`,
       `if not hasattr(self.local, "f"):`, or an entry that holds its path until opened: `f = self.files[k]`, `if
-      isinstance(f, Path): f = h5py.File(f); self.files[k] = f`): at most one handle per file or per worker, the lazy per-worker pattern.
-      A cache keyed by the sample index itself (`self.cache[idx]` in
+      isinstance(f, Path): f = h5py.File(f); self.files[k] = f`), also a module's cache (`if p not in _zips:`, or a search of the list that
+      returns what it finds, then `_zips.append(...)`): at most one handle per file or per worker. A cache keyed by the sample index (`self.cache[idx]` in
       `__getitem__(self, idx)`), or by the entry of a per-sample table
       (`path = self.paths[idx]` where `__len__` returns `len(self.paths)`), is
       reported even behind such a guard: one handle for every sample seen.
