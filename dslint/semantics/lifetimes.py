@@ -48,12 +48,13 @@ FILE_OPENERS = frozenset(
     {"builtins.open", "gzip.open", "bz2.open", "lzma.open", "tarfile.open", "zipfile.ZipFile", "h5py.File"}
     | {"codecs.open", "gzip.GzipFile", "bz2.BZ2File", "lzma.LZMAFile", "io.FileIO", "os.fdopen"}
 )
+# The library handles that cannot be pickled (``handle_kinds.LIBRARY_HANDLES``: PyTables files, also
+# behind pandas' HDFStore, stay in PyTables' registry of open files until closed; h5netcdf files and
+# OpenSlide slides hold theirs until closed or collected), and these; PyAV containers, imageio readers
+# and SciPy NetCDF files also hold their file until closed or collected.
 LIBRARY_OPENERS = frozenset(LIBRARY_HANDLES) | frozenset(
     {"tarfile.TarFile", "netCDF4.MFDataset", "lmdb.open"}
     | {"xarray.open_dataset", "xarray.open_dataarray", "xarray.open_mfdataset", "smart_open.open"}
-    # PyTables files (also behind pandas' HDFStore, both in LIBRARY_HANDLES) stay in PyTables'
-    # registry of open files until closed; PyAV containers, imageio readers, h5netcdf files,
-    # OpenSlide slides and SciPy NetCDF files hold their file until closed or collected
     | {"smart_open.smart_open", "av.open", "imageio.get_reader", "imageio.v2.get_reader", "scipy.io.netcdf_file"}
 )
 # Library handles whose file stays open after the program drops the object: PyTables

@@ -206,8 +206,7 @@ def _fills_tested_slot(guard: cst.If, selfp: str) -> bool:
         return False
     if not isinstance(slot, cst.Subscript) or (dotted_parts(slot.value) or [""])[0] != selfp:
         return False
-    return any(isinstance(node, cst.Assign) and any(t.target.deep_equals(slot) for t in node.targets)
-               for node in iter_subtree(guard.body, into_scopes=False))
+    return any(target.deep_equals(slot) for target in _assigned_targets(guard.body))
 
 
 #: the types of a path not opened yet (what an ``isinstance`` guard tests before replacing it)
@@ -232,8 +231,12 @@ def _replaces_path_entry(ctx, guard: cst.If, selfp: str) -> bool:
     if not isinstance(place, (cst.Attribute, cst.Subscript)) or (dotted_parts(_base(place)) or [""])[0] != selfp:
         return False
     text = ctx.code(place).strip()
-    return any(isinstance(node, cst.AssignTarget) and ctx.code(node.target).strip() == text
-               for node in iter_subtree(guard.body, into_scopes=False))
+    return any(ctx.code(target).strip() == text for target in _assigned_targets(guard.body))
+
+
+def _assigned_targets(block: cst.BaseSuite):
+    """The targets of the plain assignments (``x = ...``, each of ``a = b = ...``) in ``block``, not in nested scopes."""
+    return (node.target for node in iter_subtree(block, into_scopes=False) if isinstance(node, cst.AssignTarget))
 
 
 def _base(expr: cst.CSTNode) -> cst.CSTNode:
@@ -277,9 +280,9 @@ def _answers_membership(guard: cst.If) -> bool:
     key, cache = test.left, test.comparisons[0].comparator
     if not dotted_parts(cache):
         return False
-    return any(isinstance(n, cst.AssignTarget) and isinstance(n.target, cst.Subscript) and n.target.value.deep_equals(cache)
-               and len(n.target.slice) == 1 and n.target.slice[0].slice.value.deep_equals(key)
-               for n in iter_subtree(guard.body, into_scopes=False) if isinstance(n, cst.AssignTarget))
+    return any(isinstance(target, cst.Subscript) and target.value.deep_equals(cache) and len(target.slice) == 1
+               and target.slice[0].slice.value.deep_equals(key)
+               for target in _assigned_targets(guard.body))
 
 
 def _searched_container(stmt: cst.CSTNode) -> Optional[str]:

@@ -417,9 +417,9 @@ def handle_message(ctx, kind: str, call: cst.CSTNode, attr: str, origin: str = "
             "DataLoader workers share that one socket, so their requests and responses interleave"
         )
     if kind in LIBRARY_PICKLE_ERRORS:
-        forked = LIBRARY_FORK_WRONG.get(kind)
+        measured = LIBRARY_FORK_WRONG.get(kind)
         forked = (f"forked DataLoader workers read through the parent's one handle and its file offset, so reads "
-                  f"return other records' data ({forked}); " if forked is not None else
+                  f"return other records' data ({measured}); " if measured is not None else
                   "forked DataLoader workers share the parent's open handle; ")
         return (
             f"{where}: {forked}the handle cannot be pickled, so under spawn/forkserver (macOS, Windows, Linux "
