@@ -82,6 +82,27 @@ ARCHIVE_CACHES = """
 MORE_CASES = [
     ("DSL103", "valid", PACKED),
     ("DSL103", "valid", ARCHIVE_CACHES),
+    # a membership guard whose block stores into a slice of the cache answers nothing (and must not crash)
+    ("DSL103", "invalid", """
+        import zipfile
+        from torch.utils.data import DataLoader, Dataset
+
+        _zips = {}
+
+        def read(path, member):
+            if path not in _zips:
+                _zips[1:2] = [zipfile.ZipFile(path)]  # expect: DSL103
+            return member
+
+        class Members(Dataset):
+            def __len__(self):
+                return 1
+
+            def __getitem__(self, i):
+                return read("a.zip", i)
+
+        loader = DataLoader(Members(), num_workers=2)
+        """),
     # a search that does not return what it finds guards nothing: every call appends a new handle
     ("DSL103", "invalid", """
         import zipfile

@@ -281,7 +281,7 @@ def _answers_membership(guard: cst.If) -> bool:
     if not dotted_parts(cache):
         return False
     return any(isinstance(target, cst.Subscript) and target.value.deep_equals(cache) and len(target.slice) == 1
-               and target.slice[0].slice.value.deep_equals(key)
+               and isinstance(target.slice[0].slice, cst.Index) and target.slice[0].slice.value.deep_equals(key)
                for target in _assigned_targets(guard.body))
 
 
