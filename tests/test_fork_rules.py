@@ -733,6 +733,21 @@ def test_library_handle_messages_give_the_measured_consequence(tmp_path):
     assert "cannot pickle '_cffi_backend.__CDataOwn' object" in sound
 
 
+def test_every_library_handle_is_measured_by_the_bench_script():
+    # the messages quote bench/handle_fork.py's measurement: each opener of the table has a writer there
+    import importlib.util
+    from pathlib import Path
+
+    from dslint.semantics.handle_kinds import LIBRARY_FORK_WRONG, LIBRARY_HANDLES, LIBRARY_PICKLE_ERRORS
+
+    script = Path(__file__).resolve().parent.parent / "bench" / "handle_fork.py"
+    spec = importlib.util.spec_from_file_location("handle_fork", script)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert set(LIBRARY_HANDLES) <= set(bench.LIBRARIES)
+    assert set(LIBRARY_HANDLES.values()) == set(LIBRARY_PICKLE_ERRORS) >= set(LIBRARY_FORK_WRONG)
+
+
 def test_sqlite_is_a_warning(tmp_path):
     [case] = [c for code, kind, c in MORE_CASES if code == "DSL401" and kind == "invalid" and "sqlite3.connect" in c]
     write_files(tmp_path, case)
