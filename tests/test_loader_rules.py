@@ -369,6 +369,63 @@ MORE_CASES = [
             return (DataLoader(only_png, num_workers=4), DataLoader(ordered, num_workers=4),
                     DataLoader(single, num_workers=0))
         """),
+    # DSL506: a transform list filled step by step, the parts a ConcatDataset (or Subset, random_split) keeps,
+    # and a transform handed in through a `**` dict: each reaches the spawned worker with the dataset
+    ("DSL506", "invalid", """
+        import torchvision.transforms as T
+        from torch.utils.data import ConcatDataset, DataLoader, Subset, random_split
+        from torchvision.datasets import ImageFolder
+
+        def steps_loader(root, opt):
+            steps = [T.Resize(64)]
+            if opt.gray:
+                steps.append(T.Lambda(lambda img: img.convert("L")))  # expect: DSL506
+            steps += [T.ToTensor()]
+            return DataLoader(ImageFolder(root, transform=T.Compose(steps)), batch_size=32, num_workers=opt.workers)
+
+        def concat_loader(roots, workers):
+            parts = []
+            for root in roots:
+                part = ImageFolder(root, target_transform=lambda y: y + 1)  # expect: DSL506
+                parts.append(part)
+            return DataLoader(ConcatDataset(parts), batch_size=8, num_workers=workers)
+
+        def split_loader(root, workers):
+            whole = ImageFolder(root, transform=T.Compose([T.ToTensor(), T.Lambda(lambda x: x * 2 - 1)]))  # expect: DSL506
+            train, held_out = random_split(whole, [0.9, 0.1])
+            return DataLoader(Subset(train, range(100)), num_workers=workers)
+
+        def options_loader(root, workers):
+            options = dict(root=root, target_transform=lambda y: float(y))  # expect: DSL506
+            data = ImageFolder(**options)
+            options = {"num_workers": workers}
+            return DataLoader(data, batch_size=8, **options)
+        """),
+    ("DSL506", "valid", """
+        import torchvision.transforms as T
+        from torch.utils.data import ConcatDataset, DataLoader
+        from torchvision.datasets import ImageFolder
+
+        def gray(img):
+            return img.convert("L")
+
+        def steps_loader(root, opt):  # module-level functions pickle by name
+            steps = [T.Resize(64)]
+            steps.append(T.Lambda(gray))
+            return DataLoader(ImageFolder(root, transform=T.Compose(steps)), num_workers=opt.workers)
+
+        def concat_loader(roots, workers):  # the lambda is used while listing, not kept; another list is filled
+            parts, names = [], []
+            for root in roots:
+                parts.append(ImageFolder(root, is_valid_file=lambda p: p.endswith(".png")))
+                names.append(lambda: root)
+            return DataLoader(ConcatDataset(parts), num_workers=workers)
+
+        def options_loader(root, workers):  # the dict's transform is replaced before it is unpacked
+            options = dict(root=root, transform=lambda x: x)
+            options["transform"] = T.ToTensor()
+            return DataLoader(ImageFolder(**options), num_workers=workers)
+        """),
     # DSL506: a factory that may return a picklable module-level object, or whose result a decorator may change
     ("DSL506", "valid", {
         "collating.py": """

@@ -119,6 +119,22 @@ def test_kwargs_dict_with_key_assignments_and_update(tmp_path):
     assert _loader_arg(tmp_path, source, "drop_last").known is False  # the dict is closed: the default
 
 
+def test_kwargs_dict_bound_more_than_once_or_by_a_conditional(tmp_path):
+    """Each dict that reaches the call is a path: a key one of them leaves out may be absent (the
+    default), so its values are possible, not known; the dict bound before is not among them."""
+    source = """
+    def f(opt, cuda):
+        kw = dict(num_workers=0, drop_last=True)
+        data = Images(**kw)
+        kw = {"num_workers": opt.workers, "persistent_workers": True} if cuda else {"persistent_workers": False}
+        return DataLoader(data, **kw)
+    """
+    workers = _loader_arg(tmp_path, source, "num_workers")
+    assert workers.known is UNKNOWN and not workers.complete and "0" not in _values(workers)
+    assert _values(_loader_arg(tmp_path, source, "persistent_workers")) == ["False", "True"]
+    assert _loader_arg(tmp_path, source, "drop_last").known is False  # both dicts are closed: the default
+
+
 def test_kwargs_dict_handed_elsewhere_is_open(tmp_path):
     source = """
     def f(n):

@@ -17,7 +17,7 @@ from typing import Callable, List, Optional, Tuple
 import libcst as cst
 
 from dslint.semantics.calls import UNKNOWN, literal_value
-from dslint.semantics.values import call_sites
+from dslint.semantics.call_sites import call_sites
 
 
 def arms_taken(ctx, expr: cst.CSTNode) -> Optional[List[cst.BaseExpression]]:

@@ -9,9 +9,14 @@ it is a name ``func`` binds (not a parameter, not declared ``global``/``nonlocal
 such names, returned or yielded, given to an adding method of such a name, or nested in a
 display that is one of these. Anything else (an attribute, a module name, a display handed to
 another call) may outlive the call.
+
+``list_fills(ctx, name)``: what a scope adds to the list a name holds (``append``, ``insert``,
+``extend``, ``+=``), and ``extended_list``: the displays of a list only ever extended in place.
 """
 
 from __future__ import annotations
+
+from typing import List
 
 import libcst as cst
 
@@ -19,6 +24,10 @@ from dslint.semantics.bindings import scope_assignments
 from dslint.semantics.lifetimes import ADDERS
 from dslint.semantics.sizes import counted_loop
 from dslint.semantics.walk import iter_subtree
+
+#: list methods that add what they are given: the position of the added argument, and whether
+#: that argument is one item (``append``/``insert``) or an iterable of items (``extend``)
+_FILLERS = {"append": (0, True), "insert": (1, True), "extend": (0, False)}
 
 _DISPLAYS = (cst.List, cst.Tuple, cst.Set, cst.Dict, cst.ListComp, cst.SetComp, cst.DictComp)
 _MAX_NESTING = 4
@@ -60,6 +69,57 @@ def _local_name(ctx, expr, func) -> bool:
     declared = {g.name.value for stmt in ctx.nodes(cst.Global) + ctx.nodes(cst.Nonlocal) for g in stmt.names}
     bound = scope_assignments(ctx.tree, func, expr.value)
     return expr.value not in declared and (bound is None or bool(bound))
+
+
+def list_fills(ctx, name: cst.Name) -> List[cst.BaseExpression]:
+    """What the scope of ``name`` adds to the list that name holds: ``x`` of ``name.append(x)``
+    and ``name.insert(i, x)``, and the iterables of ``name.extend(xs)`` and ``name += xs`` (a
+    display's elements are the items added). A transform list filled step by step
+    (``steps.append(T.Lambda(f))``, then ``T.Compose(steps)``) holds all of these."""
+    out: List[cst.BaseExpression] = []
+    for node in ctx.tree.scope_nodes(ctx.tree.scope_node(name), cst.Name):
+        if node.value != name.value:
+            continue
+        parent = ctx.parent(node)
+        if isinstance(parent, cst.AugAssign) and parent.target is node and isinstance(parent.operator, cst.AddAssign):
+            out.extend(_items(parent.value, False))
+            continue
+        call = ctx.parent(parent) if isinstance(parent, cst.Attribute) and parent.value is node else None
+        filler = _FILLERS.get(parent.attr.value) if isinstance(call, cst.Call) and call.func is parent else None
+        args = [arg.value for arg in call.args if not arg.star and arg.keyword is None] if filler else []
+        if filler and len(args) > filler[0]:
+            out.extend(_items(args[filler[0]], filler[1]))
+    return out
+
+
+def extended_list(ctx, name: cst.Name) -> List[cst.List]:
+    """The list displays ``name`` holds when its scope binds it only by plain assignments of
+    displays and by ``+=`` (``steps = [...]`` then ``steps += [...]``: one list, extended in
+    place, where the value flow stops at the augmented assignment); [] for any other binding."""
+    displays: List[cst.List] = []
+    for node in ctx.tree.scope_nodes(ctx.tree.scope_node(name), cst.Name):
+        if node.value != name.value:
+            continue
+        parent = ctx.parent(node)
+        if isinstance(parent, cst.AugAssign) and parent.target is node:
+            if not isinstance(parent.operator, cst.AddAssign):
+                return []
+        elif isinstance(parent, cst.AssignTarget) and parent.target is node:
+            value = ctx.parent(parent).value
+            if not isinstance(value, cst.List):
+                return []
+            displays.append(value)
+        elif isinstance(parent, (cst.For, cst.AsName, cst.NamedExpr, cst.Param, cst.Global, cst.Nonlocal)) or (
+                isinstance(parent, (cst.Element, cst.StarredElement))
+                and isinstance(ctx.parent(ctx.parent(parent)), (cst.AssignTarget, cst.For))):
+            return []
+    return displays
+
+
+def _items(value, one: bool) -> List[cst.BaseExpression]:
+    if not one and isinstance(value, (cst.List, cst.Tuple)):
+        return [element.value for element in value.elements]
+    return [value]
 
 
 def stays_bounded(ctx, call, site) -> bool:

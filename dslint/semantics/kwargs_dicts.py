@@ -119,4 +119,27 @@ def _collect(ctx, expr, key: str, found: List[cst.BaseExpression], depth: int) -
     return closed
 
 
-__all__ = ["closed_entries", "dict_changes", "entry_expressions", "subscript_key"]
+def transform_entries(ctx, index, expr) -> List[cst.BaseExpression]:
+    """The values given to the keys that name a transform (``transform``, ``target_transform``...)
+    of the ``**`` dict ``expr``: the dict display or ``dict(...)`` call it may hold where it is
+    unpacked (``ValueFlow.value_nodes``: the binding that reaches that point). A dict that its
+    scope changes after building it (a key write, an update, a call it is handed to) gives none."""
+    if isinstance(expr, cst.Name):
+        if next(iter(dict_changes(ctx, ctx.tree.scope_node(expr), expr.value)), False) is not False:
+            return []
+        values = index.value_nodes(expr) or []
+    else:
+        values = [expr]
+    found: List[cst.BaseExpression] = []
+    for value in values:
+        if isinstance(value, cst.Dict):
+            for element in value.elements:
+                key = literal_value(element.key) if isinstance(element, cst.DictElement) else None
+                if isinstance(key, str) and "transform" in key.lower():
+                    found.append(element.value)
+        elif isinstance(value, cst.Call) and ctx.call_name(value) == "builtins.dict":
+            found.extend(arg.value for arg in value.args if arg.keyword is not None and "transform" in arg.keyword.value.lower())
+    return found
+
+
+__all__ = ["closed_entries", "dict_changes", "entry_expressions", "subscript_key", "transform_entries"]

@@ -73,3 +73,17 @@ def holds(predicate, value) -> bool:
 
 def exactly(value, origin: str) -> Possible:
     return Possible((Value(value, origin),), True)
+
+
+def either_dict(alternatives):
+    """The entries of a dict that is one of ``alternatives`` (each ``({key: Possible}, closed)``,
+    one per path): a key's values on every path that sets it, complete only when every path sets
+    it (elsewhere it is absent: the callee's default applies); closed when every one is."""
+    entries = {}
+    for found, _ in alternatives:
+        for key, value in found.items():
+            entries[key] = entries[key] | value if key in entries else value
+    for key, value in entries.items():
+        if any(key not in found for found, _ in alternatives):
+            entries[key] = Possible(value.values, False)
+    return entries, all(closed for _, closed in alternatives)

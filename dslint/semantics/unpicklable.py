@@ -14,8 +14,11 @@ from typing import List, Optional, Tuple
 import libcst as cst
 
 from dslint.semantics.bindings import class_ref
+from dslint.semantics.containers import extended_list, list_fills
+from dslint.semantics.held_datasets import wrapped_datasets
 from dslint.semantics.kept_lambdas import TRANSFORM_CONTAINERS, stored_callables
 from dslint.semantics.kept_objects import kept_arguments
+from dslint.semantics.kwargs_dicts import transform_entries
 from dslint.semantics.libraries import pipeline_callables
 from dslint.semantics.module_calls import positional_args
 from dslint.semantics.scopes import is_none, none_replacements
@@ -197,6 +200,14 @@ def kept_callable(ctx, index, expr) -> Optional[Tuple[cst.CSTNode, Problem]]:
     names (each value they may hold: one path is enough), into transform containers
     (``T.Compose([T.Lambda(lambda x: 1 - x)])``) and into what a factory of the file returns; or
     kept by the dataset's own class from its ``__init__`` (``class_kept_callable``)."""
+    for held in [expr, *wrapped_datasets(ctx, index, expr)]:  # (and the datasets a ``ConcatDataset``... keeps)
+        found = _kept_by_dataset(ctx, index, held)
+        if found:
+            return found
+    return None
+
+
+def _kept_by_dataset(ctx, index, expr) -> Optional[Tuple[cst.CSTNode, Problem]]:
     nodes = index.value_nodes(expr) if isinstance(expr, cst.Name) else [expr]
     for node in nodes or ():  # (any construction the name may hold: the loader fails on that path)
         for stage in pipeline_callables(ctx, node, index.value_nodes):  # ``wds.WebDataset(urls).map(f)``
@@ -204,6 +215,10 @@ def kept_callable(ctx, index, expr) -> Optional[Tuple[cst.CSTNode, Problem]]:
             if found:
                 return found[0], (f"a pipeline keeping {found[1][0]} as a stage", found[1][1])
         for arg in node.args if isinstance(node, cst.Call) and not _method_of_object(ctx, node) else ():
+            for entry in transform_entries(ctx, index, arg.value) if arg.star == "**" else ():  # ``Images(**options)``
+                found = _kept(ctx, index, entry, 0)
+                if found:
+                    return found[0], (f"given {found[1][0]} to keep", found[1][1])
             if arg.star or (arg.keyword is not None and "transform" not in arg.keyword.value.lower()
                             and not _container(ctx, arg.value)):
                 continue
@@ -299,11 +314,14 @@ def _kept(ctx, index, expr, depth: int) -> Optional[Tuple[cst.CSTNode, Problem]]
     if depth > 8:
         return None
     if isinstance(expr, cst.Name):
-        nodes = index.value_nodes(expr) or []
+        nodes = index.value_nodes(expr)
+        nodes = extended_list(ctx, expr) if nodes is None else nodes  # (``steps += [...]``: the flow stops there)
         if any(isinstance(node, (cst.Lambda, cst.FunctionDef)) for node in nodes):
             problem = unpicklable(ctx, index, expr)
             lam = next((node for node in nodes if isinstance(node, cst.Lambda)), None)
             return (lam or expr, problem) if problem else None
+        if any(isinstance(node, cst.List) for node in nodes):  # and what the scope adds to it (``steps.append(...)``)
+            nodes = nodes + list_fills(ctx, expr)
         for node in nodes:  # each value the name may hold (`if train: t = T.Compose([...]) else: ...`): a path
             found = _kept(ctx, index, node, depth + 1) if node is not expr else None
             if found:

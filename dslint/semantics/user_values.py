@@ -32,7 +32,8 @@ import libcst as cst
 from dslint.semantics.bindings import scope_assignments
 from dslint.semantics.instance_state import self_stores
 from dslint.semantics.names import dotted_parts
-from dslint.semantics.values import PARSE_ARGS, call_sites
+from dslint.semantics.call_sites import call_sites
+from dslint.semantics.values import PARSE_ARGS
 
 MAX_DEPTH = 8
 #: calls whose result is a configuration the user writes (the last name of the callee)

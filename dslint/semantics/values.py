@@ -18,7 +18,8 @@ the checked file:
 - ``self.cfg.x``: what the class's methods assign to it (``self_stores.py``), and the
   argparse option ``x`` when ``self.cfg`` is bound to a parameter (``self.cfg = args``);
 - dicts: ``d["k"]``, ``d.get("k", default)`` over a dict literal or ``dict(...)``
-  and the key assignments and ``.update`` calls made on it;
+  and the key assignments and ``.update`` calls made on it; a name bound to dicts more than
+  once: the ones that reach the read (``kw = {"num_workers": n} if cuda else {}``), each a path;
 - ``int(x)``, ``bool(x)`` and ``str(x)`` of such a value.
 
 A ``Possible`` lists the values found, each with where it came from (for messages),
@@ -39,12 +40,13 @@ from typing import Dict, List, Optional, Tuple
 import libcst as cst
 
 from dslint.semantics.bindings import block_assignment, scope_assignments
+from dslint.semantics.call_sites import call_sites
 from dslint.semantics.calls import UNKNOWN, literal_value
 from dslint.semantics.kwargs_dicts import dict_changes, subscript_key
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.narrowing import IS_NONE, none_test
 from dslint.semantics.options import option_values
-from dslint.semantics.possible import NOTHING, Possible, Value, exactly, holds
+from dslint.semantics.possible import NOTHING, Possible, Value, either_dict, exactly, holds
 from dslint.semantics.self_stores import nested_self_stores
 
 MAX_DEPTH = 8
@@ -339,6 +341,9 @@ class _Resolver:
         ctx = self.ctx
         if isinstance(expr, cst.Dict):
             return self._dict_display(expr, depth)
+        if isinstance(expr, cst.IfExp):  # ``{"num_workers": n} if cuda else {}``: each arm a path
+            arms = [self.dict_entries(expr.body, depth + 1), self.dict_entries(expr.orelse, depth + 1)]
+            return None if None in arms else either_dict(arms)
         if isinstance(expr, cst.Call) and ctx.call_name(expr) == "builtins.dict":
             entries: Dict[str, Possible] = {}
             closed = True
@@ -358,7 +363,9 @@ class _Resolver:
             return None
         scope = ctx.tree.scope_node(expr)
         assigned = scope_assignments(ctx.tree, scope, expr.value)
-        if not assigned or len(assigned) != 1:
+        if assigned and len(assigned) > 1:
+            return self._reaching_dicts(expr, scope, depth)
+        if not assigned:
             return None
         base = self.dict_entries(assigned[0], depth + 1)
         if base is None:
@@ -381,6 +388,20 @@ class _Resolver:
             value = self.of(value_expr, depth + 1)
             entries[key] = entries[key] | value if key in entries else value
         return entries, closed
+
+    def _reaching_dicts(self, expr: cst.Name, scope, depth: int) -> Optional[Tuple[Dict[str, Possible], bool]]:
+        """A name bound to a dict more than once (``kw = {"num_workers": n} if cuda else {}``): the
+        dicts that reach ``expr`` (``ValueFlow.value_nodes``), each a path (``possible.either_dict``);
+        None when one is not a dict we follow, or the scope changes the dict after building it."""
+        if next(iter(dict_changes(self.ctx, scope, expr.value)), False) is not False:
+            return None
+        alternatives = []
+        for node in loader_loops(self.ctx).value_nodes(expr) or [None]:
+            found = self.dict_entries(node, depth + 1) if isinstance(node, (cst.Dict, cst.Call)) else None
+            if found is None:
+                return None
+            alternatives.append(found)
+        return either_dict(alternatives)
 
     def _dict_display(self, expr: cst.Dict, depth: int) -> Optional[Tuple[Dict[str, Possible], bool]]:
         entries: Dict[str, Possible] = {}
@@ -439,60 +460,3 @@ def _local_class(ctx, call: cst.Call) -> Optional[cst.ClassDef]:
     from dslint.semantics.bindings import local_class_path
 
     return local_class_path(ctx.tree, call.func.value)
-
-
-def call_sites(ctx, func: cst.FunctionDef, param: cst.Param):
-    """(call, the expression passed for ``param`` or None) for every call of ``func`` in
-    this file: by its name where that name means this function, or ``self.name(...)``
-    inside its class."""
-    return ctx.memo(("values.call_sites", id(func), param.name.value), lambda: list(_find_call_sites(ctx, func, param)))
-
-
-def _find_call_sites(ctx, func: cst.FunctionDef, param: cst.Param):
-    name = func.name.value
-    owner = ctx.method_class(func)
-    params = func.params
-    positional = [p.name.value for p in (*params.posonly_params, *params.params)]
-    if owner is not None and positional:
-        positional = positional[1:]  # self / cls
-    qualified = f"{ctx.names.modname}.{name}" if owner is None and ctx.tree.scope_node(func) is None else None
-    for call in ctx.nodes(cst.Call):
-        target = call.func
-        if owner is not None:
-            if not (isinstance(target, cst.Attribute) and target.attr.value == name and isinstance(target.value, cst.Name)
-                    and target.value.value in ("self", "cls")):
-                continue
-            if ctx.dataset_class_of(call) is not owner and _enclosing_class(ctx, call) is not owner:
-                continue
-        elif qualified is not None:
-            if not (isinstance(target, cst.Name) and target.value == name and ctx.call_name(call) == qualified):
-                continue
-        else:
-            if not (isinstance(target, cst.Name) and target.value == name
-                    and ctx.tree.scope_node(call) is not None and _encloses(ctx, ctx.tree.scope_node(func), call)):
-                continue
-        yield call, _passed(call, positional, param.name.value)
-
-
-def _passed(call: cst.Call, positional: List[str], name: str) -> Optional[cst.CSTNode]:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == name:
-            return arg.value
-    index = 0
-    for arg in call.args:
-        if arg.star:
-            return None
-        if arg.keyword is None:
-            if index < len(positional) and positional[index] == name:
-                return arg.value
-            index += 1
-    return None
-
-
-def _enclosing_class(ctx, node) -> Optional[cst.ClassDef]:
-    func = ctx.enclosing_function(node)
-    return ctx.method_class(func) if func is not None else None
-
-
-def _encloses(ctx, scope, node) -> bool:
-    return scope is None or any(a is scope for a in ctx.ancestors(node))
