@@ -120,19 +120,33 @@ def test_kwargs_dict_with_key_assignments_and_update(tmp_path):
 
 
 def test_kwargs_dict_bound_more_than_once_or_by_a_conditional(tmp_path):
-    """Each dict that reaches the call is a path: a key one of them leaves out may be absent (the
-    default), so its values are possible, not known; the dict bound before is not among them."""
+    """Each dict that reaches the call is a path: with all but one empty, that one's keys are
+    possible, not known (elsewhere they are absent: the default); the dict bound before is not
+    among them. Two dicts with entries stay unknown: one flat dict would pair their keys."""
     source = """
     def f(opt, cuda):
         kw = dict(num_workers=0, drop_last=True)
         data = Images(**kw)
-        kw = {"num_workers": opt.workers, "persistent_workers": True} if cuda else {"persistent_workers": False}
+        kw = {"num_workers": opt.workers, "persistent_workers": True} if cuda else {}
         return DataLoader(data, **kw)
     """
     workers = _loader_arg(tmp_path, source, "num_workers")
     assert workers.known is UNKNOWN and not workers.complete and "0" not in _values(workers)
-    assert _values(_loader_arg(tmp_path, source, "persistent_workers")) == ["False", "True"]
+    assert _values(_loader_arg(tmp_path, source, "persistent_workers")) == ["True"]
+    assert _loader_arg(tmp_path, source, "persistent_workers").known is UNKNOWN
     assert _loader_arg(tmp_path, source, "drop_last").known is False  # both dicts are closed: the default
+    branches = """
+    def f(cfg, sampler):
+        if cfg.batched:
+            extra = {"batch_sampler": sampler, "shuffle": False}
+        else:
+            extra = {"sampler": sampler, "batch_size": 8}
+        return DataLoader(data, num_workers=2, **extra)
+    """
+    (tmp_path / "branches").mkdir()
+    for key in ("batch_size", "shuffle"):
+        found = _loader_arg(tmp_path / "branches", branches, key)
+        assert found.known is UNKNOWN and _values(found) == []
 
 
 def test_kwargs_dict_handed_elsewhere_is_open(tmp_path):

@@ -77,13 +77,13 @@ def exactly(value, origin: str) -> Possible:
 
 def either_dict(alternatives):
     """The entries of a dict that is one of ``alternatives`` (each ``({key: Possible}, closed)``,
-    one per path): a key's values on every path that sets it, complete only when every path sets
-    it (elsewhere it is absent: the callee's default applies); closed when every one is."""
-    entries = {}
-    for found, _ in alternatives:
-        for key, value in found.items():
-            entries[key] = entries[key] | value if key in entries else value
-    for key, value in entries.items():
-        if any(key not in found for found, _ in alternatives):
-            entries[key] = Possible(value.values, False)
+    one per path) when all but one of them are empty (``{...} if cuda else {}``): the keys of
+    that one, possible but not complete (on the other paths they are absent, and the callee's
+    default applies); closed when every one is. None when two or more have entries: their keys
+    come on different paths, and one flat dict would pair a key of one path with another's
+    (``batch_sampler=`` on one branch, ``sampler=`` on the other)."""
+    filled = [found for found, _ in alternatives if found]
+    if len(filled) > 1:
+        return None
+    entries = {key: Possible(value.values, False) for key, value in (filled[0] if filled else {}).items()}
     return entries, all(closed for _, closed in alternatives)

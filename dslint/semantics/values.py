@@ -19,7 +19,8 @@ the checked file:
   argparse option ``x`` when ``self.cfg`` is bound to a parameter (``self.cfg = args``);
 - dicts: ``d["k"]``, ``d.get("k", default)`` over a dict literal or ``dict(...)``
   and the key assignments and ``.update`` calls made on it; a name bound to dicts more than
-  once: the ones that reach the read (``kw = {"num_workers": n} if cuda else {}``), each a path;
+  once: the ones that reach the read, each a path, when all but one are empty
+  (``kw = {"num_workers": n} if cuda else {}``);
 - ``int(x)``, ``bool(x)`` and ``str(x)`` of such a value.
 
 A ``Possible`` lists the values found, each with where it came from (for messages),
@@ -343,7 +344,7 @@ class _Resolver:
             return self._dict_display(expr, depth)
         if isinstance(expr, cst.IfExp):  # ``{"num_workers": n} if cuda else {}``: each arm a path
             arms = [self.dict_entries(expr.body, depth + 1), self.dict_entries(expr.orelse, depth + 1)]
-            return None if None in arms else either_dict(arms)
+            return None if None in arms else either_dict(arms)  # (only one arm with entries)
         if isinstance(expr, cst.Call) and ctx.call_name(expr) == "builtins.dict":
             entries: Dict[str, Possible] = {}
             closed = True
@@ -391,8 +392,9 @@ class _Resolver:
 
     def _reaching_dicts(self, expr: cst.Name, scope, depth: int) -> Optional[Tuple[Dict[str, Possible], bool]]:
         """A name bound to a dict more than once (``kw = {"num_workers": n} if cuda else {}``): the
-        dicts that reach ``expr`` (``ValueFlow.value_nodes``), each a path (``possible.either_dict``);
-        None when one is not a dict we follow, or the scope changes the dict after building it."""
+        dicts that reach ``expr`` (``ValueFlow.value_nodes``), each a path, all but one empty
+        (``possible.either_dict``); None when one is not a dict we follow, or the scope changes the
+        dict after building it."""
         if next(iter(dict_changes(self.ctx, scope, expr.value)), False) is not False:
             return None
         alternatives = []
