@@ -2,8 +2,9 @@
 
 A DataLoader pickles its dataset for each spawned worker, and with it every dataset that a
 wrapper keeps: ``ConcatDataset(parts)`` and ``ChainDataset(parts)`` keep each part (given as a
-display, or as a list that the scope fills with ``append``/``extend``/``+=``:
-``containers.list_fills``); ``Subset(ds, idx)`` and each part of ``random_split(ds, ...)``
+display, or as a list bound to a name by a display that the scope then fills with ``append``,
+``insert`` or ``extend``: ``containers.list_fills``; a list the scope extends with ``+=`` is not
+followed); ``Subset(ds, idx)`` and each part of ``random_split(ds, ...)``
 keep ``ds``. ``wrapped_datasets`` lists the expressions whose objects a dataset expression
 holds through such wrappers, following names to the values they may hold
 (``ValueFlow.value_nodes``); a part that is itself a wrapper is followed in turn.

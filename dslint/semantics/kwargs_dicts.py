@@ -119,17 +119,21 @@ def _collect(ctx, expr, key: str, found: List[cst.BaseExpression], depth: int) -
     return closed
 
 
+def unchanged_values(ctx, index, name: cst.Name) -> Optional[List[cst.CSTNode]]:
+    """What the name of a ``**`` dict may hold where it is read (``ValueFlow.value_nodes``: the
+    bindings that reach it); None when a value is unknown, or when the scope changes the dict
+    after building it (a key write, an update, a call it is handed to: ``dict_changes``)."""
+    if any(True for _ in dict_changes(ctx, ctx.tree.scope_node(name), name.value)):
+        return None
+    return index.value_nodes(name)
+
+
 def transform_entries(ctx, index, expr) -> List[cst.BaseExpression]:
     """The values given to the keys that name a transform (``transform``, ``target_transform``...)
     of the ``**`` dict ``expr``: the dict display or ``dict(...)`` call it may hold where it is
-    unpacked (``ValueFlow.value_nodes``: the binding that reaches that point). A dict that its
-    scope changes after building it (a key write, an update, a call it is handed to) gives none."""
-    if isinstance(expr, cst.Name):
-        if next(iter(dict_changes(ctx, ctx.tree.scope_node(expr), expr.value)), False) is not False:
-            return []
-        values = index.value_nodes(expr) or []
-    else:
-        values = [expr]
+    unpacked (``unchanged_values``: the binding that reaches that point). A dict that its scope
+    changes after building it gives none."""
+    values = (unchanged_values(ctx, index, expr) or []) if isinstance(expr, cst.Name) else [expr]
     found: List[cst.BaseExpression] = []
     for value in values:
         if isinstance(value, cst.Dict):
@@ -142,4 +146,4 @@ def transform_entries(ctx, index, expr) -> List[cst.BaseExpression]:
     return found
 
 
-__all__ = ["closed_entries", "dict_changes", "entry_expressions", "subscript_key", "transform_entries"]
+__all__ = ["closed_entries", "dict_changes", "entry_expressions", "subscript_key", "transform_entries", "unchanged_values"]

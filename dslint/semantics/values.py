@@ -43,7 +43,7 @@ import libcst as cst
 from dslint.semantics.bindings import block_assignment, scope_assignments
 from dslint.semantics.call_sites import call_sites
 from dslint.semantics.calls import UNKNOWN, literal_value
-from dslint.semantics.kwargs_dicts import dict_changes, subscript_key
+from dslint.semantics.kwargs_dicts import dict_changes, subscript_key, unchanged_values
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.narrowing import IS_NONE, none_test
 from dslint.semantics.options import option_values
@@ -365,7 +365,7 @@ class _Resolver:
         scope = ctx.tree.scope_node(expr)
         assigned = scope_assignments(ctx.tree, scope, expr.value)
         if assigned and len(assigned) > 1:
-            return self._reaching_dicts(expr, scope, depth)
+            return self._reaching_dicts(expr, depth)
         if not assigned:
             return None
         base = self.dict_entries(assigned[0], depth + 1)
@@ -390,15 +390,13 @@ class _Resolver:
             entries[key] = entries[key] | value if key in entries else value
         return entries, closed
 
-    def _reaching_dicts(self, expr: cst.Name, scope, depth: int) -> Optional[Tuple[Dict[str, Possible], bool]]:
+    def _reaching_dicts(self, expr: cst.Name, depth: int) -> Optional[Tuple[Dict[str, Possible], bool]]:
         """A name bound to a dict more than once (``kw = {"num_workers": n} if cuda else {}``): the
         dicts that reach ``expr`` (``ValueFlow.value_nodes``), each a path, all but one empty
         (``possible.either_dict``); None when one is not a dict we follow, or the scope changes the
-        dict after building it."""
-        if next(iter(dict_changes(self.ctx, scope, expr.value)), False) is not False:
-            return None
+        dict after building it (``kwargs_dicts.unchanged_values``)."""
         alternatives = []
-        for node in loader_loops(self.ctx).value_nodes(expr) or [None]:
+        for node in unchanged_values(self.ctx, loader_loops(self.ctx), expr) or [None]:
             found = self.dict_entries(node, depth + 1) if isinstance(node, (cst.Dict, cst.Call)) else None
             if found is None:
                 return None
