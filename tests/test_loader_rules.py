@@ -316,6 +316,38 @@ MORE_CASES = [
                     self.root, self.transform = root, transform
             """,
     }),
+    # DSL506: a project class (another file) deriving from torchvision's Compose/Lambda without an __init__ of
+    # its own keeps what it is given as they do; one whose __init__ keeps nothing does not
+    ("DSL506", "invalid", {
+        "steps.py": """
+            from torchvision.transforms import transforms
+
+            class Compose(transforms.Compose):
+                def reset(self):
+                    pass
+
+            class Lambda(transforms.Lambda):
+                def reset(self):
+                    pass
+
+            class Logged(transforms.Lambda):
+                def __init__(self, fn):
+                    fn(None)  # called once here, not kept
+                    super().__init__(print)
+            """,
+        "train.py": """
+            from torch.utils.data import DataLoader
+            from steps import Compose, Lambda, Logged
+            from clips import build_clips
+
+            def loaders(opt):
+                steps = [Logged(lambda clip: None)]
+                if opt.flow:
+                    steps.append(Lambda(lambda clip: clip[:2]))  # expect: DSL506
+                clips = build_clips(opt.root, Compose(steps))
+                return DataLoader(clips, num_workers=opt.workers)
+            """,
+    }),
     # DSL506: a dataset given a lambda or nested function to keep (its transform) cannot be pickled either
     ("DSL506", "invalid", """
         import torchvision.transforms as T

@@ -287,7 +287,15 @@ def _transform_stores(ctx, name: cst.Name) -> List[cst.BaseExpression]:
 
 
 def _container(ctx, expr) -> bool:
-    return isinstance(expr, cst.Call) and ctx.call_name(expr) in TRANSFORM_CONTAINERS
+    """A transform container (``T.Compose``, ``T.Lambda``...), or a project class (any file) deriving
+    from containers alone whose chain defines no ``__init__`` of its own: it keeps what it is given
+    as the container does (``class Compose(T.Compose): def randomize(self): ...``)."""
+    name = ctx.call_name(expr) if isinstance(expr, cst.Call) else None
+    if name is None or name in TRANSFORM_CONTAINERS:
+        return name is not None
+    bases = ctx.view.external_bases(name)
+    init = ctx.view.class_method(name, "__init__") if bases else None
+    return bool(bases) and all(base in TRANSFORM_CONTAINERS for base in bases) and init is not None and init["defined"] is not True
 
 
 def _kept_by_project_class(ctx, call: cst.Call) -> List[cst.BaseExpression]:
