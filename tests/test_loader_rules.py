@@ -348,6 +348,60 @@ MORE_CASES = [
                 return DataLoader(clips, num_workers=opt.workers)
             """,
     }),
+    # DSL506: a class built per call by a factory of another file has no importable name
+    ("DSL506", "invalid", {
+        "factory.py": """
+            from torch.utils.data import Dataset
+
+            def dataset_class(base, extra):
+                class Combined(base, extra, Dataset):  # a class built per call: no importable name
+                    pass
+                return Combined
+            """,
+        "train.py": """
+            from torch.utils.data import DataLoader
+            from factory import dataset_class
+
+            def main(opt, Base, Extra):
+                Dataset = dataset_class(Base, Extra)
+                return DataLoader(Dataset(opt, "train"), num_workers=opt.workers)  # expect: DSL506
+            """,
+    }),
+    # DSL506: the datasets a factory of another file returns (whole, or an element of a tuple, also handed
+    # on by a helper of the loader's file on each branch) to a loader with workers: reported at the lambda
+    ("DSL506", "invalid", {
+        "sets.py": """
+            from torchvision import datasets
+
+            def cifar(root):
+                one_hot = lambda y: [int(y == k) for k in range(10)]  # expect: DSL506
+                train = datasets.CIFAR10(root, train=True, target_transform=one_hot)
+                return 32, train, datasets.CIFAR10(root, train=False)
+
+            def svhn(root):
+                return datasets.SVHN(root, target_transform=lambda y: y % 10)  # expect: DSL506
+
+            def mnist(root):
+                return datasets.MNIST(root, target_transform=lambda y: y)  # its loader has no workers
+            """,
+        "train.py": """
+            from torch.utils.data import DataLoader
+            from sets import cifar, mnist, svhn
+
+            def pick(name, root):
+                if name == "cifar":
+                    size, train, test = cifar(root)
+                else:
+                    size, train, test = None, svhn(root), None
+                return size, train, test
+
+            def main(name, root, workers):
+                found = pick(name, root)
+                size, train, test = found
+                digits = mnist(root)
+                return DataLoader(train, num_workers=workers), DataLoader(test, num_workers=workers), DataLoader(digits, num_workers=0)
+            """,
+    }),
     # DSL506: a dataset given a lambda or nested function to keep (its transform) cannot be pickled either
     ("DSL506", "invalid", """
         import torchvision.transforms as T

@@ -1,5 +1,6 @@
 """Local data flow that both the summary and the rules need.
 
+``value_binding``/``call_binding``: the one value (call) a name is assigned in a scope, and where in it.
 ``single_assignment``: the value of the only assignment to a name in its scope
 (function or module), or None when it is assigned more than once, rebound by a
 loop, or bound some other way. ``class_ref``: the qualified name of the class an
@@ -132,6 +133,57 @@ def scope_assignments(tree: TreeIndex, scope, name: str) -> Optional[List[cst.Ba
     found = list(here.simple.get(name, ()))
     found.extend(value for value in here.annotated.get(name, ()) if value is not None)
     return found
+
+
+def call_binding(func: cst.FunctionDef, name: str):
+    """(the one call ``name`` is assigned from in ``func``, its position: -1 for the whole result,
+    ``i`` for element ``i`` of a tuple unpacking) or None when ``name`` is bound any other way or more than once."""
+    found = value_binding(func, name)
+    return found if found is not None and isinstance(found[0], cst.Call) else None
+
+
+def value_binding(scope, name: str):
+    """(the one value ``name`` is assigned in ``scope``, a function or the module, and its position:
+    -1 for the whole value, ``i`` for element ``i`` of a tuple unpacking) or None when ``name`` is
+    bound any other way (a loop, ``with``, ``+=``) or more than once."""
+    found = value_bindings(scope, name)
+    return found[0] if found is not None and len(found) == 1 else None
+
+
+def value_bindings(scope, name: str):
+    """Each (value, position) ``name`` is assigned in ``scope`` (as ``value_binding``), or None when it
+    is also bound any other way (a loop, ``with``, ``+=``, a chained or annotated assignment)."""
+    roots = [scope.body] if isinstance(scope, cst.FunctionDef) else list(scope.body)
+    found, assigns = [], {}
+    for root in roots:
+        for node in iter_subtree(root, into_scopes=False):
+            if isinstance(node, cst.Assign):
+                for target in node.targets:
+                    assigns[id(target)] = node
+            if isinstance(node, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign)):
+                targets = [node.target]
+            elif isinstance(node, (cst.For, cst.CompFor, cst.WithItem)):
+                targets = [getattr(node, "target", None) or getattr(node, "asname", None)]
+            else:
+                continue
+            for target in targets:
+                if target is not None and any(isinstance(n, cst.Name) and n.value == name for n in iter_subtree(target)):
+                    found.append(node)
+    out = []
+    for node in found:
+        assign = assigns.get(id(node))
+        if not isinstance(node, cst.AssignTarget) or assign is None or len(assign.targets) != 1:
+            return None
+        target = node.target
+        if isinstance(target, cst.Name):
+            out.append((assign.value, -1))
+            continue
+        position = next((i for i, element in enumerate(getattr(target, "elements", ()))
+                         if isinstance(element, cst.Element) and isinstance(element.value, cst.Name) and element.value.value == name), None)
+        if position is None:
+            return None
+        out.append((assign.value, position))
+    return out
 
 
 def local_aliases(tree: TreeIndex, expr) -> List[cst.BaseExpression]:

@@ -40,6 +40,7 @@ from dslint.semantics.distributed import construction_reads_world
 from dslint.semantics.kwargs_forwarders import kwargs_forwards
 from dslint.semantics.libraries import kwargs_loader_signatures
 from dslint.semantics.returned_closures import closure_returns
+from dslint.semantics.returned_datasets import loader_results
 from dslint.semantics.length_probes import attribute_probes, summary_probes
 from dslint.semantics.start_methods import start_methods
 from dslint.semantics.walk import TreeIndex, body_buckets
@@ -311,9 +312,7 @@ def _reseeded_attrs(tree: TreeIndex) -> List[str]:
     return sorted(found)
 
 
-_ONE_SHOT_BUILTINS = frozenset(
-    {"builtins.iter", "builtins.map", "builtins.filter", "builtins.zip", "builtins.enumerate", "builtins.reversed"}
-)
+_ONE_SHOT_BUILTINS = frozenset({"builtins.iter", "builtins.map", "builtins.filter", "builtins.zip", "builtins.enumerate", "builtins.reversed"})
 
 
 def _passed_iterators(tree: TreeIndex, names: ModuleNames) -> List[list]:
@@ -448,6 +447,7 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         "epoch_params": epoch_iterated_params(tree, names, qualname_of),
         # module-level functions that return a function or lambda defined inside them (``returned_closures``)
         "closure_returns": closure_returns(tree, qualname_of),
+        "loader_results": loader_results(tree, names),  # loaders with workers over another file's function's result
         "kwargs_forwards": kwargs_forwards(tree, names, qualname_of),
         # [collate, num_workers]: ``collate_fn=self.m`` and ``loader.collate_fn = f`` (``bound_collates``)
         "bound_collates": bound_collates(tree, names, qualname_of, s.loader_facts),

@@ -24,6 +24,7 @@ from typing import List, Optional
 
 import libcst as cst
 
+from dslint.semantics.bindings import call_binding
 from dslint.semantics.distributed import mentions_rank, method_name
 from dslint.semantics.loader_roles import unconditional
 from dslint.semantics.test_paths import is_test_module
@@ -42,38 +43,6 @@ def _iterated_name(expr: cst.BaseExpression) -> Optional[str]:
             expr = expr.args[0].value
             continue
         return None
-    return None
-
-
-def _binding(func: cst.FunctionDef, name: str):
-    """(the one call ``name`` is assigned from in ``func``, its position) or None."""
-    found = []
-    for node in iter_subtree(func.body, into_scopes=False):
-        if isinstance(node, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign)):
-            targets = [node.target]
-        elif isinstance(node, (cst.For, cst.CompFor, cst.WithItem)):
-            targets = [getattr(node, "target", None) or getattr(node, "asname", None)]
-        else:
-            continue
-        for target in targets:
-            if target is not None and any(isinstance(n, cst.Name) and n.value == name for n in iter_subtree(target)):
-                found.append(node)
-    if len(found) != 1 or not isinstance(found[0], cst.AssignTarget):
-        return None
-    target = found[0].target
-    assign = None
-    for parent in iter_subtree(func.body, into_scopes=False):
-        if isinstance(parent, cst.Assign) and any(t is found[0] for t in parent.targets):
-            assign = parent
-            break
-    if assign is None or len(assign.targets) != 1 or not isinstance(assign.value, cst.Call):
-        return None
-    if isinstance(target, cst.Name):
-        return assign.value, -1
-    if isinstance(target, (cst.Tuple, cst.List)):
-        for i, element in enumerate(target.elements):
-            if isinstance(element, cst.Element) and isinstance(element.value, cst.Name) and element.value.value == name:
-                return assign.value, i
     return None
 
 
@@ -101,7 +70,7 @@ def trained_facts(tree, names) -> dict:
             continue
         if not any(isinstance(n, cst.Call) and method_name(n) == "backward" for n in iter_subtree(loop.body, into_scopes=False)):
             continue
-        bound = _binding(func, name)
+        bound = call_binding(func, name)
         if bound is None or not isinstance(bound[0].func, (cst.Name, cst.Attribute)):
             continue
         if any(mentions_rank(ctx, arg.value, shards=True) for arg in bound[0].args):
@@ -142,7 +111,7 @@ def returned_position(ctx, call: cst.Call) -> Optional[int]:
     held = None
     if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
         held = parent.targets[0].target.value
-        if _binding(func, held) is None:
+        if call_binding(func, held) is None:
             return None
     returns = [r for r in iter_subtree(func.body, into_scopes=False) if isinstance(r, cst.Return)]
     if len(returns) != 1 or returns[0].value is None:

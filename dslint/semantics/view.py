@@ -254,6 +254,12 @@ class View:
         function or lambda defined inside it (``returned_closures``)."""
         return self._record("returned_closure", [qualified], self._index.returned_closure(canonical(qualified), self.path))
 
+    def returned_to_loaders(self, qual: str) -> List[list]:
+        """[module, position, workers] of the loaders of other files over the result of this file's
+        function ``qual`` (-1) or element ``position`` of it (``returned_datasets``)."""
+        from dslint.semantics.returned_datasets import loader_positions  # (parses: not imported by a replayed warm run)
+        return self._record("returned_to_loaders", [qual], loader_positions(self._index, (self.path, qual)))
+
     def length_probe(self, qualified: str) -> Optional[list]:
         """[position, name, loader] when the project's module-level function ``qualified`` probes
         that parameter for a length (``length_probes``)."""

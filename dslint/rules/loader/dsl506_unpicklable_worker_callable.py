@@ -9,6 +9,7 @@ from dslint.semantics.worker_counts import may_have_workers, workers_only_by_cho
 from dslint.semantics.calls import SubclassInit, dataloader_constructions
 from dslint.semantics.kwargs_dicts import entry_expressions
 from dslint.semantics.loops import loader_loops
+from dslint.semantics.returned_datasets import returned_datasets
 from dslint.semantics.unpicklable import caller_callables, held_unpicklable, kept_callable, local_instance, unpicklable
 
 
@@ -38,6 +39,9 @@ class UnpicklableWorkerCallable(Rule):
     each problem of a loader is reported where its fix goes. So does a dataset whose own class keeps one from its `__init__` chain (`self.scale = lambda x: 2 * x`, `self.t = T.Compose([..., T.Lambda(lambda x: x * 2 - 1)])`,
     in a list, dict, `functools.partial` or `collections.defaultdict`), and a dataset given, as its transform, an object of a project class (any file) that keeps one
     (reported at that object's construction); not when another store on some path replaces it, a subclass's `__init__` stores its own value there, or the class decides its own pickling (`__getstate__`).
+    A dataset that a module-level function returns (whole, or an element of a returned tuple) to a DataLoader of
+    another file whose `num_workers` is passed and not a literal 0 (`train_set, test_set = get_cifar10(root)`) is
+    judged the same way in the function's file, where the fix goes (the preview-only forms are not told apart there).
 
     A `DataLoader` subclass counts too: the `super().__init__(...)` call in its `__init__` is a DataLoader
     construction, and so is that of a subclass of it whose own `__init__` hands its parameters on by name.
@@ -200,24 +204,6 @@ class UnpicklableWorkerCallable(Rule):
                     return DataLoader(ds, num_workers=workers, collate_fn=make_collate(0))  # expect: DSL506
                 """,
         },
-        {
-            "factory.py": """
-                from torch.utils.data import Dataset
-
-                def dataset_class(base, extra):
-                    class Combined(base, extra, Dataset):  # a class built per call: no importable name
-                        pass
-                    return Combined
-                """,
-            "train.py": """
-                from torch.utils.data import DataLoader
-                from factory import dataset_class
-
-                def main(opt, Base, Extra):
-                    Dataset = dataset_class(Base, Extra)
-                    return DataLoader(Dataset(opt, "train"), num_workers=opt.workers)  # expect: DSL506
-                """,
-        },
         """
         from torch.utils.data import DataLoader
         loader = DataLoader(ds, batch_size=8, num_workers=2, collate_fn=lambda batch: batch)  # expect: DSL506
@@ -294,5 +280,14 @@ class UnpicklableWorkerCallable(Rule):
                 for at in caller_callables(ctx, index, arg) or [arg or bound.call]:
                     if id(at) not in reported:
                         reported.add(id(at))
-                        yield self.report(at, f"{param} is {what}, which cannot be pickled{via}: with the spawn or forkserver start method (the "
-                                          f"default on macOS and Windows, and on Linux from Python 3.14) starting the workers fails with `{error}`")
+                        yield self.report(at, _message(f"{param} is {what}", via, error))
+        for func, expr, module in returned_datasets(ctx):  # a dataset this file's factory returns to another file's loader
+            kept = kept_callable(ctx, index, expr)
+            if kept and id(kept[0]) not in reported:
+                reported.add(id(kept[0]))
+                yield self.report(kept[0], _message(f"the dataset `{func.name.value}` returns is {kept[1][0]}", f" (module `{module}` hands it to a DataLoader with workers)", kept[1][1]))
+
+
+def _message(what: str, via: str, error: str) -> str:
+    return (f"{what}, which cannot be pickled{via}: with the spawn or forkserver start method (the default on macOS and "
+            f"Windows, and on Linux from Python 3.14) starting the workers fails with `{error}`")
