@@ -44,6 +44,8 @@ class Outcome:
     baselined: int = 0  # findings hidden by the baseline
     #: (path, reason) of every path named explicitly that --force-exclude left out
     excluded: List[Tuple[str, str]] = field(default_factory=list)
+    #: symlinks found walking whose target does not exist: skipped (``Discovery.dangling``)
+    skipped: List[str] = field(default_factory=list)
 
 
 def _input(path: str, abspath: str, data: bytes, explicit: bool, notebooks: Dict[str, Notebook]) -> FileInput:
@@ -62,7 +64,8 @@ def _input(path: str, abspath: str, data: bytes, explicit: bool, notebooks: Dict
 
 
 def _collect(paths: Sequence[str], settings: Settings, options: CheckOptions,
-             excluded: Optional[List[Tuple[str, str]]], notebooks: Dict[str, Notebook]) -> Tuple[List[FileInput], list]:
+             excluded: Optional[List[Tuple[str, str]]], notebooks: Dict[str, Notebook],
+             skipped: Optional[List[str]] = None) -> Tuple[List[FileInput], list]:
     """The input read from stdin (if any) and the files discovery found, not read yet."""
     discovery = Discovery(settings)
     inputs: List[FileInput] = []
@@ -78,6 +81,8 @@ def _collect(paths: Sequence[str], settings: Settings, options: CheckOptions,
     candidates = discovery.collect(file_paths)
     if excluded is not None:
         excluded.extend(discovery.excluded_explicit)
+    if skipped is not None:
+        skipped.extend(discovery.dangling)
     # the rest of the named files' packages: read for cross-file facts, never reported
     stdin = [item.abspath for item in inputs if options.stdin_filename]
     candidates.extend(context_candidates(paths, candidates, discovery, stdin))
@@ -183,8 +188,9 @@ def _replayed(data: dict, stats) -> Optional[CheckResult]:
 def check(paths: Sequence[str], settings: Settings, options: Optional[CheckOptions] = None) -> Outcome:
     options = options or CheckOptions()
     excluded: List[Tuple[str, str]] = []
+    skipped: List[str] = []
     notebooks: Dict[str, Notebook] = {}
-    inputs, candidates = _collect(paths, settings, options, excluded, notebooks)
+    inputs, candidates = _collect(paths, settings, options, excluded, notebooks, skipped)
     stats = [(candidate, _stat(candidate)) for candidate in candidates]
     record = _run_record(settings, options, inputs, stats)
     if record is not None:
@@ -195,7 +201,7 @@ def check(paths: Sequence[str], settings: Settings, options: Optional[CheckOptio
         result = _replayed(data, stats) if data is not None else None
         if result is not None:  # nothing changed since the recorded run
             result.timings["replayed run"] = time.perf_counter() - started
-            return Outcome(result=result, diagnostics=list(result.diagnostics), excluded=excluded)
+            return Outcome(result=result, diagnostics=list(result.diagnostics), excluded=excluded, skipped=skipped)
     inputs.extend(_read(candidate, st, notebooks) for candidate, st in stats)
     cache = None
     if options.use_cache and inputs and "-" not in paths:
@@ -210,7 +216,7 @@ def check(paths: Sequence[str], settings: Settings, options: Optional[CheckOptio
         attach(result, notebooks)
     if record is not None and not result.internal_errors:
         record.save([d.to_dict() for d in result.diagnostics], result.files, result.selected)
-    return Outcome(result=result, diagnostics=list(result.diagnostics), no_files=not inputs, excluded=excluded)
+    return Outcome(result=result, diagnostics=list(result.diagnostics), no_files=not inputs, excluded=excluded, skipped=skipped)
 
 
 MAX_FIX_PASSES = 10

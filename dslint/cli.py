@@ -411,6 +411,8 @@ def _summary(outcome, env) -> None:
     from dslint.formats import fixable
 
     diagnostics = outcome.diagnostics
+    for path in outcome.skipped:
+        click.echo(f"dslint: warning: skipped {path}: a symlink whose target does not exist", err=True)
     if outcome.no_files:
         if outcome.excluded:
             for path, reason in outcome.excluded:

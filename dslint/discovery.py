@@ -9,8 +9,10 @@ Files named explicitly are always checked, as ruff does; with ``--force-exclude`
 (what pre-commit passes) the configured ``exclude``/``extend-exclude`` patterns apply
 to them too, but ``.gitignore`` never does: pre-commit hands over tracked files,
 and a tracked file is checked even where a ``.gitignore`` pattern matches it. Directory symlinks are not followed, so a symlink loop
-cannot trap the walk; a file symlink is read through (and a broken or looping one
-becomes a per-file I/O error).
+cannot trap the walk; a file symlink is read through (a looping one becomes a per-file
+I/O error). A symlink found walking whose target does not exist (a link into a submodule that
+is not checked out, or to another machine's path) holds nothing to check: it is skipped with a
+warning, not reported; named explicitly, it is an I/O error like any missing file.
 """
 
 from __future__ import annotations
@@ -113,6 +115,8 @@ class Discovery:
         self.gitignore = _GitIgnore() if settings.respect_gitignore else None
         #: (display path, reason) of every path named explicitly that --force-exclude left out
         self.excluded_explicit: List[Tuple[str, str]] = []
+        #: display paths of the symlinks found walking whose target does not exist (skipped, with a warning)
+        self.dangling: List[str] = []
 
     def display(self, abspath: str) -> str:
         try:
@@ -235,6 +239,20 @@ class Discovery:
                             shown = entry.name if dir_shown == "." else os.path.join(dir_shown, entry.name)
                             if shown.startswith(".."):
                                 shown = entry.path
+                        if is_link and _dangling(entry.path):
+                            self.dangling.append(shown)  # nothing there to check (ruff#19421 asks the same)
+                            continue
                         found.append((entry.path, shown, None))
             stack.extend(reversed(subdirs))
         return found
+
+
+def _dangling(path: str) -> bool:
+    """A symlink whose target does not exist (a loop is not one: reading it is an I/O error)."""
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return False

@@ -22,6 +22,14 @@ class IoErrorRule(Rule):
     copies to a volume without resource forks (a zip, a tar, a network share),
     and it holds that file's metadata, not code: it is skipped, like a file that
     is not Python.
+
+    A symlink found walking a directory whose target does not exist: a link into
+    a submodule that is not checked out, or to a path on the author's machine.
+    There is nothing to check and nothing in the file to fix, so it is skipped
+    with a warning on stderr (`dslint: warning: skipped data/x.py: a symlink whose
+    target does not exist`) and the exit code is not changed. Named on the command
+    line, it is a missing file like any other and is reported. A symlink loop is
+    reported either way.
     """
 
     code = "DSL002"
