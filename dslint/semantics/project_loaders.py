@@ -209,6 +209,13 @@ class LoaderQueries:
                 return found
         return None
 
+    def may_start_workers(self) -> bool:
+        """Some DataLoader of the project may start workers: a file names a worker count other than
+        as ``num_workers=0`` (``worker_counts.names_workers``), or no file builds a DataLoader (a
+        library: its users' loaders are not seen)."""
+        summaries = self.summaries.values()
+        return not any(s.get("loaders") for s in summaries) or any(s.get("names_workers", True) for s in summaries)
+
     def start_methods(self) -> List[str]:
         """The start methods the project's files set for new processes (``start_methods``)."""
         return sorted({m for summary in self.summaries.values() for m in summary.get("start_methods", ())})

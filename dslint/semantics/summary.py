@@ -44,7 +44,7 @@ from dslint.semantics.returned_datasets import loader_results
 from dslint.semantics.length_probes import attribute_probes, summary_probes
 from dslint.semantics.start_methods import start_methods
 from dslint.semantics.walk import TreeIndex, body_buckets
-from dslint.semantics.worker_counts import worker_count_callees
+from dslint.semantics.worker_counts import names_workers, worker_count_callees
 
 WORKER_INFO = "torch.utils.data.get_worker_info"
 
@@ -469,8 +469,8 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         "length_probes": summary_probes(tree, names, local_qualname),
         # classes whose methods probe ``self.x`` for a length: [attr, callee, position, loader] (``length_probes``)
         "attr_probes": attribute_probes(tree, names, local_qualname),
-        # what the file calls with a worker count (``worker_counts.worker_count_callees``)
-        "worker_kwargs": worker_count_callees(tree, names),
+        # what the file calls with a worker count; may it start loader workers at all (``worker_counts``)
+        "worker_kwargs": worker_count_callees(tree, names), "names_workers": names_workers(tree, names),
     }
 
 

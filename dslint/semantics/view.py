@@ -309,6 +309,10 @@ class View:
         answer = self._index.per_sample_arguments((self.path, qual), param, position)
         return self._record("per_sample_arguments", [qual, param, position], answer)
 
+    def project_may_start_workers(self) -> bool:
+        """Some DataLoader of the project may start workers (``ProjectIndex.may_start_workers``)."""
+        return self._record("project_may_start_workers", [], self._index.may_start_workers())
+
     def project_start_methods(self) -> List[str]:
         """The start methods some file of the project sets (``set_start_method``)."""
         return self._record("project_start_methods", [], self._index.start_methods())

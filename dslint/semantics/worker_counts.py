@@ -106,6 +106,30 @@ def worker_count_callees(tree, names) -> list:
     return sorted(out)
 
 
+#: the names a worker count goes by (HF ``TrainingArguments.dataloader_num_workers``)
+WORKER_NAMES = frozenset({"num_workers", "dataloader_num_workers"})
+
+
+def names_workers(tree, names) -> bool:
+    """Phase 1 (summary fact ``names_workers``): this file may start DataLoader workers: it names a
+    worker count (a name, attribute, keyword or string ``num_workers``/``dataloader_num_workers``)
+    anywhere but as a ``num_workers=0`` (``None``/``False``) argument, or builds a DataLoader from a
+    ``**`` dict or with six positional arguments (``num_workers`` is the sixth)."""
+    for node in tree.nodes(cst.Name):
+        if node.value in WORKER_NAMES:
+            arg = tree.parent_of(node)
+            if not (isinstance(arg, cst.Arg) and arg.keyword is node and not _may_start_workers(literal_value(arg.value))):
+                return True
+    if any(literal_value(node) in WORKER_NAMES for node in tree.nodes(cst.SimpleString)):
+        return True
+    for call in tree.nodes(cst.Call):
+        func = call.func
+        if isinstance(func, (cst.Name, cst.Attribute)) and names.qualname(func) == "torch.utils.data.DataLoader":
+            if any(arg.star == "**" for arg in call.args) or sum(1 for arg in call.args if arg.keyword is None) >= 6:
+                return True
+    return False
+
+
 CPU_COUNTS = frozenset({"os.cpu_count", "multiprocessing.cpu_count", "psutil.cpu_count"})
 
 

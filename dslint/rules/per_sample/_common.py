@@ -154,8 +154,8 @@ def cuda_sites(ctx) -> Iterator[Tuple[cst.Call, str, str, str]]:
             continue  # pinning, a CUDA query, or CUDA data the dataset does not keep: its workers never touch CUDA
         if not asked:  # the project's answer, asked once at the first site
             asked = True
-            if workers_not_forked(ctx.view.project_start_methods()):
-                return  # the project starts its processes with spawn/forkserver: its workers are not forks
+            if workers_not_forked(ctx.view.project_start_methods()) or not ctx.view.project_may_start_workers():
+                return  # the project starts its processes with spawn/forkserver, or no loader of it starts workers
         yield call, what, kind, where
 
 

@@ -37,7 +37,10 @@ class CudaInDataset(Rule):
     do not initialise CUDA; device values nothing in the project shows (unknown is not wrong);
     a device that can be CUDA handed on to `super().__init__` or a project class (where it is
     used is reported); datasets or collate functions whose every DataLoader has
-    `num_workers=0`; test code (`tests/`, `test_*.py`), whose CUDA datasets are there to
+    `num_workers=0`, and projects none of whose loaders can start workers (no file names a
+    worker count, `num_workers` or `dataloader_num_workers`, other than as `num_workers=0`, nor
+    spreads a `**` dict into a DataLoader; a project that builds no DataLoader at all is a
+    library whose users' loaders are not seen, and does not count); test code (`tests/`, `test_*.py`), whose CUDA datasets are there to
     exercise CUDA in workers (under `spawn`); and projects whose every
     `multiprocessing.set_start_method` (torch's too) sets `spawn` or `forkserver`: their
     workers are not forks (each pays for a CUDA context). Nor on CUDA work in `__init__`
