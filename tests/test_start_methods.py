@@ -89,8 +89,10 @@ DATASET_ONLY = DATASET.replace("\nloader = DataLoader(Frames(), batch_size=2, nu
         ("loader = DataLoader(chosen, batch_size=2, num_workers=cfg['workers'])\n", True),
         ("opts = {'num_workers': 2}\nloader = DataLoader(chosen, batch_size=2)\n", True),  # named somewhere
         ("loader = DataLoader(chosen, **opts)\n", True),
+        # an option for workers the loaders do not use yet (pinned to 0 while the dataset uses CUDA)
+        ("parser.add_argument('--num-workers', type=int, default=8)\nloader = DataLoader(chosen, num_workers=0)\n", True),
     ],
-    ids=["library", "no-workers", "zero", "unknown", "named-in-a-dict", "spread"],
+    ids=["library", "no-workers", "zero", "unknown", "named-in-a-dict", "spread", "option"],
 )
 def test_dsl204_is_silent_when_no_loader_of_the_project_starts_workers(tmp_path, loader, reported):
     files = {"data.py": DATASET_ONLY}

@@ -112,7 +112,8 @@ WORKER_NAMES = frozenset({"num_workers", "dataloader_num_workers"})
 
 def names_workers(tree, names) -> bool:
     """Phase 1 (summary fact ``names_workers``): this file may start DataLoader workers: it names a
-    worker count (a name, attribute, keyword or string ``num_workers``/``dataloader_num_workers``)
+    worker count (a name, attribute, keyword or string ``num_workers``/``dataloader_num_workers``, also
+    a command-line option ``--num-workers``: the project means to run workers)
     anywhere but as a ``num_workers=0`` (``None``/``False``) argument, or builds a DataLoader from a
     ``**`` dict or with six positional arguments (``num_workers`` is the sixth)."""
     for node in tree.nodes(cst.Name):
@@ -120,8 +121,10 @@ def names_workers(tree, names) -> bool:
             arg = tree.parent_of(node)
             if not (isinstance(arg, cst.Arg) and arg.keyword is node and not _may_start_workers(literal_value(arg.value))):
                 return True
-    if any(literal_value(node) in WORKER_NAMES for node in tree.nodes(cst.SimpleString)):
-        return True
+    for node in tree.nodes(cst.SimpleString):  # a config key, or a command-line option (``--num-workers``)
+        value = literal_value(node)
+        if isinstance(value, str) and value.lstrip("-").replace("-", "_") in WORKER_NAMES:
+            return True
     for call in tree.nodes(cst.Call):
         func = call.func
         if isinstance(func, (cst.Name, cst.Attribute)) and names.qualname(func) == "torch.utils.data.DataLoader":
