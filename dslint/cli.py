@@ -402,16 +402,14 @@ def _run_fix(paths, settings, options, flags: CheckFlags) -> None:
 def _hidden_unsafe(remaining, unsafe: bool) -> None:
     hidden = sum(1 for d in remaining if d.fix is not None and d.fix.applicability == "unsafe")
     if hidden and not unsafe:
-        click.echo(
-            f"({hidden} more fix{'es' if hidden != 1 else ''} available with `--unsafe-fixes`.)", err=True
-        )
+        click.echo(f"({hidden} more fix{'es' if hidden != 1 else ''} available with `--unsafe-fixes`.)", err=True)
 
 
 def _summary(outcome, env) -> None:
     from dslint.formats import fixable
 
     diagnostics = outcome.diagnostics
-    for path in outcome.skipped:
+    for path in outcome.skipped:  # (dangling symlinks found walking)
         click.echo(f"dslint: warning: skipped {path}: a symlink whose target does not exist", err=True)
     if outcome.no_files:
         if outcome.excluded:

@@ -122,9 +122,8 @@ def names_workers(tree, names) -> bool:
             if not (isinstance(arg, cst.Arg) and arg.keyword is node and not _may_start_workers(literal_value(arg.value))):
                 return True
     for node in tree.nodes(cst.SimpleString):  # a config key, or a command-line option (``--num-workers``)
-        value = literal_value(node)
-        if isinstance(value, str) and value.lstrip("-").replace("-", "_") in WORKER_NAMES:
-            return True
+        if "workers" in node.value and node.raw_value.lstrip("-").replace("-", "_") in WORKER_NAMES:
+            return True  # (the raw text: evaluating every string would warn on invalid escapes in it)
     for call in tree.nodes(cst.Call):
         func = call.func
         if isinstance(func, (cst.Name, cst.Attribute)) and names.qualname(func) == "torch.utils.data.DataLoader":
