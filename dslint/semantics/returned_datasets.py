@@ -11,13 +11,13 @@ construction whose ``num_workers`` is passed and is not a literal 0 (or None/Fal
 dataset argument when it is a call (``DataLoader(make_set(cfg), ...)``) or a name its
 function (or the module) assigns from calls only, each assignment a path (``ds =
 make_set(cfg)``; ``a, b = make_sets(cfg)``; ``pair = make_sets(cfg)`` then ``a, b = pair``;
-``size, ds = 32, make()``): ``[callee, position, workers]`` (position -1: the whole result,
-``i``: element ``i`` of it; workers: the literal, or None when not a literal). A function of
+``size, ds = 32, make()``): ``[callee, position]`` (position -1: the whole result, ``i``:
+element ``i`` of it). A function of
 the same file that returns, at that position, a name it assigns the same way (``def
 pick(name): tr, te = get_cifar10(); return tr, te``) stands for those calls (one step).
 
-Phase 2 (``loader_positions``): for one function of the project, ``[module, position,
-workers]`` of those loaders in other files.
+Phase 2 (``loader_positions``): for one function of the project, ``[module, position]`` of
+those loaders in other files.
 
 ``returned_datasets(ctx)``: ``(function, expression, module)`` for each dataset a module-level
 function of this file returns to such a loader: a ``return``'s value, or element
@@ -58,14 +58,21 @@ def _returned_sources(func: cst.FunctionDef, position: int) -> List[Tuple[cst.Ca
     assigned from calls (``tr, te = load(); return tr, te``): those calls and where in them."""
     out = []
     for node in plain_returns(func) or ():
-        value = node.value
-        if position >= 0:
-            value = value.elements[position].value if isinstance(value, cst.Tuple) and position < len(value.elements) else None
+        value = _returned_at(node, position)
         found = _sources(func, value.value) if isinstance(value, cst.Name) else []
         if not found:
             return []
         out.extend(found)
     return out
+
+
+def _returned_at(node: cst.Return, position: int):
+    """What ``node`` returns at ``position``: the whole value (-1), or element ``position`` of a
+    returned tuple display (None when it returns anything else there)."""
+    value = node.value
+    if position < 0:
+        return value
+    return value.elements[position].value if isinstance(value, cst.Tuple) and position < len(value.elements) else None
 
 
 def loader_results(tree, names) -> List[list]:
@@ -91,7 +98,7 @@ def loader_results(tree, names) -> List[list]:
             for source, where in found:
                 callee = names.qualname(source.func) if isinstance(source.func, (cst.Name, cst.Attribute)) else None
                 if callee and not callee.startswith(("builtins.", "torch.", names.modname + ".")):
-                    fact = [callee, where, None if workers is UNKNOWN else workers]
+                    fact = [callee, where]
                     if fact not in out:
                         out.append(fact)
     return out
@@ -101,16 +108,16 @@ def loader_results(tree, names) -> List[list]:
 
 
 def loader_positions(index, key) -> List[list]:
-    """[module, position, workers] of each loader of another file over the result (or an element
-    of it) of the project function ``key``."""
+    """[module, position] of each loader of another file over the result (or an element of it) of
+    the project function ``key``."""
     table = getattr(index, "loader_result_table", None)
     if table is None:
         table = {}
         for path, summary in index.summaries.items():
-            for callee, position, workers in summary.get("loader_results", ()):
+            for callee, position in summary.get("loader_results", ()):
                 located = index.locate(callee, path, table="functions")
                 if located is not None and located[0] != path:
-                    table.setdefault(located, []).append([summary["module"], position, workers])
+                    table.setdefault(located, []).append([summary["module"], position])
         index.loader_result_table = table
     return table.get(key, [])
 
@@ -120,12 +127,11 @@ def returned_datasets(ctx) -> Iterator[Tuple[cst.FunctionDef, cst.BaseExpression
     for func in ctx.nodes(cst.FunctionDef):
         if not isinstance(ctx.parent(func), cst.Module):
             continue
-        uses = ctx.view.returned_to_loaders(ctx.qualname_of_def(func))
-        for module, position, _ in uses:
+        modules = {}  # position -> the first module whose loader takes it (each position judged once)
+        for module, position in ctx.view.returned_to_loaders(ctx.qualname_of_def(func)):
+            modules.setdefault(position, module)
+        for position, module in modules.items():
             for node in plain_returns(func, ctx.tree) or ():
-                value = node.value
-                if position >= 0:
-                    ok = isinstance(value, cst.Tuple) and position < len(value.elements)
-                    value = value.elements[position].value if ok else None
+                value = _returned_at(node, position)
                 if value is not None:
                     yield func, value, module

@@ -255,7 +255,7 @@ class View:
         return self._record("returned_closure", [qualified], self._index.returned_closure(canonical(qualified), self.path))
 
     def returned_to_loaders(self, qual: str) -> List[list]:
-        """[module, position, workers] of the loaders of other files over the result of this file's
+        """[module, position] of the loaders of other files over the result of this file's
         function ``qual`` (-1) or element ``position`` of it (``returned_datasets``)."""
         from dslint.semantics.returned_datasets import loader_positions  # (parses: not imported by a replayed warm run)
         return self._record("returned_to_loaders", [qual], loader_positions(self._index, (self.path, qual)))
