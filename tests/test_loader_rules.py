@@ -9,6 +9,26 @@ from tests.conftest import check_tree, expected_markers, write_files
 from tests.test_rule_cases import run_case
 
 MORE_CASES = [
+    # DSL507: a dataset of random tensors that fills a dict of its own has nothing to load
+    ("DSL507", "valid", """
+        import torch
+        from torch.utils.data import DataLoader, Dataset
+
+        class Synthetic(Dataset):  # random tensors and a dict it fills: nothing to load
+            def __init__(self, shapes, extra=None):
+                self.shapes, self.extra = shapes, extra
+
+            def __getitem__(self, i):
+                out = {k: torch.randn(*shape) for k, shape in self.shapes.items()}
+                if self.extra is not None:
+                    out.update(self.extra)
+                return out
+
+            def __len__(self):
+                return 100
+
+        loader = DataLoader(Synthetic({"image": (3, 64, 64)}), batch_size=8, shuffle=True)
+        """),
     # DSL503: a wrapper keeping torch's old defaults on self (DataLoader's own default is now None)
     ("DSL503", "invalid", """
         from torch.utils.data import DataLoader
@@ -165,6 +185,7 @@ MORE_CASES = [
             return DataLoader(table, num_workers=4), DataLoader(stream, num_workers=4)
         """),
     # DSL507: a dataset class defined inside the method that builds the loader, whose items only index tensors
+    # DSL507: a dataset of random tensors that fills a dict of its own has nothing to load
     ("DSL507", "valid", """
         from torch.utils.data import DataLoader, Dataset
 
@@ -699,8 +720,58 @@ def test_dsl506_a_transform_bound_in_both_arms_of_an_if_is_followed_on_each_path
     assert found == [("lambdas.py", "DSL506")]
 
 
+
+def test_dsl506_a_dataset_built_in_either_arm_of_an_if_keeps_its_class_lambda(tmp_path):
+    """The dataset name is bound in both arms of an ``if`` to subclasses of a class (another file)
+    whose ``__init__`` keeps a lambda on ``self``: on either path the dataset cannot be pickled
+    (``unpicklable.class_kept_callable`` is asked of each construction the name may hold, one path
+    being enough, as for arguments). Subclasses whose base keeps only a module-level function stay silent."""
+    base = """
+        import torchvision.transforms as T
+        from torch.utils.data import Dataset
+
+        def scale(x):
+            return x / 255.0
+
+        class Clips(Dataset):
+            def __init__(self, root, flip=None):
+                self.root = root
+                self.transforms = T.Compose([T.Lambda({step})])
+
+            def __getitem__(self, i):
+                return self.transforms(i)
+
+            def __len__(self):
+                return 8
+
+        class Resized(Clips):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+
+        class Cropped(Clips):
+            def __init__(self, mode="center", *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                self.mode = mode
+        """
+    script = """
+        from torch.utils.data import DataLoader
+        from {data} import Cropped, Resized
+
+        def main(args):
+            options = {{"root": args.root, "flip": args.flip}}
+            if args.mode is None:
+                train_set = Resized(**options)
+            else:
+                train_set = Cropped(mode=args.mode, **options)
+            return DataLoader(train_set, batch_size=1, num_workers=args.workers)
+        """
+    write_files(tmp_path, {"lambdas.py": base.format(step="lambda x: x / 255.0"), "named.py": base.format(step="scale"),
+                           "train_a.py": script.format(data="lambdas"), "train_b.py": script.format(data="named")})
+    found = [(f.path.rsplit("/", 1)[-1], f.code) for f in check_tree(tmp_path, select=["DSL506"]).diagnostics]
+    assert found == [("train_a.py", "DSL506")]
+
 def test_dsl506_library_and_pass_through_loaders_are_dataloaders(tmp_path):
-    """MONAI's ``DataLoader`` and PyG's hand torch's arguments on (``libraries.KWARGS_LOADERS``),
+    """MONAI's ``DataLoader`` and PyG's hand torch's arguments on (``library_loaders.KWARGS_LOADERS``),
     and so does a project subclass whose ``__init__`` takes and forwards ``*args, **kwargs``: their
     constructions with workers are judged like ``DataLoader(...)`` (DSL506). PyG's loader installs
     its own ``collate_fn``, so a lambda given there is dropped, not pickled: silent."""
@@ -812,7 +883,7 @@ def test_loader_options_through_the_kwargs_of_project_functions(tmp_path):
 
 
 def test_webdataset_webloader_takes_torchs_arguments(tmp_path):
-    """``wds.WebLoader(*args, **kw)`` builds ``DataLoader(*args, **kw)`` (``libraries.KWARGS_LOADERS``):
+    """``wds.WebLoader(*args, **kw)`` builds ``DataLoader(*args, **kw)`` (``library_loaders.KWARGS_LOADERS``):
     torch's checks of worker options apply to it."""
     write_files(tmp_path, {"train.py": """
         import webdataset as wds
@@ -827,7 +898,7 @@ def test_webdataset_webloader_takes_torchs_arguments(tmp_path):
 
 
 def test_pyg_loaders_are_the_loaders_over_their_datasets(tmp_path):
-    """A PyG ``DataLoader`` (a ``libraries.KWARGS_LOADERS`` class) is one of the loaders known over
+    """A PyG ``DataLoader`` (a ``library_loaders.KWARGS_LOADERS`` class) is one of the loaders known over
     its dataset (the summary's loader facts): with no workers, CUDA work in the dataset's
     ``__init__`` never reaches a forked worker (DSL204); with workers, it does."""
     write_files(tmp_path, {
@@ -864,6 +935,41 @@ def test_pyg_loaders_are_the_loaders_over_their_datasets(tmp_path):
         """,
     })
     found = {(f.path.rsplit("/", 1)[-1], f.start[0], f.code) for f in check_tree(tmp_path, select=["DSL204"]).diagnostics}
+    assert found == expected_markers(tmp_path)
+
+
+def test_loops_over_library_loaders_are_loader_loops(tmp_path):
+    """The loops' index (``loops.LoopIndex``) knows the library loaders that hand torch's arguments
+    through (``library_loaders.KWARGS_LOADERS``): an epoch loop over a PyG or MONAI loader whose
+    ``DistributedSampler`` never gets the epoch repeats one order on every epoch (DSL505), as with
+    ``DataLoader(...)``. A sampler given its epoch, and a loader iterated once, stay silent."""
+    write_files(tmp_path, {"train.py": """
+        import monai
+        import torch.distributed as dist
+        from torch.utils.data.distributed import DistributedSampler
+        from torch_geometric.loader import DataLoader
+
+        def run(graphs, scans, model, opt, epochs):
+            dist.init_process_group("gloo")
+            sampler = DistributedSampler(graphs)  # expect: DSL505
+            loader = DataLoader(graphs, batch_size=32, sampler=sampler)
+            told = DistributedSampler(graphs)
+            fine = DataLoader(graphs, batch_size=32, sampler=told)
+            volumes = monai.data.DataLoader(scans, batch_size=2, sampler=DistributedSampler(scans))  # expect: DSL505
+            for epoch in range(epochs):
+                told.set_epoch(epoch)
+                for batch in loader:
+                    model(batch).sum().backward()
+                    opt.step()
+                for batch in fine:
+                    model(batch).sum().backward()
+                    opt.step()
+                for volume in volumes:
+                    model(volume).sum().backward()
+            for batch in DataLoader(graphs, sampler=DistributedSampler(graphs)):
+                model(batch)
+        """})
+    found = {(f.path.rsplit("/", 1)[-1], f.start[0], f.code) for f in check_tree(tmp_path, select=["DSL505"]).diagnostics}
     assert found == expected_markers(tmp_path)
 
 

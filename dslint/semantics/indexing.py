@@ -41,7 +41,7 @@ _BUILTINS = frozenset({
 METHODS = frozenset({
     "append", "extend", "insert", "pop", "reshape", "astype", "tolist", "item", "numpy", "long", "float", "int",
     "copy", "clone", "view", "squeeze", "unsqueeze", "flatten", "toarray", "todense", "keys", "values", "items",
-    "index", "count",
+    "index", "count", "update",
 })
 
 

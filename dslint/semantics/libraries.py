@@ -30,7 +30,7 @@ from typing import List, Optional
 import libcst as cst
 
 from dslint.semantics.bindings import scope_assignments
-from dslint.semantics.calls import DATALOADER, literal_value, loader_signature
+from dslint.semantics.calls import literal_value
 from dslint.semantics.values import possible
 
 # Libraries whose streams split themselves across DataLoader workers (or whose
@@ -293,48 +293,3 @@ def library_iterable(ctx, node: Optional[cst.CSTNode], resolve=None, _depth: int
         if func.attr.value in _CHAINED:
             return library_iterable(ctx, func.value, resolve, _depth + 1)
     return None
-
-
-# Third-party DataLoader subclasses that hand every keyword argument they do not name
-# themselves to torch's DataLoader unchanged, so torch's checks on those arguments (worker
-# options, sampler and shuffle) apply to them: qualified name -> their positional parameters.
-_PYG_LOADER = ("dataset", "batch_size", "shuffle", "follow_batch", "exclude_keys")
-KWARGS_LOADERS = {
-    "torch_geometric.loader.DataLoader": _PYG_LOADER,
-    "torch_geometric.loader.dataloader.DataLoader": _PYG_LOADER,
-    "torch_geometric.data.DataLoader": _PYG_LOADER,
-    "torch_geometric.loader.DataListLoader": ("dataset", "batch_size", "shuffle"),
-    "torch_geometric.loader.DenseDataLoader": ("dataset", "batch_size", "shuffle"),
-    # the sampling loaders: their own arguments are many, torch's come through ``**kwargs``
-    "torch_geometric.loader.NeighborLoader": ("data",),
-    "torch_geometric.loader.neighbor_loader.NeighborLoader": ("data",),
-    "torch_geometric.loader.LinkNeighborLoader": ("data",),
-    "torch_geometric.loader.link_neighbor_loader.LinkNeighborLoader": ("data",),
-    # MONAI's loader: its own default collate and worker seeding, torch's arguments otherwise
-    "monai.data.DataLoader": ("dataset", "num_workers"),
-    "monai.data.dataloader.DataLoader": ("dataset", "num_workers"),
-    # webdataset's ``WebLoader(*args, **kw)`` wraps ``DataLoader(*args, **kw)``: torch's own signature
-    "webdataset.WebLoader": DATALOADER.positional,
-    "webdataset.compat.WebLoader": DATALOADER.positional,
-}
-#: of those, the loaders that install a ``collate_fn`` of their own (one given is dropped)
-OWN_COLLATE_LOADERS = frozenset(name for name in KWARGS_LOADERS if name.startswith("torch_geometric."))
-
-
-def kwargs_loader_signatures(tree, names) -> list:
-    """Phase 1: ``(call, Signature)`` for each construction of a ``KWARGS_LOADERS`` class in the file,
-    bound to its own positional parameters and torch's keywords (its loader facts in the summary)."""
-    tails = names.call_tails({name.rsplit(".", 1)[-1] for name in KWARGS_LOADERS})
-    out = []
-    for call in tree.nodes(cst.Call):
-        func = call.func
-        tail = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else None)
-        positional = KWARGS_LOADERS.get(names.qualname(func) or "") if tail in tails else None
-        if positional is not None:
-            out.append((call, loader_signature(positional)))
-    return out
-
-
-def kwargs_loader_calls(ctx) -> list:
-    """``(call, positional parameters)`` for each construction of a ``KWARGS_LOADERS`` class."""
-    return [(call, KWARGS_LOADERS[ctx.call_name(call)]) for call in ctx.calls_to(*KWARGS_LOADERS)]

@@ -5,8 +5,9 @@ one file, answered here once and cached on the context (``loader_loops(ctx)``):
 
 * **which DataLoader a loop iterates**: ``for batch in loader:`` (also through
   ``enumerate``, ``tqdm``, ``zip``, ``iter``, ``islice``, and a name bound to such
-  a wrapper), where ``loader`` is a ``DataLoader(...)`` call bound to a name or a
-  ``self.attr``, returned by a function or method of the module, or passed as an
+  a wrapper), where ``loader`` is a ``DataLoader(...)`` call (or the construction of a
+  third-party loader handing torch's arguments and sampler through, ``library_loaders.py``:
+  PyG's, MONAI's) bound to a name or a ``self.attr``, returned by a function or method of the module, or passed as an
   argument to the function that holds the loop (every call site of that function
   in the module is followed, each giving its own answer);
 * **the epoch loop** around that loop: an enclosing ``for``/``while`` in the same
@@ -39,6 +40,7 @@ from dslint.semantics.grad_modes import NO_GRAD
 from dslint.semantics.call_costs import costly_call, costly_read
 from dslint.semantics.indexing import TENSOR_FACTORIES
 from dslint.semantics.kwargs_dicts import closed_entries
+from dslint.semantics.library_loaders import sampled_loader_bounds
 from dslint.semantics.module_calls import MAX_CALLERS, positional_args
 from dslint.semantics.optional_parts import unset_attributes
 from dslint.semantics.regions import self_name
@@ -145,7 +147,7 @@ class LoopIndex(ValueFlow):
         super().__init__(ctx)
         self.loaders: List[Loader] = []
         self._by_call: Dict[int, Loader] = {}
-        for bound in ctx.dataloader_calls():
+        for bound in (*ctx.dataloader_calls(), *sampled_loader_bounds(ctx)):
             loader = Loader(bound.call, bound, ctx.enclosing_function(bound.call))
             self.loaders.append(loader)
             self._by_call[id(bound.call)] = loader

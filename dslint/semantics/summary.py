@@ -38,7 +38,7 @@ from dslint.semantics.regions import RegionCache, is_cached
 from dslint.semantics.rng_holders import holder_facts
 from dslint.semantics.distributed import construction_reads_world
 from dslint.semantics.kwargs_forwarders import kwargs_forwards
-from dslint.semantics.libraries import kwargs_loader_signatures
+from dslint.semantics.library_loaders import kwargs_loader_signatures
 from dslint.semantics.returned_closures import closure_returns
 from dslint.semantics.returned_datasets import loader_results
 from dslint.semantics.length_probes import attribute_probes, summary_probes

@@ -199,7 +199,8 @@ def kept_callable(ctx, index, expr) -> Optional[Tuple[cst.CSTNode, Problem]]:
     transform, ``transform=``/``target_transform=``, or its value is a transform container), through
     names (each value they may hold: one path is enough), into transform containers
     (``T.Compose([T.Lambda(lambda x: 1 - x)])``) and into what a factory of the file returns; or
-    kept by the dataset's own class from its ``__init__`` (``class_kept_callable``)."""
+    kept by the dataset's own class from its ``__init__`` (``class_kept_callable``; for a name, the
+    class of any construction it may hold: ``ds = A(**kw) if crop else B(**kw)``)."""
     for held in [expr, *wrapped_datasets(ctx, index, expr)]:  # (and the datasets a ``ConcatDataset``... keeps)
         found = _kept_by_dataset(ctx, index, held)
         if found:
@@ -229,7 +230,11 @@ def _kept_by_dataset(ctx, index, expr) -> Optional[Tuple[cst.CSTNode, Problem]]:
         found = _kept(ctx, index, value, 0)
         if found:
             return found[0], (f"given {found[1][0]} to keep", found[1][1])
-    found = class_kept_callable(ctx, expr)
+    found = class_kept_callable(ctx, expr)  # (a name bound once, or by the assignment reaching the read)
+    for node in nodes or () if found is None and isinstance(expr, cst.Name) else ():
+        found = class_kept_callable(ctx, node) if isinstance(node, cst.Call) else None  # one construction it may hold
+        if found:
+            break
     return (found[0], (f"an instance of {found[1][0]}", found[1][1])) if found else None
 
 

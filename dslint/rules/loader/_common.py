@@ -16,7 +16,8 @@ from dslint.semantics.epochs import set_epoch_insertion
 from dslint.semantics.forwarding import caller_key_reaches, handled_before, key_shown, local_callee
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.open_specs import open_spec, test_can_be_true
-from dslint.semantics.libraries import kwargs_loader_calls, library_iterable
+from dslint.semantics.libraries import library_iterable
+from dslint.semantics.library_loaders import kwargs_loader_bounds
 from dslint.semantics.passthrough_loaders import passthrough_loader_calls
 from dslint.semantics.loader_partials import partial_loader_calls
 from dslint.semantics.possible import is_zero
@@ -125,7 +126,7 @@ def loader_calls(ctx):
 
 def forwarding_loader_calls(ctx):
     """``loader_calls`` and the constructions of DataLoader subclasses that pass torch's arguments
-    through (third-party ``libraries.KWARGS_LOADERS``, e.g. PyG's ``DataLoader``, and this file's
+    through (third-party ``library_loaders.KWARGS_LOADERS``, e.g. PyG's ``DataLoader``, and this file's
     ``passthrough_loaders``), each bound to its positional parameters and torch's keywords and defaults."""
     return loader_calls(ctx) + forwarded_loader_calls(ctx)
 
@@ -142,7 +143,8 @@ def forwarded_loader_calls(ctx):
         bound.has_star_kwargs = True  # the function may pass more of torch's arguments itself
         return bound
 
-    extra = [BoundCall(call, loader_signature(positional)) for call, positional in (*kwargs_loader_calls(ctx), *passthrough_loader_calls(ctx))]
+    extra = list(kwargs_loader_bounds(ctx))
+    extra += [BoundCall(call, loader_signature(positional)) for call, positional in passthrough_loader_calls(ctx)]
     extra += [forwarded(call, taken) for call, taken in forwarded_loader_kwargs_calls(ctx)]
     extra += [PartialLoader(call, partial) for call, partial in partial_loader_calls(ctx)]
     return [b for b in extra if not expects_error(ctx, b.call)]

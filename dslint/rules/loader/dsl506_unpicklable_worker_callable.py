@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dslint.rules.base import ERROR, Rule, Symptom, Valid
 from dslint.rules.loader._common import fork_context, fork_everywhere, forwarded_loader_calls
-from dslint.semantics.libraries import OWN_COLLATE_LOADERS
+from dslint.semantics.library_loaders import OWN_COLLATE_LOADERS
 from dslint.semantics.worker_counts import may_have_workers, workers_only_by_choice
 from dslint.semantics.calls import SubclassInit, dataloader_constructions
 from dslint.semantics.kwargs_dicts import entry_expressions
@@ -37,7 +37,8 @@ class UnpicklableWorkerCallable(Rule):
     that builds the loader (`train_set.transform = T.Compose([...])`), or kept as a stage of a webdataset or torchdata
     pipeline (`wds.WebDataset(urls).map(lambda s: ...)`). The finding then points at the lambda or nested function;
     each problem of a loader is reported where its fix goes. So does a dataset whose own class keeps one from its `__init__` chain (`self.scale = lambda x: 2 * x`, `self.t = T.Compose([..., T.Lambda(lambda x: x * 2 - 1)])`,
-    in a list, dict, `functools.partial` or `collections.defaultdict`), and a dataset given, as its transform, an object of a project class (any file) that keeps one
+    in a list, dict, `functools.partial` or `collections.defaultdict`; for a name bound in several places, the class of any
+    construction it may hold: `ds = Resized(**kw) if plain else Cropped(**kw)`), and a dataset given, as its transform, an object of a project class (any file) that keeps one
     (reported at that object's construction); not when another store on some path replaces it, a subclass's `__init__` stores its own value there, or the class decides its own pickling (`__getstate__`).
     A dataset that a module-level function returns (whole, or an element of a returned tuple) to a DataLoader of
     another file whose `num_workers` is passed and not a literal 0 (`train_set, test_set = get_cifar10(root)`) is
