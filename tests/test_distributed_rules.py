@@ -632,3 +632,33 @@ def test_dsl705_an_object_whose_own_cuda_method_moves_only_its_network(tmp_path)
         """})
     outcome = check_tree(tmp_path, select=["DSL705"])
     assert {(d.path, d.row, d.code) for d in outcome.diagnostics} == expected_markers(tmp_path)
+
+
+def test_dsl702_reads_the_kwargs_dicts_the_file_builds(tmp_path):
+    """A ``**`` dict the file builds on every path without ``sampler`` or ``batch_sampler``
+    (``kw = {"num_workers": 1} if cuda else {}``) leaves the loader without a sampler
+    (``_common.sampler_kinds`` through ``values.expand_kwargs``): under DDP the shuffled training
+    loader is DSL702's. A dict that may hold a sampler, or one the file does not show, stays silent."""
+    write_files(tmp_path, {"train.py": """
+        import torch
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel
+        from torch.utils.data import DataLoader
+        from torchvision import datasets
+
+        def main(args, options):
+            dist.init_process_group("gloo")
+            cuda = torch.cuda.is_available()
+            kw = {"num_workers": 1, "pin_memory": True} if cuda else {}
+            train = DataLoader(datasets.MNIST("data", train=True), batch_size=64, shuffle=True, **kw)  # expect: DSL702
+            chosen = {"sampler": args.sampler} if args.sampler else {}
+            other = DataLoader(datasets.MNIST("data", train=True), batch_size=64, **chosen)
+            given = DataLoader(datasets.MNIST("data", train=True), batch_size=64, shuffle=True, **options)
+            model = DistributedDataParallel(torch.nn.Linear(784, 10))
+            for epoch in range(args.epochs):
+                for loader in (train, other, given):
+                    for x, y in loader:
+                        model(x.flatten(1)).sum().backward()
+        """})
+    found = {(f.path.rsplit("/", 1)[-1], f.start[0], f.code) for f in check_tree(tmp_path, select=["DSL702"]).diagnostics}
+    assert found == expected_markers(tmp_path)

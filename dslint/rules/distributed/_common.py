@@ -35,7 +35,7 @@ from dslint.semantics.worker_info import is_worker_info
 from dslint.semantics.instance_state import assign_targets
 from dslint.semantics.random_splits import seeded_before
 from dslint.semantics.regions import self_attr
-from dslint.semantics.values import possible_arg
+from dslint.semantics.values import expand_kwargs, possible_arg
 from dslint.semantics.walk import iter_subtree
 
 #: torch's samplers that draw random indices over the whole dataset (or a subset) on every rank
@@ -112,15 +112,16 @@ def ignored_seed(ctx, call: cst.Call) -> Optional[str]:
 
 
 def sampler_kinds(ctx, index, loader) -> Optional[Set[str]]:
-    """What a loader's ``sampler`` may be: "none", "random" (also torch's weighted or subset sampler
-    over weights or indices not cut per rank), "sequential", "distributed" (torch's own), "other";
-    None when unknown (``**kwargs``, a value from elsewhere)."""
+    """What a loader's ``sampler`` may be: "none" (also a ``**`` dict built without it on every path), "random"
+    (also torch's weighted or subset sampler over weights or indices not cut per rank), "sequential",
+    "distributed" (torch's own), "other"; None when unknown (a ``**`` dict not shown in full, a value from elsewhere)."""
     bound = loader.bound
     if bound.expr("batch_sampler") is not None and not is_none(bound.expr("batch_sampler")):
         return {"other"}
     expr = bound.expr("sampler")
     if expr is None:
-        return None if bound.is_open else {"none"}
+        entries, closed = expand_kwargs(ctx, bound.call) if bound.is_open and not bound.has_star_args else ({}, not bound.is_open)
+        return {"none"} if closed and not {"sampler", "batch_sampler"} & set(entries) else None
     out: Set[str] = set()
     for value in index.values(expr):
         node = value.node

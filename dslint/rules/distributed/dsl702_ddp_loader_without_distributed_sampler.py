@@ -71,7 +71,8 @@ class DdpLoaderWithoutDistributedSampler(Rule):
     ## When it does not fire
     - the sampler may be a `DistributedSampler` (`DistributedSampler(ds) if
       args.distributed else None`), a project or library sampler, a
-      `batch_sampler`, or is unknown (`**kwargs`, a value from another file);
+      `batch_sampler`, or is unknown (a `**` dict the file does not show in full, a value from another
+      file; one built without either key on every path, `kw = {"num_workers": 1} if cuda else {}`, gives none);
     - the dataset is an `IterableDataset` (DSL703), or its kind is unknown and
       the loader does not shuffle;
     - the dataset expression names the rank or the world size (`Subset(ds, range(rank, n, world_size))`,
