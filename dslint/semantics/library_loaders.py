@@ -7,8 +7,8 @@ options, sampler and shuffle) and what the loop-level rules ask of a loader (whi
 iterates it, its sampler, its epoch loop) apply to them as to ``DataLoader(...)``.
 
 ``kwargs_loader_signatures`` serves the phase-1 summary (a ``TreeIndex`` and ``ModuleNames``),
-``kwargs_loader_calls`` and ``kwargs_loader_bounds`` a file's context: each construction bound
-to the class's own positional parameters, then torch's keywords and defaults. The loops' index
+``kwargs_loader_bounds`` a file's context: each construction bound to the class's own
+positional parameters, then torch's keywords and defaults. The loops' index
 (``loops.LoopIndex``) takes ``sampled_loader_bounds``: webdataset's ``WebLoader`` iterates a
 pipeline whose stages decide the order (``shuffle``, samplers and epochs mean nothing there).
 """
@@ -64,15 +64,10 @@ def kwargs_loader_signatures(tree, names) -> list:
     return out
 
 
-def kwargs_loader_calls(ctx) -> list:
-    """``(call, positional parameters)`` for each construction of a ``KWARGS_LOADERS`` class."""
-    return [(call, KWARGS_LOADERS[ctx.call_name(call)]) for call in ctx.calls_to(*KWARGS_LOADERS)]
-
-
 def kwargs_loader_bounds(ctx) -> List[BoundCall]:
     """Each construction of a ``KWARGS_LOADERS`` class, bound to its signature (see the module doc)."""
-    return ctx.memo(("library_loaders.bounds",), lambda: [BoundCall(call, loader_signature(positional))
-                                                          for call, positional in kwargs_loader_calls(ctx)])
+    return ctx.memo(("library_loaders.bounds",), lambda: [BoundCall(call, loader_signature(KWARGS_LOADERS[ctx.call_name(call)]))
+                                                          for call in ctx.calls_to(*KWARGS_LOADERS)])
 
 
 def sampled_loader_bounds(ctx) -> List[BoundCall]:

@@ -12,7 +12,7 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     """
     ## What it does
     Flags a `DistributedSampler` passed as `sampler=` (or as the `"sampler"` entry of the `**` dict) to a `DataLoader`
-    (or to PyG's, MONAI's or webdataset's loader, which hand it to torch's) iterated inside an epoch loop (an outer `for`/`while`, also around a call of the helper that holds the batch
+    (or to PyG's or MONAI's loader, which hand it to torch's) iterated inside an epoch loop (an outer `for`/`while`, also around a call of the helper that holds the batch
     loop), when nothing in the module calls `set_epoch` on the sampler or on `loader.sampler`. The loop may iterate
     the loader on one branch only (bound to it under `if distributed:`, to another `DataLoader(...)` otherwise; no
     fix), be a training loop (`.backward()`) of `self.m(loader)` where `self` is a static method's parameter, or call
