@@ -772,6 +772,64 @@ MORE_CASES = [
                 for f in mine():
                     yield f
         """),
+    ('DSL303', 'valid', {  # each step draws at random from a buffer it is handed (the draw in its class, another file)
+            "buffer.py": """
+            import torch
+
+            class Buffer:
+                def __init__(self, rows):
+                    self.rows = rows
+
+                def _pick(self, n):
+                    return torch.randint(len(self.rows), (n,))
+
+                def sample(self, n):
+                    return [self.rows[i] for i in self._pick(n)]
+            """,
+            "stream.py": """
+            from torch.utils.data import DataLoader, IterableDataset
+            from buffer import Buffer
+
+            class Draws(IterableDataset):
+                def __init__(self, buffer: Buffer, steps):
+                    self.buffer = buffer
+                    self.steps = steps
+
+                def __iter__(self):
+                    for _ in range(self.steps):
+                        yield self.buffer.sample(8)
+
+            loader = DataLoader(Draws(Buffer(list(range(100))), 10), num_workers=2)
+            """,
+        }),
+    ('DSL303', 'invalid', {  # the same shape over a reader that walks its rows in order: every worker replays them
+            "reader.py": """
+            class Reader:
+                def __init__(self, rows):
+                    self.rows = rows
+                    self.at = 0
+
+                def take(self, n):
+                    out = self.rows[self.at:self.at + n]
+                    self.at += n
+                    return out
+            """,
+            "stream.py": """
+            from torch.utils.data import DataLoader, IterableDataset
+            from reader import Reader
+
+            class Chunks(IterableDataset):
+                def __init__(self, reader: Reader, steps):
+                    self.reader = reader
+                    self.steps = steps
+
+                def __iter__(self):  # expect: DSL303
+                    for _ in range(self.steps):
+                        yield self.reader.take(8)
+
+            loader = DataLoader(Chunks(Reader(list(range(100))), 10), num_workers=2)
+            """,
+        }),
     ('DSL303', 'valid', """
         from torch.utils.data.datapipes.iter import IterDataPipe
 

@@ -43,6 +43,9 @@ def kept_objects(tree: TreeIndex, names: ModuleNames) -> List[str]:
                 if type(assign.value) is cst.Call and any(type(t.target) is cst.Name and t.target.value == name for t in assign.targets):
                     func = assign.value.func
                     out.append(func.value if type(func) is cst.Attribute else func)  # ``Cls.load(p)``: the class
+    for func in tree.nodes(cst.FunctionDef):  # ``def __init__(self, buffer: Buffer): self.buffer = buffer``: its methods (``held_classes``)
+        if func.name.value == "__init__":
+            out.extend(_stored_annotations(tree, func))
     for node in tree.nodes(cst.Lambda):
         holder = tree.parent.get(id(node))
         while type(holder) in _HOLDERS:
@@ -55,6 +58,18 @@ def kept_objects(tree: TreeIndex, names: ModuleNames) -> List[str]:
         if qualified and not qualified.startswith(("builtins.", f"{names.modname}.")):
             found.append(qualified)
     return found
+
+
+def _stored_annotations(tree: TreeIndex, init: cst.FunctionDef) -> List[cst.BaseExpression]:
+    """The annotations (a plain name or dotted name) of the parameters of ``init`` that it stores
+    on ``self`` as they are (``self.buffer = buffer``)."""
+    annotated = {p.name.value: p.annotation.annotation for p in init.params.params
+                 if p.annotation is not None and type(p.annotation.annotation) in (cst.Name, cst.Attribute)}
+    if not annotated:
+        return []
+    stored = {assign.value.value for assign in tree.scope_nodes(init, cst.Assign)
+              if type(assign.value) is cst.Name and any(_on_self(t.target) for t in assign.targets)}
+    return [annotation for name, annotation in annotated.items() if name in stored]
 
 
 def _on_self(target) -> bool:

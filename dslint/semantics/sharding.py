@@ -18,7 +18,9 @@ import libcst as cst
 
 from dslint.semantics.bindings import class_ref
 from dslint.semantics.classes import all_methods, called_method, find_method, has_class_attribute, reached_methods
+from dslint.semantics.held_classes import receiver_class
 from dslint.semantics.libraries import SHARDING_LIBRARIES
+from dslint.semantics.random_draws import DRAW_METHODS, is_random_draw
 from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.streams import InitValues, draws_from_self, mutated_attrs, returns_self
 from dslint.semantics.walk import iter_subtree
@@ -28,14 +30,6 @@ _WRAPPED = re.compile(
     r"(^|_)(datasets?|ds|datapipes?|dp|pipes?|sources?|iterables?|loaders?|streams?|iterators?|readers?)($|_)", re.I
 )
 _RANGE_LIKE = frozenset({"builtins.range", "itertools.count", "itertools.repeat"})
-_RNG_PREFIXES = ("random.", "numpy.random.", "torch.rand", "torch.normal", "torch.bernoulli", "torch.multinomial", "torch.poisson")
-#: random calls that draw no sample: they reorder what they are given, seed, or make a generator
-_NO_DRAWS = frozenset({"random.shuffle", "numpy.random.shuffle", "numpy.random.permutation", "torch.randperm"}) | {
-    "random.seed", "numpy.random.seed", "numpy.random.default_rng", "numpy.random.RandomState", "random.Random"}
-_RNG_METHODS = (
-    "normal", "uniform", "integers", "standard_normal", "randint", "randn", "rand", "random", "gauss", "choice",
-    "binomial", "poisson",
-)
 _DISPLAYS = (cst.List, cst.Tuple, cst.Set)
 # Modules whose objects are plain data (lists, files, arrays, readers): iterating
 # them in every worker duplicates the data. Anything else may shard itself.
@@ -57,15 +51,18 @@ UNKNOWN_SOURCE = "unknown"
 
 def _uses_rng(ctx, funcs: List[cst.FunctionDef]) -> bool:
     """The stream draws random values (reordering an index, ``np.random.shuffle(pool)``, or
-    seeding makes no new samples: every worker still replays the same data)."""
+    seeding makes no new samples: every worker still replays the same data), itself or through a
+    method of an object it holds whose project class is known (``held_classes``)."""
     for func in funcs:
         for node in iter_subtree(func.body, into_scopes=False):
             if isinstance(node, cst.Call):
-                name = ctx.call_name(node)
-                if name and name.startswith(_RNG_PREFIXES) and name not in _NO_DRAWS:
+                if is_random_draw(ctx.call_name(node)):
                     return True
-                if isinstance(node.func, cst.Attribute) and node.func.attr.value in _RNG_METHODS:
+                if isinstance(node.func, cst.Attribute) and node.func.attr.value in DRAW_METHODS:
                     return True
+                owner = receiver_class(ctx, node.func.value) if isinstance(node.func, cst.Attribute) else None
+                if owner and ctx.view.method_draws(owner, node.func.attr.value):
+                    return True  # ``self.buffer.sample(n)``: a project class's method that draws (any file)
     return False
 
 

@@ -17,6 +17,7 @@ from dslint.semantics.inheritance import iterable_heirs, one_shot_arguments
 from dslint.semantics.modules import canonical
 from dslint.semantics.numpy_rng import loader_draws
 from dslint.semantics.project import ProjectIndex
+from dslint.semantics.random_draws import method_draws
 from dslint.semantics.rng_heirs import state_heirs
 from dslint.semantics.rng_holder_index import holder_returned
 from dslint.semantics.torch_version import old_torch
@@ -148,6 +149,11 @@ class View:
         index, located = self._index, self._index.locate(canonical(qualified), self.path)
         method = index.find_method(index.mro(located), name) if located is not None else None
         return self._record("method_facts", [qualified, name], index.function_facts(method) if method else None)
+
+    def method_draws(self, qualified: str, name: str) -> bool:
+        """Method ``name`` of the project class ``qualified`` (any file) draws a random value,
+        itself or through a project function it reaches (``random_draws.method_draws``)."""
+        return self._record("method_draws", [qualified, name], method_draws(self._index, qualified, name, self.path))
 
     def indexes_only(self, qualified: str, name: str, unset: Optional[List[str]] = None) -> bool:
         """Method ``name`` of the project class ``qualified`` only indexes data in memory

@@ -39,8 +39,8 @@ class IterableWithoutWorkerSharding(Rule):
     - A `worker_init_fn` that cannot be followed (a bound method, a lambda), an `__iter__` calling methods the project does not
       define, or whose stream a project method of an object handed in makes (`self.task.stream()`) or a project factory returns
       as an object of a class with its own `__iter__` (`self.parser = make_parser(kind)`): that class shards, or not, itself.
-    - Random or endless generators (`while True: yield torch.randn(...)`) and bare counters (`return
-      iter(range(n))`): no data to duplicate. Test code (`tests/`, `test_*.py`) replays fixed streams on purpose.
+    - Random or endless generators (`while True: yield torch.randn(...)`; `for _ in range(n): yield self.buf.sample(8)`
+      when the held object's project class draws in that method or what it calls), and bare counters: no data to duplicate. Test code (`tests/`, `test_*.py`) replays fixed streams on purpose.
 
     ## Why is this bad?
     Every DataLoader worker gets a copy of the dataset and calls `iter()` on it.
