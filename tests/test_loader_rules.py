@@ -144,6 +144,37 @@ MORE_CASES = [
             for x in DataLoader(Frames(["a.png"]), batch_size=1, shuffle=True):  # expect: DSL507
                 model(x).backward()
         """),
+    # DSL506: a dataset keeps a parameter whose default is a lambda: a construction that leaves it out sends the lambda
+    # to the workers (reported at the default, where the fix goes); one that passes a value, or may (`**kw`), does not
+    ("DSL506", "invalid", {
+        "clips.py": """
+            from torch.utils.data import DataLoader, Dataset
+
+            class Clips(Dataset):
+                def __init__(self, paths, augment=lambda audio: audio, *, fmt=lambda b: b):  # expect: DSL506
+                    self.paths = paths
+                    self.augment = augment
+                    self.fmt = str.lower
+
+                def __getitem__(self, i):
+                    return self.augment(self.paths[i])
+
+                def __len__(self):
+                    return len(self.paths)
+
+            loader = DataLoader(Clips(["a"]), num_workers=2)
+            """,
+        "train.py": """
+            from torch.utils.data import DataLoader
+            from clips import Clips
+
+            def loaders(paths, workers, **kw):
+                given = DataLoader(Clips(paths, str.lower), num_workers=workers)
+                forwarded = DataLoader(Clips(paths, **kw), num_workers=workers)
+                named = DataLoader(Clips(paths, augment=str.upper), num_workers=workers)
+                return given, forwarded, named, DataLoader(Clips(paths), num_workers=workers)  # expect: DSL506
+            """,
+    }),
     # DSL506: a subclass hands its `collate_fn` parameter on by name: reported at the lambda each caller passes
     ("DSL506", "invalid", """
         from torch.utils.data import DataLoader, DistributedSampler

@@ -8,7 +8,7 @@ workers, whatever else the loader is given.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional
 
 from dslint.semantics.modules import canonical
 
@@ -38,22 +38,25 @@ def unpicklable_attribute(index, key) -> Optional[list]:
     return None
 
 
-def kept_callable_attribute(index, key) -> Optional[list]:
-    """``[attr, local object]`` (``"Cls.__init__.<locals>.<lambda>"``): a lambda, a nested function
-    or a pipeline holding one that the ``__init__`` chain of the project class ``key`` keeps on
-    ``self`` (the summary fact ``kept_callables``: ``kept_lambdas``); None when there is none, or
-    when a class of its MRO controls its own pickling."""
+def kept_callable_attributes(index, key) -> List[list]:
+    """``[attr, local object, parameter, position]`` for each lambda, nested function or pipeline
+    holding one that the ``__init__`` chain of the project class ``key`` keeps on ``self`` (the
+    summary fact ``kept_callables``: ``kept_lambdas``; parameter and position None), then for each
+    default of a parameter of the class's own ``__init__`` that it keeps (``kept_defaults``: kept
+    when a construction leaves ``parameter``, at ``position`` after ``self``, out; the object is
+    ``"Cls.<lambda>"``). Empty when a class of its MRO controls its own pickling."""
     mro = index.mro(key)
     if _pickles_itself(index, mro):
-        return None
-    stored = set()  # (set by an ``__init__`` before in the MRO, which a subclass's runs last)
+        return []
+    found, stored = [], set()  # (set by an ``__init__`` before in the MRO, which a subclass's runs last)
     for cls in mro:
         facts = index.class_info(cls)["methods"].get("__init__") or {}
-        for attr, label in facts.get("kept_callables", ()):
-            if attr not in stored:
-                return [attr, f"{cls[1]}.__init__.<locals>.{label}"]
+        found.extend([attr, f"{cls[1]}.__init__.<locals>.{label}", None, None]
+                     for attr, label in facts.get("kept_callables", ()) if attr not in stored)
         stored.update(facts.get("self_stores", ()))
-    return None
+    own = index.class_info(mro[0])["methods"].get("__init__") or {} if mro else {}
+    found.extend([attr, f"{mro[0][1]}.<lambda>", param, position] for attr, param, position in own.get("kept_defaults", ()))
+    return found
 
 
 def _pickles_itself(index, mro) -> bool:

@@ -53,6 +53,48 @@ def stored_callables(
     return [(attr, held[0]) for attr, held in held_by.items() if all(h is not None for h in held)]
 
 
+def kept_facts(assigns, defs, self_param: Optional[str], params: cst.Parameters, qualname: Callable) -> dict:
+    """The summary facts of a method: ``kept_callables`` ([attr, "<lambda>" or the nested
+    function's name], ``stored_callables``) and ``kept_defaults`` ([attr, parameter, position],
+    ``stored_defaults``)."""
+    assigns = list(assigns)
+    return {
+        "kept_callables": [[attr, "<lambda>" if type(held) is cst.Lambda else held.value]
+                           for attr, held in stored_callables(assigns, self_param, [d.name.value for d in defs], qualname)],
+        "kept_defaults": [[attr, param, position] for attr, _, param, position in stored_defaults(assigns, self_param, params, qualname)],
+    }
+
+
+def stored_defaults(
+    assigns: Iterable[cst.Assign], self_param: Optional[str], params: cst.Parameters, qualname: Callable,
+) -> List[Tuple[str, cst.CSTNode, str, int]]:
+    """(attribute, the lambda, parameter, position) for each attribute that every ``self.<attr> = ...``
+    of ``assigns`` sets to the same parameter, whose default keeps a lambda (``def __init__(self,
+    fmt=lambda b: b): self.fmt = fmt``): the object keeps it when a construction leaves that argument
+    out. The position counts the parameters after ``self`` (-1: keyword-only)."""
+    if not self_param:
+        return []
+    positional = [p for p in params.params if p.name.value != self_param]
+    defaults = {p.name.value: (p.default, i) for i, p in enumerate(positional) if p.default is not None}
+    defaults.update((p.name.value, (p.default, -1)) for p in params.kwonly_params if p.default is not None)
+    if not defaults:
+        return []
+    stored: dict = {}  # attr -> the names its stores give it
+    for node in assigns:
+        for target in node.targets:
+            t = target.target
+            if type(t) is cst.Attribute and type(t.value) is cst.Name and t.value.value == self_param:
+                stored.setdefault(t.attr.value, []).append(node.value.value if type(node.value) is cst.Name else None)
+    found = []
+    for attr, values in stored.items():
+        if len(set(values)) == 1 and values[0] in defaults:
+            default, position = defaults[values[0]]
+            held = _held(default, frozenset(), qualname, 0)
+            if held is not None:
+                found.append((attr, held, values[0], position))
+    return found
+
+
 def _held(value, local, qualname, depth: int) -> Optional[cst.CSTNode]:
     if depth > 4:
         return None

@@ -23,7 +23,7 @@ from dslint.semantics.epoch_attrs import epoch_iterated_params, epoch_stored_par
 from dslint.semantics.epoch_methods import epoch_iterated_methods
 from dslint.semantics.epoch_facts import dataloader_calls, epoch_iterated_results, iterated_params, loader_receivers
 from dslint.semantics.handle_exports import exported_handles
-from dslint.semantics.kept_lambdas import stored_callables
+from dslint.semantics.kept_lambdas import kept_facts
 from dslint.semantics.kept_objects import kept_objects
 from dslint.semantics.call_costs import costly_calls
 from dslint.semantics.call_facts import passed_arguments
@@ -172,9 +172,8 @@ class Summarizer:
             # ``self.x = Cls(...)``: [x, qualified name of the callee]
             "self_news": news,
             "self_stores": sorted(self_stores),
-            # ``self.x = lambda ...`` / a nested function / a pipeline holding one (``kept_lambdas``)
-            "kept_callables": [[attr, "<lambda>" if type(held) is cst.Lambda else held.value] for attr, held in stored_callables(
-                buckets.get(cst.Assign, ()), self_param, [d.name.value for d in buckets.get(cst.FunctionDef, ())], self.names.qualname)],
+            # ``self.x = lambda ...`` / a nested function / a pipeline holding one, or a parameter defaulting to one
+            **kept_facts(buckets.get(cst.Assign, ()), buckets.get(cst.FunctionDef, ()), self_param, func.params, self.names.qualname),
             # the ``if`` tests that guard calls, the options they test, what calls forward (``option_guards``)
             **guard_facts(func, self_param, recorded, parent, buckets),
         }

@@ -248,20 +248,41 @@ def _method_of_object(ctx, call: cst.Call) -> bool:
 def class_kept_callable(ctx, expr) -> Optional[Tuple[cst.CSTNode, Problem]]:
     """(node, (description, error)): ``expr`` constructs a project class (this file or another)
     whose ``__init__`` chain keeps a lambda, a nested function or a pipeline holding one on
-    ``self`` (``kept_lambdas``, through the summaries), so its instances cannot be pickled. The
-    node is that lambda (or nested function's name) when this file's class keeps it, else ``expr``."""
+    ``self`` (``kept_lambdas``, through the summaries), so its instances cannot be pickled; or whose
+    own ``__init__`` keeps a parameter defaulting to one that the construction (a call) leaves out.
+    The node is that lambda (or nested function's name) when this file's class keeps it, else ``expr``."""
     ref = class_ref(ctx.tree, ctx.names, expr) if expr is not None else None
     if ref is None:
         return None
     local = ref[0] == "local"
-    found = ctx.view.kept_callable_attribute(ctx.qualname_of_def(ref[1]) if local else ref[1], local=local)
-    if not found:
-        return None
-    name = ref[1].name.value if local else ref[1].rsplit(".", 1)[-1]
-    label = found[1].rsplit(".<locals>.", 1)[-1]
-    what = "a lambda" if label == "<lambda>" else f"the nested function `{label}`"
-    node = _stored_node(ctx, ref[1], found[0]) if local else None
-    return (node or expr, (f"`{name}` holding {what} on `self.{found[0]}`", f"AttributeError: Can't pickle local object '{found[1]}'"))
+    for attr, held, param, position in ctx.view.kept_callable_attributes(ctx.qualname_of_def(ref[1]) if local else ref[1], local=local):
+        if param is not None and (not isinstance(expr, cst.Call) or _passes(expr, param, position)):
+            continue  # the construction gives its own value (or may: ``*args``, ``**kw``, or not a call we see)
+        name = ref[1].name.value if local else ref[1].rsplit(".", 1)[-1]
+        label = held.rsplit(".<locals>.", 1)[-1] if param is None else "<lambda>"
+        what = "a lambda" if label == "<lambda>" else f"the nested function `{label}`"
+        if param is None:
+            node, error = _stored_node(ctx, ref[1], attr) if local else None, f"AttributeError: Can't pickle local object '{held}'"
+        else:
+            what += f" (the default of `{param}`, which the construction leaves out)"
+            node, error = _default_node(ctx, ref[1], param) if local else None, f"_pickle.PicklingError: Can't pickle <function {held}>: attribute lookup {held} failed"
+        return (node or expr, (f"`{name}` holding {what} on `self.{attr}`", error))
+    return None
+
+
+def _passes(call: cst.Call, param: str, position: int) -> bool:
+    """``call`` gives parameter ``param`` (at ``position`` after ``self``) a value, or may (a ``*``/``**`` argument)."""
+    positional = [arg for arg in call.args if arg.keyword is None]
+    return (any(arg.star for arg in call.args) or any(arg.keyword is not None and arg.keyword.value == param for arg in call.args)
+            or 0 <= position < len(positional))
+
+
+def _default_node(ctx, cls: cst.ClassDef, param: str) -> Optional[cst.CSTNode]:
+    """The lambda that the default of ``param`` of ``cls``'s own ``__init__`` keeps."""
+    init = next((s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None) \
+        if isinstance(cls.body, cst.IndentedBlock) else None
+    default = next((p.default for p in [*init.params.params, *init.params.kwonly_params] if p.name.value == param), None) if init else None
+    return next((n for n in iter_subtree(default) if isinstance(n, cst.Lambda)), None) if default is not None else None
 
 
 def _stored_node(ctx, cls: cst.ClassDef, attr: str) -> Optional[cst.CSTNode]:

@@ -11,7 +11,7 @@ from typing import List, Optional
 
 from dslint.semantics.construction_trace import construction_runs
 from dslint.semantics.epoch_hook_index import hook_loaders
-from dslint.semantics.held_state import kept_callable_attribute, unpicklable_attribute
+from dslint.semantics.held_state import kept_callable_attributes, unpicklable_attribute
 from dslint.semantics.indexing import indexes_only
 from dslint.semantics.inheritance import iterable_heirs, one_shot_arguments
 from dslint.semantics.modules import canonical
@@ -128,13 +128,13 @@ class View:
         found = unpicklable_attribute(index, key) if key is not None and key[1] in index.summaries[key[0]]["classes"] else None
         return self._record("unpicklable_attribute", [qualified, local], found)
 
-    def kept_callable_attribute(self, qualified: str, local: bool = False) -> Optional[list]:
-        """``[attr, local object]``: a lambda or nested function that the ``__init__`` chain of a
-        project class keeps on ``self`` (``held_state.kept_callable_attribute``), or None."""
+    def kept_callable_attributes(self, qualified: str, local: bool = False) -> List[list]:
+        """``[attr, local object, parameter, position]``: the lambdas or nested functions that the
+        ``__init__`` chain of a project class keeps on ``self`` (``held_state.kept_callable_attributes``)."""
         index = self._index
         key = (self.path, qualified) if local else index.locate(canonical(qualified), self.path)
-        found = kept_callable_attribute(index, key) if key is not None and key[1] in index.summaries[key[0]]["classes"] else None
-        return self._record("kept_callable_attribute", [qualified, local], found)
+        found = kept_callable_attributes(index, key) if key is not None and key[1] in index.summaries[key[0]]["classes"] else []
+        return self._record("kept_callable_attributes", [qualified, local], found)
 
     def collate_loaders(self, qual: str) -> List[dict]:
         """Facts of the DataLoaders (in any file) that use this file's function ``qual`` as ``collate_fn``."""
