@@ -54,7 +54,7 @@ def kept_callable_attributes(index, key) -> List[list]:
         found.extend([attr, f"{cls[1]}.__init__.<locals>.{label}", None, None]
                      for attr, label in facts.get("kept_callables", ()) if attr not in stored)
         stored.update(facts.get("self_stores", ()))
-    own = index.class_info(mro[0])["methods"].get("__init__") or {} if mro else {}
+    own = (index.class_info(mro[0])["methods"].get("__init__") or {}) if mro else {}
     found.extend([attr, f"{mro[0][1]}.<lambda>", param, position] for attr, param, position in own.get("kept_defaults", ()))
     return found
 

@@ -14,9 +14,10 @@ from typing import List, Optional, Tuple
 import libcst as cst
 
 from dslint.semantics.bindings import class_ref
+from dslint.semantics.classes import methods
 from dslint.semantics.containers import extended_list, list_fills
 from dslint.semantics.held_datasets import wrapped_datasets
-from dslint.semantics.kept_lambdas import TRANSFORM_CONTAINERS, stored_callables
+from dslint.semantics.kept_lambdas import TRANSFORM_CONTAINERS, stored_callables, stored_defaults
 from dslint.semantics.kept_objects import kept_arguments
 from dslint.semantics.kwargs_dicts import transform_entries
 from dslint.semantics.libraries import pipeline_callables
@@ -255,17 +256,17 @@ def class_kept_callable(ctx, expr) -> Optional[Tuple[cst.CSTNode, Problem]]:
     if ref is None:
         return None
     local = ref[0] == "local"
+    name = ref[1].name.value if local else ref[1].rsplit(".", 1)[-1]
     for attr, held, param, position in ctx.view.kept_callable_attributes(ctx.qualname_of_def(ref[1]) if local else ref[1], local=local):
         if param is not None and (not isinstance(expr, cst.Call) or _passes(expr, param, position)):
             continue  # the construction gives its own value (or may: ``*args``, ``**kw``, or not a call we see)
-        name = ref[1].name.value if local else ref[1].rsplit(".", 1)[-1]
         label = held.rsplit(".<locals>.", 1)[-1] if param is None else "<lambda>"
         what = "a lambda" if label == "<lambda>" else f"the nested function `{label}`"
         if param is None:
             node, error = _stored_node(ctx, ref[1], attr) if local else None, f"AttributeError: Can't pickle local object '{held}'"
         else:
             what += f" (the default of `{param}`, which the construction leaves out)"
-            node, error = _default_node(ctx, ref[1], param) if local else None, f"_pickle.PicklingError: Can't pickle <function {held}>: attribute lookup {held} failed"
+            node, error = _stored_node(ctx, ref[1], attr, default=True) if local else None, f"_pickle.PicklingError: Can't pickle <function {held}>: attribute lookup {held} failed"
         return (node or expr, (f"`{name}` holding {what} on `self.{attr}`", error))
     return None
 
@@ -277,22 +278,18 @@ def _passes(call: cst.Call, param: str, position: int) -> bool:
             or 0 <= position < len(positional))
 
 
-def _default_node(ctx, cls: cst.ClassDef, param: str) -> Optional[cst.CSTNode]:
-    """The lambda that the default of ``param`` of ``cls``'s own ``__init__`` keeps."""
-    init = next((s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None) \
-        if isinstance(cls.body, cst.IndentedBlock) else None
-    default = next((p.default for p in [*init.params.params, *init.params.kwonly_params] if p.name.value == param), None) if init else None
-    return next((n for n in iter_subtree(default) if isinstance(n, cst.Lambda)), None) if default is not None else None
-
-
-def _stored_node(ctx, cls: cst.ClassDef, attr: str) -> Optional[cst.CSTNode]:
-    """The lambda (or nested function's name) that ``cls``'s own ``__init__`` keeps on ``self.<attr>``."""
-    init = next((s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None)
-    if init is None or not isinstance(cls.body, cst.IndentedBlock):
+def _stored_node(ctx, cls: cst.ClassDef, attr: str, default: bool = False) -> Optional[cst.CSTNode]:
+    """The lambda (or nested function's name) that ``cls``'s own ``__init__`` keeps on ``self.<attr>``;
+    with ``default``, the lambda the default of the parameter it keeps there holds (what the summary
+    recorded: ``stored_callables``, ``stored_defaults``)."""
+    init = methods(cls).get("__init__")
+    if init is None:
         return None
-    buckets = body_buckets(init, ctx.tree)
-    stored = stored_callables(buckets.get(cst.Assign, ()), self_name(init), [d.name.value for d in buckets.get(cst.FunctionDef, ())],
-                              lambda func: ctx.names.qualname(func))
+    buckets, qualname = body_buckets(init, ctx.tree), lambda func: ctx.names.qualname(func)
+    if default:
+        stored = [(held_attr, node) for held_attr, node, _, _ in stored_defaults(buckets.get(cst.Assign, ()), self_name(init), init.params, qualname)]
+    else:
+        stored = stored_callables(buckets.get(cst.Assign, ()), self_name(init), [d.name.value for d in buckets.get(cst.FunctionDef, ())], qualname)
     return next((node for held_attr, node in stored if held_attr == attr), None)
 
 
