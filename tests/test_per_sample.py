@@ -700,3 +700,116 @@ def test_a_static_helper_device_argument_keeps_its_position(tmp_path):
     outcome = check_tree(tmp_path, select=["DSL204"])
     got = {(d.path, d.row, d.code) for d in outcome.diagnostics}
     assert got == {m for m in expected_markers(tmp_path)}
+
+
+def test_cuda_data_kept_for_the_main_process_alone_is_not_reported(tmp_path):
+    """DSL204 at an ``__init__`` store: CUDA data the dataset keeps only for the main process (class
+    weights the training script hands to its loss) never reaches a worker. It is reported when
+    any method but ``__init__`` reads the attribute, or may: in a base of another file, in a subclass
+    of another file, through ``getattr(self, "...")``, when ``self`` is handed on, or when
+    ``__init__`` derives another attribute from it."""
+    write_files(tmp_path, {
+        "base.py": """
+        from torch.utils.data import Dataset
+
+        class Base(Dataset):
+            def __getitem__(self, idx):
+                return self.load(idx) * self.scale
+        """,
+        "data.py": """
+        import torch
+        from base import Base
+
+        def describe(obj):
+            return vars(obj)
+
+        class Weighted(Base):
+            def __init__(self, items):
+                self.items = items
+                self.class_weights = torch.tensor([0.5, 2.0]).cuda()
+                self.scale = torch.ones(2).cuda()  # expect: DSL204
+                self.mean = torch.zeros(2).cuda()  # expect: DSL204
+                self.std = self.mean + 1
+                self.table = torch.ones(3).cuda()  # expect: DSL204
+            def load(self, idx):
+                return self.items[idx] + getattr(self, "table")[0]
+
+        class Handed(Base):
+            def __init__(self, items):
+                self.items = items
+                self.extra = torch.ones(3).cuda()  # expect: DSL204
+            def load(self, idx):
+                return describe(self)["items"][idx]
+        """,
+        "sub.py": """
+        import torch
+        from data import Weighted
+
+        class Shifted(Weighted):
+            def __init__(self, items):
+                super().__init__(items)
+                self.offset = torch.ones(2).cuda()  # expect: DSL204
+                self.unused = torch.ones(2).to("cuda")
+            def load(self, idx):
+                return self.items[idx] + self.offset
+        """,
+        "train.py": """
+        import torch
+        from torch.utils.data import DataLoader
+        from data import Weighted
+        from sub import Shifted
+
+        def main(items):
+            data = Weighted(items)
+            loss = torch.nn.CrossEntropyLoss(weight=data.class_weights)
+            return loss, DataLoader(data, num_workers=4), DataLoader(Shifted(items), num_workers=4), Handed
+        """,
+    })
+    found = {(f.path.rsplit("/", 1)[-1], f.start[0], f.code) for f in check_tree(tmp_path, select=["DSL204"]).diagnostics}
+    assert found == expected_markers(tmp_path)
+
+
+def test_an_except_handler_and_a_one_sample_dataset_are_not_per_item_costs(tmp_path):
+    """``dataflow.per_item``: the handler of an ``except`` runs when loading the item failed (a
+    directory listed for the error message), and a dataset whose ``__len__`` returns 1 reads its
+    one sample once per epoch, as ``__init__`` would. The same calls on the normal path of a
+    dataset of many samples are per-item costs (DSL201, DSL202)."""
+    write_files(tmp_path, {"data.py": """
+        import os
+        import numpy as np
+        from torch.utils.data import Dataset
+
+        class Lookup(Dataset):
+            def __init__(self, root, names):
+                self.root, self.names = root, names
+            def __len__(self):
+                return len(self.names)
+            def __getitem__(self, idx):
+                try:
+                    return np.load(os.path.join(self.root, self.names[idx]))
+                except FileNotFoundError:
+                    near = [n for n in os.listdir(self.root) if n[:3] == self.names[idx][:3]]
+                    raise KeyError(f"missing; similar: {near}")
+
+        class Scanning(Lookup):
+            def __getitem__(self, idx):
+                files = sorted(os.listdir(self.root))  # expect: DSL201
+                return np.load(os.path.join(self.root, files[idx]))
+
+        class Demo(Dataset):
+            def __init__(self, path):
+                self.path = path
+            def __len__(self):
+                \"\"\"One pair of clouds.\"\"\"
+                return 1
+            def __getitem__(self, idx):
+                return np.loadtxt(self.path)
+
+        class Repeated(Demo):
+            def __len__(self):
+                return 100
+            def __getitem__(self, idx):
+                return np.loadtxt(self.path)[idx]  # expect: DSL202
+        """})
+    found = {(f.path.rsplit("/", 1)[-1], f.start[0], f.code) for f in check_tree(tmp_path, select=["DSL201", "DSL202"]).diagnostics}
+    assert found == expected_markers(tmp_path)

@@ -22,7 +22,12 @@ call, a container) carries it on. What cannot be followed (a nested function tha
 the name, a binding it cannot see through) counts as kept: the question errs towards the
 finding.
 
-API: ``kept_on_instance(ctx, call) -> bool``.
+A dataset's ``__init__`` may also keep a CUDA value for the main process alone (class
+weights the training script hands to its loss). ``main_process_only_attribute(ctx, call)``
+answers whether the statement of ``call`` stores its value in one attribute of the instance,
+and nothing else, that no method but ``__init__`` reads, nor may (``attr_reads``, any file).
+
+API: ``kept_on_instance(ctx, call) -> bool``, ``main_process_only_attribute(ctx, call) -> bool``.
 """
 
 from __future__ import annotations
@@ -193,3 +198,62 @@ def _self_rooted(ctx, expr: cst.BaseExpression) -> bool:
     if not isinstance(root, cst.Name) or root is expr:
         return False
     return _is_self(ctx, root)
+
+
+def main_process_only_attribute(ctx, call: cst.Call) -> bool:
+    """Is the CUDA value ``call`` makes in a dataset's ``__init__`` stored, by its statement alone,
+    in one attribute that no method other than ``__init__`` reads (in any file)?"""
+    func = ctx.enclosing_function(call, through_lambdas=False)
+    owner = ctx.method_class(func) if func is not None and func.name.value == "__init__" else None
+    site = _stored_attribute(ctx, call, func) if owner is not None else None
+    if site is None:
+        return False
+    self_param, attr = site.value.value, site.attr.value
+    for node in iter_subtree(func.body):
+        if node is not site and isinstance(node, cst.Attribute) and node.attr.value == attr \
+                and isinstance(node.value, cst.Name) and node.value.value == self_param:
+            return False  # ``__init__`` itself reads it again (``self.b = self.a * 2``) or stores it again
+    return not ctx.view.read_after_construction(ctx.qualname_of_def(owner), attr)
+
+
+def _stored_attribute(ctx, call: cst.Call, func: cst.FunctionDef):
+    """``self.a`` of ``self.a = <expression holding call>`` and of ``self.a.cuda()`` as a statement; None
+    when the statement may put the value anywhere else (a walrus, a call on ``self`` that may keep
+    its argument, several targets)."""
+    self_param = ctx.regions.get(func).self_param
+    node = call
+    for ancestor in ctx.ancestors(call):
+        if isinstance(ancestor, (cst.Assign, cst.AnnAssign, cst.Expr)):
+            node = ancestor
+            break
+        if isinstance(ancestor, (cst.NamedExpr, cst.BaseSuite, cst.FunctionDef, cst.Lambda)):
+            return None
+        if isinstance(ancestor, cst.Arg) and _self_rooted_call(ctx.parent(ancestor), self_param):
+            return None  # ``self.prepare(x.cuda())``: a method of the instance may keep it elsewhere
+    if isinstance(node, cst.Expr):
+        moved = call.func
+        if node.value is call and isinstance(moved, cst.Attribute) and moved.attr.value in ("cuda", "to"):
+            return _self_attribute(moved.value, self_param)
+        return None
+    if isinstance(node, cst.Assign):
+        if len(node.targets) != 1:
+            return None
+        target = node.targets[0].target
+    elif isinstance(node, cst.AnnAssign) and node.value is not None:
+        target = node.target
+    else:
+        return None
+    return _self_attribute(target, self_param)
+
+
+def _self_attribute(expr: cst.BaseExpression, self_param):
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == self_param:
+        return expr
+    return None
+
+
+def _self_rooted_call(call, self_param) -> bool:
+    if not isinstance(call, cst.Call):
+        return False
+    root = _root(call.func)
+    return isinstance(root, cst.Name) and root.value == self_param

@@ -42,6 +42,7 @@ import libcst as cst
 
 from dslint.semantics.bindings import names_in_target
 from dslint.semantics.call_facts import MUTATORS, PURE_METHODS, varies_per_call
+from dslint.semantics.classes import find_method
 from dslint.semantics.lifetimes import once_guarded
 from dslint.semantics.regions import LOOP, self_attr
 from dslint.semantics.walk import iter_subtree
@@ -107,11 +108,16 @@ def per_item(ctx, node: cst.CSTNode) -> bool:
     per pass over ``data``, not once per item. A node runs per item when the
     innermost yielding loop around it yields directly (not only through a nested
     loop). Code behind a once-only guard on ``self`` (``if self.loaded: return``
-    ... ``self.loaded = True``) runs once per worker, not per item.
+    ... ``self.loaded = True``) runs once per worker, not per item. Nor does the
+    handler of an ``except`` (it runs when loading the item failed: a missing file's
+    error message), nor the ``__getitem__`` of a dataset whose ``__len__`` returns
+    ``1`` (a demo of one sample reads it once, as ``__init__`` would).
     """
     if not ctx.is_per_sample(node) or once_guarded(ctx, node):
         return False
     func = ctx.enclosing_function(node)
+    if func is not None and (_in_handler(ctx, node, func) or _single_sample(ctx, func)):
+        return False
     if func is None or ctx.per_sample_mode(func) != LOOP:
         return True
     loops = {id(loop) for loop in ctx.regions.get(func).loops}
@@ -121,6 +127,34 @@ def per_item(ctx, node: cst.CSTNode) -> bool:
         if id(ancestor) in loops:
             return _yields_directly(ancestor)
     return True
+
+
+def _in_handler(ctx, node: cst.CSTNode, func: cst.FunctionDef) -> bool:
+    """``node`` is in the body of an ``except`` handler of ``func`` (not in a nested function)."""
+    for ancestor in ctx.ancestors(node):
+        if ancestor is func or isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+            return False
+        if isinstance(ancestor, (cst.ExceptHandler, cst.ExceptStarHandler)):
+            return True
+    return False
+
+
+def _single_sample(ctx, func: cst.FunctionDef) -> bool:
+    """``func`` is the ``__getitem__`` of a class whose ``__len__`` (this file) returns ``0``/``1``."""
+    cls = ctx.method_class(func) if func.name.value == "__getitem__" else None
+    length = find_method(ctx, cls, "__len__") if cls is not None else None
+    body = [statement for statement in length.body.body if not _docstring(statement)] \
+        if length is not None and isinstance(length.body, cst.IndentedBlock) else ()
+    if len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine):
+        return False
+    statement = body[0].body[0]
+    return isinstance(statement, cst.Return) and isinstance(statement.value, cst.Integer) \
+        and statement.value.value in ("0", "1")
+
+
+def _docstring(statement: cst.CSTNode) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 \
+        and isinstance(statement.body[0], cst.Expr) and isinstance(statement.body[0].value, cst.SimpleString)
 
 
 def _yields_directly(loop: cst.CSTNode) -> bool:

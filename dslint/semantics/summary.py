@@ -13,6 +13,7 @@ from typing import Dict, List, Optional
 
 import libcst as cst
 
+from dslint.semantics.self_loads import self_loads
 from dslint.semantics.bindings import annotated_class, class_ref, local_aliases
 from dslint.semantics.bound_collates import bound_collates, param_collates
 from dslint.semantics.dataset_uses import use_facts
@@ -113,9 +114,8 @@ class Summarizer:
         self_param = regions.self_param
         calls, call_args = [], []  # (what each call passes: ``sample_calls``)
         uses_worker_info = False
-        assigned = set()
+        assigned, self_stores = set(), set()
         Attribute, Name = cst.Attribute, cst.Name
-        self_stores = set()
         for node in buckets.get(cst.AssignTarget, ()):
             target = node.target
             if type(target) is Attribute:
@@ -172,6 +172,7 @@ class Summarizer:
             # ``self.x = Cls(...)``: [x, qualified name of the callee]
             "self_news": news,
             "self_stores": sorted(self_stores),
+            "self_loads": self_loads(buckets, self_param, parent),  # (``attr_reads``)
             # ``self.x = lambda ...`` / a nested function / a pipeline holding one, or a parameter defaulting to one
             **kept_facts(buckets.get(cst.Assign, ()), buckets.get(cst.FunctionDef, ()), self_param, func.params, self.names.qualname),
             # the ``if`` tests that guard calls, the options they test, what calls forward (``option_guards``)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import List, Optional
 
+from dslint.semantics.attr_reads import read_after_construction
 from dslint.semantics.construction_trace import construction_runs
 from dslint.semantics.epoch_hook_index import hook_loaders
 from dslint.semantics.held_state import kept_callable_attributes, unpicklable_attribute
@@ -283,6 +284,13 @@ class View:
         known = qual in self._index.summaries.get(self.path, {}).get("classes", {})
         answer = self._index.cuda_attribute((self.path, qual), attr, kind) if known else None
         return self._record("cuda_attribute", [qual, attr, kind], answer)
+
+    def read_after_construction(self, qual: str, attr: str) -> bool:
+        """Some method other than ``__init__`` of this file's class ``qual``, a base or a subclass
+        (any file) reads ``self.<attr>``, or may (``attr_reads``); True for a class not summarised."""
+        known = qual in self._index.summaries.get(self.path, {}).get("classes", {})
+        answer = read_after_construction(self._index, (self.path, qual), attr) if known else True
+        return self._record("read_after_construction", [qual, attr], answer)
 
     def kept_attribute(self, qualified: str, slot) -> Optional[str]:
         """The attribute in which the project class ``qualified`` keeps its constructor argument at

@@ -11,7 +11,7 @@ import libcst as cst
 from dslint.rules.base import Symptom
 from dslint.semantics.call_facts import last_name
 from dslint.semantics.cuda import collate_lambdas, cuda_model_call, cuda_use, loading_context, may_touch_cuda
-from dslint.semantics.cuda_kept import kept_on_instance
+from dslint.semantics.cuda_kept import kept_on_instance, main_process_only_attribute
 from dslint.semantics.loops import is_test_code
 from dslint.semantics.regions import LOOP
 from dslint.semantics.start_methods import workers_not_forked
@@ -152,6 +152,8 @@ def cuda_sites(ctx) -> Iterator[Tuple[cst.Call, str, str, str]]:
         kind, where = context
         if kind == "init" and not (what.startswith(("`.cuda()", "`.to(", "`device=")) and kept_on_instance(ctx, call)):
             continue  # pinning, a CUDA query, or CUDA data the dataset does not keep: its workers never touch CUDA
+        if kind == "init" and main_process_only_attribute(ctx, call):
+            continue  # kept for the main process alone (class weights for the loss): no worker reads it
         if not asked:  # the project's answer, asked once at the first site
             asked = True
             if workers_not_forked(ctx.view.project_start_methods()) or not ctx.view.project_may_start_workers():

@@ -66,6 +66,9 @@ class PerSampleDirectoryScan(Rule):
       lazy once-per-worker block (`if self.files is None: ...`, or after an early
       `if self.loaded: return`) or in an `lru_cache`d helper.
     - Classes that are not datasets, and glob modules other than `glob`/pathlib.
+    - A scan in an `except` handler (it runs when loading the item failed: the
+      folder listed to suggest a name for a missing file), and the `__getitem__`
+      of a dataset whose `__len__` returns `1` (one sample: one scan per epoch).
 
     ## Why is this bad?
     Every item pays for listing the whole directory again. Measured on

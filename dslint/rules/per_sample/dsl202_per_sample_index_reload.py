@@ -32,6 +32,8 @@ class PerSampleIndexReload(Rule):
       buffers (`np.load(io.BytesIO(blob))`, also filled by `write`): no file.
     - Loads in `__init__`, lazy once-per-worker loads (`if self.df is None:`, or
       after an early `if self.loaded: return`) and `lru_cache`d helpers.
+    - Reads in an `except` handler (loading the item failed), and the `__getitem__` of a dataset
+      whose `__len__` returns `1` (a one-sample demo reads its file once, as `__init__` would).
 
     ## Why is this bad?
     The whole file is read and parsed again for every item, although the result

@@ -53,7 +53,7 @@ class PerSampleSetup(Rule):
     - `re.compile`: Python caches compiled patterns (measured 0.7 µs vs 0.4 µs). A stored transform applied directly,
       a factory given the sample, a method; code under an option every loader's dataset leaves off (`if self.vis:`).
     - Objects built in `__init__`, lazily once per worker or in a cached helper; project classes that are not
-      `nn.Module`s; code outside datasets.
+      `nn.Module`s; code outside datasets; an `except` handler; a dataset whose `__len__` returns `1`.
 
     ## Why is this bad?
     The object is rebuilt for every item although it never changes. Measured on torch 2.13: building a small

@@ -40,13 +40,14 @@ class CudaInDataset(Rule):
     `num_workers=0`, and projects none of whose loaders can start workers (no file names a
     worker count, `num_workers` or `dataloader_num_workers`, other than as `num_workers=0`, nor
     spreads a `**` dict into a DataLoader; a project that builds no DataLoader at all is a
-    library whose users' loaders are not seen, and does not count); test code (`tests/`, `test_*.py`), whose CUDA datasets are there to
-    exercise CUDA in workers (under `spawn`); and projects whose every
-    `multiprocessing.set_start_method` (torch's too) sets `spawn` or `forkserver`: their
-    workers are not forks (each pays for a CUDA context). Nor on CUDA work in `__init__`
+    library whose users' loaders are not seen, and does not count); test code (`tests/`, `test_*.py`),
+    whose CUDA datasets are there to exercise CUDA in workers (under `spawn`); and projects whose every
+    `multiprocessing.set_start_method` (torch's too) sets `spawn`/`forkserver` (no forks). Nor on CUDA work in `__init__`
     whose result the dataset does not keep: brought back with `.cpu()`/`.numpy()`/`.item()`,
     turned into a number, a model used there and deleted, or a tensor handed to a project
-    class whose `__init__` keeps only what it makes from it. Nor on a helper's device
+    class whose `__init__` keeps only what it makes from it, or stores in an attribute no other
+    method of the class, its bases or subclasses (any file) reads, nor may (`f(self)`, a library
+    base): `self.class_weights = w.cuda()` for the script's loss. Nor on a helper's device
     parameter whose every per-sample call (in any file) passes it: its `"cuda"` default, or the
     `DEVICE` of `device or DEVICE`, is then never used in the workers (calls from the main
     process do not count). Nor on code under a dataset option (`if self.vis:`, or a helper's
