@@ -972,6 +972,67 @@ MORE_CASES = [
             pipe = IterableWrapper(x for x in range(3))
             assert list(pipe) == [0, 1, 2]
         """}),
+    # DSL303: a DataLoader a method builds over ``self`` is a loader over the class: without workers,
+    # the stream is read once; with workers, each replays it
+    ("DSL303", "valid", """
+        import torch
+
+        class Records(torch.utils.data.IterableDataset):
+            def __init__(self, rows):
+                self.rows = rows
+            def __iter__(self):
+                for row in self.rows:
+                    yield row
+            def to_loader(self):
+                return torch.utils.data.DataLoader(self, batch_size=None)
+        """),
+    ("DSL303", "invalid", """
+        import torch
+
+        class Records(torch.utils.data.IterableDataset):
+            def __init__(self, rows):
+                self.rows = rows
+            def __iter__(self):  # expect: DSL303
+                for row in self.rows:
+                    yield row
+            def to_loader(self):
+                return torch.utils.data.DataLoader(self, batch_size=None, num_workers=4)
+        """),
+    # DSL304: ``self`` of a class whose base (another file) defines ``__len__`` has a length, so a
+    # ``len(self)`` under ``except TypeError`` guards the cast next to it, not a missing length
+    ("DSL304", "valid", {
+        "container.py": """
+            class Sized:
+                def __len__(self):
+                    return len(self.rows)
+        """,
+        "table.py": """
+            import numpy as np
+            from torch.utils.data import Dataset
+            from container import Sized
+
+            class Table(Sized):
+                def fill(self, key, value, dtype):
+                    print(f"filling {len(self)} rows")
+                    try:
+                        self.rows[key] = np.array([value] * len(self), dtype=dtype)
+                    except TypeError:
+                        raise ValueError(key)
+        """,
+    }),
+    # ... while a class without ``__len__`` that probes itself so may have none
+    ("DSL304", "invalid", """
+        import numpy as np
+        from torch.utils.data import Dataset
+
+        class Stream:
+            def fill(self, key, value, dtype):
+                print(f"filling {len(self)} rows")  # expect: DSL304
+                try:
+                    self.rows[key] = np.array([value] * len(self), dtype=dtype)
+                except TypeError:
+                    raise ValueError(key)
+        """),
 ]
 
 

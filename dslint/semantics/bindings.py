@@ -313,10 +313,24 @@ def _classes_by_name(tree: TreeIndex) -> Dict[str, List[cst.ClassDef]]:
     return by_name
 
 
+def _self_class(tree: TreeIndex, names: ModuleNames, func: cst.FunctionDef, param: cst.Param) -> Optional[str]:
+    """``Module.Cls`` when ``param`` is the instance parameter of a method of module-level ``Cls``."""
+    body = tree.parent_of(func)
+    cls = tree.parent_of(body) if isinstance(body, cst.IndentedBlock) else None
+    if not isinstance(cls, cst.ClassDef) or not isinstance(tree.parent_of(cls), cst.Module):
+        return None
+    positional = (*func.params.posonly_params, *func.params.params)
+    decorators = {d.decorator.value for d in func.decorators if isinstance(d.decorator, cst.Name)}
+    if not positional or positional[0] is not param or decorators & {"staticmethod", "classmethod"}:
+        return None
+    return f"{names.modname}.{cls.name.value}"
+
+
 def annotated_class(tree: TreeIndex, names: ModuleNames, expr: Optional[cst.CSTNode]) -> Optional[str]:
     """The qualified class name a parameter is annotated with (``def f(ds: Shards)``), when
     ``expr`` names that parameter and nothing in the function rebinds it; else None.
-    A string annotation and ``Optional[...]``/unions are not read."""
+    A string annotation and ``Optional[...]``/unions are not read. The ``self`` of a method of
+    a module-level class stands for an instance of that class (``DataLoader(self)``)."""
     if not isinstance(expr, cst.Name):
         return None
     scope = enclosing_scope(tree, expr)
@@ -326,8 +340,10 @@ def annotated_class(tree: TreeIndex, names: ModuleNames, expr: Optional[cst.CSTN
     param = next((p for p in (*params.posonly_params, *params.params, *params.kwonly_params)
                   if p.name.value == expr.value), None)
     assigned = scope_assignments(tree, scope, expr.value)
-    if param is None or param.annotation is None or assigned is None or assigned:
+    if param is None or assigned is None or assigned:
         return None
+    if param.annotation is None:
+        return _self_class(tree, names, scope, param)
     annotation = param.annotation.annotation
     if not isinstance(annotation, (cst.Name, cst.Attribute)):
         return None

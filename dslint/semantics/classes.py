@@ -49,6 +49,11 @@ def find_method(ctx, cls: cst.ClassDef, name: str) -> Optional[cst.FunctionDef]:
     return None
 
 
+def defines_method(ctx, cls: cst.ClassDef, name: str) -> bool:
+    """The class or a base defines ``name``: in this file, or in another file of the project."""
+    return find_method(ctx, cls, name) is not None or ctx.view.has_method(ctx.qualname_of_def(cls), name)
+
+
 def reached_methods(ctx, cls: cst.ClassDef, start: cst.FunctionDef) -> List[cst.FunctionDef]:
     """``start`` and the methods of this file's classes it reaches through ``self.m``."""
     out = [start]

@@ -18,7 +18,8 @@ A value is the name read (``dl``, ``self.loader``), or for a loop variable the c
 it runs over (``for dl in loaders`` and ``[... for dl in loaders if dl]`` read the same
 values). A ``len()`` of the value that runs *before* the probe on the same path (earlier in
 the function, not in the other branch of an ``if``, not itself guarded) raises the
-``TypeError`` the probe exists to avoid. ``bool()`` (an ``if x:``) counts only when the
+``TypeError`` the probe exists to avoid. ``self`` of a class that (or a base of which)
+(any file) defines ``__len__`` has a length: its ``len()`` is no probe. ``bool()`` (an ``if x:``) counts only when the
 value is a loader (the probe function's parameter is annotated ``DataLoader`` or the probe
 reads ``x.dataset``): ``DataLoader.__len__`` always exists and asks the dataset, while an
 object with no ``__len__`` is simply true. Uses after the probe are not judged (a flag set
@@ -31,6 +32,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 import libcst as cst
 
+from dslint.semantics.classes import defines_method
 from dslint.semantics.iterable_evidence import ITERABLE_CLASSES, sole_parameter
 from dslint.semantics.names import canonical, dotted_parts
 from dslint.semantics.walk import body_buckets, iter_subtree
@@ -242,7 +244,7 @@ def _collection(ctx, iterable, target, name) -> Optional[Tuple[str, str]]:
 def function_probes(ctx, func: cst.FunctionDef) -> List[Tuple[Tuple[str, str], cst.Call, bool]]:
     """(value key, probe call, the value is a loader) for each length probe in ``func``."""
     def compute():
-        found = []
+        found, cls = [], ctx.method_class(func)
         tails = ctx.names.call_tails(PROBE_CALLS)
         for node in body_buckets(func, ctx.tree).get(cst.Call, ()):
             direct = direct_probe(node, ctx.qualname, ctx.ancestors, tails)
@@ -257,7 +259,8 @@ def function_probes(ctx, func: cst.FunctionDef) -> List[Tuple[Tuple[str, str], c
                     continue
                 expr, loader = arg.value, bool(answer[2])
             key = value_key(ctx, expr)
-            if key is not None:
+            if key is not None and not (key == ("name", ctx.regions.get(func).self_param) and cls is not None
+                                        and defines_method(ctx, cls, "__len__")):  # ``self`` has a length
                 found.append((key, node, loader))
         return found
     return ctx.memo(("length_probes", id(func)), compute)

@@ -28,7 +28,7 @@ class IterableWithoutWorkerSharding(Rule):
     literal `num_workers` greater than 1.
 
     ## When it does not fire
-    - Every DataLoader known to be built over the class has a literal `num_workers` of 0 or 1.
+    - Every DataLoader known to be built over the class (a method's `DataLoader(self)` too) has `num_workers` 0 or 1.
     - Wrappers that iterate another dataset or reader (an attribute named or annotated like a dataset, reader or
       stream, or built from a dataset class), also through a stage applied to it (`self.fn(iter(self.source))`) or
       a `__next__` taking each item from it (`return next(self.source)`, or `x = next(self.it)` with `self.it =

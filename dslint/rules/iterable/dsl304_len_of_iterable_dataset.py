@@ -52,6 +52,8 @@ class LenOfIterableDataset(Rule):
     DataPipes, and calls guarded by `try: ... except TypeError` or a
     `hasattr(x, "__len__")` / `isinstance(x, Sized)` test, also a comprehension's
     condition (`[len(x) for x in xs if hasattr(x, "__len__")]`: it runs first).
+    `self` of a class that (or a base of which, in any file) defines `__len__`:
+    its `len(self)` under `except TypeError` guards something else.
 
     ## Why is this bad?
     An `IterableDataset` has no length unless its class defines `__len__`, and
