@@ -67,6 +67,44 @@ def test_argparse_namespace_handed_to_a_function(tmp_path):
     assert _values(persist) == ["False", "True"]
 
 
+def test_argparse_namespace_a_function_of_the_file_returns(tmp_path):
+    """``args = parse_args()`` then ``main(args)``: the options are what the file's own
+    ``parse_args`` returns (through its local ``args``, on either branch)."""
+    source = """
+    def parse_args(argv=None):
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--dataloader_num_workers", type=int, default=0)
+        if argv is not None:
+            args = parser.parse_args(argv)
+        else:
+            args = parser.parse_args()
+        return args
+
+    def main(args):
+        return DataLoader(ds, num_workers=args.dataloader_num_workers)
+
+    if __name__ == "__main__":
+        args = parse_args()
+        main(args)
+    """
+    found = _loader_arg(tmp_path, source, "num_workers")
+    assert _values(found) == ["0"] and not found.complete
+    assert found.values[0].origin == "the default of `--dataloader_num_workers`"
+
+
+def test_a_function_returning_something_else_is_not_an_options_namespace(tmp_path):
+    source = """
+    def load_config(path):
+        return json.load(open(path))
+
+    def main(cfg):
+        return DataLoader(ds, num_workers=cfg.workers)
+
+    main(load_config("c.json"))
+    """
+    assert _loader_arg(tmp_path, source, "num_workers").values == ()
+
+
 def test_parameter_default_and_callers(tmp_path):
     source = """
     def make_loader(ds, workers=4):

@@ -12,7 +12,8 @@ the checked file:
 - function parameters: their default and the arguments of the calls to the
   function that this file makes (``train(num_workers=0)``), ``self.m(...)`` too;
 - argparse options read back through ``args.x`` (``semantics/options.py``), where
-  ``args`` is bound to ``parse_args()`` here or is a parameter of a function here;
+  ``args`` is bound to ``parse_args()`` here (also through what a function of this file
+  returns: ``args = parse_args()``, ``main(args)``) or is a parameter of a function here;
 - dataclass and plain class defaults (``cfg = Config()`` then ``cfg.workers``),
   keyword arguments of that construction overriding them;
 - ``self.cfg.x``: what the class's methods assign to it (``self_stores.py``), and the
@@ -49,6 +50,7 @@ from dslint.semantics.narrowing import IS_NONE, none_test
 from dslint.semantics.options import option_values
 from dslint.semantics.possible import NOTHING, Possible, Value, either_dict, exactly, holds
 from dslint.semantics.self_stores import nested_self_stores
+from dslint.semantics.walk import iter_subtree
 
 MAX_DEPTH = 8
 PARSE_ARGS = frozenset({"parse_args", "parse_known_args", "parse_intermixed_args", "parse_known_intermixed_args"})
@@ -283,9 +285,10 @@ class _Resolver:
         """The expressions a name (or parameter, through this file's calls) was bound to."""
         if depth > MAX_DEPTH:
             return []
-        if not isinstance(expr, cst.Name):
-            return [expr]
         ctx = self.ctx
+        if not isinstance(expr, cst.Name):
+            returned = _returned_values(ctx, expr)  # ``args = parse_args()``: what the file's function returns
+            return [s for value in returned for s in self.sources(value, depth + 1)] if returned else [expr]
         scope = ctx.tree.scope_node(expr)
         param = _parameter(scope, expr.value)
         if param is not None:
@@ -452,6 +455,17 @@ def _is_unresolved_parameter(ctx, name: cst.Name) -> bool:
     if ctx.method_class(scope) is not None and (*scope.params.posonly_params, *scope.params.params)[:1] == (param,):
         return False  # a method's ``self``/``cls`` is the instance, not a namespace of options
     return not any(arg is not None for _, arg in call_sites(ctx, scope, param))
+
+
+def _returned_values(ctx, call) -> List[cst.CSTNode]:
+    """The values the ``return`` statements of the module-level function of this file that
+    ``call`` calls by name give back (its one definition; nested scopes aside)."""
+    if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Name) or call.func.value in ctx.names.imports:
+        return []
+    defs = [f for f in ctx.nodes(cst.FunctionDef) if f.name.value == call.func.value and isinstance(ctx.parent(f), cst.Module)]
+    if len(defs) != 1:
+        return []
+    return [n.value for n in iter_subtree(defs[0].body, into_scopes=False) if isinstance(n, cst.Return) and n.value is not None]
 
 
 def _local_class(ctx, call: cst.Call) -> Optional[cst.ClassDef]:
