@@ -92,6 +92,28 @@ def test_argparse_namespace_a_function_of_the_file_returns(tmp_path):
     assert found.values[0].origin == "the default of `--dataloader_num_workers`"
 
 
+def test_an_option_the_code_sets_again_can_be_what_it_sets(tmp_path):
+    """``args.workers = min(16, os.cpu_count())`` when the option was left out: the attribute can
+    be the option's default or what the file assigns (unknown here, so the answer is open)."""
+    source = """
+    import os
+
+    def parse_args():
+        parser = argparse.ArgumentParser()
+        parser.add_argument("-j", "--workers", type=int, default=None)
+        return parser.parse_args()
+
+    def main(args):
+        if not isinstance(args.workers, int):
+            args.workers = min(16, os.cpu_count())
+        return DataLoader(ds, num_workers=args.workers)
+
+    main(parse_args())
+    """
+    found = _loader_arg(tmp_path, source, "num_workers")
+    assert [v.value for v in found.values] == [None, UNKNOWN] and not found.complete
+
+
 def test_a_function_returning_something_else_is_not_an_options_namespace(tmp_path):
     source = """
     def load_config(path):

@@ -22,7 +22,8 @@ the checked file:
   and the key assignments and ``.update`` calls made on it; a name bound to dicts more than
   once: the ones that reach the read, each a path, when all but one are empty
   (``kw = {"num_workers": n} if cuda else {}``);
-- ``int(x)``, ``bool(x)`` and ``str(x)`` of such a value.
+- ``int(x)``, ``bool(x)`` and ``str(x)`` of such a value;
+- ``args.x`` also as every ``args.x = v`` of the file sets it (unknown when ``v`` is not followed).
 
 A ``Possible`` lists the values found, each with where it came from (for messages),
 and says whether the list is *complete* (every path was seen). A command-line
@@ -221,7 +222,11 @@ class _Resolver:
     def _attribute(self, expr: cst.Attribute, depth: int) -> Possible:
         found = self._attribute_source(expr, depth)
         stores = nested_self_stores(self.ctx, expr)  # ``self.cfg.workers = 0`` in a method of the class
-        return Possible((found | self._union(stores, depth)).values, False) if stores else found
+        found = Possible((found | self._union(stores, depth)).values, False) if stores else found
+        extra = []  # ``args.workers = min(16, os.cpu_count())``: each such store of the file, unknown when not followed
+        for value in _name_attribute_stores(self.ctx, expr):
+            extra.extend(self.of(value, depth + 1).values or (Value(UNKNOWN, f"`{self.ctx.code(value)}`"),))
+        return Possible((*found.values, *extra), False) if extra else found
 
     def _attribute_source(self, expr: cst.Attribute, depth: int) -> Possible:
         ctx = self.ctx
@@ -455,6 +460,20 @@ def _is_unresolved_parameter(ctx, name: cst.Name) -> bool:
     if ctx.method_class(scope) is not None and (*scope.params.posonly_params, *scope.params.params)[:1] == (param,):
         return False  # a method's ``self``/``cls`` is the instance, not a namespace of options
     return not any(arg is not None for _, arg in call_sites(ctx, scope, param))
+
+
+def _name_attribute_stores(ctx, expr: cst.Attribute) -> List[cst.CSTNode]:
+    """The values this file assigns to ``<name>.<attr>`` (any function) for ``expr`` of that form."""
+    if not isinstance(expr.value, cst.Name):
+        return []
+    name, attr = expr.value.value, expr.attr.value
+    scope = ctx.tree.scope_node(expr)
+    if isinstance(scope, cst.FunctionDef) and ctx.method_class(scope) is not None \
+            and [p.name.value for p in (*scope.params.posonly_params, *scope.params.params)][:1] == [name]:
+        return []  # ``self.x``: the class family's stores (``_self_attribute``)
+    return [node.value for node in ctx.nodes(cst.Assign) for target in node.targets
+            if isinstance(target.target, cst.Attribute) and target.target.attr.value == attr
+            and isinstance(target.target.value, cst.Name) and target.target.value.value == name]
 
 
 def _returned_values(ctx, call) -> List[cst.CSTNode]:
