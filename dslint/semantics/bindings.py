@@ -13,7 +13,7 @@ from typing import Dict, List, Optional
 
 import libcst as cst
 
-from dslint.semantics.names import ModuleNames, dotted_parts
+from dslint.semantics.names import ModuleNames, binding_kind, dotted_parts
 from dslint.semantics.walk import TreeIndex, iter_subtree
 
 
@@ -320,8 +320,7 @@ def _self_class(tree: TreeIndex, names: ModuleNames, func: cst.FunctionDef, para
     if not isinstance(cls, cst.ClassDef) or not isinstance(tree.parent_of(cls), cst.Module):
         return None
     positional = (*func.params.posonly_params, *func.params.params)
-    decorators = {d.decorator.value for d in func.decorators if isinstance(d.decorator, cst.Name)}
-    if not positional or positional[0] is not param or decorators & {"staticmethod", "classmethod"}:
+    if not positional or positional[0] is not param or binding_kind(func):
         return None
     return f"{names.modname}.{cls.name.value}"
 

@@ -4,6 +4,9 @@
 name means this function (a module-level function, or one nested in the scope of the call),
 or ``self.name(...)``/``cls.name(...)`` inside its class; with the expression each passes for
 ``param`` (by keyword or position), None where that is not known (after a ``*`` argument).
+
+``called_function(ctx, call)``: the other way round, the module-level function of this file a
+call runs by its name (its one definition, the name meaning it as ``call_sites`` requires).
 """
 
 from __future__ import annotations
@@ -18,6 +21,23 @@ def call_sites(ctx, func: cst.FunctionDef, param: cst.Param):
     this file: by its name where that name means this function, or ``self.name(...)``
     inside its class."""
     return ctx.memo(("values.call_sites", id(func), param.name.value), lambda: list(_find_call_sites(ctx, func, param)))
+
+
+def called_function(ctx, call: cst.Call) -> Optional[cst.FunctionDef]:
+    """The module-level function of this file that ``call`` names, when it has one definition."""
+    if not isinstance(call.func, cst.Name):
+        return None
+
+    def compute():
+        by_name = {}
+        for func in ctx.nodes(cst.FunctionDef):
+            if isinstance(ctx.parent(func), cst.Module):
+                by_name.setdefault(func.name.value, []).append(func)
+        return by_name
+    defs = ctx.memo(("call_sites.module_functions",), compute).get(call.func.value, [])
+    if len(defs) != 1 or ctx.call_name(call) != f"{ctx.names.modname}.{call.func.value}":
+        return None
+    return defs[0]
 
 
 def _find_call_sites(ctx, func: cst.FunctionDef, param: cst.Param):

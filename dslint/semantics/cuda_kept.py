@@ -35,6 +35,7 @@ from __future__ import annotations
 import libcst as cst
 
 from dslint.semantics.instance_state import is_read
+from dslint.semantics.regions import self_attr
 from dslint.semantics.walk import iter_subtree
 
 # methods whose result holds no CUDA data
@@ -210,8 +211,7 @@ def main_process_only_attribute(ctx, call: cst.Call) -> bool:
         return False
     self_param, attr = site.value.value, site.attr.value
     for node in iter_subtree(func.body):
-        if node is not site and isinstance(node, cst.Attribute) and node.attr.value == attr \
-                and isinstance(node.value, cst.Name) and node.value.value == self_param:
+        if node is not site and self_attr(node, self_param) == attr:
             return False  # ``__init__`` itself reads it again (``self.b = self.a * 2``) or stores it again
     return not ctx.view.read_after_construction(ctx.qualname_of_def(owner), attr)
 
@@ -228,12 +228,13 @@ def _stored_attribute(ctx, call: cst.Call, func: cst.FunctionDef):
             break
         if isinstance(ancestor, (cst.NamedExpr, cst.BaseSuite, cst.FunctionDef, cst.Lambda)):
             return None
-        if isinstance(ancestor, cst.Arg) and _self_rooted_call(ctx.parent(ancestor), self_param):
+        caller = ctx.parent(ancestor) if isinstance(ancestor, cst.Arg) else None
+        if isinstance(caller, cst.Call) and (_self_rooted(ctx, caller.func) or _is_self(ctx, caller.func)):
             return None  # ``self.prepare(x.cuda())``: a method of the instance may keep it elsewhere
     if isinstance(node, cst.Expr):
         moved = call.func
         if node.value is call and isinstance(moved, cst.Attribute) and moved.attr.value in ("cuda", "to"):
-            return _self_attribute(moved.value, self_param)
+            return moved.value if self_attr(moved.value, self_param) else None
         return None
     if isinstance(node, cst.Assign):
         if len(node.targets) != 1:
@@ -243,17 +244,4 @@ def _stored_attribute(ctx, call: cst.Call, func: cst.FunctionDef):
         target = node.target
     else:
         return None
-    return _self_attribute(target, self_param)
-
-
-def _self_attribute(expr: cst.BaseExpression, self_param):
-    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == self_param:
-        return expr
-    return None
-
-
-def _self_rooted_call(call, self_param) -> bool:
-    if not isinstance(call, cst.Call):
-        return False
-    root = _root(call.func)
-    return isinstance(root, cst.Name) and root.value == self_param
+    return target if self_attr(target, self_param) else None

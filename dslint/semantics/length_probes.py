@@ -244,7 +244,7 @@ def _collection(ctx, iterable, target, name) -> Optional[Tuple[str, str]]:
 def function_probes(ctx, func: cst.FunctionDef) -> List[Tuple[Tuple[str, str], cst.Call, bool]]:
     """(value key, probe call, the value is a loader) for each length probe in ``func``."""
     def compute():
-        found, cls = [], ctx.method_class(func)
+        found, cls, selfp = [], ctx.method_class(func), ctx.regions.get(func).self_param
         tails = ctx.names.call_tails(PROBE_CALLS)
         for node in body_buckets(func, ctx.tree).get(cst.Call, ()):
             direct = direct_probe(node, ctx.qualname, ctx.ancestors, tails)
@@ -259,7 +259,7 @@ def function_probes(ctx, func: cst.FunctionDef) -> List[Tuple[Tuple[str, str], c
                     continue
                 expr, loader = arg.value, bool(answer[2])
             key = value_key(ctx, expr)
-            if key is not None and not (key == ("name", ctx.regions.get(func).self_param) and cls is not None
+            if key is not None and not (key == ("name", selfp) and cls is not None
                                         and defines_method(ctx, cls, "__len__")):  # ``self`` has a length
                 found.append((key, node, loader))
         return found

@@ -43,7 +43,7 @@ from typing import Dict, List, Optional, Tuple
 import libcst as cst
 
 from dslint.semantics.bindings import block_assignment, scope_assignments
-from dslint.semantics.call_sites import call_sites
+from dslint.semantics.call_sites import call_sites, called_function
 from dslint.semantics.calls import UNKNOWN, literal_value
 from dslint.semantics.kwargs_dicts import dict_changes, subscript_key, unchanged_values
 from dslint.semantics.loops import loader_loops
@@ -51,7 +51,7 @@ from dslint.semantics.narrowing import IS_NONE, none_test
 from dslint.semantics.options import option_values
 from dslint.semantics.possible import NOTHING, Possible, Value, either_dict, exactly, holds
 from dslint.semantics.self_stores import nested_self_stores
-from dslint.semantics.walk import iter_subtree
+from dslint.semantics.walk import plain_returns
 
 MAX_DEPTH = 8
 PARSE_ARGS = frozenset({"parse_args", "parse_known_args", "parse_intermixed_args", "parse_known_intermixed_args"})
@@ -457,34 +457,38 @@ def _is_unresolved_parameter(ctx, name: cst.Name) -> bool:
     param = _parameter(scope, name.value)
     if param is None or not isinstance(scope, cst.FunctionDef):
         return False
-    if ctx.method_class(scope) is not None and (*scope.params.posonly_params, *scope.params.params)[:1] == (param,):
+    if _is_instance_parameter(ctx, scope, name.value):
         return False  # a method's ``self``/``cls`` is the instance, not a namespace of options
     return not any(arg is not None for _, arg in call_sites(ctx, scope, param))
 
 
+def _is_instance_parameter(ctx, scope, name: str) -> bool:
+    """``name`` is the first parameter of a method (its ``self``/``cls``)."""
+    first = (*scope.params.posonly_params, *scope.params.params)[:1] if isinstance(scope, cst.FunctionDef) else ()
+    return bool(first) and first[0].name.value == name and ctx.method_class(scope) is not None
+
+
 def _name_attribute_stores(ctx, expr: cst.Attribute) -> List[cst.CSTNode]:
     """The values this file assigns to ``<name>.<attr>`` (any function) for ``expr`` of that form."""
-    if not isinstance(expr.value, cst.Name):
-        return []
-    name, attr = expr.value.value, expr.attr.value
-    scope = ctx.tree.scope_node(expr)
-    if isinstance(scope, cst.FunctionDef) and ctx.method_class(scope) is not None \
-            and [p.name.value for p in (*scope.params.posonly_params, *scope.params.params)][:1] == [name]:
-        return []  # ``self.x``: the class family's stores (``_self_attribute``)
-    return [node.value for node in ctx.nodes(cst.Assign) for target in node.targets
-            if isinstance(target.target, cst.Attribute) and target.target.attr.value == attr
-            and isinstance(target.target.value, cst.Name) and target.target.value.value == name]
+    if not isinstance(expr.value, cst.Name) or _is_instance_parameter(ctx, ctx.tree.scope_node(expr), expr.value.value):
+        return []  # (``self.x``: the class family's stores, ``_self_attribute``)
+
+    def compute():
+        stores = {}
+        for node in ctx.nodes(cst.Assign):
+            for target in node.targets:
+                if isinstance(target.target, cst.Attribute) and isinstance(target.target.value, cst.Name):
+                    stores.setdefault((target.target.value.value, target.target.attr.value), []).append(node.value)
+        return stores
+    return ctx.memo(("values.name_attribute_stores",), compute).get((expr.value.value, expr.attr.value), [])
 
 
 def _returned_values(ctx, call) -> List[cst.CSTNode]:
     """The values the ``return`` statements of the module-level function of this file that
-    ``call`` calls by name give back (its one definition; nested scopes aside)."""
-    if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Name) or call.func.value in ctx.names.imports:
-        return []
-    defs = [f for f in ctx.nodes(cst.FunctionDef) if f.name.value == call.func.value and isinstance(ctx.parent(f), cst.Module)]
-    if len(defs) != 1:
-        return []
-    return [n.value for n in iter_subtree(defs[0].body, into_scopes=False) if isinstance(n, cst.Return) and n.value is not None]
+    ``call`` calls by name give back (``call_sites.called_function``; not a generator's)."""
+    func = called_function(ctx, call) if isinstance(call, cst.Call) else None
+    returns = plain_returns(func, ctx.tree) if func is not None else None
+    return [r.value for r in returns or () if r.value is not None]
 
 
 def _local_class(ctx, call: cst.Call) -> Optional[cst.ClassDef]:
