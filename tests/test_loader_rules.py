@@ -175,6 +175,45 @@ MORE_CASES = [
                 return given, forwarded, named, DataLoader(Clips(paths), num_workers=workers)  # expect: DSL506
             """,
     }),
+    # DSL506: a fallback the constructor keeps when a parameter defaulting to None is left out (`t or (lambda ...)`,
+    # `t if t is not None else ...`) goes to the workers with the dataset; a `**` dict whose every key is followed
+    # passes what it holds and nothing else
+    ("DSL506", "invalid", {
+        "tiles.py": """
+            import torchvision.transforms as T
+            from torch.utils.data import DataLoader, Dataset
+
+            def identity(x):
+                return x
+
+            class Tiles(Dataset):
+                def __init__(self, paths, transform=None, target=None, fmt=None, scale=T.ToTensor()):
+                    self.paths = paths
+                    self.transform = transform if transform is not None else lambda x: x  # expect: DSL506
+                    self.target = target or T.Compose([T.Lambda(lambda y: y - 1)])
+                    self.fmt = fmt or identity  # a module-level function: pickled by name
+                    self.scale = scale if scale else (lambda x: x)  # the default is not None: never the fallback
+
+                def __getitem__(self, i):
+                    return self.transform(self.paths[i])
+
+                def __len__(self):
+                    return len(self.paths)
+
+            loader = DataLoader(Tiles(["a"], target=identity), num_workers=2)
+            """,
+        "train.py": """
+            from torch.utils.data import DataLoader
+            from tiles import Tiles
+
+            def loaders(paths, workers, kw):
+                given = dict(paths=paths, transform=str.lower, target=str.upper)
+                partial = {"paths": paths, "transform": str.lower}
+                a = DataLoader(Tiles(**given), num_workers=workers)
+                b = DataLoader(Tiles(**kw), num_workers=workers)  # any key may be there
+                return a, b, DataLoader(Tiles(**partial), num_workers=workers)  # expect: DSL506
+            """,
+    }),
     # DSL506: a subclass hands its `collate_fn` parameter on by name: reported at the lambda each caller passes
     ("DSL506", "invalid", """
         from torch.utils.data import DataLoader, DistributedSampler

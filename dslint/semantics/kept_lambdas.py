@@ -55,13 +55,15 @@ def stored_callables(
 
 def kept_facts(assigns, defs, self_param: Optional[str], params: cst.Parameters, qualname: Callable) -> dict:
     """The summary facts of a method: ``kept_callables`` ([attr, "<lambda>" or the nested
-    function's name], ``stored_callables``) and ``kept_defaults`` ([attr, parameter, position],
+    function's name], ``stored_callables``) and ``kept_defaults`` ([attr, parameter, position, whether
+    the lambda is the method's own (a fallback in its body) rather than the parameter's default],
     ``stored_defaults``)."""
     assigns = list(assigns)
     return {
         "kept_callables": [[attr, "<lambda>" if type(held) is cst.Lambda else held.value]
                            for attr, held in stored_callables(assigns, self_param, [d.name.value for d in defs], qualname)],
-        "kept_defaults": [[attr, param, position] for attr, _, param, position in stored_defaults(assigns, self_param, params, qualname)],
+        "kept_defaults": [[attr, param, position, _in_body(held, params)]
+                          for attr, held, param, position in stored_defaults(assigns, self_param, params, qualname)],
     }
 
 
@@ -70,8 +72,10 @@ def stored_defaults(
 ) -> List[Tuple[str, cst.CSTNode, str, int]]:
     """(attribute, the lambda, parameter, position) for each attribute that every ``self.<attr> = ...``
     of ``assigns`` sets to the same parameter, whose default keeps a lambda (``def __init__(self,
-    fmt=lambda b: b): self.fmt = fmt``): the object keeps it when a construction leaves that argument
-    out. The position counts the parameters after ``self`` (-1: keyword-only)."""
+    fmt=lambda b: b): self.fmt = fmt``), or to that parameter with a fallback keeping one when it
+    defaults to ``None`` (``self.fmt = fmt or (lambda b: b)``, ``fmt if fmt is not None else ...``):
+    the object keeps it when a construction leaves that argument out. The position counts the
+    parameters after ``self`` (-1: keyword-only)."""
     if not self_param:
         return []
     positional = [p for p in params.params if p.name.value != self_param]
@@ -79,20 +83,60 @@ def stored_defaults(
     defaults.update((p.name.value, (p.default, -1)) for p in params.kwonly_params if p.default is not None)
     if not defaults:
         return []
-    stored: dict = {}  # attr -> the names its stores give it
+    stored: dict = {}  # attr -> (parameter, what it keeps then) per store
     for node in assigns:
         for target in node.targets:
             t = target.target
             if type(t) is cst.Attribute and type(t.value) is cst.Name and t.value.value == self_param:
-                stored.setdefault(t.attr.value, []).append(node.value.value if type(node.value) is cst.Name else None)
+                stored.setdefault(t.attr.value, []).append(_defaulted(node.value, defaults))
     found = []
     for attr, values in stored.items():
-        if len(set(values)) == 1 and values[0] in defaults:
-            default, position = defaults[values[0]]
-            held = _held(default, frozenset(), qualname, 0)
-            if held is not None:
-                found.append((attr, held, values[0], position))
+        if len({v[0] if v else None for v in values}) == 1 and values[0] is not None:
+            param, kept = values[0]
+            held = _held(kept, frozenset(), qualname, 0)
+            if held is not None and all(_held(v[1], frozenset(), qualname, 0) is not None for v in values):
+                found.append((attr, held, param, defaults[param][1]))
     return found
+
+
+def _defaulted(value, defaults: dict) -> Optional[Tuple[str, cst.BaseExpression]]:
+    """(parameter, what the store keeps when a construction leaves the parameter out): the
+    parameter itself (its default), or the fallback of ``p or <fallback>``, ``p if p else
+    <fallback>``, ``p if p is not None else <fallback>`` (``<fallback> if p is None else p``,
+    ``<fallback> if not p else p``) for a parameter defaulting to ``None``."""
+    if type(value) is cst.Name:
+        return (value.value, defaults[value.value][0]) if value.value in defaults else None
+    if type(value) is cst.BooleanOperation and type(value.operator) is cst.Or and type(value.left) is cst.Name:
+        param, fallback = value.left.value, value.right
+    elif type(value) is cst.IfExp:
+        tested = _tested(value.test)
+        if tested is None:
+            return None
+        param, when_set = tested
+        kept, fallback = (value.body, value.orelse) if when_set else (value.orelse, value.body)
+        if not (type(kept) is cst.Name and kept.value == param):
+            return None
+    else:
+        return None
+    default = defaults.get(param, (None, 0))[0]
+    return (param, fallback) if type(default) is cst.Name and default.value == "None" else None
+
+
+def _tested(test) -> Optional[Tuple[str, bool]]:
+    """(parameter, whether the test is true when it is given) for ``p``, ``not p``, ``p is None``,
+    ``p is not None``."""
+    if type(test) is cst.Name:
+        return test.value, True
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not and type(test.expression) is cst.Name:
+        return test.expression.value, False
+    if type(test) is cst.Comparison and type(test.left) is cst.Name and len(test.comparisons) == 1:
+        comparison = test.comparisons[0]
+        if type(comparison.comparator) is cst.Name and comparison.comparator.value == "None":
+            if type(comparison.operator) is cst.Is:
+                return test.left.value, False
+            if type(comparison.operator) is cst.IsNot:
+                return test.left.value, True
+    return None
 
 
 def _held(value, local, qualname, depth: int) -> Optional[cst.CSTNode]:
@@ -115,3 +159,12 @@ def _held(value, local, qualname, depth: int) -> Optional[cst.CSTNode]:
         if held is not None:
             return held
     return None
+
+
+def _in_body(held: cst.CSTNode, params: cst.Parameters) -> bool:
+    """The lambda is not one of the parameters' defaults: a fallback written in the method's body."""
+    return not any(p.default is not None and _contains(p.default, held) for p in (*params.params, *params.kwonly_params))
+
+
+def _contains(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
+    return tree is node or any(_contains(child, node) for child in tree.children)

@@ -19,7 +19,7 @@ from dslint.semantics.containers import extended_list, list_fills
 from dslint.semantics.held_datasets import wrapped_datasets
 from dslint.semantics.kept_lambdas import TRANSFORM_CONTAINERS, stored_callables, stored_defaults
 from dslint.semantics.kept_objects import kept_arguments
-from dslint.semantics.kwargs_dicts import transform_entries
+from dslint.semantics.kwargs_dicts import closed_entries, transform_entries
 from dslint.semantics.libraries import pipeline_callables
 from dslint.semantics.module_calls import positional_args
 from dslint.semantics.scopes import is_none, none_replacements
@@ -258,24 +258,32 @@ def class_kept_callable(ctx, expr) -> Optional[Tuple[cst.CSTNode, Problem]]:
     local = ref[0] == "local"
     name = ref[1].name.value if local else ref[1].rsplit(".", 1)[-1]
     for attr, held, param, position in ctx.view.kept_callable_attributes(ctx.qualname_of_def(ref[1]) if local else ref[1], local=local):
-        if param is not None and (not isinstance(expr, cst.Call) or _passes(expr, param, position)):
+        if param is not None and (not isinstance(expr, cst.Call) or _passes(ctx, expr, param, position)):
             continue  # the construction gives its own value (or may: ``*args``, ``**kw``, or not a call we see)
         label = held.rsplit(".<locals>.", 1)[-1] if param is None else "<lambda>"
         what = "a lambda" if label == "<lambda>" else f"the nested function `{label}`"
         if param is None:
             node, error = _stored_node(ctx, ref[1], attr) if local else None, f"AttributeError: Can't pickle local object '{held}'"
         else:
-            what += f" (the default of `{param}`, which the construction leaves out)"
-            node, error = _stored_node(ctx, ref[1], attr, default=True) if local else None, f"_pickle.PicklingError: Can't pickle <function {held}>: attribute lookup {held} failed"
+            what += (f" (its fallback when `{param}` is not given, as the construction does)" if ".<locals>." in held
+                     else f" (the default of `{param}`, which the construction leaves out)")
+            node = _stored_node(ctx, ref[1], attr, default=True) if local else None
+            error = (f"AttributeError: Can't pickle local object '{held}'" if ".<locals>." in held
+                     else f"_pickle.PicklingError: Can't pickle <function {held}>: attribute lookup {held} failed")
         return (node or expr, (f"`{name}` holding {what} on `self.{attr}`", error))
     return None
 
 
-def _passes(call: cst.Call, param: str, position: int) -> bool:
-    """``call`` gives parameter ``param`` (at ``position`` after ``self``) a value, or may (a ``*``/``**`` argument)."""
-    positional = [arg for arg in call.args if arg.keyword is None]
-    return (any(arg.star for arg in call.args) or any(arg.keyword is not None and arg.keyword.value == param for arg in call.args)
-            or 0 <= position < len(positional))
+def _passes(ctx, call: cst.Call, param: str, position: int) -> bool:
+    """``call`` gives parameter ``param`` (at ``position`` after ``self``) a value, or may: a ``*``
+    argument, or a ``**`` dict not followed to every key it can hold (``kwargs_dicts``)."""
+    positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
+    if any(arg.keyword is not None and arg.keyword.value == param for arg in call.args) or 0 <= position < len(positional):
+        return True
+    if not any(arg.star for arg in call.args):
+        return False
+    found, closed = closed_entries(ctx, call, param)
+    return bool(found) or not closed
 
 
 def _stored_node(ctx, cls: cst.ClassDef, attr: str, default: bool = False) -> Optional[cst.CSTNode]:

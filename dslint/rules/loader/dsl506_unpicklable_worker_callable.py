@@ -37,7 +37,7 @@ class UnpicklableWorkerCallable(Rule):
     that builds the loader (`train_set.transform = T.Compose([...])`), or kept as a stage of a webdataset or torchdata
     pipeline (`wds.WebDataset(urls).map(lambda s: ...)`). The finding then points at the lambda or nested function;
     each problem of a loader is reported where its fix goes. So does a dataset whose own class keeps one from its `__init__` chain (`self.scale = lambda x: 2 * x`, `self.t = T.Compose([..., T.Lambda(lambda x: x * 2 - 1)])`,
-    in a list, dict, `functools.partial` or `collections.defaultdict`; or a parameter it keeps whose default is a lambda, `def __init__(self, paths, augment=lambda a: a)`, when the construction leaves that argument out; for a name bound in several places, the class of any
+    in a list, dict, `functools.partial` or `collections.defaultdict`; or a parameter it keeps whose default is a lambda, `def __init__(self, paths, augment=lambda a: a)`, or a lambda fallback for one defaulting to `None` (`self.t = t or (lambda x: x)`), when the construction leaves that argument out (a `**` dict the file builds passes only the keys it holds); for a name bound in several places, the class of any
     construction it may hold: `ds = Resized(**kw) if plain else Cropped(**kw)`), and a dataset given, as its transform, an object of a project class (any file) that keeps one
     (reported at that object's construction); not when another store on some path replaces it, a subclass's `__init__` stores its own value there, or the class decides its own pickling (`__getstate__`).
     A dataset that a module-level function returns (whole, or an element of a returned tuple) to a DataLoader of
