@@ -175,6 +175,25 @@ MORE_CASES = [
                 return given, forwarded, named, DataLoader(Clips(paths), num_workers=workers)  # expect: DSL506
             """,
     }),
+    # DSL503: a `**` dict with 0 workers that sets `persistent_workers` raises; so does a configuration's `.get`
+    # default of True when the user's file leaves the key out, on the path where the code gives 0 workers
+    ("DSL503", "invalid", """
+        import torch
+
+        def plain(ds):
+            args = {"dataset": ds, "num_workers": 0}
+            args["persistent_workers"] = True
+            return torch.utils.data.DataLoader(**args)  # expect: DSL503
+
+        def build(ds, opt, phase):
+            workers = opt["workers"] if phase == "train" else 0
+            return torch.utils.data.DataLoader(  # expect: DSL503
+                ds, num_workers=workers, persistent_workers=opt.get("persistent_workers", True))
+
+        def unset(ds, opt, phase):  # no default: the key may be absent, and `.get` gives None
+            workers = opt["workers"] if phase == "train" else 0
+            return torch.utils.data.DataLoader(ds, num_workers=workers, persistent_workers=opt.get("persistent"))
+        """),
     # DSL506: a fallback the constructor keeps when a parameter defaulting to None is left out (`t or (lambda ...)`,
     # `t if t is not None else ...`) goes to the workers with the dataset; a `**` dict whose every key is followed
     # passes what it holds and nothing else

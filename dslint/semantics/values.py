@@ -18,8 +18,8 @@ the checked file:
   keyword arguments of that construction overriding them;
 - ``self.cfg.x``: what the class's methods assign to it (``self_stores.py``), and the
   argparse option ``x`` when ``self.cfg`` is bound to a parameter (``self.cfg = args``);
-- dicts: ``d["k"]``, ``d.get("k", default)`` over a dict literal or ``dict(...)``
-  and the key assignments and ``.update`` calls made on it; a name bound to dicts more than
+- dicts: ``d["k"]``, ``d.get("k", default)`` over a dict literal or ``dict(...)`` (over any other
+  object, a configuration: its ``default``, not complete) and the key assignments and ``.update`` calls made on it; a name bound to dicts more than
   once: the ones that reach the read, each a path, when all but one are empty
   (``kw = {"num_workers": n} if cuda else {}``);
 - ``int(x)``, ``bool(x)`` and ``str(x)`` of such a value;
@@ -336,8 +336,8 @@ class _Resolver:
     def _dict_value(self, container: cst.CSTNode, key: str, default: Optional[cst.CSTNode], depth: int) -> Possible:
         found = self.dict_entries(container, depth + 1)
         fallback = self.of(default, depth + 1) if default is not None else exactly(None, "the `.get` default")
-        if found is None:
-            return NOTHING
+        if found is None:  # a configuration not built here: its default, or whatever the user sets
+            return Possible(fallback.values, False) if default is not None else NOTHING
         entries, closed = found
         if key in entries:
             return entries[key]

@@ -29,7 +29,8 @@ class WorkerOptionWithoutWorkers(Rule):
     branches that assign it): an argparse
     option whose default is 0 counts as 0, and so does a value the code itself tests against 0 in another
     function (`if num_workers > 0:` in `__init__`: the author expects 0). The option must then be set on every
-    path seen (`persistent_workers=True` hard-coded). A function that forces `opts["num_workers"] = 0` in a
+    path seen (`persistent_workers=True`, or a configuration's default: `cfg.get("persistent_workers", True)`;
+    also in a `**` dict when 0 is certain). A function that forces `opts["num_workers"] = 0` in a
     caller's options dict spread into the loader (`**opts`), resetting some worker-only keys but never naming
     `prefetch_factor` (or another), keeps whatever the caller put there: it fires on that call.
 
@@ -286,7 +287,7 @@ class WorkerOptionWithoutWorkers(Rule):
 
         if given("prefetch_factor", SET["prefetch_factor"]):
             yield "prefetch_factor", "prefetch_factor", ERRORS["prefetch_factor"]
-        persistent = must_be(ctx, bound, "persistent_workers", SET["persistent_workers"]) if not certain else None
+        persistent = must_be(ctx, bound, "persistent_workers", SET["persistent_workers"])
         if truthy(ctx.value(bound, "persistent_workers")) or persistent or defaulted_option(ctx, bound, "persistent_workers"):
             yield "persistent_workers=True", "persistent_workers", ERRORS["persistent_workers"]
         if given("multiprocessing_context", SET["multiprocessing_context"]):
