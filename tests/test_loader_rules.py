@@ -194,6 +194,33 @@ MORE_CASES = [
             workers = opt["workers"] if phase == "train" else 0
             return torch.utils.data.DataLoader(ds, num_workers=workers, persistent_workers=opt.get("persistent"))
         """),
+    # DSL506: a lambda given by keyword to a parameter the project dataset keeps on `self` goes to the workers
+    # with it; one it only calls in `__init__` does not
+    ("DSL506", "invalid", {
+        "folder.py": """
+            from torch.utils.data import Dataset
+
+            class Folder(Dataset):
+                def __init__(self, root, degrade, key=None):
+                    self.files = sorted(root.glob("*"), key=key)
+                    self.degrade = degrade
+
+                def __getitem__(self, i):
+                    return self.degrade(self.files[i])
+
+                def __len__(self):
+                    return len(self.files)
+            """,
+        "infer.py": """
+            from torch.utils.data import DataLoader
+            from folder import Folder
+
+            def main(root):
+                ds = Folder(root, degrade=lambda x: (x, None))  # expect: DSL506
+                sorted_only = Folder(root, degrade=str.lower, key=lambda p: p.name)
+                return DataLoader(ds, num_workers=10), DataLoader(sorted_only, num_workers=10)
+            """,
+    }),
     # DSL506: a fallback the constructor keeps when a parameter defaulting to None is left out (`t or (lambda ...)`,
     # `t if t is not None else ...`) goes to the workers with the dataset; a `**` dict whose every key is followed
     # passes what it holds and nothing else

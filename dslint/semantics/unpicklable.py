@@ -197,7 +197,8 @@ def kept_callable(ctx, index, expr) -> Optional[Tuple[cst.CSTNode, Problem]]:
     dataset object ``expr`` constructs is handed to keep and run per sample, so the dataset cannot
     be pickled either. Looked for in the stages of a webdataset or torchdata pipeline, and in the
     construction's arguments (not a method of an object's: ``table.map(f)``; a keyword only when it names a
-    transform, ``transform=``/``target_transform=``, or its value is a transform container), through
+    transform, ``transform=``/``target_transform=``, its value is a transform container, or the project class
+    keeps that parameter on ``self``: ``Folder(root, degrade=lambda x: x)``), through
     names (each value they may hold: one path is enough), into transform containers
     (``T.Compose([T.Lambda(lambda x: 1 - x)])``) and into what a factory of the file returns; or
     kept by the dataset's own class from its ``__init__`` (``class_kept_callable``; for a name, the
@@ -216,13 +217,15 @@ def _kept_by_dataset(ctx, index, expr) -> Optional[Tuple[cst.CSTNode, Problem]]:
             found = _kept(ctx, index, stage, 0)
             if found:
                 return found[0], (f"a pipeline keeping {found[1][0]} as a stage", found[1][1])
-        for arg in node.args if isinstance(node, cst.Call) and not _method_of_object(ctx, node) else ():
+        constructed = isinstance(node, cst.Call) and not _method_of_object(ctx, node)
+        stored = {id(value) for value in (_kept_by_project_class(ctx, node) if constructed else ())}
+        for arg in node.args if constructed else ():
             for entry in transform_entries(ctx, index, arg.value) if arg.star == "**" else ():  # ``Images(**options)``
                 found = _kept(ctx, index, entry, 0)
                 if found:
                     return found[0], (f"given {found[1][0]} to keep", found[1][1])
             if arg.star or (arg.keyword is not None and "transform" not in arg.keyword.value.lower()
-                            and not _container(ctx, arg.value)):
+                            and not _container(ctx, arg.value) and id(arg.value) not in stored):
                 continue
             found = _kept(ctx, index, arg.value, 0)
             if found:

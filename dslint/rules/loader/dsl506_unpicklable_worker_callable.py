@@ -30,7 +30,7 @@ class UnpicklableWorkerCallable(Rule):
 
     A dataset constructed with such a callable to keep counts too (also one that a `ConcatDataset`, `Subset` or
     `random_split` part given to the loader keeps): one given as an argument (a keyword only when it names a
-    transform, `transform=`, `target_transform=`; also such a key of a `**` dict), through names, lists filled with
+    transform, `transform=`, `target_transform=`, also such a key of a `**` dict, or the project class keeps it on `self`: `Folder(root, degrade=lambda x: x)`), through names, lists filled with
     `append`/`extend`/`+=`, and transform containers (`T.Compose([T.Lambda(lambda x: 1 - x)])`, MONAI and albumentations alike, a project subclass of one, and a class of the
     project whose constructor keeps the argument on `self`, or a module-level function of the file that returns such a
     pipeline: `transform=get_transforms(64)`), or installed on it after construction by the code
