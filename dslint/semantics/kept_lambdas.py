@@ -18,6 +18,9 @@ from typing import Callable, Iterable, List, Optional, Tuple
 
 import libcst as cst
 
+from dslint.semantics.scopes import is_none
+from dslint.semantics.walk import iter_subtree
+
 #: transform containers that keep what they are given and run it per sample
 TRANSFORM_CONTAINERS = frozenset(
     f"{module}.{name}"
@@ -92,10 +95,10 @@ def stored_defaults(
     found = []
     for attr, values in stored.items():
         if len({v[0] if v else None for v in values}) == 1 and values[0] is not None:
-            param, kept = values[0]
-            held = _held(kept, frozenset(), qualname, 0)
-            if held is not None and all(_held(v[1], frozenset(), qualname, 0) is not None for v in values):
-                found.append((attr, held, param, defaults[param][1]))
+            held = [_held(kept, frozenset(), qualname, 0) for _, kept in values]
+            if all(h is not None for h in held):
+                param = values[0][0]
+                found.append((attr, held[0], param, defaults[param][1]))
     return found
 
 
@@ -118,8 +121,7 @@ def _defaulted(value, defaults: dict) -> Optional[Tuple[str, cst.BaseExpression]
             return None
     else:
         return None
-    default = defaults.get(param, (None, 0))[0]
-    return (param, fallback) if type(default) is cst.Name and default.value == "None" else None
+    return (param, fallback) if param in defaults and is_none(defaults[param][0]) else None
 
 
 def _tested(test) -> Optional[Tuple[str, bool]]:
@@ -131,11 +133,8 @@ def _tested(test) -> Optional[Tuple[str, bool]]:
         return test.expression.value, False
     if type(test) is cst.Comparison and type(test.left) is cst.Name and len(test.comparisons) == 1:
         comparison = test.comparisons[0]
-        if type(comparison.comparator) is cst.Name and comparison.comparator.value == "None":
-            if type(comparison.operator) is cst.Is:
-                return test.left.value, False
-            if type(comparison.operator) is cst.IsNot:
-                return test.left.value, True
+        if is_none(comparison.comparator) and type(comparison.operator) in (cst.Is, cst.IsNot):
+            return test.left.value, type(comparison.operator) is cst.IsNot
     return None
 
 
@@ -163,8 +162,5 @@ def _held(value, local, qualname, depth: int) -> Optional[cst.CSTNode]:
 
 def _in_body(held: cst.CSTNode, params: cst.Parameters) -> bool:
     """The lambda is not one of the parameters' defaults: a fallback written in the method's body."""
-    return not any(p.default is not None and _contains(p.default, held) for p in (*params.params, *params.kwonly_params))
-
-
-def _contains(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
-    return tree is node or any(_contains(child, node) for child in tree.children)
+    return not any(node is held for p in (*params.params, *params.kwonly_params) if p.default is not None
+                   for node in iter_subtree(p.default))

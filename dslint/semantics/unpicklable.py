@@ -267,12 +267,12 @@ def class_kept_callable(ctx, expr) -> Optional[Tuple[cst.CSTNode, Problem]]:
         what = "a lambda" if label == "<lambda>" else f"the nested function `{label}`"
         if param is None:
             node, error = _stored_node(ctx, ref[1], attr) if local else None, f"AttributeError: Can't pickle local object '{held}'"
+        elif ".<locals>." in held:  # a fallback the method writes in its body
+            what += f" (its fallback when `{param}` is not given, as the construction does)"
+            node, error = _stored_node(ctx, ref[1], attr, default=True) if local else None, f"AttributeError: Can't pickle local object '{held}'"
         else:
-            what += (f" (its fallback when `{param}` is not given, as the construction does)" if ".<locals>." in held
-                     else f" (the default of `{param}`, which the construction leaves out)")
-            node = _stored_node(ctx, ref[1], attr, default=True) if local else None
-            error = (f"AttributeError: Can't pickle local object '{held}'" if ".<locals>." in held
-                     else f"_pickle.PicklingError: Can't pickle <function {held}>: attribute lookup {held} failed")
+            what += f" (the default of `{param}`, which the construction leaves out)"
+            node, error = _stored_node(ctx, ref[1], attr, default=True) if local else None, f"_pickle.PicklingError: Can't pickle <function {held}>: attribute lookup {held} failed"
         return (node or expr, (f"`{name}` holding {what} on `self.{attr}`", error))
     return None
 
