@@ -15,7 +15,8 @@ answers whether it reaches:
 It stops, and the value is not kept, where it turns into something without CUDA data:
 ``.cpu()``, ``.numpy()``, ``.item()``, ``.tolist()``, ``.shape``/``.dtype``/``.device``,
 ``float()``/``int()``/``len()``, a comparison or a test; where it is dropped (an expression
-statement, ``del``, a ``with`` item bound to no name); and where it is handed to the
+statement, ``del``, a ``with`` item bound to no name); where the name is bound again before
+it is read (``reaching``: ``x = x.cuda()``, then ``x = f(x).cpu()``, then ``self.xs.append(x)``); and where it is handed to the
 constructor of a project class whose ``__init__`` does not keep that argument on ``self``
 (``device_flow``). Anything else that takes it in (a model call, ``torch.cat``, an unknown
 call, a container) carries it on. What cannot be followed (a nested function that reads
@@ -35,6 +36,7 @@ from __future__ import annotations
 import libcst as cst
 
 from dslint.semantics.instance_state import is_read
+from dslint.semantics.reaching import rebound_between
 from dslint.semantics.regions import self_attr
 from dslint.semantics.walk import iter_subtree
 
@@ -170,6 +172,8 @@ def _name_kept(ctx, name: cst.Name, site: cst.CSTNode, seen: set, depth: int) ->
             continue
         if not isinstance(node, cst.Name) or node.value != name.value or not is_read(ctx, node):
             continue
+        if rebound_between(ctx, site, node, name.value):
+            continue  # the name holds another value there (``x = f(x).cpu()`` first)
         if _kept(ctx, node, seen, depth):
             return True
     return False

@@ -187,6 +187,9 @@ TEMPORARY_CUDA_VALID = """
             for clip in clips:
                 batch = clip.to(device)
                 self.feats.append(encoder(batch).cpu())
+                points = clip.cuda().unsqueeze(0)
+                points = encoder(points).cpu().numpy()[0]
+                self.feats.append(points)
             self.scale = float(torch.ones(3, device=device).sum())
             del encoder
 
@@ -211,7 +214,8 @@ PINNED_BATCH_VALID = """
 
     loader = DataLoader(list(range(8)), collate_fn=collate, num_workers=2, pin_memory=True)
 """
-# ... and one that keeps the CUDA data, through a local name or a local dict it stores
+# ... and one that keeps the CUDA data, through a local name (also one rebound on one branch only)
+# or a local dict it stores
 KEPT_CUDA_INVALID = """
     import torch
     from torch.utils.data import Dataset
@@ -222,6 +226,10 @@ KEPT_CUDA_INVALID = """
             for clip in clips:
                 moved = clip.to(device)  # expect: DSL204
                 self.feats.append(moved * 2)
+                maybe = clip.cuda()  # expect: DSL204
+                if len(clips) > 3:
+                    maybe = maybe.cpu()
+                self.feats.append(maybe)
             table = {}
             table["mean"] = torch.ones(2).cuda()  # expect: DSL204
             self.table = table

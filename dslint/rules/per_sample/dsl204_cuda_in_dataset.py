@@ -43,9 +43,9 @@ class CudaInDataset(Rule):
     library whose users' loaders are not seen, and does not count); test code (`tests/`, `test_*.py`),
     whose CUDA datasets are there to exercise CUDA in workers (under `spawn`); and projects whose every
     `multiprocessing.set_start_method` (torch's too) sets `spawn`/`forkserver` (no forks). Nor on CUDA work in `__init__`
-    whose result the dataset does not keep: brought back with `.cpu()`/`.numpy()`/`.item()`,
-    turned into a number, a model used there and deleted, or a tensor handed to a project
-    class whose `__init__` keeps only what it makes from it, or stores in an attribute no other
+    whose result the dataset does not keep: brought back with `.cpu()`/`.numpy()`/`.item()` (also through a
+    local name bound again first: `x = x.cuda()`, then `x = f(x).cpu()`), turned into a number, a model used
+    there and deleted, or a tensor handed to a project class whose `__init__` keeps only what it makes from it, or stores in an attribute no other
     method of the class, its bases or subclasses (any file) reads, nor may (`f(self)`, a library
     base): `self.class_weights = w.cuda()` for the script's loss. Nor on a helper's device
     parameter whose every per-sample call (in any file) passes it: its `"cuda"` default, or the
