@@ -830,6 +830,54 @@ MORE_CASES = [
             loader = DataLoader(Chunks(Reader(list(range(100))), 10), num_workers=2)
             """,
         }),
+    ('DSL303', 'valid', {  # __next__ asks an object handed in for each item: its project class decides
+            "samplers.py": """
+            class ClipSampler:
+                def get_next(self, rng):
+                    return self.server.request(rng)
+            """,
+            "data.py": """
+            import numpy as np
+            from samplers import ClipSampler
+            from torch.utils.data import DataLoader, IterableDataset
+
+            class Forward(IterableDataset):
+                def __init__(self, picker, n):
+                    self.picker = picker
+                    self.n = n
+                    self.rng = np.random.default_rng()
+
+                def __len__(self):
+                    return self.n
+
+                def __iter__(self):
+                    return self
+
+                def __next__(self):
+                    return self.picker.get_next(self.rng)
+
+            loader = DataLoader(Forward(ClipSampler(), 8), num_workers=2)
+            """,
+        }),
+    ('DSL303', 'invalid', """
+        from torch.utils.data import DataLoader, IterableDataset
+
+        class Rows(IterableDataset):  # a method no project class defines: the frame's own rows
+            def __init__(self, frame):
+                self.frame = frame
+                self.i = 0
+
+            def __iter__(self):  # expect: DSL303
+                return self
+
+            def __next__(self):
+                if self.i >= len(self.frame):
+                    raise StopIteration
+                self.i += 1
+                return self.frame.row_at(self.i - 1)
+
+        loader = DataLoader(Rows(None), num_workers=2)
+        """),
     ('DSL303', 'valid', """
         from torch.utils.data.datapipes.iter import IterDataPipe
 

@@ -235,13 +235,17 @@ def _stream_source(ctx, cls, iter_func, funcs) -> Optional[str]:
 
 def _next_delegates_to(ctx, cls) -> Set[Optional[str]]:
     """What the class's ``__next__`` replays when every ``return`` of it takes the next item of
-    another stream (``return next(self.source)``, ``return self.dataset.__next__()``), or when it
-    returns what it builds from items it draws from other streams: those streams' kinds
+    another stream (``return next(self.source)``, ``return self.dataset.__next__()``), or of a
+    project method of an object handed in (``return self.sampler.get_next(self.rng)``: UNKNOWN_SOURCE,
+    as in ``_source_kind``), or when it returns what it builds from items it draws from other streams: those streams' kinds
     (``_source_kind``). Empty when it makes its samples itself."""
     next_func = find_method(ctx, cls, "__next__")
     kinds: Set[Optional[str]] = set()
     for ret in iter_subtree(next_func.body, into_scopes=False) if next_func is not None else ():
         if not isinstance(ret, cst.Return) or ret.value is None:
+            continue
+        if _handed_producer(ctx, cls, ret.value, self_name(next_func)):
+            kinds.add(UNKNOWN_SOURCE)  # `return self.source.get_next(...)`: the object handed in makes each item
             continue
         drawn = _drawn_stream(ctx, ret.value)
         if drawn is None:

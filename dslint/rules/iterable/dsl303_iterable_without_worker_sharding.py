@@ -31,8 +31,8 @@ class IterableWithoutWorkerSharding(Rule):
     - Every DataLoader known to be built over the class (a method's `DataLoader(self)` too) has `num_workers` 0 or 1.
     - Wrappers that iterate another dataset or reader (an attribute named or annotated like a dataset, reader or
       stream, or built from a dataset class), also through a stage applied to it (`self.fn(iter(self.source))`) or
-      a `__next__` taking each item from it (`return next(self.source)`, or `x = next(self.it)` with `self.it =
-      iter(self.source)`, then returning what it makes of `x`); DataPipes and `ChainDataset` subclasses.
+      a `__next__` taking each item from it (`return next(self.source)`, or `x = next(self.it)` with `self.it = iter(self.source)`,
+      then returning what it makes of `x`, or `return self.sampler.get_next(self.rng)` where a project class defines that method of the object handed in); DataPipes and `ChainDataset` subclasses.
     - Streams from libraries that shard for you (webdataset, Hugging Face `datasets`, torchdata, MosaicML
       streaming, litdata, lhotse; also their method chains, `wds.WebDataset(urls).shuffle(64)`), and classes this
       file hands to a webdataset pipeline (`wds.DataPipeline(Shards(urls), wds.split_by_worker, ...)`, or stages).
