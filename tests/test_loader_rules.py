@@ -29,6 +29,36 @@ MORE_CASES = [
 
         loader = DataLoader(Synthetic({"image": (3, 64, 64)}), batch_size=8, shuffle=True)
         """),
+    # DSL503: a `**` dict bound to a different dict on each branch: a key of one path is read on its
+    # own (reported at its entry) with the count the call passes itself; a dict that turns the option
+    # off, or a count the call never lets be 0, stays silent
+    ("DSL503", "invalid", """
+        import torch
+
+        def build(config, data, stream, sampler, sharded):
+            if sharded:
+                kwargs = dict(dataset=stream, persistent_workers=True)  # expect: DSL503
+            else:
+                kwargs = dict(dataset=data, sampler=sampler)
+            return torch.utils.data.DataLoader(**kwargs, batch_size=None, num_workers=config.get("num_workers", 0))
+        """),
+    ("DSL503", "valid", """
+        import torch
+
+        def build(config, data, stream, sampler, sharded):
+            if sharded:
+                kwargs = {"dataset": stream, "persistent_workers": False}
+            else:
+                kwargs = {"dataset": data, "sampler": sampler}
+            return torch.utils.data.DataLoader(**kwargs, num_workers=config.get("num_workers", 0))
+
+        def build_many(config, data, stream, sampler, sharded):
+            if sharded:
+                kwargs = {"dataset": stream, "persistent_workers": True}
+            else:
+                kwargs = {"dataset": data, "sampler": sampler}
+            return torch.utils.data.DataLoader(**kwargs, num_workers=max(2, config.workers))
+        """),
     # DSL503: a wrapper keeping torch's old defaults on self (DataLoader's own default is now None)
     ("DSL503", "invalid", """
         from torch.utils.data import DataLoader

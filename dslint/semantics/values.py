@@ -337,7 +337,8 @@ class _Resolver:
         found = self.dict_entries(container, depth + 1)
         fallback = self.of(default, depth + 1) if default is not None else exactly(None, "the `.get` default")
         if found is None:  # a configuration not built here: its default, or whatever the user sets
-            return Possible(fallback.values, False) if default is not None else NOTHING
+            shown = f"`.get({key!r}, ...)` when the configuration leaves it out"
+            return Possible(tuple(Value(v.value, shown) for v in fallback.values), False) if default is not None else NOTHING
         entries, closed = found
         if key in entries:
             return entries[key]

@@ -28,6 +28,7 @@ from dslint.semantics.scopes import is_none
 from dslint.semantics.user_values import chosen_by_user, kwargs_expr
 from dslint.semantics.values import Possible, expand_kwargs, possible, possible_arg
 from dslint.semantics.kwargs_forwarders import forwarded_loader_kwargs_calls
+from dslint.semantics.kwargs_paths import path_values
 from dslint.semantics.walk import iter_subtree
 from dslint.semantics.zero_arms import workers_arm
 
@@ -332,8 +333,11 @@ def fixed_by_code(ctx, bound, name) -> bool:
 
 
 def must_be(ctx, bound, name, predicate) -> Optional[Possible]:
-    """The values of argument ``name`` when every value seen satisfies ``predicate`` (at least one seen)."""
+    """The values of argument ``name`` when every value seen satisfies ``predicate`` (at least one seen);
+    for a ``**`` dict bound to a different dict on each path, its values on the paths that give it."""
     found = possible_arg(ctx, bound, name)
+    if not found.values and not bound.passed(name):
+        found = path_values(ctx, bound.call, name)
     return found if found.values and all(predicate(v.value) for v in found.values) else None
 
 

@@ -10,6 +10,7 @@ from dslint.rules.base import Invalid, Rule, Symptom, Valid
 from dslint.rules.loader._common import fixed_by_code, forwarding_loader_calls, must_be, must_be_on_a_call, truthy, user_zero_workers, zero_workers
 from dslint.semantics.builder_defaults import defaulted_option
 from dslint.semantics.forced_zero import forced_zero_leftovers, leftovers_message
+from dslint.semantics.kwargs_paths import path_entry
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.count_branches import option_handled
 from dslint.semantics.loops import loader_loops
@@ -30,7 +31,8 @@ class WorkerOptionWithoutWorkers(Rule):
     option whose default is 0 counts as 0, and so does a value the code itself tests against 0 in another
     function (`if num_workers > 0:` in `__init__`: the author expects 0). The option must then be set on every
     path seen (`persistent_workers=True`, or a configuration's default: `cfg.get("persistent_workers", True)`;
-    also in a `**` dict when 0 is certain). A function that forces `opts["num_workers"] = 0` in a
+    also in a `**` dict when 0 is certain; or in the dict one branch binds to a `**` name that another branch
+    binds to a dict without it, while the call passes the count itself: reported at that entry). A function that forces `opts["num_workers"] = 0` in a
     caller's options dict spread into the loader (`**opts`), resetting some worker-only keys but never naming
     `prefetch_factor` (or another), keeps whatever the caller put there: it fires on that call.
 
@@ -274,7 +276,7 @@ class WorkerOptionWithoutWorkers(Rule):
             tail = f"the DataLoader {'raises' if certain else 'then raises'} {problems[0][2]}"
             if zero.startswith("comes from"):
                 tail = f"the DataLoader raises {problems[0][2]} when it is 0"
-            yield self.report(bound.call, f"{names} need{'s' if len(problems) == 1 else ''} worker processes but `num_workers` {zero}: {tail}", fix=fix)
+            yield self.report(path_entry(ctx, bound, [p[1] for p in problems]) or bound.call, f"{names} need{'s' if len(problems) == 1 else ''} worker processes but `num_workers` {zero}: {tail}", fix=fix)
 
     @staticmethod
     def _options(ctx, bound, certain: bool, user: bool) -> Iterator[Optional[Tuple[str, str, str]]]:
