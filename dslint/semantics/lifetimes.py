@@ -23,10 +23,11 @@ from typing import Optional
 import libcst as cst
 
 from dslint.semantics.archives import read_by_field
-from dslint.semantics.bindings import is_bound_here, names_in_target
+from dslint.semantics.bindings import is_bound_here
 from dslint.semantics.handle_kinds import LIBRARY_HANDLES
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.once import once_guarded  # noqa: F401  (re-exported: once-only code lives in once.py)
+from dslint.semantics.reaching import rebinds
 from dslint.semantics.regions import self_name
 from dslint.semantics.walk import iter_subtree
 
@@ -438,19 +439,7 @@ def _rebinding_after(ctx, site: cst.CSTNode, name: str) -> Optional[cst.CSTNode]
     index = next((i for i, stmt in enumerate(body) if stmt is line), None)
     if index is None:
         return None
-    for stmt in body[index + 1 :]:
-        if not isinstance(stmt, cst.SimpleStatementLine):
-            continue
-        for small in stmt.body:
-            if isinstance(small, cst.Assign):
-                targets = [t.target for t in small.targets]
-            elif isinstance(small, cst.AnnAssign) and small.value is not None:
-                targets = [small.target]
-            else:
-                continue
-            if any(name in names_in_target(t) for t in targets):
-                return stmt
-    return None
+    return next((stmt for stmt in body[index + 1 :] if rebinds(stmt, name)), None)
 
 
 def image_loaded_by_name(ctx, fate: Fate) -> bool:

@@ -16,7 +16,8 @@ may run in either order (a loop that binds after it reads); the read is in a nes
 function, lambda or class. A ``False`` keeps the earlier value's reads, so callers that
 treat a read as a use only ever see fewer uses than the flow-insensitive view.
 
-API: ``rebound_between(ctx, site, read, name) -> bool``.
+API: ``rebound_between(ctx, site, read, name) -> bool``; ``rebinds(statement, name)``: a simple
+statement line that assigns ``name`` unconditionally (``lifetimes`` asks it too).
 """
 
 from __future__ import annotations
@@ -41,13 +42,13 @@ def rebound_between(ctx, site: cst.CSTNode, read: cst.CSTNode, name: str) -> boo
             for before in reversed(body[:index] if index is not None else []):
                 if id(before) in around_site:
                     return False  # the site is between: its value reaches the read
-                if _rebinds(before, name):
+                if rebinds(before, name):
                     return True
         child = parent
     return False
 
 
-def _rebinds(statement: cst.BaseStatement, name: str) -> bool:
+def rebinds(statement: cst.BaseStatement, name: str) -> bool:
     """A simple statement line that assigns ``name`` unconditionally."""
     if not isinstance(statement, cst.SimpleStatementLine):
         return False
