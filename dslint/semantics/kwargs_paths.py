@@ -26,9 +26,9 @@ API: ``path_values(ctx, call, key) -> Possible``, ``path_entry(ctx, bound, keys)
 
 from __future__ import annotations
 
-import libcst as cst
-
 from typing import List, Optional
+
+import libcst as cst
 
 from dslint.semantics.kwargs_dicts import entry_expressions, unchanged_values
 from dslint.semantics.loops import loader_loops
@@ -42,7 +42,7 @@ def _path_dicts(ctx, call: cst.Call) -> List[cst.Call]:
     if len(stars) != 1 or stars[0].star != "**" or not isinstance(stars[0].value, cst.Name):
         return []
     dicts = unchanged_values(ctx, loader_loops(ctx), stars[0].value)
-    if not dicts or len(dicts) < 2 or not all(isinstance(d, (cst.Dict, cst.Call)) for d in dicts):
+    if dicts is None or len(dicts) < 2 or not all(isinstance(d, (cst.Dict, cst.Call)) for d in dicts):
         return []
     return [cst.Call(cst.Name("dict"), args=[cst.Arg(each, star="**")]) for each in dicts]
 
@@ -59,8 +59,10 @@ def path_values(ctx, call: cst.Call, key: str) -> Possible:
 
 def path_entry(ctx, bound, keys) -> Optional[cst.CSTNode]:
     """The expression written for the first of ``keys`` in a path's dict, when each of them comes
-    only from those dicts (not passed, not read from the call's ``**`` as one flat dict)."""
+    only from those dicts (not passed, not read from the call's ``**`` as one flat dict, and written
+    in one of them); None otherwise (the finding stays at the call)."""
     if any(bound.passed(key) or possible_arg(ctx, bound, key).values for key in keys):
         return None
-    written = [entry_expressions(ctx, each, key) for key in keys for each in _path_dicts(ctx, bound.call)]
-    return next((found[0] for found in written if found), None)
+    dicts = _path_dicts(ctx, bound.call)
+    written = [next((found[0] for each in dicts if (found := entry_expressions(ctx, each, key))), None) for key in keys]
+    return written[0] if written and all(w is not None for w in written) else None
