@@ -37,6 +37,8 @@ def rebound_between(ctx, site: cst.CSTNode, read: cst.CSTNode, name: str) -> boo
         if isinstance(parent, _SCOPES):
             return False
         if isinstance(parent, (cst.IndentedBlock, cst.Module)) and isinstance(child, cst.BaseStatement):
+            if isinstance(child, cst.BaseCompoundStatement) and id(child) in around_site:
+                return False  # one loop (or branch) holds both: the site may run before the read
             body = list(parent.body)
             index = next((i for i, stmt in enumerate(body) if stmt is child), None)
             for before in reversed(body[:index] if index is not None else []):

@@ -214,8 +214,8 @@ PINNED_BATCH_VALID = """
 
     loader = DataLoader(list(range(8)), collate_fn=collate, num_workers=2, pin_memory=True)
 """
-# ... and one that keeps the CUDA data, through a local name (also one rebound on one branch only)
-# or a local dict it stores
+# ... and one that keeps the CUDA data, through a local name (also one rebound on one branch only,
+# or read in the loop's next turn) or a local dict it stores
 KEPT_CUDA_INVALID = """
     import torch
     from torch.utils.data import Dataset
@@ -230,6 +230,11 @@ KEPT_CUDA_INVALID = """
                 if len(clips) > 3:
                     maybe = maybe.cpu()
                 self.feats.append(maybe)
+            last = None
+            for clip in clips:
+                if last is not None:
+                    self.feats.append(last)
+                last = clip.cuda()  # expect: DSL204
             table = {}
             table["mean"] = torch.ones(2).cuda()  # expect: DSL204
             self.table = table
