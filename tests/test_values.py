@@ -380,3 +380,49 @@ def test_the_assignment_that_reaches_the_read_decides_a_rebound_parameter(tmp_pa
     assert _values(_loader_arg(tmp_path, source, "sampler", 2)) == ["None"]
     outcome = check_tree(tmp_path, select=["DSL501"])
     assert [(d.path, d.row) for d in outcome.diagnostics] == [("train.py", 11)]  # only `maybe`
+
+
+def _project_arg(tmp_path, files: dict, name: str):
+    """The values of ``name`` in the first DataLoader call of ``data.py``, with every file as the project."""
+    texts = {str(tmp_path / path): HEADER + textwrap.dedent(text).lstrip("\n") for path, text in files.items()}
+    for path, text in texts.items():
+        (tmp_path / path).write_text(text)
+    ctx = file_contexts(texts)[str(tmp_path / "data.py")]
+    return possible_arg(ctx, ctx.dataloader_calls()[0], name)
+
+
+LOADER_OF_A_HANDED_NAMESPACE = """
+class Runner:
+    def __init__(self, args):
+        self.args = args
+
+    def loader(self, ds):
+        return DataLoader(ds, num_workers=self.args.num_workers)
+"""
+
+
+def test_a_namespace_handed_from_another_file_reads_the_options_the_project_agrees_on(tmp_path):
+    parser = """
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--num_workers", type=int, default={})
+    """
+    found = _project_arg(tmp_path, {"data.py": LOADER_OF_A_HANDED_NAMESPACE, "run.py": parser.format(0)}, "num_workers")
+    assert _values(found) == ["0"] and not found.complete
+    assert found.values[0].origin == f"the default of `--num_workers` in `{tmp_path / 'run.py'}`"
+    # a second file that defines the option with the same default agrees
+    same = {"data.py": LOADER_OF_A_HANDED_NAMESPACE, "run.py": parser.format(0), "tools.py": parser.format(0)}
+    assert _values(_project_arg(tmp_path, same, "num_workers")) == ["0"]
+
+
+def test_options_other_files_define_differently_or_not_at_all_say_nothing(tmp_path):
+    parser = """
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--num_workers", type=int, default={})
+    """
+    files = {"data.py": LOADER_OF_A_HANDED_NAMESPACE, "run.py": parser.format(0), "tools.py": parser.format(8)}
+    assert not _project_arg(tmp_path, files, "num_workers").values
+    other = {"data.py": LOADER_OF_A_HANDED_NAMESPACE, "run.py": parser.format(0).replace("num_workers", "workers")}
+    assert not _project_arg(tmp_path, other, "num_workers").values
+    # the file's own option wins over another file's
+    own = LOADER_OF_A_HANDED_NAMESPACE + '\np = argparse.ArgumentParser()\np.add_argument("--num_workers", default=4)\n'
+    assert _values(_project_arg(tmp_path, {"data.py": own, "run.py": parser.format(0)}, "num_workers")) == ["4"]
