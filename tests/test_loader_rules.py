@@ -175,7 +175,8 @@ MORE_CASES = [
                 model(x).backward()
         """),
     # DSL506: a dataset keeps a parameter whose default is a lambda: a construction that leaves it out sends the lambda
-    # to the workers (reported at the default, where the fix goes); one that passes a value, or may (`**kw`), does not
+    # to the workers (reported at the default, where the fix goes, also for another file's loader); one that passes a
+    # value, or may (`**kw`), does not
     ("DSL506", "invalid", {
         "clips.py": """
             from torch.utils.data import DataLoader, Dataset
@@ -202,7 +203,7 @@ MORE_CASES = [
                 given = DataLoader(Clips(paths, str.lower), num_workers=workers)
                 forwarded = DataLoader(Clips(paths, **kw), num_workers=workers)
                 named = DataLoader(Clips(paths, augment=str.upper), num_workers=workers)
-                return given, forwarded, named, DataLoader(Clips(paths), num_workers=workers)  # expect: DSL506
+                return given, forwarded, named, DataLoader(Clips(paths), num_workers=workers)  # (reported in clips.py)
             """,
     }),
     # DSL503: a `**` dict with 0 workers that sets `persistent_workers` raises; so does a configuration's `.get`
@@ -782,6 +783,59 @@ def test_options_another_file_defines_decide_a_handed_namespace(tmp_path):
         assert {f.code for f in check_tree(tmp_path, select=["DSL503", "DSL506"]).diagnostics} == {"DSL503", "DSL506"}
 
 
+def test_dsl506_a_lambda_a_class_keeps_is_reported_once_in_the_class_file(tmp_path):
+    """Loaders of other files over a class (or a subclass) whose own ``__init__`` keeps a lambda: one
+    finding, at the lambda in the class's file (also a module-level name bound to a lambda that a
+    parameter defaults to); none where the loaders are built, none when every construction passes
+    the parameter or no loader may start workers."""
+    base = """
+        from torch.utils.data import Dataset
+
+        identity = lambda y: y  # expect: DSL506
+
+        class Frames(Dataset):
+            def __init__(self, paths, target_transform=identity):
+                self.paths = paths
+                self.scale = lambda x: x / 255.0  # expect: DSL506
+                self.target_transform = target_transform
+
+            def __getitem__(self, i):
+                return self.scale(self.paths[i]), self.target_transform(i)
+
+            def __len__(self):
+                return len(self.paths)
+        """
+    sub = """
+        from base import Frames
+
+        class Resized(Frames):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+        """
+    train = """
+        from torch.utils.data import DataLoader
+        from base import Frames
+        from sub import Resized
+
+        def loaders(paths, resize, workers):
+            if resize:
+                ds = Resized(paths)
+            else:
+                ds = Frames(paths)
+            return DataLoader(ds, num_workers=workers), DataLoader(Frames(paths), num_workers=2)
+        """
+    write_files(tmp_path, {"base.py": base, "sub.py": sub, "train.py": train})
+    found = check_tree(tmp_path, select=["DSL506"]).diagnostics
+    assert {(f.path.rsplit("/", 1)[-1], f.row) for f in found} == {
+        (path, row) for path, row, _ in expected_markers(tmp_path)}
+    assert any("(a DataLoader with workers in `train.py` is built over one)" in f.message for f in found)
+    # every construction gives the parameter: only the unconditional lambda; no workers: nothing
+    write_files(tmp_path, {"train.py": train.replace("(paths)", "(paths, None)")})
+    assert [f.row for f in check_tree(tmp_path, select=["DSL506"]).diagnostics] == [8]
+    write_files(tmp_path, {"train.py": train.replace("num_workers=workers", "num_workers=0").replace("num_workers=2", "num_workers=0")})
+    assert not check_tree(tmp_path, select=["DSL506"]).diagnostics
+
+
 def test_dsl506_dataset_that_cannot_be_pickled_either_is_a_preview_form(tmp_path):
     """Without --preview, DSL506 stays silent when the dataset (a project class of another file)
     keeps a lock or an open handle from ``__init__``: the loader is fork-only whatever the collate.
@@ -903,7 +957,8 @@ def test_dsl506_a_dataset_built_in_either_arm_of_an_if_keeps_its_class_lambda(tm
     """The dataset name is bound in both arms of an ``if`` to subclasses of a class (another file)
     whose ``__init__`` keeps a lambda on ``self``: on either path the dataset cannot be pickled
     (``unpicklable.class_kept_callable`` is asked of each construction the name may hold, one path
-    being enough, as for arguments). Subclasses whose base keeps only a module-level function stay silent."""
+    being enough, as for arguments), reported once at the lambda in the base class's file. Subclasses whose base
+    keeps only a module-level function stay silent."""
     base = """
         import torchvision.transforms as T
         from torch.utils.data import Dataset
@@ -946,7 +1001,7 @@ def test_dsl506_a_dataset_built_in_either_arm_of_an_if_keeps_its_class_lambda(tm
     write_files(tmp_path, {"lambdas.py": base.format(step="lambda x: x / 255.0"), "named.py": base.format(step="scale"),
                            "train_a.py": script.format(data="lambdas"), "train_b.py": script.format(data="named")})
     found = [(f.path.rsplit("/", 1)[-1], f.code) for f in check_tree(tmp_path, select=["DSL506"]).diagnostics]
-    assert found == [("train_a.py", "DSL506")]
+    assert found == [("lambdas.py", "DSL506")]  # at the lambda, where the fix goes (``kept_elsewhere``)
 
 def test_dsl506_library_and_pass_through_loaders_are_dataloaders(tmp_path):
     """MONAI's ``DataLoader`` and PyG's hand torch's arguments on (``library_loaders.KWARGS_LOADERS``),

@@ -44,7 +44,7 @@ def kept_callable_attributes(index, key) -> List[list]:
     summary fact ``kept_callables``: ``kept_lambdas``; parameter and position None), then for each
     default of a parameter of the class's own ``__init__`` that it keeps (``kept_defaults``: kept
     when a construction leaves ``parameter``, at ``position`` after ``self``, out; the object is
-    ``"Cls.<lambda>"``, or ``"Cls.__init__.<locals>.<lambda>"`` for a fallback in its body: ``p or (lambda x: x)``). Empty when a class of its MRO controls its own pickling."""
+    ``"Cls.<lambda>"``, ``"Cls.__init__.<locals>.<lambda>"`` for a fallback in its body: ``p or (lambda x: x)``, ``"<lambda>"`` for a module-level one the default names). Empty when a class of its MRO controls its own pickling."""
     mro = index.mro(key)
     if _pickles_itself(index, mro):
         return []
@@ -55,8 +55,8 @@ def kept_callable_attributes(index, key) -> List[list]:
                      for attr, label in facts.get("kept_callables", ()) if attr not in stored)
         stored.update(facts.get("self_stores", ()))
     own = (index.class_info(mro[0])["methods"].get("__init__") or {}) if mro else {}
-    found.extend([attr, f"{mro[0][1]}.__init__.<locals>.<lambda>" if in_body else f"{mro[0][1]}.<lambda>", param, position]
-                 for attr, param, position, in_body in own.get("kept_defaults", ()))
+    labels = {True: f"{mro[0][1]}.__init__.<locals>.<lambda>", False: f"{mro[0][1]}.<lambda>", "module": "<lambda>"}
+    found.extend([attr, labels[in_body], param, position] for attr, param, position, in_body in own.get("kept_defaults", ()))
     return found
 
 

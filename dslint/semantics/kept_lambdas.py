@@ -56,29 +56,36 @@ def stored_callables(
     return [(attr, held[0]) for attr, held in held_by.items() if all(h is not None for h in held)]
 
 
-def kept_facts(assigns, defs, self_param: Optional[str], params: cst.Parameters, qualname: Callable) -> dict:
+def kept_facts(assigns, defs, self_param: Optional[str], params: cst.Parameters, names) -> dict:
     """The summary facts of a method: ``kept_callables`` ([attr, "<lambda>" or the nested
     function's name], ``stored_callables``) and ``kept_defaults`` ([attr, parameter, position, whether
-    the lambda is the method's own (a fallback in its body) rather than the parameter's default],
-    ``stored_defaults``)."""
-    assigns = list(assigns)
+    the lambda is the method's own (a fallback in its body: true), the parameter's default (false),
+    or a lambda a module-level name holds that the default names (``"module"``)], ``stored_defaults``)."""
+    assigns, lambdas = list(assigns), module_lambdas(names)
     return {
         "kept_callables": [[attr, "<lambda>" if type(held) is cst.Lambda else held.value]
-                           for attr, held in stored_callables(assigns, self_param, [d.name.value for d in defs], qualname)],
-        "kept_defaults": [[attr, param, position, _in_body(held, params)]
-                          for attr, held, param, position in stored_defaults(assigns, self_param, params, qualname)],
+                           for attr, held in stored_callables(assigns, self_param, [d.name.value for d in defs], names.qualname)],
+        "kept_defaults": [[attr, param, position, "module" if any(held is v for v in lambdas.values()) else _in_body(held, params)]
+                          for attr, held, param, position in stored_defaults(assigns, self_param, params, names.qualname, lambdas)],
     }
 
 
+def module_lambdas(names) -> dict:
+    """{name: the lambda}: module-level names bound once, to a lambda (``identity = lambda x: x``). Pickle
+    finds a function by its ``__qualname__``, ``<lambda>``, not by such a name: it cannot copy one either."""
+    return {name: values[0] for name, values in names.assigns.items()
+            if len(values) == 1 and type(values[0]) is cst.Lambda and name not in names.imports}
+
+
 def stored_defaults(
-    assigns: Iterable[cst.Assign], self_param: Optional[str], params: cst.Parameters, qualname: Callable,
+    assigns: Iterable[cst.Assign], self_param: Optional[str], params: cst.Parameters, qualname: Callable, lambdas: dict,
 ) -> List[Tuple[str, cst.CSTNode, str, int]]:
     """(attribute, the lambda, parameter, position) for each attribute that every ``self.<attr> = ...``
     of ``assigns`` sets to the same parameter, whose default keeps a lambda (``def __init__(self,
     fmt=lambda b: b): self.fmt = fmt``), or to that parameter with a fallback keeping one when it
     defaults to ``None`` (``self.fmt = fmt or (lambda b: b)``, ``fmt if fmt is not None else ...``):
-    the object keeps it when a construction leaves that argument out. The position counts the
-    parameters after ``self`` (-1: keyword-only)."""
+    the object keeps it when a construction leaves that argument out; a default naming one of ``lambdas``
+    (``module_lambdas``) keeps that lambda. The position counts the parameters after ``self`` (-1: keyword-only)."""
     if not self_param:
         return []
     positional = [p for p in params.params if p.name.value != self_param]
@@ -95,7 +102,7 @@ def stored_defaults(
     found = []
     for attr, values in stored.items():
         if len({v[0] if v else None for v in values}) == 1 and values[0] is not None:
-            held = [_held(kept, frozenset(), qualname, 0) for _, kept in values]
+            held = [_held(kept, frozenset(), qualname, 0, lambdas) for _, kept in values]
             if all(h is not None for h in held):
                 param = values[0][0]
                 found.append((attr, held[0], param, defaults[param][1]))
@@ -138,13 +145,13 @@ def _tested(test) -> Optional[Tuple[str, bool]]:
     return None
 
 
-def _held(value, local, qualname, depth: int) -> Optional[cst.CSTNode]:
+def _held(value, local, qualname, depth: int, lambdas=None) -> Optional[cst.CSTNode]:
     if depth > 4:
         return None
     if type(value) is cst.Lambda:
         return value
     if type(value) is cst.Name:
-        return value if value.value in local else None
+        return value if value.value in local else (lambdas or {}).get(value.value)
     if isinstance(value, _LITERALS):
         parts = [element.value for element in value.elements]
     elif type(value) is cst.Dict:
@@ -154,7 +161,7 @@ def _held(value, local, qualname, depth: int) -> Optional[cst.CSTNode]:
     else:
         return None
     for part in parts:
-        held = _held(part, local, qualname, depth + 1)
+        held = _held(part, local, qualname, depth + 1, lambdas)
         if held is not None:
             return held
     return None

@@ -25,6 +25,7 @@ from dslint.semantics.epoch_facts import dataloader_calls, epoch_iterated_result
 from dslint.semantics.handle_exports import exported_handles
 from dslint.semantics.kept_lambdas import kept_facts
 from dslint.semantics.kept_objects import kept_objects
+from dslint.semantics.built_datasets import built_classes
 from dslint.semantics.call_costs import costly_calls
 from dslint.semantics.call_facts import passed_arguments
 from dslint.semantics.loader_roles import role_facts
@@ -174,7 +175,7 @@ class Summarizer:
             "self_stores": sorted(self_stores),
             "self_loads": self_loads(buckets, self_param, parent),  # (``attr_reads``)
             # ``self.x = lambda ...`` / a nested function / a pipeline holding one, or a parameter defaulting to one
-            **kept_facts(buckets.get(cst.Assign, ()), buckets.get(cst.FunctionDef, ()), self_param, func.params, self.names.qualname),
+            **kept_facts(buckets.get(cst.Assign, ()), buckets.get(cst.FunctionDef, ()), self_param, func.params, self.names),
             # the ``if`` tests that guard calls, the options they test, what calls forward (``option_guards``)
             **guard_facts(func, self_param, recorded, parent, buckets),
         }
@@ -199,16 +200,13 @@ class Summarizer:
         """What other files need to know about a DataLoader built here."""
         bound = BoundCall(call, signature)
         ref = class_ref(self.tree, self.names, bound.expr("dataset"))
-        if ref is not None:
-            dataset = f"{self.names.modname}.{local_qualname(ref[1], self.tree)}" if ref[0] == "local" else ref[1]
-        else:  # a parameter annotated with the class: ``def loader(ds: Shards)``
-            dataset = annotated_class(self.tree, self.names, bound.expr("dataset"))
+        qualify = lambda ref: f"{self.names.modname}.{local_qualname(ref[1], self.tree)}" if ref[0] == "local" else ref[1]  # noqa: E731
+        # (else a parameter annotated with the class: ``def loader(ds: Shards)``)
+        dataset = qualify(ref) if ref is not None else annotated_class(self.tree, self.names, bound.expr("dataset"))
 
         def constant(name_node):
             values = self.names.assigns.get(name_node.value)
-            if values and len(values) == 1 and name_node.value not in self.names.imports:
-                return values[0]
-            return None
+            return values[0] if values and len(values) == 1 and name_node.value not in self.names.imports else None
 
         def literal(name):
             if bound.passed(name):
@@ -223,6 +221,7 @@ class Summarizer:
             "persistent_workers": literal("persistent_workers"),
             "worker_init_fn": self.function_ref(bound.expr("worker_init_fn")),
             "collate_fn": self.function_ref(bound.expr("collate_fn")),
+            "built": built_classes(self.tree, self.names, bound.expr("dataset"), qualify),  # (``kept_elsewhere``)
         }
 
     def function_ref(self, expr) -> Optional[str]:

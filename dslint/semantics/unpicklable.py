@@ -17,7 +17,7 @@ from dslint.semantics.bindings import class_ref
 from dslint.semantics.classes import methods
 from dslint.semantics.containers import extended_list, list_fills
 from dslint.semantics.held_datasets import wrapped_datasets
-from dslint.semantics.kept_lambdas import TRANSFORM_CONTAINERS, stored_callables, stored_defaults
+from dslint.semantics.kept_lambdas import TRANSFORM_CONTAINERS, module_lambdas, stored_callables, stored_defaults
 from dslint.semantics.kept_objects import kept_arguments
 from dslint.semantics.kwargs_dicts import closed_entries, transform_entries
 from dslint.semantics.libraries import pipeline_callables
@@ -263,18 +263,41 @@ def class_kept_callable(ctx, expr) -> Optional[Tuple[cst.CSTNode, Problem]]:
     for attr, held, param, position in ctx.view.kept_callable_attributes(ctx.qualname_of_def(ref[1]) if local else ref[1], local=local):
         if param is not None and (not isinstance(expr, cst.Call) or _passes(ctx, expr, param, position)):
             continue  # the construction gives its own value (or may: ``*args``, ``**kw``, or not a call we see)
-        label = held.rsplit(".<locals>.", 1)[-1] if param is None else "<lambda>"
-        what = "a lambda" if label == "<lambda>" else f"the nested function `{label}`"
-        if param is None:
-            node, error = _stored_node(ctx, ref[1], attr) if local else None, f"AttributeError: Can't pickle local object '{held}'"
-        elif ".<locals>." in held:  # a fallback the method writes in its body
-            what += f" (its fallback when `{param}` is not given, as the construction does)"
-            node, error = _stored_node(ctx, ref[1], attr, default=True) if local else None, f"AttributeError: Can't pickle local object '{held}'"
-        else:
-            what += f" (the default of `{param}`, which the construction leaves out)"
-            node, error = _stored_node(ctx, ref[1], attr, default=True) if local else None, f"_pickle.PicklingError: Can't pickle <function {held}>: attribute lookup {held} failed"
-        return (node or expr, (f"`{name}` holding {what} on `self.{attr}`", error))
+        if ctx.view.kept_elsewhere(ctx.qualname_of_def(ref[1]) if local else ref[1], attr, local=local):
+            continue  # reported at the lambda, in the file of the class that keeps it (``kept_elsewhere``)
+        node = (_stored_node(ctx, ref[1], attr, default=param is not None) if local else None) or expr
+        return (node, _kept_problem(name, attr, held, param, "as the construction does", "which the construction leaves out"))
     return None
+
+
+def foreign_kept_callables(ctx) -> List[Tuple[cst.CSTNode, Problem, str]]:
+    """(the lambda, (description, error), path) for what a class of this file keeps on ``self`` from its
+    own ``__init__`` when a DataLoader with workers of the file ``path`` is built over an instance of it
+    or of a subclass (``kept_elsewhere``: that file leaves the finding to this one, where the fix goes)."""
+    out = []
+    for cls in ctx.nodes(cst.ClassDef):
+        qual = ctx.qualname_of_def(cls)
+        for attr, held, param, _ in ctx.view.kept_callable_attributes(qual, local=True):
+            path = ctx.view.foreign_loader(qual, attr)
+            node = _stored_node(ctx, cls, attr, default=param is not None) if path else None
+            if node is not None:
+                out.append((node, _kept_problem(cls.name.value, attr, held, param, "as a construction there does",
+                                                "which a construction there leaves out"), path))
+    return out
+
+
+def _kept_problem(name: str, attr: str, held: str, param: Optional[str], fallback: str, default: str) -> Problem:
+    """(description, error) for the lambda or nested function ``held`` that class ``name`` keeps on
+    ``self.<attr>``: always, or when a construction leaves ``param`` out (its default, or a fallback)."""
+    label = held.rsplit(".<locals>.", 1)[-1] if param is None else "<lambda>"
+    what = "a lambda" if label == "<lambda>" else f"the nested function `{label}`"
+    error = f"AttributeError: Can't pickle local object '{held}'"
+    if param is not None and ".<locals>." in held:  # a fallback the method writes in its body
+        what += f" (its fallback when `{param}` is not given, {fallback})"
+    elif param is not None:
+        what += f" (the default of `{param}`, {default})"
+        error = f"_pickle.PicklingError: Can't pickle <function {held}>: attribute lookup {held} failed"
+    return (f"`{name}` holding {what} on `self.{attr}`", error)
 
 
 def _passes(ctx, call: cst.Call, param: str, position: int) -> bool:
@@ -298,7 +321,7 @@ def _stored_node(ctx, cls: cst.ClassDef, attr: str, default: bool = False) -> Op
         return None
     buckets, qualname = body_buckets(init, ctx.tree), lambda func: ctx.names.qualname(func)
     if default:
-        stored = [(held_attr, node) for held_attr, node, _, _ in stored_defaults(buckets.get(cst.Assign, ()), self_name(init), init.params, qualname)]
+        stored = [(held_attr, node) for held_attr, node, _, _ in stored_defaults(buckets.get(cst.Assign, ()), self_name(init), init.params, qualname, module_lambdas(ctx.names))]
     else:
         stored = stored_callables(buckets.get(cst.Assign, ()), self_name(init), [d.name.value for d in buckets.get(cst.FunctionDef, ())], qualname)
     return next((node for held_attr, node in stored if held_attr == attr), None)

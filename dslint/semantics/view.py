@@ -15,6 +15,7 @@ from dslint.semantics.epoch_hook_index import hook_loaders
 from dslint.semantics.held_state import kept_callable_attributes, unpicklable_attribute
 from dslint.semantics.indexing import indexes_only
 from dslint.semantics.inheritance import iterable_heirs, one_shot_arguments
+from dslint.semantics.kept_elsewhere import foreign_loader, kept_owner
 from dslint.semantics.modules import canonical
 from dslint.semantics.numpy_rng import loader_draws
 from dslint.semantics.project import ProjectIndex
@@ -136,6 +137,20 @@ class View:
         key = (self.path, qualified) if local else index.locate(canonical(qualified), self.path)
         found = kept_callable_attributes(index, key) if key is not None and key[1] in index.summaries[key[0]]["classes"] else []
         return self._record("kept_callable_attributes", [qualified, local], found)
+
+    def foreign_loader(self, qual: str, attr: str) -> Optional[str]:
+        """The file of another file's DataLoader with workers over this file's class ``qual`` (or a subclass)
+        whose own ``__init__`` keeps a lambda on ``self.<attr>``: DSL506 reports it here (``kept_elsewhere``)."""
+        return self._record("foreign_loader", [qual, attr], foreign_loader(self._index, (self.path, qual), attr))
+
+    def kept_elsewhere(self, qualified: str, attr: str, local: bool = False) -> bool:
+        """The lambda an instance of the project class ``qualified`` keeps on ``self.<attr>`` is kept by the
+        ``__init__`` of a class of another file, which reports it there (``kept_elsewhere.foreign_loader``)."""
+        index = self._index
+        key = (self.path, qualified) if local else index.locate(canonical(qualified), self.path)
+        owner = kept_owner(index, key, attr) if key is not None else None
+        found = owner is not None and owner[0] != self.path and foreign_loader(index, owner, attr) is not None
+        return self._record("kept_elsewhere", [qualified, attr, local], found)
 
     def collate_loaders(self, qual: str) -> List[dict]:
         """Facts of the DataLoaders (in any file) that use this file's function ``qual`` as ``collate_fn``."""

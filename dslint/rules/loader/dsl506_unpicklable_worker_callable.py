@@ -10,7 +10,7 @@ from dslint.semantics.calls import SubclassInit, dataloader_constructions
 from dslint.semantics.kwargs_dicts import entry_expressions
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.returned_datasets import returned_datasets
-from dslint.semantics.unpicklable import caller_callables, held_unpicklable, kept_callable, local_instance, unpicklable
+from dslint.semantics.unpicklable import caller_callables, foreign_kept_callables, held_unpicklable, kept_callable, local_instance, unpicklable
 
 
 class UnpicklableWorkerCallable(Rule):
@@ -43,6 +43,8 @@ class UnpicklableWorkerCallable(Rule):
     A dataset that a module-level function returns (whole, or an element of a returned tuple) to a DataLoader of
     another file whose `num_workers` is passed and not a literal 0 (`train_set, test_set = get_cifar10(root)`) is
     judged the same way in the function's file, where the fix goes (the preview-only forms are not told apart there).
+    So is a lambda a class keeps from its own `__init__` (also through a parameter defaulting to a module-level `identity = lambda x: x`:
+    pickle looks it up as `<lambda>`), once, when another file's such DataLoader is built over it or a subclass; that file says nothing.
 
     A `DataLoader` subclass counts too: the `super().__init__(...)` call in its `__init__` is a DataLoader
     construction, and so is that of a subclass of it whose own `__init__` hands its parameters on by name.
@@ -282,6 +284,10 @@ class UnpicklableWorkerCallable(Rule):
                     if id(at) not in reported:
                         reported.add(id(at))
                         yield self.report(at, _message(f"{param} is {what}", via, error))
+        for node, (what, error), path in foreign_kept_callables(ctx):  # this file's class, another file's loader
+            if id(node) not in reported:
+                reported.add(id(node))
+                yield self.report(node, _message(f"the dataset is an instance of {what}", f" (a DataLoader with workers in `{path}` is built over one)", error))
         for func, expr, module in returned_datasets(ctx):  # a dataset this file's factory returns to another file's loader
             kept = kept_callable(ctx, index, expr)
             if kept and id(kept[0]) not in reported:

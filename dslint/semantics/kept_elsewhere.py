@@ -1,0 +1,51 @@
+"""Which lambdas a class keeps are reported in the class's own file.
+
+A project class whose own ``__init__`` keeps a lambda or a nested function on ``self``
+(``kept_lambdas``: ``self.t = lambda x: x``, or a parameter's default the construction leaves
+out, ``def __init__(self, t=identity)``) cannot be pickled, and the fix goes where the class
+keeps it. When a DataLoader of *another* file is built over an instance of the class (or of a
+subclass that inherits what it keeps) and may start workers, DSL506 reports at that lambda in
+the class's file, and the file of the construction says nothing of it: one finding where the
+fix goes, however many files build the class. The loader is judged from its summary facts
+(``num_workers`` passed and not a literal 0; the preview-only forms are not told apart there,
+as for ``returned_datasets``). For a parameter's default, only a construction known to leave
+the parameter out counts. The loader fact ``built`` (``built_datasets``, phase 1) says which
+classes a loader's dataset may be an instance of, and what each construction passes.
+
+``foreign_loader(index, key, attr)``: the path of a file other than the class's whose DataLoader
+over the class ``key`` (or a subclass) makes its own ``__init__``'s ``self.<attr>`` reach workers, or None.
+
+``kept_owner(index, key, attr)``: the class of ``key``'s MRO whose ``__init__`` keeps that lambda.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from dslint.semantics.held_state import kept_callable_attributes
+
+
+def foreign_loader(index, key, attr: str) -> Optional[str]:
+    """See the module docstring."""
+    if key[1] not in index.summaries[key[0]]["classes"]:
+        return None
+    for path, summary in sorted(index.summaries.items()):
+        for facts in summary.get("loaders", ()) if path != key[0] else ():
+            for qualified, passes in facts.get("built", ()) if facts.get("num_workers") != 0 else ():
+                built = index.locate(qualified, path)
+                if built is None or kept_owner(index, built, attr) != key:
+                    continue
+                _, _, param, position = next(found for found in kept_callable_attributes(index, built) if found[0] == attr)
+                if param is None or (passes is not None and param not in passes[0] and not 0 <= position < passes[1]):
+                    return path
+    return None
+
+
+def kept_owner(index, key, attr: str):
+    """The class of ``key``'s MRO whose own ``__init__`` keeps the lambda an instance of ``key`` holds
+    on ``self.<attr>`` (``held_state.kept_callable_attributes``), or None."""
+    for found, held, param, _ in kept_callable_attributes(index, key):
+        if found == attr:
+            owner = held.split(".__init__.<locals>.")[0] if param is None else key[1]
+            return next((cls for cls in index.mro(key) if cls[1] == owner), None)
+    return None
