@@ -836,6 +836,43 @@ def test_dsl506_a_lambda_a_class_keeps_is_reported_once_in_the_class_file(tmp_pa
     assert not check_tree(tmp_path, select=["DSL506"]).diagnostics
 
 
+def test_dsl506_a_local_class_a_factory_returns_to_another_files_loader(tmp_path):
+    """A module-level function defines its dataset class inside itself and returns instances (a
+    tuple of splits) that another file's DataLoader with workers loads: reported once, at that
+    class in the function's file, where the fix goes; silent when the loaders start no workers."""
+    data = """
+        from torch.utils.data import Dataset
+
+        def load_splits(rows):
+            class Split(Dataset):  # expect: DSL506
+                def __init__(self, part):
+                    self.part = part
+
+                def __getitem__(self, i):
+                    return self.part[i]
+
+                def __len__(self):
+                    return len(self.part)
+
+            train, test = Split(rows[:8]), Split(rows[8:])
+            return train, test, len(rows)
+        """
+    train = """
+        from torch.utils.data import DataLoader
+        from data import load_splits
+
+        train_set, test_set, n = load_splits(list(range(10)))
+        train_loader = DataLoader(train_set, batch_size=2, num_workers={workers})
+        test_loader = DataLoader(test_set, batch_size=2, num_workers={workers})
+        """
+    write_files(tmp_path, {"data.py": data, "train.py": train.format(workers=4)})
+    found = check_tree(tmp_path, select=["DSL506"]).diagnostics
+    assert {(f.path.rsplit("/", 1)[-1], f.row) for f in found} == {(p, r) for p, r, _ in expected_markers(tmp_path)}
+    assert "the local class `Split`" in found[0].message
+    write_files(tmp_path, {"train.py": train.format(workers=0)})
+    assert not check_tree(tmp_path, select=["DSL506"]).diagnostics
+
+
 def test_dsl506_dataset_that_cannot_be_pickled_either_is_a_preview_form(tmp_path):
     """Without --preview, DSL506 stays silent when the dataset (a project class of another file)
     keeps a lock or an open handle from ``__init__``: the loader is fork-only whatever the collate.

@@ -165,6 +165,17 @@ def local_instance(ctx, index, expr) -> Optional[Problem]:
     return found
 
 
+def local_instance_class(ctx, index, expr) -> Optional[Tuple[cst.CSTNode, Problem]]:
+    """(where the class is defined, (description, error)) when ``expr`` is always an instance of a
+    class defined in a function (``local_instance``): the class's name, or ``expr`` for a factory's class."""
+    problem = local_instance(ctx, index, expr)
+    if problem is None:
+        return None
+    first = index.value_nodes(expr)[0]
+    _, bindings = index.name_bindings(first.func.value, first)
+    return (bindings[0].node.name if isinstance(bindings[0].node, cst.ClassDef) else expr), problem
+
+
 def _returned_class(ctx, index, binding) -> Optional[Problem]:
     """The name is bound once, to what a project factory returns, and that is always a class
     defined inside the factory (``Cls = make_dataset_class(...)``): its instances cannot be

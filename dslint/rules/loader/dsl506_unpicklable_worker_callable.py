@@ -10,7 +10,7 @@ from dslint.semantics.calls import SubclassInit, dataloader_constructions
 from dslint.semantics.kwargs_dicts import entry_expressions
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.returned_datasets import returned_datasets
-from dslint.semantics.unpicklable import caller_callables, foreign_kept_callables, held_unpicklable, kept_callable, local_instance, unpicklable
+from dslint.semantics.unpicklable import caller_callables, foreign_kept_callables, held_unpicklable, kept_callable, local_instance, local_instance_class, unpicklable
 
 
 class UnpicklableWorkerCallable(Rule):
@@ -42,7 +42,7 @@ class UnpicklableWorkerCallable(Rule):
     (reported at that object's construction); not when another store on some path replaces it, a subclass's `__init__` stores its own value there, or the class decides its own pickling (`__getstate__`).
     A dataset that a module-level function returns (whole, or an element of a returned tuple) to a DataLoader of
     another file whose `num_workers` is passed and not a literal 0 (`train_set, test_set = get_cifar10(root)`) is
-    judged the same way in the function's file, where the fix goes (the preview-only forms are not told apart there).
+    judged the same way in the function's file, where the fix goes (the preview-only forms are not told apart there; an instance of a class the function defines inside itself: at that class).
     So is a lambda a class keeps from its own `__init__` (also through a parameter defaulting to a module-level `identity = lambda x: x`:
     pickle looks it up as `<lambda>`), once, when another file's such DataLoader is built over it or a subclass; that file says nothing.
 
@@ -289,7 +289,7 @@ class UnpicklableWorkerCallable(Rule):
                 reported.add(id(node))
                 yield self.report(node, _message(f"the dataset is an instance of {what}", f" (a DataLoader with workers in `{path}` is built over one)", error))
         for func, expr, module in returned_datasets(ctx):  # a dataset this file's factory returns to another file's loader
-            kept = kept_callable(ctx, index, expr)
+            kept = kept_callable(ctx, index, expr) or local_instance_class(ctx, index, expr)
             if kept and id(kept[0]) not in reported:
                 reported.add(id(kept[0]))
                 yield self.report(kept[0], _message(f"the dataset `{func.name.value}` returns is {kept[1][0]}", f" (module `{module}` hands it to a DataLoader with workers)", kept[1][1]))
