@@ -751,38 +751,6 @@ def test_dsl506_preview_form_is_a_command_line_default_only(tmp_path):
         """, preview=False)
 
 
-def test_options_another_file_defines_decide_a_handed_namespace(tmp_path):
-    """A namespace handed in from the script that parses it (``Runner(args)`` in ``run.py``): the
-    option's default there decides. 0: DSL506 is the preview form and DSL503 fires by default;
-    4: DSL506 fires by default and DSL503 only in preview."""
-    data = """
-        from torch.utils.data import DataLoader
-
-        class Runner:
-            def __init__(self, args):
-                self.args = args
-
-            def loader(self, ds, persist):
-                if persist:
-                    return DataLoader(ds, num_workers=self.args.num_workers, persistent_workers=True)
-                return DataLoader(ds, num_workers=self.args.num_workers, collate_fn=lambda b: b)
-        """
-    run = """
-        import argparse
-        from data import Runner
-
-        parser = argparse.ArgumentParser()
-        parser.add_argument("--num_workers", type=int, default={})
-        Runner(parser.parse_args()).loader([1, 2], False)
-        """
-    for default, default_codes in ((0, {"DSL503"}), (4, {"DSL506"})):
-        write_files(tmp_path, {"data.py": data, "run.py": run.format(default)})
-        codes = {f.code for f in check_tree(tmp_path, select=["DSL503", "DSL506"], preview=False).diagnostics}
-        assert codes == default_codes, default
-        # a count the user sets is DSL503's preview form, whatever its default
-        assert {f.code for f in check_tree(tmp_path, select=["DSL503", "DSL506"]).diagnostics} == {"DSL503", "DSL506"}
-
-
 def test_dsl506_a_lambda_a_class_keeps_is_reported_once_in_the_class_file(tmp_path):
     """Loaders of other files over a class (or a subclass) whose own ``__init__`` keeps a lambda: one
     finding, at the lambda in the class's file (also a module-level name bound to a lambda that a

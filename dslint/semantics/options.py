@@ -3,13 +3,6 @@
 ``add_argument(..., default=, choices=, action="store_true"/"store_false",
 dest=)`` and ``set_defaults(dest=...)``. A default is possible, never complete: the
 user may pass another value, unless ``choices`` limits it.
-
-``handed_option_values(ctx, dest)``: ``args.<dest>`` of a namespace handed to a function
-(``def build(args)``, ``self.args = args``). This file's options when it defines ``dest``;
-else the project's: every other file that defines ``dest`` (summary entry ``options``,
-``file_options``) when they all agree on its values, each named with its file
-(``the default of `--num_workers` in `run.py```). Files that disagree, or none: nothing
-known, as before.
 """
 
 from __future__ import annotations
@@ -29,47 +22,11 @@ def option_values(ctx, dest: str) -> Possible:
     return ctx.memo(("values.option", dest), lambda: _option_values(ctx, dest))
 
 
-def handed_option_values(ctx, dest: str) -> Possible:
-    """See the module docstring."""
-    own = option_values(ctx, dest)
-    if own is not NOTHING:
-        return own
-    files = ctx.view.project_option(dest)  # [[path, complete, [[value, origin], ...]], ...]
-    if not files or len({repr(sorted(repr(value) for value, _ in f[2])) for f in files}) > 1:
-        return NOTHING  # defined in no other file, or differently in different files: unknown
-    values = tuple(Value(value, f"{origin} in `{path}`") for path, _, pairs in files for value, origin in pairs)
-    return Possible(values, all(complete for _, complete, _ in files))
-
-
-def file_options(tree, names) -> Dict[str, list]:
-    """Phase 1 (summary entry ``options``): ``{dest: [complete, [[value, origin], ...]]}`` for
-    every option this file's ``add_argument`` calls define (values JSON can hold)."""
-
-    def constant(name: cst.Name):
-        values = names.assigns.get(name.value)
-        return values[0] if values and len(values) == 1 and name.value not in names.imports else None
-
-    out: Dict[str, list] = {}
-    calls = tree.nodes(cst.Call)
-    for call in calls:
-        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "add_argument":
-            dest = _option_dest(call)
-            if dest and dest not in out:
-                found = _values(calls, constant, dest)
-                plain = [v for v in found.values if v.value is None or isinstance(v.value, (bool, int, float, str))]
-                out[dest] = [found.complete and len(plain) == len(found.values), [[v.value, v.origin] for v in plain]]
-    return out
-
-
 def _option_values(ctx, dest: str) -> Possible:
-    return _values(ctx.nodes(cst.Call), ctx.module_constant, dest)
-
-
-def _values(calls, constant, dest: str) -> Possible:
     out: List[Value] = []
     complete = True
     found = False
-    for call in calls:
+    for call in ctx.nodes(cst.Call):
         func = call.func
         if not isinstance(func, cst.Attribute):
             continue
@@ -77,7 +34,7 @@ def _values(calls, constant, dest: str) -> Possible:
         if method == "set_defaults":
             for arg in call.args:
                 if arg.keyword is not None and arg.keyword.value == dest:
-                    value = literal_value(arg.value, constant)
+                    value = literal_value(arg.value, ctx.module_constant)
                     if value is not UNKNOWN:
                         out.append(Value(value, f"`set_defaults({dest}=...)`"))
             continue
@@ -88,7 +45,7 @@ def _values(calls, constant, dest: str) -> Possible:
         keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
         action = literal_value(keywords["action"]) if "action" in keywords else None
         if "default" in keywords:
-            default = literal_value(keywords["default"], constant)
+            default = literal_value(keywords["default"], ctx.module_constant)
             if default is UNKNOWN:
                 complete = False
             else:
@@ -102,7 +59,7 @@ def _values(calls, constant, dest: str) -> Possible:
         if action in ("store_true", "store_false"):
             out.append(Value(action == "store_true", f"`{flag}` given"))
             continue
-        choices = literal_value(keywords["choices"], constant) if "choices" in keywords else UNKNOWN
+        choices = literal_value(keywords["choices"], ctx.module_constant) if "choices" in keywords else UNKNOWN
         if isinstance(choices, (list, tuple)):
             out.extend(Value(c, f"a choice of `{flag}`") for c in choices)
         else:

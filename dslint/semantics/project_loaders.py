@@ -220,12 +220,6 @@ class LoaderQueries:
         """The start methods the project's files set for new processes (``start_methods``)."""
         return sorted({m for summary in self.summaries.values() for m in summary.get("start_methods", ())})
 
-    def project_option(self, dest: str, from_path: str) -> List[list]:
-        """``[path, complete, [[value, origin], ...]]`` for each other project file whose argparse
-        calls define the option ``dest`` (summary entry ``options``), by path."""
-        return [[path, *summary["options"][dest]] for path, summary in sorted(self.summaries.items())
-                if path != from_path and dest in summary.get("options", {})]
-
     def epoch_stored_params(self, qualified: str, from_path: str) -> List[list]:
         """[position, name] of the ``__init__`` parameters that the project class ``qualified`` (or
         the first class of its MRO that defines ``__init__``) keeps on ``self`` and re-iterates

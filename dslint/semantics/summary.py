@@ -3,7 +3,8 @@
 The project index (``project.py``) is built from these summaries alone, so a file
 that is unchanged never needs re-parsing to take part in cross-file analysis
 (dataset classes derived across files, methods inherited from another file,
-``worker_init_fn`` helpers). Everything here is derived from the one parse of the file and kept small.
+``worker_init_fn`` helpers). Everything here is derived from the one parse of the
+file and kept small.
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ from dslint.semantics.handed_evals import delegated_classes, eval_facts, eval_re
 from dslint.semantics.modules import canonical
 from dslint.semantics.names import ModuleNames, dotted_parts
 from dslint.semantics.option_guards import guard_facts, init_facts
-from dslint.semantics.options import file_options
 from dslint.semantics.regions import RegionCache, is_cached
 from dslint.semantics.rng_holders import holder_facts
 from dslint.semantics.distributed import construction_reads_world
@@ -454,8 +454,8 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         "param_collates": param_collates(tree, names, qualname_of, s.loader_facts),
         # devices kept by ``__init__``, handed to ``super().__init__``, passed to constructors (``device_flow``)
         "devices": device_facts(tree, names, qualname_of),
-        # the start methods the file sets (``start_methods``), the options its argparse calls define (``options``)
-        "start_methods": start_methods(tree, names), "options": file_options(tree, names),
+        # the start methods the file sets (``multiprocessing.set_start_method``; ``start_methods``)
+        "start_methods": start_methods(tree, names),
         # evaluation names callers keep a function's result under, and functions returning another's result
         "loader_roles": role_facts(tree, names, local_qualname),
         # what starts the distributed state in a DDP entry script, and whether each global seed names the rank

@@ -48,7 +48,7 @@ from dslint.semantics.calls import UNKNOWN, literal_value
 from dslint.semantics.kwargs_dicts import dict_changes, subscript_key, unchanged_values
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.narrowing import IS_NONE, none_test
-from dslint.semantics.options import handed_option_values, option_values
+from dslint.semantics.options import option_values
 from dslint.semantics.possible import NOTHING, Possible, Value, either_dict, exactly, holds
 from dslint.semantics.self_stores import nested_self_stores
 from dslint.semantics.walk import plain_returns
@@ -248,11 +248,11 @@ class _Resolver:
             elif isinstance(source, cst.Attribute) and isinstance(source.value, cst.Name):  # ``self.cfg.x``
                 bindings = loader_loops(ctx).self_attr_at(source, source.value.value, source.attr.value) or ()
                 if any(isinstance(b.value, cst.Name) and _is_unresolved_parameter(ctx, b.value) for _, b in bindings):
-                    return handed_option_values(ctx, attr)  # ``self.cfg = args``, ``args`` a parameter: as ``args.x``
+                    return option_values(ctx, attr)  # ``self.cfg = args``, ``args`` a parameter: as ``args.x``
         if isinstance(expr.value, cst.Name) and _is_unresolved_parameter(ctx, expr.value):
-            # a namespace handed to this function (``def main(args)``): this file's argparse
-            # options are what it most likely holds, else those the project's files agree on
-            return handed_option_values(ctx, attr)
+            # a namespace handed to this function (``def main(args)``): this file's
+            # argparse options are what it most likely holds
+            return option_values(ctx, attr)
         if isinstance(expr.value, cst.Name):
             return self._self_attribute(expr, depth)
         return NOTHING

@@ -346,10 +346,6 @@ class View:
         """The start methods some file of the project sets (``set_start_method``)."""
         return self._record("project_start_methods", [], self._index.start_methods())
 
-    def project_option(self, dest: str) -> List[list]:
-        """What the other files' argparse calls say of the option ``dest`` (``options.handed_option_values``)."""
-        return self._record("project_option", [dest], self._index.project_option(dest, self.path))
-
     def epoch_stored_params(self, qualified: str) -> List[list]:
         """[position, name] of the ``__init__`` parameters the project class ``qualified`` keeps on
         ``self`` and re-iterates epoch after epoch (``epoch_attrs``)."""

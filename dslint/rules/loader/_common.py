@@ -243,9 +243,8 @@ def where(ctx, expr, value) -> str:
     """Where a possible value comes from, for a message: "when `--workers` keeps its default",
     "after `workers = 0` (line 12)", "when a caller keeps the default of parameter `workers`"."""
     origin = value.origin
-    if origin.startswith("the default of `-"):  # ``... in `run.py``` for an option another file defines
-        parts = origin.split("`")
-        return f"when `{parts[1]}` keeps its default" + (f" (`{parts[3]}`)" if len(parts) > 3 else "")
+    if origin.startswith("the default of `-"):
+        return f"when `{origin.split('`')[1]}` keeps its default"
     if origin.startswith("the default of parameter"):
         return f"when a caller keeps {origin}"
     if origin.startswith("a call passes"):
