@@ -33,9 +33,10 @@ def foreign_loader(index, key, attr: str) -> Optional[str]:
         for facts in summary.get("loaders", ()) if path != key[0] else ():
             for qualified, passes in facts.get("built", ()) if facts.get("num_workers") != 0 else ():
                 built = index.locate(qualified, path)
-                if built is None or kept_owner(index, built, attr) != key:
+                kept = _kept(index, built, attr) if built is not None else None
+                if kept is None or kept[0] != key:
                     continue
-                _, _, param, position = next(found for found in kept_callable_attributes(index, built) if found[0] == attr)
+                _, param, position = kept
                 if param is None or (passes is not None and param not in passes[0] and not 0 <= position < passes[1]):
                     return path
     return None
@@ -44,8 +45,14 @@ def foreign_loader(index, key, attr: str) -> Optional[str]:
 def kept_owner(index, key, attr: str):
     """The class of ``key``'s MRO whose own ``__init__`` keeps the lambda an instance of ``key`` holds
     on ``self.<attr>`` (``held_state.kept_callable_attributes``), or None."""
-    for found, held, param, _ in kept_callable_attributes(index, key):
+    kept = _kept(index, key, attr)
+    return kept[0] if kept else None
+
+
+def _kept(index, key, attr: str):
+    """(the owner, ``kept_owner``; the parameter and position a construction leaves out, or None)."""
+    for found, held, param, position in kept_callable_attributes(index, key):
         if found == attr:
             owner = held.split(".__init__.<locals>.")[0] if param is None else key[1]
-            return next((cls for cls in index.mro(key) if cls[1] == owner), None)
+            return next((cls for cls in index.mro(key) if cls[1] == owner), None), param, position
     return None

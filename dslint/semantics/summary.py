@@ -199,10 +199,9 @@ class Summarizer:
     def loader_facts(self, call: cst.Call, signature=DATALOADER) -> dict:
         """What other files need to know about a DataLoader built here."""
         bound = BoundCall(call, signature)
-        ref = class_ref(self.tree, self.names, bound.expr("dataset"))
-        qualify = lambda ref: f"{self.names.modname}.{local_qualname(ref[1], self.tree)}" if ref[0] == "local" else ref[1]  # noqa: E731
-        # (else a parameter annotated with the class: ``def loader(ds: Shards)``)
-        dataset = qualify(ref) if ref is not None else annotated_class(self.tree, self.names, bound.expr("dataset"))
+
+        def qualify(ref) -> str:
+            return f"{self.names.modname}.{local_qualname(ref[1], self.tree)}" if ref[0] == "local" else ref[1]
 
         def constant(name_node):
             values = self.names.assigns.get(name_node.value)
@@ -215,8 +214,9 @@ class Summarizer:
                 value = UNKNOWN if bound.is_open else signature.defaults.get(name)
             return None if value is UNKNOWN else value
 
+        ref = class_ref(self.tree, self.names, bound.expr("dataset"))  # (else a parameter annotated with the class)
         return {
-            "dataset": dataset,
+            "dataset": qualify(ref) if ref is not None else annotated_class(self.tree, self.names, bound.expr("dataset")),
             "num_workers": literal("num_workers"),
             "persistent_workers": literal("persistent_workers"),
             "worker_init_fn": self.function_ref(bound.expr("worker_init_fn")),

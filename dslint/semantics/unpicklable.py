@@ -142,6 +142,13 @@ def _described(factory: str, answer) -> Optional[Problem]:
 
 def local_instance(ctx, index, expr) -> Optional[Problem]:
     """(description, error) when ``expr`` is always an instance of a class defined in a function."""
+    found = local_instance_class(ctx, index, expr)
+    return found[1] if found else None
+
+
+def local_instance_class(ctx, index, expr) -> Optional[Tuple[cst.CSTNode, Problem]]:
+    """(where the class is defined, (description, error)) when ``expr`` is always an instance of a
+    class defined in a function (``local_instance``): the class's name, or ``expr`` for a factory's class."""
     if expr is None:
         return None
     nodes = index.value_nodes(expr)
@@ -161,19 +168,8 @@ def local_instance(ctx, index, expr) -> Optional[Problem]:
                        f"AttributeError: Can't pickle local object '{ctx.qualname_of_def(cls)}'")
         if problem is None:
             return None
-        found = found or problem
+        found = found or ((cls.name if isinstance(cls, cst.ClassDef) else expr), problem)
     return found
-
-
-def local_instance_class(ctx, index, expr) -> Optional[Tuple[cst.CSTNode, Problem]]:
-    """(where the class is defined, (description, error)) when ``expr`` is always an instance of a
-    class defined in a function (``local_instance``): the class's name, or ``expr`` for a factory's class."""
-    problem = local_instance(ctx, index, expr)
-    if problem is None:
-        return None
-    first = index.value_nodes(expr)[0]
-    _, bindings = index.name_bindings(first.func.value, first)
-    return (bindings[0].node.name if isinstance(bindings[0].node, cst.ClassDef) else expr), problem
 
 
 def _returned_class(ctx, index, binding) -> Optional[Problem]:
