@@ -537,6 +537,7 @@ def test_dsl702_a_dataset_that_keeps_its_own_share_per_rank(tmp_path):
         def main(model, rows, args, opt):
             dist.init_process_group("nccl")
             train(model, build(rows, args), opt)
+            other(model, rows, opt)
         """,
     })
     found = {(f.path.rsplit("/", 1)[-1], f.start[0], f.code) for f in check_tree(tmp_path, select=["DSL702"]).diagnostics}
@@ -662,3 +663,61 @@ def test_dsl702_reads_the_kwargs_dicts_the_file_builds(tmp_path):
         """})
     found = {(f.path.rsplit("/", 1)[-1], f.start[0], f.code) for f in check_tree(tmp_path, select=["DSL702"]).diagnostics}
     assert found == expected_markers(tmp_path)
+
+
+def test_dsl702_a_training_path_that_never_touches_the_process_group(tmp_path):
+    """The file's DDP code (``init_process_group`` in ``__init__``, a ``DistributedSampler`` and a
+    wrapped model in ``fit_shared``) is on another path than ``fit_plain``, which trains a plain
+    model on plain loaders: launched once per rank, it trains one independent model per process,
+    so its shuffled loader is not reported (``ddp_paths.on_rank_path``). A loader whose path
+    reads ``self.net`` that ``__init__`` wrapped in DDP, or that a caller hands to a loop next to
+    the rank, is."""
+    write_files(tmp_path, {
+        "trainer.py": """
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        class Trainer:
+            def __init__(self, net, world):
+                dist.init_process_group("gloo")
+                self.net = DDP(net) if world > 1 else net
+                self.plain = net
+
+            def fit_shared(self, ds):
+                loader = DataLoader(ds, sampler=DistributedSampler(ds), batch_size=8)
+                self._epochs(loader, self.net)
+
+            def fit_plain(self, ds):
+                loader = DataLoader(ds, shuffle=True, batch_size=8)
+                self._epochs(loader, self.plain)
+
+            def fit_wrapped(self, ds):
+                loader = DataLoader(ds, shuffle=True, batch_size=8)  # expect: DSL702
+                for x in loader:
+                    self.net(x).sum().backward()
+
+            def _epochs(self, loader, net):
+                for _ in range(3):
+                    for x in loader:
+                        net(x).sum().backward()
+        """,
+        "script.py": """
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        def build(ds):
+            return DataLoader(ds, shuffle=True, batch_size=8)  # expect: DSL702
+
+        def evaluate(ds, net):
+            sharded = DataLoader(ds, sampler=DistributedSampler(ds, shuffle=False))
+            return [net(x) for x in sharded]
+
+        def main(ds, net, rank):
+            torch_rank = rank
+            for x in build(ds):
+                net(x).sum().backward()
+        """,
+    })
+    found = check_tree(tmp_path, select=["DSL702"]).diagnostics
+    assert {(f.path.rsplit("/", 1)[-1], f.start[0], f.code) for f in found} == expected_markers(tmp_path)

@@ -11,6 +11,7 @@ from dslint.rules.distributed._common import (
     per_rank_work,
     sampler_kinds,
 )
+from dslint.semantics.ddp_paths import on_rank_path
 from dslint.semantics.distributed import ddp_marker, line_of, rank_dependent
 from dslint.semantics.dropped_samplers import dropped_distributed_sampler
 from dslint.semantics.loops import is_test_code, loader_loops
@@ -28,32 +29,27 @@ class DdpLoaderWithoutDistributedSampler(Rule):
 
     - it shuffles (`shuffle=True`, also as the default of an argparse option or a config field, or a random
       sampler): a training loader;
-    - a loop over it in this file (or in a same-file helper it is passed to)
-      calls `.backward()`;
+    - a loop over it in this file (or in a same-file helper it is passed to) calls `.backward()`;
     - a loop over it saves results under a name that holds the rank
       (`torch.save(out, f"part_{rank}_{i}.pt")`): the work is meant to be split.
 
-    A loader factory counts too: a function (no DDP sign in its file) returning
-    the loader, built on every call, alone or in a tuple, when a DDP file (not
-    an `Accelerator`/`Fabric` script) trains on it: a loop calling `.backward()`
-    over a name assigned once from a call not given the rank or world size.
+    A loader factory counts too: a function (no DDP sign in its file) returning the loader, built on every call,
+    alone or in a tuple, when a DDP file (not an `Accelerator`/`Fabric` script) trains on it: a loop calling
+    `.backward()` over a name assigned once from a call not given the rank or world size.
 
     Also flagged, in any file: a loader that does not get the `DistributedSampler` its function builds for its
     dataset (its name rebound before the loader reads it, or picked away by a test it was built to serve both
     ways: `s = DistributedSampler(ds, shuffle=train)`, `sampler=s if train else None`).
 
-    The dataset counts as map-style when it is a known `Dataset` subclass (in
-    any file), a torchvision dataset, `TensorDataset`/`Subset`, or when the
-    loader shuffles (an `IterableDataset` cannot).
+    The dataset counts as map-style when it is a known `Dataset` subclass (in any file), a torchvision dataset,
+    `TensorDataset`/`Subset`, or when the loader shuffles (an `IterableDataset` cannot).
 
     ## Why is this bad?
-    Without a `DistributedSampler` every rank iterates the whole dataset.
-    Measured with 2 gloo ranks on 64 samples: both ranks saw all 64 indices in
-    one epoch (64 of 64 shared), against 0 shared with a `DistributedSampler`.
-    Each epoch then trains on every sample once per rank (the epoch is
-    world-size times longer than it looks, and with the same seed on every rank
-    the ranks compute identical gradients), and offline processing does the
-    same work once per rank and writes every result world-size times.
+    Without a `DistributedSampler` every rank iterates the whole dataset. Measured with 2 gloo ranks on 64
+    samples: both ranks saw all 64 indices in one epoch (64 of 64 shared), against 0 shared with a
+    `DistributedSampler`. Each epoch then trains on every sample once per rank (the epoch is world-size times
+    longer than it looks, and with the same seed on every rank the ranks compute identical gradients), and
+    offline processing does the same work once per rank and writes every result world-size times.
 
     ## Example
     ```python
@@ -73,17 +69,19 @@ class DdpLoaderWithoutDistributedSampler(Rule):
       args.distributed else None`), a project or library sampler, a
       `batch_sampler`, or is unknown (a `**` dict the file does not show in full, a value from another
       file; one built without either key on every path, `kw = {"num_workers": 1} if cuda else {}`, gives none);
-    - the dataset is an `IterableDataset` (DSL703), or its kind is unknown and
-      the loader does not shuffle;
+    - the dataset is an `IterableDataset` (DSL703), or its kind is unknown and the loader does not shuffle;
     - the dataset expression names the rank or the world size (`Subset(ds, range(rank, n, world_size))`,
       `Shard(files, rank=rank)`), or builds a project class whose `__init__` reads the world size (also
       through a factory or a parameter): it is already cut per rank;
-    - the loader is passed to `accelerator.prepare`, `trainer.fit`,
-      `fabric.setup_dataloaders` or `deepspeed.initialize`, which shard it, or
-      is built in a Lightning hook; in a script that builds an `Accelerator` or a `Fabric`, a loader
+    - the loader is passed to `accelerator.prepare`, `trainer.fit`, `fabric.setup_dataloaders` or
+      `deepspeed.initialize`, which shard it, or is built in a Lightning hook; in a script that builds an `Accelerator` or a `Fabric`, a loader
       that no loop of the file iterates as it is (it may be prepared where this file cannot follow it);
     - the loader is built, or every loop over it runs, on one rank only (not in the `else` of `if rank == 0:`), or in
       the arm of an `if`/`else` whose other arm sets up DDP (`if args.distributed: ... DistributedSampler(ds)`);
+    - the file's DDP sign sits in a function off the loader's path, and nothing on that path is per-rank: the
+      function building the loader, its same-file callers, the functions looping over it. Per-rank means DDP,
+      FSDP, a `DistributedSampler`, the rank or world size, or a `self.x` its class set from one of these.
+      A `_train_plain` method beside a `_train_ddp` one trains one independent model per process;
     - evaluation loaders that do not shuffle and whose loops neither train nor write per-rank output (evaluating
       the full set on every rank is wasteful but correct), shuffled ones only evaluated or looked at (one batch,
       then `break`, or one batch each epoch beside the training loop over another loader); and test code.
@@ -277,6 +275,8 @@ class DdpLoaderWithoutDistributedSampler(Rule):
             if marker is not None and why is not None:
                 if marker.kind == "framework" and not index.loops_of(loader):
                     continue  # accelerate/Fabric scripts prepare their loaders: only a loop seen here tells otherwise
+                if not on_rank_path(ctx, index, loader, marker):
+                    continue  # the file's DDP code is on another path: this one trains on one process
                 where = f"the file runs once per rank ({marker.what}, line {line_of(ctx, marker.node)})"
             else:
                 trained = factory_trained(ctx, loader) if marker is None else None
