@@ -17,6 +17,7 @@ import glob
 import io
 import json
 import h5py
+import lmdb
 import pandas as pd
 import rasterio
 import six
@@ -43,14 +44,15 @@ def _dataset(init: str, body: str, prelude: str = "") -> str:
 
 # (id, the code that reports the line marked `# <-`, or None, the source)
 FORMS = [
-    # images: loaded and closed by Pillow unless the code shows multi-frame formats
-    ("image-convert-chain", "DSL104", _dataset("", 'return Image.open(p).convert("RGB")  # <-')),
+    # images: loaded and closed by Pillow (no descriptor left, no ResourceWarning) unless the code shows
+    # multi-frame formats
+    ("image-convert-chain", None, _dataset("", 'return Image.open(p).convert("RGB")  # <-')),
     ("image-chain-gif-glob", "DSL101", _dataset('self.paths = glob.glob(root + "/*.gif")', 'return Image.open(p).convert("RGB")  # <-')),
-    ("image-chain-tiff-extension", "DSL104", _dataset("", 'return Image.open(p).copy()  # <-', 'EXTS = ["jpg", "tiff"]')),
+    ("image-chain-tiff-extension", None, _dataset("", 'return Image.open(p).copy()  # <-', 'EXTS = ["jpg", "tiff"]')),
     ("image-chain-tiff-stack", "DSL101", _dataset("", 'img = Image.open(p)  # <-\nframes = img.n_frames\nreturn img.copy(), frames', 'EXTS = ["tif"]')),
     ("image-chain-apng-extension", "DSL101", _dataset("", 'return Image.open(p).copy()  # <-', 'EXTS = ["png", "apng"]')),
-    ("image-named-loaded-later", "DSL104", _dataset("", 'img = Image.open(p)  # <-\nimg = img.resize((8, 8))\nreturn img')),
-    ("image-handed-to-transform", "DSL104", _dataset("", "img = Image.open(p)  # <-\nreturn self.transform(img)")),
+    ("image-named-loaded-later", None, _dataset("", 'img = Image.open(p)  # <-\nimg = img.resize((8, 8))\nreturn img')),
+    ("image-handed-to-transform", None, _dataset("", "img = Image.open(p)  # <-\nreturn self.transform(img)")),
     ("image-named-seek", "DSL101", _dataset("", 'img = Image.open(p)  # <-\nimg.seek(1)\nreturn img.convert("RGB")')),
     ("image-sequence", "DSL101", _dataset("", "return [f.copy() for f in ImageSequence.Iterator(Image.open(p))]  # <-")),
     ("image-never-loaded-chain", "DSL101", _dataset("", "w, h = Image.open(p).size  # <-\nreturn w * h")),
@@ -67,7 +69,7 @@ FORMS = [
     ("image-with", None, _dataset("", "with Image.open(p) as im:  # <-\n    return im.copy()")),
     # a function of the file that returns the handle it opens: judged where it is called
     ("helper-image-never-loaded", "DSL101", _dataset("", "return load(p).size  # <-", "def load(path):\n    return Image.open(path)")),
-    ("helper-image-loaded", "DSL104", _dataset("", 'return load(p).convert("RGB")  # <-', "def load(path):\n    return Image.open(path)")),
+    ("helper-image-loaded", None, _dataset("", 'return load(p).convert("RGB")  # <-', "def load(path):\n    return Image.open(path)")),
     ("helper-file-in-tuple-kept", "DSL103", _dataset("", "f, n = load(p)  # <-\nself.kept.append(f)\nreturn n", "def load(path):\n    f = open(path)\n    return f, 1")),
     ("helper-file-closed-by-caller", None, _dataset("", "with load(p) as f:  # <-\n    return f.read()", "def load(path):\n    return open(path)")),
     ("helper-either-opener-kept", "DSL103", _dataset("", "self.kept[i] = load(p)  # <-\nreturn i", "def load(path):\n    return tarfile.open(path) if path.endswith('.tar') else open(path)")),
@@ -90,6 +92,10 @@ FORMS = [
     ("library-raster-per-sample", "DSL104", _dataset("", "return rasterio.open(p).read()  # <-")),
     ("library-netcdf-named-per-sample", "DSL104", _dataset("", "nc = xr.open_dataset(p)  # <-\nreturn nc.band.values")),
     ("library-once-in-init", "DSL104", _dataset('self.attrs = xr.open_dataset(root + "/c.nc").attrs  # <-', "return p")),
+    # a view that holds its handle (an LMDB transaction, an HDF5 dataset) kept or returned: meant to stay open
+    ("library-view-kept-on-self", None, _dataset("self.txn = lmdb.open(root).begin()  # <-", "return self.txn.get(p)")),
+    ("library-view-returned", None, _dataset("", "f = h5py.File(p)  # <-\nrows = f['rows']\nreturn rows")),
+    ("library-view-read-at-once", "DSL104", _dataset("", "f = h5py.File(p)  # <-\nreturn f['rows'][()]")),
     ("library-with", None, _dataset("", "with rasterio.open(p) as src:  # <-\n    return src.read()")),
 ]
 

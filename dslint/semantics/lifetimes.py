@@ -81,7 +81,11 @@ _IMPORTERS = frozenset({"importlib.import_module", "builtins.__import__"})
 IMAGE_LOADING_METHODS = frozenset(
     {"load", "convert", "copy", "resize", "crop", "rotate", "transpose", "filter", "point", "split", "getdata"}
     | {"tobytes", "thumbnail", "reduce", "quantize", "getpixel", "histogram", "getbbox", "getextrema", "save"}
+    | {"getpalette", "getcolors", "getchannel"}
 )
+# Methods of a library handle that return a view holding the handle open (an LMDB transaction or
+# cursor, an HDF5 dataset or group by name)
+VIEW_METHODS = frozenset({"begin", "cursor", "get", "require_dataset", "require_group"})
 # Openers whose first argument is a path or a descriptor they own, never a file object.
 _PATH_ONLY = frozenset({"builtins.open", "io.FileIO", "os.fdopen", "codecs.open"})
 # Wrappers that do not change who owns the handle.
@@ -232,7 +236,11 @@ def fate(ctx, call: cst.Call, position: Optional[int] = None) -> Fate:
     ``position`` of the tuple it returns (``m, meta = read(p)``: what becomes of ``m``)."""
     if position is not None:
         return _element_fate(ctx, call, position)
-    node: cst.CSTNode = call
+    return _follow(ctx, call, call)
+
+
+def _follow(ctx, call: cst.Call, node: cst.CSTNode) -> Fate:
+    """What becomes of the value of ``node``, which holds the handle ``call`` opened."""
     while True:
         parent = ctx.parent(node)
         # transparent wrappers: parentheses are not nodes; closing(x) passes ownership on
@@ -440,6 +448,33 @@ def _rebinding_after(ctx, site: cst.CSTNode, name: str) -> Optional[cst.CSTNode]
     if index is None:
         return None
     return next((stmt for stmt in body[index + 1 :] if rebinds(stmt, name)), None)
+
+
+def kept_through_view(ctx, call: cst.Call, fate: Fate) -> bool:
+    """A library handle (HDF5, LMDB, NetCDF...) that lives on in a view of it the code keeps: a
+    subscript (``f["ann"]``, a lazy dataset that holds its file) or a ``VIEW_METHODS`` call
+    (``env.begin()``, a transaction that holds its environment), taken from the handle itself or
+    from the name it is bound to, that is stored (on ``self`` or in a container) or returned. The
+    file is meant to stay open for as long as the view is used, so closing it would break the view."""
+    if opener_name(ctx, call) not in LIBRARY_OPENERS | {"h5py.File"}:
+        return False
+    if fate.name is None:
+        views = [_view_of(ctx, call)]
+    else:
+        func = ctx.enclosing_function(fate.site)
+        views = [_view_of(ctx, use) for use in ctx.nodes(cst.Name)
+                 if use.value == fate.name and ctx.enclosing_function(use) is func and not is_bound_here(ctx, use)]
+    return any(view is not None and _follow(ctx, call, view).kind in (STORED_SELF, STORED, RETURNED) for view in views)
+
+
+def _view_of(ctx, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+    parent = ctx.parent(node)
+    if isinstance(parent, cst.Subscript) and parent.value is node:
+        return parent
+    if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value in VIEW_METHODS:
+        grand = ctx.parent(parent)
+        return grand if isinstance(grand, cst.Call) and grand.func is parent else None
+    return None
 
 
 def image_loaded_by_name(ctx, fate: Fate) -> bool:
