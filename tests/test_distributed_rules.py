@@ -721,3 +721,43 @@ def test_dsl702_a_training_path_that_never_touches_the_process_group(tmp_path):
     })
     found = check_tree(tmp_path, select=["DSL702"]).diagnostics
     assert {(f.path.rsplit("/", 1)[-1], f.start[0], f.code) for f in found} == expected_markers(tmp_path)
+
+
+def test_dsl702_an_override_that_drops_the_base_methods_distributed_sampler(tmp_path):
+    """A trainer subclass of another file rebuilds ``self.train_loader`` in the hook its base
+    defines, and the base's version builds a ``DistributedSampler`` under DDP: the override
+    drops the sharding, so every rank trains on every sample (``ddp_paths.overridden_sharding``).
+    An override whose base builds no ``DistributedSampler``, or that keeps a sampler it cannot
+    see into, is not reported."""
+    write_files(tmp_path, {
+        "base.py": """
+        from torch.utils.data import DataLoader
+        from torch.utils.data.distributed import DistributedSampler
+
+        class BaseTrainer:
+            def setup_data(self, ds):
+                sampler = DistributedSampler(ds) if self.distributed else None
+                self.train_loader = DataLoader(ds, sampler=sampler, shuffle=sampler is None)
+
+            def setup_eval(self, ds):
+                self.eval_loader = DataLoader(ds, batch_size=8)
+        """,
+        "models.py": """
+        from torch.utils.data import DataLoader
+        from base import BaseTrainer
+
+        class DetTrainer(BaseTrainer):
+            def setup_data(self, ds):
+                self.train_loader = DataLoader(ds, batch_size=8, shuffle=True)  # expect: DSL702
+
+            def setup_eval(self, ds):
+                self.eval_loader = DataLoader(ds, batch_size=8, shuffle=True)
+
+        class PoseTrainer(BaseTrainer):
+            def setup_data(self, ds):
+                self.train_loader = DataLoader(ds, batch_size=8, sampler=self.make_sampler(ds))
+        """,
+    })
+    found = check_tree(tmp_path, select=["DSL702"]).diagnostics
+    assert {(f.path.rsplit("/", 1)[-1], f.start[0], f.code) for f in found} == expected_markers(tmp_path)
+    assert "`BaseTrainer.setup_data`, builds a `DistributedSampler`" in found[0].message

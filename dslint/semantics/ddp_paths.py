@@ -26,7 +26,7 @@ answer False.
 
 from __future__ import annotations
 
-from typing import List, Set
+from typing import List, Optional, Set
 
 import libcst as cst
 
@@ -35,11 +35,32 @@ from dslint.semantics.distributed import mentions_rank
 from dslint.semantics.walk import iter_subtree
 
 MAX_PATH = 24  #: functions looked at on one loader's path
+#: the calls that shard a loader per rank, as the summaries of other files record them
+SHARDING_CALLS = frozenset(
+    {"torch.utils.data.DistributedSampler", "torch.utils.data.distributed.DistributedSampler"}
+)
+
+
+def overridden_sharding(ctx, loader) -> Optional[Marker]:
+    """The loader is built in a method that overrides a project method (any file) which builds a
+    ``DistributedSampler``: the class family runs once per rank and shards its loaders there, and
+    this override drops that (a trainer subclass rebuilding ``self.train_loader`` in ``_setup_data``
+    without the base's ``if self.is_distributed: sampler = DistributedSampler(...)``)."""
+    func = loader.function
+    cls = ctx.method_class(func) if func is not None else None
+    if cls is None:
+        return None
+    found = ctx.view.overridden_facts(ctx.qualname_of_def(cls), func.name.value)
+    if found is None or not any(target in SHARDING_CALLS for _, target, _ in found[1].get("calls", ())):
+        return None
+    name = ".".join(found[0].rsplit(".", 2)[-2:])
+    return Marker(func, f"the method it overrides, `{name}`, builds a `DistributedSampler`", kind="override",
+                  start=False)
 
 
 def on_rank_path(ctx, index, loader, marker: Marker) -> bool:
     """See the module docstring."""
-    home = ctx.enclosing_function(marker.node)
+    home = marker.node if isinstance(marker.node, cst.FunctionDef) else ctx.enclosing_function(marker.node)
     if home is None or loader.function is None:
         return True
     path = _path(ctx, index, loader)

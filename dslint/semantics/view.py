@@ -166,6 +166,16 @@ class View:
         method = index.find_method(index.mro(located), name) if located is not None else None
         return self._record("method_facts", [qualified, name], index.function_facts(method) if method else None)
 
+    def overridden_facts(self, qual: str, name: str) -> Optional[list]:
+        """[qualified name, facts] of the method ``name`` that this file's class ``qual`` overrides: the
+        next definition along its project bases (any file), or None."""
+        index, key = self._index, (self.path, qual)
+        known = qual in index.summaries.get(self.path, {}).get("classes", {})
+        method = index.find_method(index.mro(key), name, after=key) if known else None
+        facts = index.function_facts(method) if method else None
+        answer = [f"{index.summaries[method[0]]['module']}.{method[1]}", facts] if facts is not None else None
+        return self._record("overridden_facts", [qual, name], answer)
+
     def method_draws(self, qualified: str, name: str) -> bool:
         """Method ``name`` of the project class ``qualified`` (any file) draws a random value,
         itself or through a project function it reaches (``random_draws.method_draws``)."""

@@ -33,6 +33,7 @@ from dslint.semantics.trained_results import returned_position
 from dslint.semantics.project import ITERABLE, ITERABLE_ROOTS, MAP
 from dslint.semantics.worker_info import is_worker_info
 from dslint.semantics.instance_state import assign_targets
+from dslint.semantics.lightning import is_lightning_class, lightning_hook
 from dslint.semantics.random_splits import seeded_before
 from dslint.semantics.regions import self_attr
 from dslint.semantics.values import expand_kwargs, possible_arg
@@ -41,8 +42,6 @@ from dslint.semantics.walk import iter_subtree
 #: torch's samplers that draw random indices over the whole dataset (or a subset) on every rank
 DRAWING_SAMPLERS = frozenset({"torch.utils.data.WeightedRandomSampler", "torch.utils.data.SubsetRandomSampler"})
 TENSOR_DATASET = "torch.utils.data.TensorDataset"
-LIGHTNING_CLASSES = frozenset({"LightningDataModule", "LightningModule"})
-LIGHTNING_PACKAGES = ("pytorch_lightning.", "lightning.", "lightning_fabric.")
 #: calls that take a loader and shard it themselves (accelerate, Lightning, Fabric, deepspeed)
 FRAMEWORK_SINKS = frozenset(
     {"prepare", "prepare_data_loader", "fit", "validate", "test", "predict", "setup_dataloaders", "initialize"}
@@ -51,41 +50,6 @@ SAVE_METHODS = frozenset(
     {"save", "savez", "savez_compressed", "dump", "to_csv", "to_parquet", "to_json", "imwrite", "imsave", "save_image",
      "write_text", "write_bytes", "memmap_", "save_pretrained"}
 )
-
-
-# --------------------------------------------------------------------------- Lightning
-
-
-LIGHTNING_ROOTS = sorted(
-    f"{package}{module}{name}"
-    for package in ("pytorch_lightning.", "lightning.", "lightning.pytorch.")
-    for module in ("", "core.", "core.datamodule.", "core.module.", "core.lightning.")
-    for name in LIGHTNING_CLASSES
-)
-
-
-def is_lightning_class(ctx, cls: cst.ClassDef) -> bool:
-    """A subclass (through any project classes) of Lightning's ``LightningDataModule``/``LightningModule``
-    (also inside Lightning's own source, where those are project classes)."""
-    qual = ctx.qualname_of_def(cls)
-    if ctx.view.is_subclass(qual, LIGHTNING_ROOTS):
-        return True
-    bases = ctx.view.external_bases(f"{ctx.names.modname}.{qual}") or []
-    return any(b.startswith(LIGHTNING_PACKAGES) and b.rsplit(".", 1)[-1] in LIGHTNING_CLASSES for b in bases)
-
-
-def lightning_hook(ctx, node: cst.CSTNode) -> Optional[str]:
-    """``Class.method`` when ``node`` runs in a method of a Lightning module or datamodule that
-    Lightning calls on every rank (all but ``prepare_data``, which runs on one process)."""
-    func = ctx.enclosing_function(node)
-    while func is not None:
-        cls = ctx.method_class(func)
-        if cls is not None:
-            if func.name.value == "prepare_data" or not is_lightning_class(ctx, cls):
-                return None
-            return f"{cls.name.value}.{func.name.value}"
-        func = ctx.enclosing_function(func)
-    return None
 
 
 def ignored_seed(ctx, call: cst.Call) -> Optional[str]:
@@ -498,3 +462,11 @@ def _on_self(target, func) -> bool:
     params = func.params.params
     return (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and bool(params)
             and target.value.value == params[0].name.value)
+
+
+def dropped_sampler_message(ctx, d) -> str:
+    """DSL702's message for a loader that does not get the `DistributedSampler` built for its dataset."""
+    how = (f"`{ctx.code(d.at)}` replaces it before the loader reads it" if d.picked_when is None
+           else f"the loader drops it when `{ctx.code(d.at)}` is {str(d.picked_when).lower()}")
+    return (f"this DataLoader does not get the `DistributedSampler` built for its dataset on line "
+            f"{line_of(ctx, d.built)}: {how}, so every rank iterates the whole dataset")

@@ -7,11 +7,12 @@ from dslint.rules.distributed._common import (
     every_use_guarded,
     factory_trained,
     handed_to_framework,
+    dropped_sampler_message,
     map_style,
     per_rank_work,
     sampler_kinds,
 )
-from dslint.semantics.ddp_paths import on_rank_path
+from dslint.semantics.ddp_paths import on_rank_path, overridden_sharding
 from dslint.semantics.distributed import ddp_marker, line_of, rank_dependent
 from dslint.semantics.dropped_samplers import dropped_distributed_sampler
 from dslint.semantics.loops import is_test_code, loader_loops
@@ -25,7 +26,9 @@ class DdpLoaderWithoutDistributedSampler(Rule):
     that runs once per rank under DDP (it calls `init_process_group`, wraps a model in
     `DistributedDataParallel`/FSDP, builds a `DistributedSampler` for another loader or a project subclass of
     these, reads `LOCAL_RANK`/`RANK` from the launcher's environment, or calls a project function in any file that
-    calls `init_process_group`), when the loader (or a `StatefulDataLoader`) does per-rank work:
+    calls `init_process_group`), or in a method overriding a project method (any file) that builds a
+    `DistributedSampler` (a trainer subclass's `_setup_data`), when the loader (or a `StatefulDataLoader`) does
+    per-rank work:
 
     - it shuffles (`shuffle=True`, also as the default of an argparse option or a config field, or a random
       sampler): a training loader;
@@ -73,22 +76,21 @@ class DdpLoaderWithoutDistributedSampler(Rule):
     - the dataset expression names the rank or the world size (`Subset(ds, range(rank, n, world_size))`,
       `Shard(files, rank=rank)`), or builds a project class whose `__init__` reads the world size (also
       through a factory or a parameter): it is already cut per rank;
-    - the loader is passed to `accelerator.prepare`, `trainer.fit`, `fabric.setup_dataloaders` or
-      `deepspeed.initialize`, which shard it, or is built in a Lightning hook; in a script that builds an `Accelerator` or a `Fabric`, a loader
-      that no loop of the file iterates as it is (it may be prepared where this file cannot follow it);
-    - the loader is built, or every loop over it runs, on one rank only (not in the `else` of `if rank == 0:`), or in
-      the arm of an `if`/`else` whose other arm sets up DDP (`if args.distributed: ... DistributedSampler(ds)`);
-    - the file's DDP sign sits in a function off the loader's path, and nothing on that path is per-rank: the
-      function building the loader, its same-file callers, the functions looping over it. Per-rank means DDP,
-      FSDP, a `DistributedSampler`, the rank or world size, or a `self.x` its class set from one of these.
-      A `_train_plain` method beside a `_train_ddp` one trains one independent model per process;
+    - the loader is passed to `accelerator.prepare`, `trainer.fit`, `fabric.setup_dataloaders` or `deepspeed.initialize`,
+      which shard it, or built in a Lightning hook; in a script building an `Accelerator` or a `Fabric`, a loader no
+      loop of the file iterates as it is (it may be prepared where this file cannot follow it);
+    - the loader is built, or every loop over it runs, on one rank only (not in the `else` of `if rank == 0:`), or
+      in an `if`/`else` arm whose other arm sets up DDP (`if args.distributed: ... DistributedSampler(ds)`);
+    - the file's DDP sign is off the loader's path (its function, same-file callers, functions looping over it),
+      and nothing per-rank is on it (DDP, FSDP, a `DistributedSampler`, the rank or world size, a `self.x` its
+      class set from one of these): a `_train_plain` beside a `_train_ddp` trains one model per process;
     - evaluation loaders that do not shuffle and whose loops neither train nor write per-rank output (evaluating
       the full set on every rank is wasteful but correct), shuffled ones only evaluated or looked at (one batch,
       then `break`, or one batch each epoch beside the training loop over another loader); and test code.
 
-    Possible and unknown values: `shuffle` counts when it *can* be True (a literal, an argparse option whose
-    default is True, a config field, a parameter some caller in the file passes True for); a `shuffle` nothing
-    in the project shows stays silent, and so does a sampler whose value cannot be followed.
+    Possible and unknown values: `shuffle` counts when it *can* be True (a literal, an argparse option whose default
+    is True, a config field, a parameter some caller in the file passes True for); a `shuffle` nothing in the
+    project shows stays silent, and so does a sampler whose value cannot be followed.
     """
 
     code = "DSL702"
@@ -261,7 +263,7 @@ class DdpLoaderWithoutDistributedSampler(Rule):
                 continue
             dropped = dropped_distributed_sampler(ctx, index, loader)
             if dropped is not None and not every_use_guarded(ctx, index, loader):
-                yield self.report(loader.call, _dropped(ctx, dropped))
+                yield self.report(loader.call, dropped_sampler_message(ctx, dropped))
                 continue
             samplers = sampler_kinds(ctx, index, loader)
             if samplers is None or not samplers <= {"none", "random", "sequential"}:
@@ -271,13 +273,14 @@ class DdpLoaderWithoutDistributedSampler(Rule):
             why = per_rank_work(ctx, index, loader, samplers)
             if rank_dependent(ctx, index, loader.bound.expr("dataset"), shards=True):
                 continue
-            marker = ddp_marker(ctx)  # asked last: the other facts are cheaper and rarely all hold
+            marker = ddp_marker(ctx) or overridden_sharding(ctx, loader)  # asked last: the others are cheaper
             if marker is not None and why is not None:
                 if marker.kind == "framework" and not index.loops_of(loader):
                     continue  # accelerate/Fabric scripts prepare their loaders: only a loop seen here tells otherwise
                 if not on_rank_path(ctx, index, loader, marker):
                     continue  # the file's DDP code is on another path: this one trains on one process
-                where = f"the file runs once per rank ({marker.what}, line {line_of(ctx, marker.node)})"
+                where = marker.what if marker.kind == "override" else \
+                    f"the file runs once per rank ({marker.what}, line {line_of(ctx, marker.node)})"
             else:
                 trained = factory_trained(ctx, loader) if marker is None else None
                 if trained is None:
@@ -292,9 +295,3 @@ class DdpLoaderWithoutDistributedSampler(Rule):
                 f"dataset, so {why}",
             )
 
-
-def _dropped(ctx, d) -> str:
-    how = (f"`{ctx.code(d.at)}` replaces it before the loader reads it" if d.picked_when is None
-           else f"the loader drops it when `{ctx.code(d.at)}` is {str(d.picked_when).lower()}")
-    return (f"this DataLoader does not get the `DistributedSampler` built for its dataset on line "
-            f"{line_of(ctx, d.built)}: {how}, so every rank iterates the whole dataset")
