@@ -22,16 +22,16 @@ def run_cli(*args, **kwargs):
 
 SOURCE = """
 import json
-import gzip
+from PIL import Image
 from torch.utils.data import DataLoader, Dataset, RandomSampler
 
 
 class Frames(Dataset):
     def __getitem__(self, i):
         # decode one frame
-        raw = gzip.open(self.paths[i]).read()  # keep this comment
+        img = Image.open(self.paths[i]).convert("RGB")  # keep this comment
         meta = json.load(open(self.metas[i]))
-        return raw, meta
+        return img, meta
 
 
 a = DataLoader(ds, sampler=RandomSampler(ds), shuffle=True)  # trailing
@@ -84,7 +84,7 @@ def test_fix_applies_safe_fixes_only_and_reports_the_rest(project):
     assert "Found 4 problems (3 fixed, 1 remaining)." in run.stderr
     assert "(1 more fix available with `--unsafe-fixes`.)" in run.stderr
     assert [line.split()[1] for line in run.stdout.splitlines()] == ["DSL503"]
-    assert "        with gzip.open(self.paths[i]) as f:\n            raw = f.read()  # keep this comment\n" in after
+    assert '        with Image.open(self.paths[i]) as im:\n            img = im.convert("RGB")  # keep this comment\n' in after
     assert "        with open(self.metas[i]) as f:\n            meta = json.load(f)\n" in after
     assert "a = DataLoader(ds, sampler=RandomSampler(ds))  # trailing\n" in after
     # a suppressed finding is never fixed
@@ -147,13 +147,14 @@ def test_unsafe_to_move_calls_get_no_fix(tmp_path):
         tmp_path,
         {
             "d.py": """
+            from PIL import Image
             from torch.utils.data import Dataset
 
             class D(Dataset):
                 def __getitem__(self, i):
-                    a = i and open(self.p).read()
-                    b = [open(p).read() for p in self.paths]
-                    c = f(load(), open(self.p).read())
+                    a = i and Image.open(self.p).copy()
+                    b = [Image.open(p).copy() for p in self.paths]
+                    c = f(load(), Image.open(self.p).copy())
                     return a, b, c
             """
         },

@@ -44,15 +44,14 @@ def _dataset(init: str, body: str, prelude: str = "") -> str:
 
 # (id, the code that reports the line marked `# <-`, or None, the source)
 FORMS = [
-    # images: loaded and closed by Pillow (no descriptor left, no ResourceWarning) unless the code shows
-    # multi-frame formats
-    ("image-convert-chain", None, _dataset("", 'return Image.open(p).convert("RGB")  # <-')),
+    # images: loaded and closed by Pillow unless the code shows multi-frame formats
+    ("image-convert-chain", "DSL104", _dataset("", 'return Image.open(p).convert("RGB")  # <-')),
     ("image-chain-gif-glob", "DSL101", _dataset('self.paths = glob.glob(root + "/*.gif")', 'return Image.open(p).convert("RGB")  # <-')),
-    ("image-chain-tiff-extension", None, _dataset("", 'return Image.open(p).copy()  # <-', 'EXTS = ["jpg", "tiff"]')),
+    ("image-chain-tiff-extension", "DSL104", _dataset("", 'return Image.open(p).copy()  # <-', 'EXTS = ["jpg", "tiff"]')),
     ("image-chain-tiff-stack", "DSL101", _dataset("", 'img = Image.open(p)  # <-\nframes = img.n_frames\nreturn img.copy(), frames', 'EXTS = ["tif"]')),
     ("image-chain-apng-extension", "DSL101", _dataset("", 'return Image.open(p).copy()  # <-', 'EXTS = ["png", "apng"]')),
-    ("image-named-loaded-later", None, _dataset("", 'img = Image.open(p)  # <-\nimg = img.resize((8, 8))\nreturn img')),
-    ("image-handed-to-transform", None, _dataset("", "img = Image.open(p)  # <-\nreturn self.transform(img)")),
+    ("image-named-loaded-later", "DSL104", _dataset("", 'img = Image.open(p)  # <-\nimg = img.resize((8, 8))\nreturn img')),
+    ("image-handed-to-transform", "DSL104", _dataset("", "img = Image.open(p)  # <-\nreturn self.transform(img)")),
     ("image-named-seek", "DSL101", _dataset("", 'img = Image.open(p)  # <-\nimg.seek(1)\nreturn img.convert("RGB")')),
     ("image-sequence", "DSL101", _dataset("", "return [f.copy() for f in ImageSequence.Iterator(Image.open(p))]  # <-")),
     ("image-never-loaded-chain", "DSL101", _dataset("", "w, h = Image.open(p).size  # <-\nreturn w * h")),
@@ -69,7 +68,7 @@ FORMS = [
     ("image-with", None, _dataset("", "with Image.open(p) as im:  # <-\n    return im.copy()")),
     # a function of the file that returns the handle it opens: judged where it is called
     ("helper-image-never-loaded", "DSL101", _dataset("", "return load(p).size  # <-", "def load(path):\n    return Image.open(path)")),
-    ("helper-image-loaded", None, _dataset("", 'return load(p).convert("RGB")  # <-', "def load(path):\n    return Image.open(path)")),
+    ("helper-image-loaded", "DSL104", _dataset("", 'return load(p).convert("RGB")  # <-', "def load(path):\n    return Image.open(path)")),
     ("helper-file-in-tuple-kept", "DSL103", _dataset("", "f, n = load(p)  # <-\nself.kept.append(f)\nreturn n", "def load(path):\n    f = open(path)\n    return f, 1")),
     ("helper-file-closed-by-caller", None, _dataset("", "with load(p) as f:  # <-\n    return f.read()", "def load(path):\n    return open(path)")),
     ("helper-either-opener-kept", "DSL103", _dataset("", "self.kept[i] = load(p)  # <-\nreturn i", "def load(path):\n    return tarfile.open(path) if path.endswith('.tar') else open(path)")),

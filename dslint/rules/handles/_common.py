@@ -239,6 +239,11 @@ def released_how(ctx, call, kind) -> str:
         return "it does not run per sample, and it is released when it is dropped (a ResourceWarning)"
     if kind == "image" and memory_source(ctx, call):
         return "it reads an in-memory buffer, which holds no descriptor"
+    if kind == "image":
+        return (
+            "Pillow closes single-frame files (JPEG, PNG) when it loads them and the image is dropped "
+            "after its sample; only a ResourceWarning for other formats"
+        )
     if lt.opener_name(ctx, call) in lt.FREED_ON_DROP:
         return "the library frees its file when the object is dropped (measured: no descriptor left open)"
     return "CPython's reference counting closes it when it is dropped, with a ResourceWarning in each worker"
@@ -260,14 +265,6 @@ def consequence(ctx, call, kind, fate) -> Optional[str]:
             return NEVER_LOADED
         return MULTI_FRAME if attributes & _MULTI_FRAME_ATTRIBUTES or multi_frame_code(ctx, call) else None
     return NATIVE if lt.opener_name(ctx, call) in lt.NATIVE_OPENERS else None
-
-
-def pillow_closes(ctx, call, fate) -> bool:
-    """An image whose pixels are read (Pillow closes the file it opened when it loads a single
-    frame) in code that shows no multi-frame format: nothing stays open, not even long enough
-    for a ResourceWarning."""
-    read, attributes = _image_uses(ctx, call, fate)
-    return read and not (attributes & _MULTI_FRAME_ATTRIBUTES or multi_frame_code(ctx, call))
 
 
 def _image_uses(ctx, call, fate):
@@ -467,7 +464,7 @@ class Wrap(torch.utils.data.Dataset):
 # (rule cases) a memoised opener (the cache owns its handle) and a plain one
 SHARDS = "import functools\nimport h5py\n@functools.lru_cache(maxsize=8)\ndef cached_shard(p):\n    return h5py.File(p)\ndef open_shard(p):\n    return h5py.File(p)\n"
 # (rule cases) an image helper of a base class; a helper that returns a cached or a new handle
-FILE_BASE = "class FileBase:\n    def load(self, path):\n        return open(path)\n"
+IMAGE_BASE = "from PIL import Image\nclass ImageBase:\n    def load(self, path):\n        return Image.open(path)\n"
 CACHED_OR_NEW = """
 import functools
 import xarray as xr
