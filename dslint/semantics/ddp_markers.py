@@ -107,11 +107,17 @@ def _project_subclass_marker(ctx) -> Optional[Marker]:
     FSDP or ``DistributedSampler`` (``from mylib import DistributedSampler``, a subclass that adds
     replica groups): the file runs once per rank as with torch's own class."""
     for call, name in _project_calls(ctx):
-        bases = ctx.view.external_bases(name) or ()
-        root = next((base for base in bases if base in PROCESS_GROUP_CALLS and base not in STARTS), None)
+        root = ddp_subclass_root(ctx, name)
         if root is not None:
             return Marker(call, f"`{name}`, a subclass of {PROCESS_GROUP_CALLS[root]}", start=False)
     return None
+
+
+def ddp_subclass_root(ctx, qualified: str) -> Optional[str]:
+    """The torch class (DDP, FSDP, ``DistributedSampler``) the project class ``qualified`` (any
+    file) derives from, or None."""
+    bases = ctx.view.external_bases(qualified) or ()
+    return next((base for base in bases if base in PROCESS_GROUP_CALLS and base not in STARTS), None)
 
 
 def _marker_elsewhere(ctx) -> Optional[Marker]:

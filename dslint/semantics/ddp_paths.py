@@ -30,15 +30,15 @@ from typing import List, Optional, Set
 
 import libcst as cst
 
-from dslint.semantics.ddp_markers import INIT_CALLS, LIBRARIES, PROCESS_GROUP_CALLS, Marker, project_calls_any
+from dslint.semantics.ddp_markers import (
+    INIT_CALLS, LIBRARIES, PROCESS_GROUP_CALLS, Marker, ddp_subclass_root, project_calls_any,
+)
 from dslint.semantics.distributed import mentions_rank
+from dslint.semantics.loops import DISTRIBUTED_SAMPLER
+from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.walk import iter_subtree
 
 MAX_PATH = 24  #: functions looked at on one loader's path
-#: the calls that shard a loader per rank, as the summaries of other files record them
-SHARDING_CALLS = frozenset(
-    {"torch.utils.data.DistributedSampler", "torch.utils.data.distributed.DistributedSampler"}
-)
 
 
 def overridden_sharding(ctx, loader) -> Optional[Marker]:
@@ -51,7 +51,7 @@ def overridden_sharding(ctx, loader) -> Optional[Marker]:
     if cls is None:
         return None
     found = ctx.view.overridden_facts(ctx.qualname_of_def(cls), func.name.value)
-    if found is None or not any(target in SHARDING_CALLS for _, target, _ in found[1].get("calls", ())):
+    if found is None or not any(target == DISTRIBUTED_SAMPLER for _, target, _ in found[1].get("calls", ())):
         return None
     name = ".".join(found[0].rsplit(".", 2)[-2:])
     return Marker(func, f"the method it overrides, `{name}`, builds a `DistributedSampler`", kind="override",
@@ -104,9 +104,7 @@ def _shows_rank(ctx, node: cst.CSTNode) -> bool:
             return True
         if name and "." in name and not name.startswith(LIBRARIES) and asked < 20:
             asked += 1
-            if any(base in PROCESS_GROUP_CALLS for base in ctx.view.external_bases(name) or ()):
-                return True
-            if project_calls_any(ctx, name, INIT_CALLS, depth=1):
+            if ddp_subclass_root(ctx, name) is not None or project_calls_any(ctx, name, INIT_CALLS, depth=1):
                 return True
     return False
 
@@ -119,20 +117,19 @@ def _reads_rank_state(ctx, index, func: cst.FunctionDef) -> bool:
     attrs = _rank_state(ctx, index, cls)
     if not attrs:
         return False
-    return any(isinstance(n, cst.Attribute) and isinstance(n.value, cst.Name) and n.value.value == "self"
-               and n.attr.value in attrs for n in iter_subtree(func, into_scopes=True))
+    me = self_name(func)
+    return any(self_attr(n, me) in attrs for n in iter_subtree(func, into_scopes=True))
 
 
 def _rank_state(ctx, index, cls: cst.ClassDef) -> Set[str]:
     def compute() -> Set[str]:
         out: Set[str] = set()
         for member in index.class_family(cls):
-            for node in iter_subtree(member, into_scopes=True):
-                if isinstance(node, cst.Assign) and _per_rank(ctx, node.value):
-                    for target in node.targets:
-                        t = target.target
-                        if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":
-                            out.add(t.attr.value)
+            for method in (n for n in member.body.body if isinstance(n, cst.FunctionDef)):
+                me = self_name(method)
+                for node in iter_subtree(method, into_scopes=True):
+                    if isinstance(node, cst.Assign) and _per_rank(ctx, node.value):
+                        out.update(a for t in node.targets if (a := self_attr(t.target, me)) is not None)
         return out
 
     return ctx.memo(("ddp_paths.rank_state", id(cls)), compute)
