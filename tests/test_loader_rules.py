@@ -59,6 +59,36 @@ MORE_CASES = [
                 kwargs = {"dataset": data, "sampler": sampler}
             return torch.utils.data.DataLoader(**kwargs, num_workers=max(2, config.workers))
         """),
+    # DSL503: the loader in the `else` of a test that holds for 0 workers, its count stored on an object
+    # in both arms; the arm for 0 returns, so its store never reaches the loader (narrowing, reaching)
+    ("DSL503", "valid", """
+        from torch.utils.data import DataLoader
+
+        def build(opt, ds, make, infer):
+            workers = opt.workers if hasattr(opt, "workers") else 0
+            if workers == 0 or infer:
+                it = make(ds)
+                it.workers = workers
+                return it
+            else:
+                it = make(ds)
+                it.workers = workers
+                return DataLoader(it, num_workers=it.workers, multiprocessing_context="spawn")
+        """),
+    ("DSL503", "invalid", """
+        from torch.utils.data import DataLoader
+
+        def build(opt, ds, make, infer):
+            workers = opt.workers if hasattr(opt, "workers") else 0
+            if infer:
+                it = make(ds)
+                it.workers = workers
+                return it
+            else:
+                it = make(ds)
+                it.workers = workers
+                return DataLoader(it, num_workers=it.workers, multiprocessing_context="spawn")  # expect: DSL503
+        """),
     # DSL503: a wrapper keeping torch's old defaults on self (DataLoader's own default is now None)
     ("DSL503", "invalid", """
         from torch.utils.data import DataLoader

@@ -380,3 +380,91 @@ def test_the_assignment_that_reaches_the_read_decides_a_rebound_parameter(tmp_pa
     assert _values(_loader_arg(tmp_path, source, "sampler", 2)) == ["None"]
     outcome = check_tree(tmp_path, select=["DSL501"])
     assert [(d.path, d.row) for d in outcome.diagnostics] == [("train.py", 11)]  # only `maybe`
+
+
+def test_comparison_tests_passed_before_the_read_narrow(tmp_path):
+    """``narrowing.narrow``: the ``else`` of a disjunction, a guard that returns, ``assert``,
+    a pinning ``==``, a truth test and a mirrored comparison; a rebinding between the guard
+    and the read undoes the guard."""
+    source = """
+    def build(args, ds, infer=False):
+        workers = args.workers if hasattr(args, "workers") else 0
+        if workers == 0 or infer:
+            return DataLoader(ds, num_workers=workers)
+        else:
+            return DataLoader(ds, num_workers=workers)
+
+    def guarded(ds, workers=0):
+        if workers < 1:
+            return ds
+        return DataLoader(ds, num_workers=workers)
+
+    def asserted(ds, workers=0):
+        assert 0 < workers
+        return DataLoader(ds, num_workers=workers)
+
+    def truth(ds, workers=0):
+        if workers:
+            return DataLoader(ds, num_workers=workers)
+
+    def rebound(ds, workers=0):
+        if workers == 0:
+            return ds
+        workers = int(0)
+        return DataLoader(ds, num_workers=workers)
+
+    def member(ds, workers=0):
+        if workers not in (0, 1):
+            return DataLoader(ds, num_workers=workers)
+    """
+    assert _values(_loader_arg(tmp_path, source, "num_workers", 0)) == ["0"]  # the body of `or`: both arms
+    assert _values(_loader_arg(tmp_path, source, "num_workers", 1)) == []  # `workers == 0` failed: not 0
+    assert _values(_loader_arg(tmp_path, source, "num_workers", 2)) == []  # after `if workers < 1: return`
+    assert _values(_loader_arg(tmp_path, source, "num_workers", 3)) == []  # after `assert 0 < workers`
+    assert _values(_loader_arg(tmp_path, source, "num_workers", 4)) == []  # `if workers:`
+    assert _values(_loader_arg(tmp_path, source, "num_workers", 5)) == ["0"]  # rebound after the guard
+    assert _values(_loader_arg(tmp_path, source, "num_workers", 6)) == []
+
+
+def test_a_pinning_test_makes_the_value_exact(tmp_path):
+    source = """
+    def build(ds, workers):
+        if workers == 0:
+            return DataLoader(ds, num_workers=workers)
+    """
+    found = _loader_arg(tmp_path, source, "num_workers")
+    assert found.known == 0 and found.values[0].origin == "the test on line 4"
+
+
+def test_stores_that_cannot_reach_the_read_are_left_out(tmp_path):
+    """``reaching.cannot_reach``: a store in an arm that returns, and a binding in the other arm
+    of one ``if``, never reach the read; inside a loop the other arm may run first."""
+    source = """
+    def build(opt, ds, make):
+        workers = opt.workers if hasattr(opt, "workers") else 0
+        if workers == 0:
+            it = make(ds)
+            it.workers = 0
+            return it
+        it = make(ds)
+        it.workers = 4
+        return DataLoader(it, num_workers=it.workers)
+
+    def arms(ds, cpu):
+        if cpu:
+            n = 0
+        else:
+            n = 8
+            return DataLoader(ds, num_workers=n)
+
+    def looped(ds, cpus):
+        for cpu in cpus:
+            if cpu:
+                n = 0
+            else:
+                loader = DataLoader(ds, num_workers=n)
+                n = 8
+    """
+    assert _values(_loader_arg(tmp_path, source, "num_workers", 0)) == ["4"]
+    assert _values(_loader_arg(tmp_path, source, "num_workers", 1)) == ["8"]
+    assert _values(_loader_arg(tmp_path, source, "num_workers", 2)) == ["0", "8"]

@@ -1,49 +1,121 @@
-"""What a ``None`` test around a read says of the value read.
+"""What the tests a read has passed say of the value read.
 
-``none_test(ctx, expr)`` answers, for a name or a dotted attribute read at ``expr``
-(``sampler``, ``self.sampler``), whether an enclosing test of the same function decides
-if it is ``None`` there, the way a type checker narrows ``Optional``:
+``narrow(ctx, expr, values)`` answers, for a name or a dotted attribute read at ``expr``
+(``workers``, ``self.sampler``, ``args.num_workers``), which of the values found for it can
+still be there, the way a type checker narrows a variable by the tests on its path:
 
-- in the body of ``if x is None`` (or of ``if a and x is None and b``): ``None``;
-- in the body of ``if x is not None`` (or ``if x`` / ``if a and x``): not ``None``;
-- in the ``else`` of a single test, the reverse (``if x is not None: ... else: read``);
+- in the body of ``if t``: every conjunct of ``t`` holds (``if a and x > 0``);
+- in the ``else`` of ``if t``: ``t`` is false, so every disjunct of ``t`` is false
+  (``if x == 0 or infer: ... else: read``); ``not`` flips a test;
+- after a guard ``if t: ... return`` (or ``raise``, ``continue``, ``break``) with no ``else``,
+  earlier in an enclosing block of the same function: ``t`` is false; after ``assert t``: true;
 - the same for both arms of a conditional expression.
 
-A test stops counting when the branch binds the same target again before the read, or
-when the test and the read lie in different functions. Values (``values.possible``) use
-it: a read under ``if x is None`` is exactly ``None``, whatever ``x`` was bound to.
+The tests understood compare the target with a literal or a module constant (``x == 0``,
+``x > 1``, ``x is None``, ``x in (0, 1)``, either side) or take its truth (``x``, ``not x``).
+A test that pins the value (``x == 0``, ``x is None`` holding) makes it exactly that literal;
+any other keeps the values that pass and every value it cannot evaluate (unknown ones).
+
+A test stops counting when the code between it and the read binds the same target again,
+or when the test and the read lie in different functions. ``values.possible`` narrows every
+name and attribute it reads this way.
 """
 
 from __future__ import annotations
 
-from typing import Iterator, List, Optional, Tuple
+import operator
+from typing import Callable, Iterator, List, Optional, Tuple
 
 import libcst as cst
 
+from dslint.semantics.calls import UNKNOWN, literal_value
+from dslint.semantics.possible import Possible, Value, exactly
 from dslint.semantics.walk import iter_subtree
 
-IS_NONE = "is None"
-NOT_NONE = "is not None"
+_SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.Module)
+_EXITS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
+_OPERATORS = {
+    cst.Equal: operator.eq, cst.NotEqual: operator.ne, cst.LessThan: operator.lt, cst.LessThanEqual: operator.le,
+    cst.GreaterThan: operator.gt, cst.GreaterThanEqual: operator.ge, cst.Is: operator.is_,
+    cst.IsNot: operator.is_not, cst.In: lambda a, b: a in b, cst.NotIn: lambda a, b: a not in b,
+}
+_MIRRORED = {cst.LessThan: operator.gt, cst.LessThanEqual: operator.ge, cst.GreaterThan: operator.lt,
+             cst.GreaterThanEqual: operator.le, cst.Equal: operator.eq, cst.NotEqual: operator.ne,
+             cst.Is: operator.is_, cst.IsNot: operator.is_not}
+
+#: a test part and whether it holds at the read
+Fact = Tuple[cst.BaseExpression, bool]
 
 
-def none_test(ctx, expr: cst.CSTNode) -> Optional[Tuple[str, cst.CSTNode]]:
-    """(``IS_NONE`` or ``NOT_NONE``, the deciding test) for the read ``expr``; None when no test decides."""
+def narrow(ctx, expr: cst.CSTNode, found: Callable[[], Possible]) -> Possible:
+    """``found()`` (the values bound to ``expr``) narrowed by the tests passed before ``expr``."""
     if not _is_target(expr):
-        return None
+        return found()
     text = ctx.code(expr).strip()
+    facts = [(part, truth) for part, truth in passed_tests(ctx, expr, text) if _concerns(ctx, part, text)]
+    for part, truth in facts:
+        pinned = _pinned(ctx, part, truth, text)
+        if pinned is not UNKNOWN:
+            return exactly(pinned, f"the test on line {ctx.line(part)}")
+    values = found()
+    if not facts:
+        return values
+    kept = tuple(v for v in values.values if all(_admits(ctx, part, truth, v, text) for part, truth in facts))
+    return Possible(kept, values.complete)
+
+
+def passed_tests(ctx, expr: cst.CSTNode, text: str) -> Iterator[Fact]:
+    """The test parts known to hold (or not) where ``expr`` is read, about anything."""
     child = expr
     for parent in ctx.ancestors(expr):
-        if isinstance(parent, (cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.Module)):
-            return None
-        if isinstance(parent, (cst.If, cst.IfExp)):
-            in_body = child is parent.body
-            in_else = child is parent.orelse
-            if in_body or in_else:
-                found = _decided(ctx, parent.test, text, in_body)
-                if found is not None and not (isinstance(parent, cst.If) and _rebinds(ctx, child, text, expr)):
-                    return found, parent.test
+        if isinstance(parent, _SCOPES):
+            return
+        if isinstance(parent, (cst.If, cst.IfExp)) and (child is parent.body or child is parent.orelse):
+            if not (isinstance(parent, cst.If) and _rebinds(ctx, child, text, expr)):
+                yield from _facts(parent.test, child is parent.body)
+        if isinstance(parent, cst.IndentedBlock) and isinstance(child, cst.BaseStatement):
+            yield from _guards(ctx, parent, child, text, expr)
         child = parent
-    return None
+
+
+def _guards(ctx, block: cst.IndentedBlock, statement: cst.BaseStatement, text: str, read) -> Iterator[Fact]:
+    """Guards earlier in ``block`` than ``statement``: ``if t: ...; return`` and ``assert t``."""
+    body = list(block.body)
+    index = next((i for i, s in enumerate(body) if s is statement), 0)
+    if _rebinds(ctx, statement, text, read):
+        return
+    for before in reversed(body[:index]):
+        if isinstance(before, cst.If) and before.orelse is None and _always_exits(before.body):
+            yield from _facts(before.test, False)
+        elif isinstance(before, cst.SimpleStatementLine):
+            for small in before.body:
+                if isinstance(small, cst.Assert):
+                    yield from _facts(small.test, True)
+        if _rebinds(ctx, before, text, read):
+            return
+
+
+def _always_exits(body: cst.BaseSuite) -> bool:
+    statements = list(body.body)
+    if not statements:
+        return False
+    last = statements[-1]
+    if isinstance(body, cst.SimpleStatementSuite):
+        return isinstance(last, _EXITS)
+    return isinstance(last, cst.SimpleStatementLine) and bool(last.body) and isinstance(last.body[-1], _EXITS)
+
+
+def _facts(test: cst.BaseExpression, truth: bool) -> Iterator[Fact]:
+    """What ``test`` being ``truth`` says part by part: ``a and b`` true, ``a or b`` false, ``not``."""
+    if isinstance(test, cst.BooleanOperation):
+        if isinstance(test.operator, cst.And) == truth:
+            yield from _facts(test.left, truth)
+            yield from _facts(test.right, truth)
+        return
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        yield from _facts(test.expression, not truth)
+        return
+    yield test, truth
 
 
 def _is_target(expr) -> bool:
@@ -52,51 +124,50 @@ def _is_target(expr) -> bool:
     return isinstance(expr, cst.Attribute) and _is_target(expr.value)
 
 
-def _decided(ctx, test: cst.BaseExpression, text: str, in_body: bool) -> Optional[str]:
-    """What ``test`` being true (``in_body``) or false says of ``text`` being None."""
-    conjuncts = list(_conjuncts(test))
-    if in_body:
-        for part in conjuncts:
-            found = _single(ctx, part, text)
-            if found is not None:
-                return found
-        return None
-    if len(conjuncts) != 1:  # ``not (a and b)`` decides neither
-        return None
-    found = _single(ctx, conjuncts[0], text)
-    if found is None:
-        return None
-    return NOT_NONE if found == IS_NONE else IS_NONE if _is_none_comparison(conjuncts[0]) else None
+def _same(ctx, node, text: str) -> bool:
+    return _is_target(node) and ctx.code(node).strip() == text
 
 
-def _conjuncts(test) -> Iterator[cst.BaseExpression]:
-    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
-        yield from _conjuncts(test.left)
-        yield from _conjuncts(test.right)
+def _comparison(ctx, part, text: str):
+    """(operator function, literal) for ``x <op> literal`` or ``literal <op> x``; None otherwise."""
+    if not (isinstance(part, cst.Comparison) and len(part.comparisons) == 1):
+        return None
+    target = part.comparisons[0]
+    if _same(ctx, part.left, text):
+        literal, table = literal_value(target.comparator, ctx.module_constant), _OPERATORS
+    elif _same(ctx, target.comparator, text):
+        literal, table = literal_value(part.left, ctx.module_constant), _MIRRORED
     else:
-        yield test
+        return None
+    function = table.get(type(target.operator))
+    return None if function is None or literal is UNKNOWN else (function, literal)
 
 
-def _single(ctx, test, text: str) -> Optional[str]:
-    """``x is None`` → IS_NONE; ``x is not None`` or a bare ``x`` → NOT_NONE."""
-    if _is_none_comparison(test):
-        target = ctx.code(test.left).strip()
-        if target != text:
-            return None
-        return IS_NONE if isinstance(test.comparisons[0].operator, cst.Is) else NOT_NONE
-    if _is_target(test) and ctx.code(test).strip() == text:
-        return NOT_NONE
-    return None
+def _concerns(ctx, part, text: str) -> bool:
+    return _same(ctx, part, text) or _comparison(ctx, part, text) is not None
 
 
-def _is_none_comparison(test) -> bool:
-    return (
-        isinstance(test, cst.Comparison)
-        and len(test.comparisons) == 1
-        and isinstance(test.comparisons[0].operator, (cst.Is, cst.IsNot))
-        and isinstance(test.comparisons[0].comparator, cst.Name)
-        and test.comparisons[0].comparator.value == "None"
-    )
+def _pinned(ctx, part, truth: bool, text: str):
+    """The one value a holding ``x == c`` / ``x is c`` (or a failing ``!=`` / ``is not``) leaves."""
+    found = _comparison(ctx, part, text)
+    if found is None:
+        return UNKNOWN
+    pins = {cst.Equal: True, cst.Is: True, cst.NotEqual: False, cst.IsNot: False}.get(type(part.comparisons[0].operator))
+    return found[1] if pins == truth else UNKNOWN
+
+
+def _admits(ctx, part, truth: bool, value: Value, text: str) -> bool:
+    """Whether ``value`` can pass the test ``part`` with outcome ``truth`` (True when unknown)."""
+    if value.value is UNKNOWN:
+        return True
+    found = _comparison(ctx, part, text)
+    try:
+        if found is None:  # the target's own truth
+            return bool(value.value) == truth
+        function, literal = found
+        return bool(function(value.value, literal)) == truth
+    except Exception:  # noqa: BLE001 - a comparison the value does not support tells nothing
+        return True
 
 
 def _rebinds(ctx, branch: cst.CSTNode, text: str, read: cst.CSTNode) -> bool:
@@ -112,10 +183,16 @@ def _rebinds(ctx, branch: cst.CSTNode, text: str, read: cst.CSTNode) -> bool:
             targets.append(node.asname.name)
         elif isinstance(node, cst.NamedExpr):
             targets.append(node.target)
-    for target in targets:
-        if ctx.line(target) > end:
-            continue
-        for part in iter_subtree(target):
-            if isinstance(part, (cst.Name, cst.Attribute)) and ctx.code(part).strip() == text:
-                return True
-    return False
+    return any(ctx.line(target) <= end and any(ctx.code(part).strip() == text for part in _bound(target))
+               for target in targets)
+
+
+def _bound(target: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The names and attributes a target binds (``a, self.b = ...``; not the ``b`` of ``self.b``)."""
+    if isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from _bound(element.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from _bound(target.value)
+    elif _is_target(target):
+        yield target

@@ -16,8 +16,20 @@ may run in either order (a loop that binds after it reads); the read is in a nes
 function, lambda or class. A ``False`` keeps the earlier value's reads, so callers that
 treat a read as a use only ever see fewer uses than the flow-insensitive view.
 
-API: ``rebound_between(ctx, site, read, name) -> bool``; ``rebinds(statement, name)``: a simple
-statement line that assigns ``name`` unconditionally (``lifetimes`` asks it too).
+``cannot_reach(ctx, site, read)`` answers True when ``site`` (a binding, or the value it binds)
+never runs before ``read`` in one call of their function: they sit in the two arms of one ``if``
+with no loop around it in the function, or ``site`` sits in an arm that ends in ``return`` (or
+in ``raise`` with no ``try`` around it) and ``read`` is outside that arm::
+
+    if workers == 0:
+        it.workers = 0       # site: this arm returns
+        return it
+    it.workers = workers
+    DataLoader(it, num_workers=it.workers)   # read: only the second store reaches it
+
+API: ``rebound_between(ctx, site, read, name) -> bool``; ``cannot_reach(ctx, site, read) -> bool``;
+``rebinds(statement, name)``: a simple statement line that assigns ``name`` unconditionally
+(``lifetimes`` asks it too).
 """
 
 from __future__ import annotations
@@ -48,6 +60,53 @@ def rebound_between(ctx, site: cst.CSTNode, read: cst.CSTNode, name: str) -> boo
                     return True
         child = parent
     return False
+
+
+def cannot_reach(ctx, site: cst.CSTNode, read: cst.CSTNode) -> bool:
+    """Can ``site`` never run before ``read`` (see the module docstring)?"""
+    around_read = {id(a) for a in ctx.ancestors(read)}
+    child = site
+    for parent in ctx.ancestors(site):
+        if isinstance(parent, _SCOPES):
+            return False
+        if id(parent) in around_read:
+            return _exclusive(ctx, parent, child, around_read)
+        if isinstance(parent, (cst.If, cst.Else)) and child is parent.body and _ends_in_exit(ctx, child):
+            return True
+        child = parent
+    return False
+
+
+def _exclusive(ctx, common: cst.CSTNode, site_side: cst.CSTNode, around_read) -> bool:
+    """``site`` and ``read`` meet in ``common``: an ``if`` whose two arms hold them, no loop around."""
+    if not isinstance(common, cst.If) or site_side is common.test:
+        return False
+    read_side = common.orelse if site_side is common.body else common.body
+    if read_side is None or id(read_side) not in around_read:
+        return False
+    for outer in ctx.ancestors(common):
+        if isinstance(outer, _SCOPES):
+            return True
+        if isinstance(outer, (cst.For, cst.While)):
+            return False
+    return True
+
+
+def _ends_in_exit(ctx, arm: cst.BaseSuite) -> bool:
+    """The arm's last statement is ``return`` or ``raise``, with no ``try`` around the arm in the
+    function that could run more code after it (a ``finally``; for ``raise``, any handler)."""
+    statements = list(arm.body)
+    last = statements[-1] if statements else None
+    if isinstance(last, cst.SimpleStatementLine) and last.body:
+        last = last.body[-1]
+    if not isinstance(last, (cst.Return, cst.Raise)):
+        return False
+    for outer in ctx.ancestors(arm):
+        if isinstance(outer, _SCOPES):
+            return True
+        if isinstance(outer, cst.Try) and (isinstance(last, cst.Raise) or outer.finalbody is not None):
+            return False
+    return True
 
 
 def rebinds(statement: cst.BaseStatement, name: str) -> bool:

@@ -47,9 +47,10 @@ from dslint.semantics.call_sites import call_sites, called_function
 from dslint.semantics.calls import UNKNOWN, literal_value
 from dslint.semantics.kwargs_dicts import dict_changes, subscript_key, unchanged_values
 from dslint.semantics.loops import loader_loops
-from dslint.semantics.narrowing import IS_NONE, none_test
+from dslint.semantics.narrowing import narrow
 from dslint.semantics.options import option_values
 from dslint.semantics.possible import NOTHING, Possible, Value, either_dict, exactly, holds
+from dslint.semantics.reaching import cannot_reach
 from dslint.semantics.self_stores import nested_self_stores
 from dslint.semantics.walk import plain_returns
 
@@ -159,14 +160,9 @@ class _Resolver:
         return (values | right) if passes_on else values
 
     def _read(self, expr, depth: int) -> Possible:
-        """A name or attribute, narrowed by a ``None`` test around the read (``narrowing.py``)."""
-        test = none_test(self.ctx, expr)
-        if test is not None and test[0] == IS_NONE:
-            return exactly(None, f"the test on line {self.ctx.line(test[1])}")
-        found = self._name(expr, depth) if isinstance(expr, cst.Name) else self._attribute(expr, depth)
-        if test is not None:  # not None there
-            return Possible(tuple(v for v in found.values if v.value is not None), found.complete)
-        return found
+        """A name or attribute, narrowed by the tests passed before the read (``narrowing.py``)."""
+        read = self._name if isinstance(expr, cst.Name) else self._attribute
+        return narrow(self.ctx, expr, lambda: read(expr, depth))
 
     # -- names
     def _name(self, name: cst.Name, depth: int) -> Possible:
@@ -182,6 +178,7 @@ class _Resolver:
         if param is not None:
             return self._parameter(scope, param, depth)
         assigned = scope_assignments(ctx.tree, scope, name.value)
+        assigned = [v for v in assigned if not cannot_reach(ctx, v, name)] or assigned if assigned else assigned
         if assigned is None or not assigned:
             if scope is not None and assigned is not None:
                 # not bound in this function: a closure or module-level name
@@ -225,6 +222,8 @@ class _Resolver:
         found = Possible((found | self._union(stores, depth)).values, False) if stores else found
         extra = []  # ``args.workers = min(16, os.cpu_count())``: each such store of the file, unknown when not followed
         for value in _name_attribute_stores(self.ctx, expr):
+            if cannot_reach(self.ctx, value, expr):
+                continue
             extra.extend(self.of(value, depth + 1).values or (Value(UNKNOWN, f"`{self.ctx.code(value)}`"),))
         return Possible((*found.values, *extra), False) if extra else found
 

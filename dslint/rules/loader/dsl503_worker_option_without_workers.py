@@ -27,10 +27,9 @@ class WorkerOptionWithoutWorkers(Rule):
 
     "Can be 0" follows the value where the code passes it (argparse, a parameter's default and this file's
     calls, `self.x` as the class stores it, a config class default, a `**kwargs` dict the file builds, the
-    branches that assign it): an argparse
-    option whose default is 0 counts as 0, and so does a value the code itself tests against 0 in another
-    function (`if num_workers > 0:` in `__init__`: the author expects 0). The option must then be set on every
-    path seen (`persistent_workers=True`, or a configuration's default: `cfg.get("persistent_workers", True)`;
+    branches that assign it): an argparse option whose default is 0 counts as 0, and so does a value the code
+    itself tests against 0 in another function (`if num_workers > 0:` in `__init__`: the author expects 0). The
+    option must then be set on every path seen (`persistent_workers=True`, or a configuration's default: `cfg.get("persistent_workers", True)`;
     also in a `**` dict when 0 is certain; or in the dict one branch binds to a `**` name that another branch
     binds to a dict without it, while the call passes the count itself: reported at that entry). A function that forces `opts["num_workers"] = 0` in a
     caller's options dict spread into the loader (`**opts`), resetting some worker-only keys but never naming
@@ -47,9 +46,10 @@ class WorkerOptionWithoutWorkers(Rule):
     - A computed count (`max(1, n)`, `os.cpu_count()`), argparse `choices` that list every value, values this
       file's calls pass, a name the file does not bind, a parameter of a function (or class) of a module in no
       package that another project file's function calls: the project's calls decide it, as this file's would.
-    - A loader built under a test of the count (`if workers > 0:`), or after one that returns, raises or rebinds
-      the count or the option (`if workers == 0: prefetch = None`; one that only sets another option handles that
-      one), an option set only with workers (`persistent_workers=workers > 0`), a forced 0 naming every key.
+    - A loader built under a test of the count (`if workers > 0:`, the `else` of `if workers == 0 or infer:`), or
+      after one that returns, raises or rebinds the count or the option (`if workers == 0: prefetch = None`; one
+      that only sets another option handles that one; a store of 0 in an arm that returns does not reach the
+      loader), an option set only with workers (`persistent_workers=workers > 0`), a forced 0 naming every key.
 
     ## Preview
     With `--preview`, a worker count the *user* sets also counts as one that can be 0 (users set 0 to debug,
