@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import codecs
 import io
 import re
@@ -85,7 +86,11 @@ def decode(data: bytes, path: str) -> Source:
         reason = exc.msg if hasattr(exc, "msg") else str(exc)
         cookie = _cookie(data)
         if reason.startswith("unknown encoding") and cookie:
-            raise SourceError(f"cannot determine the encoding: the PEP 263 cookie declares `{cookie}`, which Python does not know")
+            fallback = _as_utf8_python(data)
+            if fallback is None:
+                raise SourceError(f"cannot determine the encoding: the PEP 263 cookie declares `{cookie}`, which "
+                                  "Python does not know, and the file is not Python source as UTF-8")
+            return Source(path=path, text=fallback, encoding="utf-8", has_bom=data.startswith(codecs.BOM_UTF8))
         if reason.startswith("encoding problem") and cookie and data.startswith(codecs.BOM_UTF8):
             raise SourceError(f"cannot determine the encoding: a UTF-8 byte-order mark, but the PEP 263 cookie declares `{cookie}`")
         if not reason.startswith("invalid or missing encoding declaration"):
@@ -107,6 +112,20 @@ def decode(data: bytes, path: str) -> Source:
     if text.startswith("\ufeff"):
         text = text[1:]
     return Source(path=path, text=text, encoding=encoding, has_bom=has_bom)
+
+
+def _as_utf8_python(data: bytes) -> Optional[str]:
+    """The text of a file whose cookie names a codec this Python lacks, read as UTF-8, when it
+    compiles as Python. Such codecs are registered at start-up by packages (``future_fstrings``
+    turns f-strings into ``.format`` calls for old interpreters) and take UTF-8 Python source,
+    so the file is checked as what it is, the way ruff reads every file; a codec whose input
+    is not Python (a template language) leaves a file that does not compile: None."""
+    try:
+        text = data.decode("utf-8-sig")
+        compile(text, "<source>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except (UnicodeDecodeError, SyntaxError, ValueError):
+        return None
+    return text
 
 
 def encode(text: str, encoding: str, has_bom: bool) -> bytes:

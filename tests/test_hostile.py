@@ -65,7 +65,10 @@ def build_zoo(root: Path) -> dict:
         # ... and a file that is not UTF-8 without one is a DSL002 naming the line
         "no_cookie.py": b"from torch.utils.data import Dataset\nname = '" + latin + b"'\n",
         "wrong_cookie.py": b"# coding: ascii\nfrom torch.utils.data import Dataset\nname = '" + "é".encode() + b"'\n",
-        "unknown_cookie.py": b"# -*- coding: klingon -*-\nfrom torch.utils.data import Dataset\n",
+        # a codec Python lacks (a package registers such source transformers at start-up): the
+        # file is read as UTF-8 when it is Python that way, and a DSL002 when it is not
+        "unknown_cookie.py": b"# -*- coding: klingon -*-\nfrom torch.utils.data import Dataset\n<template name='x'>\n",
+        "transformer_cookie.py": b"# -*- coding: future_fstrings -*-\nname = f'{1}'\n" + BAD_LOADER.lstrip("\n").encode(),
         "bom_and_cookie.py": codecs.BOM_UTF8 + b"# coding: latin-1\nfrom torch.utils.data import Dataset\n",
         # binary files named .py
         "binary.py": bytes(range(256)) * 40,
@@ -101,7 +104,8 @@ def build_zoo(root: Path) -> dict:
         ("vim_cookie.py", "DSL501"): (3 + BAD_LOADER_ROW, "mutually exclusive"),
         ("no_cookie.py", "DSL002"): (1, "cannot decode as utf-8: invalid continuation byte (byte 0xe9 on line 2); declare"),
         ("wrong_cookie.py", "DSL002"): (1, "cannot decode as declared ascii"),
-        ("unknown_cookie.py", "DSL002"): (1, "the PEP 263 cookie declares `klingon`, which Python does not know"),
+        ("unknown_cookie.py", "DSL002"): (1, "the PEP 263 cookie declares `klingon`, which Python does not know, and"),
+        ("transformer_cookie.py", "DSL501"): (2 + BAD_LOADER_ROW, "mutually exclusive"),
         ("bom_and_cookie.py", "DSL002"): (1, "a UTF-8 byte-order mark, but the PEP 263 cookie declares `latin-1`"),
         ("binary.py", "DSL002"): (1, "binary file"),
         ("binary_no_nul.py", "DSL002"): (1, "cannot decode as utf-8"),

@@ -30,6 +30,13 @@ class IoErrorRule(Rule):
     target does not exist`) and the exit code is not changed. Named on the command
     line, it is a missing file like any other and is reported. A symlink loop is
     reported either way.
+
+    A PEP 263 cookie naming a codec this Python does not have, on a file that is
+    Python source read as UTF-8 (`# -*- coding: future_fstrings -*-`). Packages
+    such as `future-fstrings` register these codecs when the interpreter starts,
+    to rewrite UTF-8 source for older interpreters; the file is checked as UTF-8,
+    the way ruff reads every file. When the file is not Python read that way (a
+    codec for a template language), it is reported.
     """
 
     code = "DSL002"
