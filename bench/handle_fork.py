@@ -3,8 +3,8 @@
 DSL401 reports a handle that a dataset's ``__init__`` opens and keeps for its per-sample
 reads. For file objects, archives, h5py and LMDB the consequence is documented and measured
 (see the rule's page). This script measures it for the library handles of
-``dslint.semantics.handle_kinds.LIBRARY_HANDLES``, with whatever of those libraries is
-installed::
+``dslint.semantics.handle_kinds.LIBRARY_HANDLES`` and for ``np.load`` of an ``.npz`` archive,
+with whatever of those libraries is installed::
 
     python bench/handle_fork.py [--records 400] [--epochs 3] [--workers 2]
 
@@ -148,6 +148,13 @@ def _openslide(folder, n):
     return (lambda: openslide.OpenSlide(path)), read
 
 
+def _npz(folder, n):
+    path = os.path.join(folder, "records.npz")
+    np.savez(path, **{f"arr_{i}": np.full((SIDE, SIDE), i, dtype="int32") for i in range(n)})
+    # ``mmap_mode`` does not apply to archives: the result is an ``NpzFile`` over the open zip file
+    return (lambda: np.load(path, mmap_mode="r")), (lambda h, i: h[f"arr_{i}"])
+
+
 # the value a record's read gives when it is right (record i holds i, or i modulo 256 in 8-bit slides)
 EXPECTED = {"openslide.OpenSlide": lambda i: i % 256}
 
@@ -161,6 +168,7 @@ LIBRARIES = {
     "tables.open_file": _tables,
     "pandas.HDFStore": _hdfstore,
     "openslide.OpenSlide": _openslide,
+    "numpy.load (.npz)": _npz,
 }
 
 

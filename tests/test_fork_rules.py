@@ -16,6 +16,30 @@ from tests.conftest import check_tree, expected_markers, write_files
 from tests.test_rule_cases import run_case
 
 FLAGGED = {
+    # an `.npz` archive kept open: told by its members read by name or its `keys()` (the path says
+    # nothing), also with `mmap_mode`, which archives ignore; measured in bench/handle_fork.py
+    "npz-archive-read-by-member": (
+        "DSL401",
+        {
+            "clips.py": """
+                import numpy as np
+                from torch.utils.data import DataLoader, Dataset
+
+                class Clips(Dataset):
+                    def __init__(self, path):
+                        self.archive = np.load(path, mmap_mode="r")  # expect: DSL401
+                        self.count = len(self.archive.keys())
+
+                    def __len__(self):
+                        return self.count
+
+                    def __getitem__(self, i):
+                        return self.archive["arr_" + str(i)]
+
+                loader = DataLoader(Clips("clips.npz"), num_workers=4)
+            """,
+        },
+    ),
     # handles that project functions of another module open and return: whole, or in a tuple
     # through a second function that binds it to None first (only the handle's element is kept)
     "handle-returned-by-helpers": (
@@ -335,6 +359,26 @@ FLAGGED = {
 }
 
 SILENT = {
+    # a memory-mapped `.npy` array indexed by position: a shared read-only map, not an archive
+    "npy-map-by-position": (
+        "DSL401",
+        """
+        import numpy as np
+        from torch.utils.data import DataLoader, Dataset
+
+        class Rows(Dataset):
+            def __init__(self, path):
+                self.rows = np.load(path, mmap_mode="r")
+
+            def __len__(self):
+                return len(self.rows)
+
+            def __getitem__(self, i):
+                return self.rows[i]
+
+        loader = DataLoader(Rows("rows.npy"), num_workers=4)
+        """,
+    ),
     # xarray's datasets pickle (their file manager reopens the file) and forked reads came back right
     # (bench/handle_fork.py): not a handle DSL401 reports
     "xarray-dataset": (

@@ -425,6 +425,8 @@ def handle_kind(ctx, call: cst.Call) -> Optional[str]:
         return None
     if tail == "open" and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call):
         return "file" if lt.opener_kind(ctx, call) == "file" else None  # Path(p).open()
+    if tail == "load" and ctx.call_name(call) == "numpy.load":
+        return "npz" if lt.opener_kind(ctx, call) == lt.NPZ else None  # an archive keeps its zip file open
     if tail not in ctx.names.call_tails(_HANDLE_TAILS):
         return None
     kind = HANDLE_KINDS.get(ctx.call_name(call) or "")

@@ -145,14 +145,14 @@ def opener_kind(ctx, call: cst.Call) -> Optional[str]:
         # BytesIO(b))``, ``tarfile.open(fileobj=f)``) does not own it: nothing to close here
         return None if qualified not in _PATH_ONLY and _source_is_fileobj(ctx, call) else "file"
     if qualified in MMAP_LOADERS:
+        if qualified == "numpy.load" and call.args and (
+            _names_suffix(ctx, call.args[0].value, ".npz") or read_by_field(ctx, call)
+        ):
+            return NPZ  # (an archive ignores ``mmap_mode``)
         for arg in call.args:
             if arg.keyword is not None and arg.keyword.value == "mmap_mode":
                 value = ctx.literal(arg.value)
                 return "mmap" if isinstance(value, str) else None
-        if qualified == "numpy.load" and call.args and (
-            _names_suffix(ctx, call.args[0].value, ".npz") or read_by_field(ctx, call)
-        ):
-            return NPZ
         return "mmap" if qualified == "numpy.memmap" else None
     if (
         isinstance(call.func, cst.Attribute)

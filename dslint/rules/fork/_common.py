@@ -360,9 +360,10 @@ def handle_message(ctx, kind: str, call: cst.CSTNode, attr: str, origin: str = "
             "buffered reads with 2 workers); under spawn/forkserver the dataset cannot be pickled "
             f"(`TypeError: cannot pickle '{_file_pickle_type(ctx, call)}' object`)"
         )
-    if kind == "zip":
+    if kind in ("zip", "npz"):  # an ``NpzFile`` reads its members through a ``zipfile.ZipFile``
+        archive = "`np.load` of an `.npz` archive keeps its zip file open (`mmap_mode` does not apply); " if kind == "npz" else ""
         return (
-            f"{where}: forked DataLoader workers read the archive through one shared file offset, so member "
+            f"{where}: {archive}forked DataLoader workers read the archive through one shared file offset, so member "
             "reads fail with `zipfile.BadZipFile` (`Bad magic number for file header`, `Bad CRC-32`) or "
             "return wrong bytes; under spawn/forkserver the dataset cannot be pickled "
             "(`TypeError: cannot pickle '_io.BufferedReader' object`)"

@@ -12,7 +12,8 @@ from dslint.semantics.regions import self_name
 class HandleInInit(Rule):
     """
     ## What it does
-    Flags a file, archive (`gzip`, `bz2`, `lzma`, `tarfile`, `zipfile`), `h5py.File`, `lmdb.open`, `sqlite3.connect`,
+    Flags a file, archive (`gzip`, `bz2`, `lzma`, `tarfile`, `zipfile`, `np.load` of an `.npz`: its name, or reads by
+    field name, `.files`, `.keys()`; `mmap_mode` does not apply to archives), `h5py.File`, `lmdb.open`, `sqlite3.connect`,
     `PIL.Image.open`, socket, database client or HTTP session handle, or a library handle that cannot be pickled
     (`openslide.OpenSlide`, `tifffile.TiffFile`, `soundfile.SoundFile`, `rasterio.open`, `netCDF4.Dataset`,
     `h5netcdf.File`, `tables.open_file`, `pd.HDFStore`), that a dataset's `__init__` creates and keeps on
@@ -29,7 +30,8 @@ class HandleInInit(Rule):
       with spawn/forkserver only: workers get a pickled copy, never the parent's handle.
     - Handles the project re-creates per worker (reassigned in another method or a `worker_init_fn`, or a dataset that
       checks `get_worker_info()`/`os.getpid()`).
-    - Read-only `np.load(mmap_mode=...)` maps (a shared read-only mapping is safe) and `xr.open_dataset` (it pickles).
+    - Read-only `np.load(mmap_mode=...)` maps of `.npy` arrays (a shared read-only mapping is safe) and
+      `xr.open_dataset` (it pickles).
     - Handles that `__iter__` consumes by iteration (DSL302 reports those), and classes whose every DataLoader has
       `num_workers=0`.
 
@@ -45,7 +47,9 @@ class HandleInInit(Rule):
     object`. `bench/handle_fork.py` measured the library handles (4 forked workers, 8,000 reads, three runs): reads
     through a shared `tifffile`, `soundfile` or `rasterio` handle came back with other records' data (up to 205, 3,289
     and 10 wrong) and none of them pickles (OpenSlide: `ValueError: ctypes objects containing pointers cannot be
-    pickled`; netCDF4: `NotImplementedError: Dataset is not picklable`). xarray's datasets pickle and read right.
+    pickled`; netCDF4: `NotImplementedError: Dataset is not picklable`). xarray's datasets pickle and read right. An `NpzFile`
+    kept from `np.load(p, mmap_mode="r")` (4 forked workers, 6,000 reads): 226 reads failed with `zipfile.BadZipFile:
+    Bad CRC-32`, and it does not pickle (`TypeError: cannot pickle '_io.BufferedReader' object`).
 
     ## Example
     ```python
