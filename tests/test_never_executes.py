@@ -76,8 +76,11 @@ def build_trap(root: Path) -> tuple:
     write_files(project, files)
     # a .pth file runs its `import` lines when its directory is a site directory
     (project / "zz_victim.pth").write_text(TRAP.format(markers=str(markers), name="pth").strip().replace("\n", "; ") + "\n")
-    # a cookie naming a codec nobody has: looked up, never imported from the project
-    (project / "cookie.py").write_text("# -*- coding: victim_codec -*-\n" + TRAP.format(markers=str(markers), name="cookie"))
+    # a cookie naming a codec nobody has: looked up, never imported from the project; the file is
+    # then read as UTF-8 (it is Python that way: its loader is reported), or a DSL002 when it is not
+    cookie = "# -*- coding: victim_codec -*-\n" + TRAP.format(markers=str(markers), name="cookie")
+    (project / "cookie.py").write_text(cookie + DATASET_CODE)
+    (project / "template.py").write_text(cookie + "<victim name='x'/>\n")
     return project, markers
 
 
@@ -112,7 +115,7 @@ def test_console_script_runs_nothing(trap, flags):
     assert "Traceback" not in proc.stderr
     # the trap modules were read and parsed, not skipped
     reported = _reported(proc.stdout)
-    assert {"train.py", os.path.join("victim_pkg", "data.py"), "cookie.py"} <= reported, proc.stdout
+    assert {"train.py", os.path.join("victim_pkg", "data.py"), "cookie.py", "template.py"} <= reported, proc.stdout
 
 
 def test_python_m_from_inside_the_project_runs_nothing(trap):
