@@ -5,7 +5,9 @@ dataset. A file is parsed when it mentions a word the rules look for (torch's
 data API, DSL noqa codes), or mentions a class
 name that textually derives from a dataset class in *any* checked file (the
 fixed point over ``class X(Base)`` statements and ``Alias = Base`` assignments),
-so a subclass in a file that never says "Dataset" is still analysed.
+so a subclass in a file that never says "Dataset" is still analysed. A DataLoader wrapper (a
+class with an ``__iter__`` in a file that says "DataLoader") counts as such a root: a file that
+iterates its instances (``for batch in Batches(...)``) is analysed too.
 The engine later pulls in any file whose functions are reached from dataset
 code. ``--no-prefilter`` parses everything; a test checks both give identical
 findings.
@@ -18,7 +20,7 @@ import re
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 # Bumped when ``file_facts`` changes what it reads (cached facts are then discarded).
-FACTS_VERSION = 4
+FACTS_VERSION = 5
 
 CORE_WORDS = (
     "Dataset",
@@ -75,6 +77,24 @@ def torchvision_roots(text: str) -> Set[str]:
     names = {w for m in _TV_IMPORT.finditer(text) for w in _WORD.findall(m.group(1)) if w[:1].isupper()}
     names.update(m.group(1) for m in _TV_ATTR.finditer(text))
     return names
+
+
+_CLASS_OR_ITER = re.compile(r"\n[ \t]*class[ \t]+(\w+)|\n[ \t]*def[ \t]+(__iter__)\b")
+
+
+def loader_wrappers(text: str) -> Set[str]:
+    """Classes of a text that says "DataLoader" which define ``__iter__`` (the ``def __iter__`` belongs
+    to the last ``class`` statement before it: a nested class may make this pick one too many,
+    which only parses a file more)."""
+    if "DataLoader" not in text or "__iter__" not in text:
+        return set()
+    found, last = set(), None
+    for match in _CLASS_OR_ITER.finditer("\n" + text):
+        if match.group(1):
+            last = match.group(1)
+        elif last is not None:
+            found.add(last)
+    return found
 
 
 def dataset_names(edges_by_file: Iterable[List[Tuple[str, Set[str]]]], roots: Set[str] = frozenset()) -> Set[str]:
@@ -170,7 +190,7 @@ def file_facts(text: str) -> list:
     """What the prefilter reads from one text, as JSON-able data (cached per content):
     ``[mentions a core word or a DSL noqa, torchvision roots, class edges]``."""
     core = mentions_core(text)
-    roots = sorted(torchvision_roots(text)) if core else []
+    roots = sorted(torchvision_roots(text) | loader_wrappers(text)) if core else []
     edges = []
     if "class" in text or "=" in text or " as " in text:
         edges = [[name, sorted(bases)] for name, bases in class_edges(text)]

@@ -473,6 +473,62 @@ def test_dsl505_a_factory_whose_loader_another_file_iterates_every_epoch(tmp_pat
     assert _rule_rows(tmp_path / "c", {"data.py": data, "train.py": imports}, "DSL505") == []
 
 
+def test_dsl505_a_loader_wrapper_whose_instances_an_epoch_loop_iterates(tmp_path):
+    """A class keeps the loader on ``self`` and its ``__iter__`` iterates it (``loader_results.
+    wrapper_iterated``); an epoch loop re-iterates an instance: in another file that names no data
+    API (the prefilter's loader-wrapper roots), chosen by ``(A if c else B)(...)``, or a subclass's;
+    or in the same file. Iterated once, or only under ``no_grad``: silent."""
+    data = """
+    from torch.utils import data
+
+    class Batches:
+        def __init__(self, ds, world):
+            self.sampler = data.distributed.DistributedSampler(ds) if world > 1 else None
+            self.loader = data.DataLoader(ds, batch_size=8, sampler=self.sampler, num_workers=2)
+
+        def __iter__(self):
+            for batch in self.loader:
+                yield batch
+
+    class Plain:
+        def __iter__(self):
+            return iter(())
+
+    class Moved(Batches):
+        pass
+    """
+    train = """
+    from data import Batches, Moved, Plain
+
+    def train(model, ds, world, steps, plain):
+        batches = (Plain if plain else Batches)(ds, world)
+        step = 0
+        while step < steps:
+            for x in batches:
+                model(x).backward()
+                step += 1
+    """
+    assert _rule_rows(tmp_path / "a", {"data.py": data, "train.py": train}, "DSL505") == [("data.py", 5)]
+    sub = train.replace("(Plain if plain else Batches)(ds, world)", "Moved(ds, world)")
+    assert _rule_rows(tmp_path / "b", {"data.py": data, "train.py": sub}, "DSL505") == [("data.py", 5)]
+    local = data + train.replace("from data import Batches, Moved, Plain", "")
+    assert _rule_rows(tmp_path / "c", {"data.py": local}, "DSL505") == [("data.py", 5)]
+    once = train.replace("while step < steps:", "if step < steps:")
+    assert _rule_rows(tmp_path / "d", {"data.py": data, "train.py": once}, "DSL505") == []
+    evaluated = """
+    import torch
+    from data import Batches
+
+    def evaluate(model, ds, world, rounds):
+        batches = Batches(ds, world)
+        with torch.no_grad():
+            for _ in range(rounds):
+                for x in batches:
+                    model(x)
+    """
+    assert _rule_rows(tmp_path / "e", {"data.py": data, "train.py": evaluated}, "DSL505") == []
+
+
 def test_dsl507_a_copy_of_a_sample_held_in_memory_is_no_loading_work(tmp_path):
     """``copy.deepcopy(self.batch)`` per sample copies what ``__init__`` loaded, like ``.clone()``
     (``indexing.cheap``): the loader has nothing for workers to overlap. Unpickling a file per

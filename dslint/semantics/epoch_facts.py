@@ -42,13 +42,26 @@ def iterated_params(func: cst.FunctionDef, loops) -> List[list]:
 
 
 def epoch_iterated_results(tree: TreeIndex, names: ModuleNames) -> List[list]:
-    """``[f]`` for each function of another module whose result (``x = f(...)``, ``a, x = f(...)``)
-    a ``for`` loop iterates inside another loop of the same scope, not under ``no_grad``:
-    re-iterated, epoch by epoch; and ``[f, g, slot]`` when a loop of that scope (not under
-    ``no_grad``) hands that result to a function ``g`` at ``slot`` (a position or a keyword:
-    ``for epoch ...: train(model, x)``): re-iterated when ``g`` iterates that parameter (the
+    """``[f]`` for each function (or class) of another module whose result (``x = f(...)``, ``a, x =
+    f(...)``, ``x = (A if c else B)(...)``: both) a ``for`` loop iterates inside another loop of the
+    same scope, not under ``no_grad``: re-iterated, epoch by epoch; and ``[f, g, slot]`` when a loop of
+    that scope (not under ``no_grad``) hands that result to a function ``g`` at ``slot`` (a position or
+    a keyword: ``for epoch ...: train(model, x)``): re-iterated when ``g`` iterates that parameter (the
     index asks ``g``'s ``iterates``)."""
     out = set()
+    for _, call in epoch_loop_results(tree, names):
+        for func in callee_exprs(call):
+            qualified = names.qualname(func)
+            if qualified and not qualified.startswith(("builtins.", "torch.", names.modname + ".")):
+                out.add((qualified,))
+    return [list(entry) for entry in sorted(out | _handed_results(tree, names), key=str)]
+
+
+def epoch_loop_results(tree: TreeIndex, names: ModuleNames) -> List[tuple]:
+    """``(loop, call)`` for each ``for`` loop nested in another loop of its scope, not under
+    ``no_grad``, that iterates a name (also as an argument of its iterable's call: ``enumerate(x)``)
+    bound in that scope to the result of ``call``."""
+    out = []
     for loop in tree.nodes(cst.For):
         nested = False
         for ancestor in tree.ancestors(loop):
@@ -68,14 +81,21 @@ def epoch_iterated_results(tree: TreeIndex, names: ModuleNames) -> List[list]:
         if not iterated:
             continue
         for assign in tree.scope_nodes(tree.scope_node(loop), cst.Assign):
-            value = assign.value
-            if not isinstance(value, cst.Call) or not isinstance(value.func, (cst.Name, cst.Attribute)):
-                continue
-            if set(_assigned_names(assign)) & iterated:
-                qualified = names.qualname(value.func)
-                if qualified and not qualified.startswith(("builtins.", "torch.", names.modname + ".")):
-                    out.add((qualified,))
-    return [list(entry) for entry in sorted(out | _handed_results(tree, names), key=str)]
+            if isinstance(assign.value, cst.Call) and set(_assigned_names(assign)) & iterated:
+                out.append((loop, assign.value))
+    return out
+
+
+def callee_exprs(call: cst.Call) -> List[cst.BaseExpression]:
+    """What ``call`` calls: its name or attribute, or each arm of ``(A if c else B)(...)``."""
+    out, pending = [], [call.func]
+    while pending:
+        func = pending.pop(0)
+        if isinstance(func, cst.IfExp):
+            pending += [func.body, func.orelse]
+        elif isinstance(func, (cst.Name, cst.Attribute)):
+            out.append(func)
+    return out
 
 
 def _handed_results(tree: TreeIndex, names: ModuleNames) -> set:

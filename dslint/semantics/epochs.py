@@ -41,7 +41,7 @@ import libcst as cst
 from dslint.semantics.batches import evaluation_loop
 from dslint.semantics.calls import UNKNOWN, BoundCall
 from dslint.semantics.instance_params import instance_method_target, training_loops_over
-from dslint.semantics.loader_results import entry_samplers, kept_for_epochs, method_result_iterated
+from dslint.semantics.loader_results import entry_samplers, kept_for_epochs, method_result_iterated, wrapper_iterated
 from dslint.semantics.classes import find_method, reached_methods
 from dslint.semantics.distributed import trains
 from dslint.semantics.loops import DISTRIBUTED_SAMPLER, DISTRIBUTED_SAMPLER_SIGNATURE, LoaderLoop, is_none, is_test_code, positional_args
@@ -160,7 +160,8 @@ def samplers_behind_project_calls(ctx, index, reported: Set[int]) -> Iterator[Tu
         if factory is not None and not index.loops_of(loader) and ctx.view.epoch_iterated(ctx.qualname_of_def(factory)):
             found.setdefault(id(sampler), (loader, sampler, []))
     for loader, sampler in pending + entries:
-        if id(sampler) not in found and not index.loops_of(loader) and method_result_iterated(ctx, index, loader):
+        if id(sampler) not in found and ((not index.loops_of(loader) and method_result_iterated(ctx, index, loader))
+                                         or wrapper_iterated(ctx, index, loader)):  # (its loop: the wrapper's)
             found.setdefault(id(sampler), (loader, sampler, []))
         elif id(sampler) not in found and kept_for_epochs(ctx, index, loader):
             found.setdefault(id(sampler), (loader, sampler, []))

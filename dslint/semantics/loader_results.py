@@ -9,7 +9,10 @@
   arguments from ``**params`` without a ``sampler`` keyword and its function (or module) writes
   ``params["sampler"] = DistributedSampler(...)`` before it.
 
-Both answer from the loop index's values (``loops.py``); anything else is unknown.
+* ``wrapper_iterated``: the loader is kept on ``self`` by a class whose ``__iter__`` iterates it,
+  and some file re-iterates an instance of that class epoch after epoch.
+
+All answer from the loop index's values (``loops.py``); anything else is unknown.
 """
 
 from __future__ import annotations
@@ -19,7 +22,11 @@ from typing import Iterator, Optional, Set, Tuple
 import libcst as cst
 
 from dslint.semantics.calls import literal_value
+from dslint.semantics.classes import methods
+from dslint.semantics.epoch_facts import callee_exprs, epoch_loop_results
 from dslint.semantics.loops import DISTRIBUTED_SAMPLER
+from dslint.semantics.regions import self_attr, self_name
+from dslint.semantics.walk import iter_subtree
 
 
 def method_result_iterated(ctx, index, loader) -> bool:
@@ -86,6 +93,47 @@ def entry_samplers(ctx, index, reported: Set[int]) -> Iterator[Tuple[object, cst
                     found.append(call)
         if len(found) == 1:
             yield loader, found[0]
+
+
+def wrapper_iterated(ctx, index, loader) -> bool:
+    """The loader is kept on ``self.<attr>`` by a method of a class whose ``__iter__`` iterates
+    ``self.<attr>`` (a DataLoader wrapper: ``for batch in self.loader: yield move(batch)``), and an
+    instance of that class (or of a subclass inheriting that ``__iter__``, in another file) is
+    re-iterated epoch after epoch: a ``for`` loop inside another loop of its scope, not under
+    ``no_grad``, over a name bound to its construction (``(A if c else B)(...)``: either arm),
+    in this file or another (``view.epoch_iterated``)."""
+    func = loader.function
+    cls = ctx.method_class(func) if func is not None else None
+    iterate = methods(cls).get("__iter__") if cls is not None else None
+    if iterate is None or not self_name(func) or not self_name(iterate):
+        return False
+    kept = {self_attr(t.target, self_name(func)) for a in ctx.tree.scope_nodes(func, cst.Assign)
+            if _is_loader(index, a.value, loader) for t in a.targets} - {None}
+    if not kept & _iterated_attrs(iterate):
+        return False
+    qualified = ctx.qualname_of_def(cls)
+    local = f"{ctx.names.modname}.{qualified}"
+    for _, call in ctx.memo(("loader_results.epoch_loops",), lambda: epoch_loop_results(ctx.tree, ctx.names)):
+        if any(ctx.names.qualname(func) == local for func in callee_exprs(call)):
+            return True
+    return ctx.view.epoch_iterated(qualified)
+
+
+def _iterated_attrs(method: cst.FunctionDef) -> Set[str]:
+    """The ``self.<attr>`` that ``method`` iterates: ``for x in self.a`` (also ``enumerate(self.a)``),
+    ``iter(self.a)``, ``yield from self.a``."""
+    me = self_name(method)
+    found: Set[str] = set()
+    for node in iter_subtree(method.body, into_scopes=False):
+        exprs = []
+        if isinstance(node, cst.For):
+            exprs = [node.iter, *(a.value for a in node.iter.args)] if isinstance(node.iter, cst.Call) else [node.iter]
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "iter" and node.args:
+            exprs = [node.args[0].value]
+        elif isinstance(node, cst.From):
+            exprs = [node.item]
+        found.update(a for a in (self_attr(e, me) for e in exprs) if a)
+    return found
 
 
 def kept_for_epochs(ctx, index, loader) -> bool:

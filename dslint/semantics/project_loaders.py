@@ -48,7 +48,9 @@ class LoaderQueries:
     def epoch_iterated(self, key: Key) -> bool:
         """The project function ``key`` returns what a loop of another file re-iterates inside an
         outer loop (``loader = build(...)`` ... ``for epoch ...: for batch in loader``), or hands in
-        a loop to a project function that trains on it (``for epoch ...: train(model, loader)``)."""
+        a loop to a project function that trains on it (``for epoch ...: train(model, loader)``).
+        For a project class ``key``: a loop of another file re-iterates its instances that way
+        (``batches = Batches(...)``, also as an instance of a subclass that inherits its ``__iter__``)."""
         if self._epoch_keys is None:
             self._epoch_keys = set()
             for path, summary in self.summaries.items():
@@ -56,6 +58,11 @@ class LoaderQueries:
                     located = self.locate(qualified, path, table="functions")
                     if located is not None and (not handed or self._iterates(handed[0], handed[1], path)):
                         self._epoch_keys.add(located)
+                    located = self.locate(qualified, path) if located is None and not handed else None
+                    for cls in self.mro(located) if located is not None else ():
+                        self._epoch_keys.add(cls)
+                        if "__iter__" in self.class_info(cls)["methods"]:
+                            break  # the bases' ``__iter__`` does not run
         return key in self._epoch_keys
 
     def _iterates(self, qualified: str, slot, path: str) -> bool:

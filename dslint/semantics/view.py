@@ -76,7 +76,8 @@ class View:
         return self._record("project_sets_epoch", [], self._index.sets_epoch())
 
     def epoch_iterated(self, qual: str) -> bool:
-        """This file's function ``qual`` returns what a loop of another file re-iterates every epoch."""
+        """This file's function ``qual`` returns what a loop of another file re-iterates every epoch
+        (for a class ``qual``: another file re-iterates its instances, or a subclass's)."""
         return self._record("epoch_iterated", [qual], self._index.epoch_iterated((self.path, qual)))
 
     def epoch_iterated_method(self, qual: str, method: str, kind: str) -> bool:

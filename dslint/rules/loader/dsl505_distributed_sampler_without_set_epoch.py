@@ -12,8 +12,7 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     """
     ## What it does
     Flags a `DistributedSampler` passed as `sampler=` (or as the `"sampler"` entry of the `**` dict) to a `DataLoader`
-    (or to PyG's or MONAI's loader, which hand it to torch's) iterated inside an epoch loop (an outer `for`/`while`, also around a call of the helper that holds the batch
-    loop), when nothing in the module calls `set_epoch` on the sampler or on `loader.sampler`. The loop may iterate
+    (or to PyG's or MONAI's loader, which hand it to torch's) iterated inside an epoch loop (an outer `for`/`while`, also around a call of the helper that holds the batch loop), when nothing in the module calls `set_epoch` on the sampler or on `loader.sampler`. The loop may iterate
     the loader on one branch only (bound to it under `if distributed:`, to another `DataLoader(...)` otherwise; no
     fix), be a training loop (`.backward()`) of `self.m(loader)` where `self` is a static method's parameter, or call
     `iter(loader)` (a `next()` stream rebuilt on `StopIteration`; no fix). Several `DistributedSampler` calls for one
@@ -27,8 +26,9 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     loader)`), returned by a function whose result another file re-iterates (or hands, in a loop, to a function that
     trains on it: `loader = build(cfg)`, `for e in ...: train(m, loader)`), or by a method (itself, or in a returned
     dict or list) that a file calls on an object annotated with (or made by) its class or a base (`self.experiment:
-    Experiment`; of an unknown class: silent) and re-iterates every epoch. So is one made anew, loader and all, in each
-    pass of an outer loop over data bound before it: each fresh sampler starts at epoch 0 with the same seed (no fix).
+    Experiment`; of an unknown class: silent) and re-iterates every epoch, or kept on `self` by a wrapper whose `__iter__`
+    iterates it, when an epoch loop (any file) re-iterates an instance (`b = (A if c else Batches)(...)`, a subclass). So is
+    one made anew in each pass of an outer loop over data bound before it: it starts at epoch 0 again (no fix).
     ## When it does not fire
     A `shuffle` certainly false (`shuffle=False`; one read from a configuration counts: where true, the order repeats),
     a sampler made anew each pass over new data (`for shard in shards: data = load(shard)`) or with a seed of its own
