@@ -26,7 +26,7 @@ from typing import Iterator, Optional, Tuple
 import libcst as cst
 
 from dslint.semantics.libraries import ITERABLE_CLASSES as LIBRARY_CLASSES, hf_iterable, library_iterable
-from dslint.semantics.walk import iter_subtree
+from dslint.semantics.walk import iter_subtree, last_statement
 
 ITERABLE_CLASSES = frozenset({"torch.utils.data.IterableDataset", "torch.utils.data.dataset.IterableDataset"})
 #: library classes a project class may derive from (``libraries.ITERABLE_CLASSES`` less DataPipes)
@@ -104,12 +104,7 @@ def _key(ctx, expr) -> Optional[str]:
 
 
 def _terminates(block) -> bool:
-    body = getattr(block, "body", None)
-    if not body:
-        return False
-    last = body[-1]
-    small = last.body[-1] if isinstance(last, cst.SimpleStatementLine) and last.body else last
-    return isinstance(small, (cst.Return, cst.Raise, cst.Continue, cst.Break))
+    return isinstance(last_statement(block), (cst.Return, cst.Raise, cst.Continue, cst.Break))
 
 
 def _assigns(ctx, block, key: str) -> bool:
@@ -171,7 +166,7 @@ def tested_iterable(ctx, index, call: cst.CSTNode, expr: Optional[cst.BaseExpres
             statement, conjunct = _whole_test(ctx, node)
             if statement is None:
                 return None  # a flag, an `or`, a `not`, an assert: it may choose the path
-            if isinstance(_last(statement.body), cst.Raise) or _assigns(ctx, statement.body, key):
+            if isinstance(last_statement(statement.body), cst.Raise) or _assigns(ctx, statement.body, key):
                 return None
             if conjunct:  # `if isinstance(x, IterableDataset) and ...:` tells only its positive branch
                 if _within(ctx, call, statement.body):
@@ -203,12 +198,6 @@ def _whole_test(ctx, node):
     if isinstance(parent, cst.If) and parent.test is node:
         return parent, conjunct
     return None, False
-
-
-def _last(block):
-    body = getattr(block, "body", None) or [None]
-    last = body[-1]
-    return last.body[-1] if isinstance(last, cst.SimpleStatementLine) and last.body else last
 
 
 def _terminates_at(orelse) -> bool:

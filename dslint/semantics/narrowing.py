@@ -24,13 +24,13 @@ name and attribute it reads this way.
 from __future__ import annotations
 
 import operator
-from typing import Callable, Iterator, List, Optional, Tuple
+from typing import Callable, Iterator, List, Tuple
 
 import libcst as cst
 
 from dslint.semantics.calls import UNKNOWN, literal_value
 from dslint.semantics.possible import Possible, Value, exactly
-from dslint.semantics.walk import iter_subtree
+from dslint.semantics.walk import iter_subtree, last_statement
 
 _SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.Module)
 _EXITS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
@@ -43,6 +43,9 @@ _MIRRORED = {cst.LessThan: operator.gt, cst.LessThanEqual: operator.ge, cst.Grea
              cst.GreaterThanEqual: operator.le, cst.Equal: operator.eq, cst.NotEqual: operator.ne,
              cst.Is: operator.is_, cst.IsNot: operator.is_not}
 
+#: whether ``x <op> c`` holding (True) or failing (False) leaves ``x`` exactly ``c``
+_PINS = {cst.Equal: True, cst.Is: True, cst.NotEqual: False, cst.IsNot: False}
+
 #: a test part and whether it holds at the read
 Fact = Tuple[cst.BaseExpression, bool]
 
@@ -52,15 +55,18 @@ def narrow(ctx, expr: cst.CSTNode, found: Callable[[], Possible]) -> Possible:
     if not _is_target(expr):
         return found()
     text = ctx.code(expr).strip()
-    facts = [(part, truth) for part, truth in passed_tests(ctx, expr, text) if _concerns(ctx, part, text)]
-    for part, truth in facts:
-        pinned = _pinned(ctx, part, truth, text)
-        if pinned is not UNKNOWN:
-            return exactly(pinned, f"the test on line {ctx.line(part)}")
+    tests = []  # (part, whether it holds, its comparison: None for the target's own truth)
+    for part, truth in passed_tests(ctx, expr, text):
+        compared = _comparison(ctx, part, text)
+        if compared is not None or _same(ctx, part, text):
+            tests.append((part, truth, compared))
+    for part, truth, compared in tests:
+        if compared is not None and _PINS.get(type(part.comparisons[0].operator)) == truth:
+            return exactly(compared[1], f"the test on line {ctx.line(part)}")
     values = found()
-    if not facts:
+    if not tests:
         return values
-    kept = tuple(v for v in values.values if all(_admits(ctx, part, truth, v, text) for part, truth in facts))
+    kept = tuple(v for v in values.values if all(_admits(compared, truth, v) for _, truth, compared in tests))
     return Possible(kept, values.complete)
 
 
@@ -85,7 +91,7 @@ def _guards(ctx, block: cst.IndentedBlock, statement: cst.BaseStatement, text: s
     if _rebinds(ctx, statement, text, read):
         return
     for before in reversed(body[:index]):
-        if isinstance(before, cst.If) and before.orelse is None and _always_exits(before.body):
+        if isinstance(before, cst.If) and before.orelse is None and isinstance(last_statement(before.body), _EXITS):
             yield from _facts(before.test, False)
         elif isinstance(before, cst.SimpleStatementLine):
             for small in before.body:
@@ -93,16 +99,6 @@ def _guards(ctx, block: cst.IndentedBlock, statement: cst.BaseStatement, text: s
                     yield from _facts(small.test, True)
         if _rebinds(ctx, before, text, read):
             return
-
-
-def _always_exits(body: cst.BaseSuite) -> bool:
-    statements = list(body.body)
-    if not statements:
-        return False
-    last = statements[-1]
-    if isinstance(body, cst.SimpleStatementSuite):
-        return isinstance(last, _EXITS)
-    return isinstance(last, cst.SimpleStatementLine) and bool(last.body) and isinstance(last.body[-1], _EXITS)
 
 
 def _facts(test: cst.BaseExpression, truth: bool) -> Iterator[Fact]:
@@ -143,28 +139,15 @@ def _comparison(ctx, part, text: str):
     return None if function is None or literal is UNKNOWN else (function, literal)
 
 
-def _concerns(ctx, part, text: str) -> bool:
-    return _same(ctx, part, text) or _comparison(ctx, part, text) is not None
-
-
-def _pinned(ctx, part, truth: bool, text: str):
-    """The one value a holding ``x == c`` / ``x is c`` (or a failing ``!=`` / ``is not``) leaves."""
-    found = _comparison(ctx, part, text)
-    if found is None:
-        return UNKNOWN
-    pins = {cst.Equal: True, cst.Is: True, cst.NotEqual: False, cst.IsNot: False}.get(type(part.comparisons[0].operator))
-    return found[1] if pins == truth else UNKNOWN
-
-
-def _admits(ctx, part, truth: bool, value: Value, text: str) -> bool:
-    """Whether ``value`` can pass the test ``part`` with outcome ``truth`` (True when unknown)."""
+def _admits(compared, truth: bool, value: Value) -> bool:
+    """Whether ``value`` can pass a test (``compared``: its operator and literal, or None for the
+    target's own truth) with outcome ``truth``; True when that cannot be told."""
     if value.value is UNKNOWN:
         return True
-    found = _comparison(ctx, part, text)
     try:
-        if found is None:  # the target's own truth
+        if compared is None:
             return bool(value.value) == truth
-        function, literal = found
+        function, literal = compared
         return bool(function(value.value, literal)) == truth
     except Exception:  # noqa: BLE001 - a comparison the value does not support tells nothing
         return True

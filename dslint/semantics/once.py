@@ -14,7 +14,7 @@ from dslint.semantics.bindings import block_assignment
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.regions import self_name
-from dslint.semantics.walk import iter_subtree
+from dslint.semantics.walk import iter_subtree, last_statement
 
 
 def _chain(expr: cst.CSTNode) -> Optional[str]:
@@ -306,10 +306,7 @@ def _searched_container(stmt: cst.CSTNode) -> Optional[str]:
 
 
 def _ends_with_return(block: cst.BaseSuite) -> bool:
-    last = block.body[-1] if block.body else None
-    if isinstance(last, cst.SimpleStatementLine):
-        last = last.body[-1]
-    return isinstance(last, cst.Return)
+    return isinstance(last_statement(block), cst.Return)
 
 
 def _appends_to(stmt: cst.CSTNode, container: str) -> bool:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import libcst as cst
 
 from dslint.semantics.scopes import names_in_target
+from dslint.semantics.walk import last_statement
 
 _SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
 
@@ -95,10 +96,7 @@ def _exclusive(ctx, common: cst.CSTNode, site_side: cst.CSTNode, around_read) ->
 def _ends_in_exit(ctx, arm: cst.BaseSuite) -> bool:
     """The arm's last statement is ``return`` or ``raise``, with no ``try`` around the arm in the
     function that could run more code after it (a ``finally``; for ``raise``, any handler)."""
-    statements = list(arm.body)
-    last = statements[-1] if statements else None
-    if isinstance(last, cst.SimpleStatementLine) and last.body:
-        last = last.body[-1]
+    last = last_statement(arm)
     if not isinstance(last, (cst.Return, cst.Raise)):
         return False
     for outer in ctx.ancestors(arm):

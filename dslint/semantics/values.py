@@ -178,7 +178,8 @@ class _Resolver:
         if param is not None:
             return self._parameter(scope, param, depth)
         assigned = scope_assignments(ctx.tree, scope, name.value)
-        assigned = [v for v in assigned if not cannot_reach(ctx, v, name)] or assigned if assigned else assigned
+        if assigned:  # (when none can reach the read, keep them all)
+            assigned = [v for v in assigned if not cannot_reach(ctx, v, name)] or assigned
         if assigned is None or not assigned:
             if scope is not None and assigned is not None:
                 # not bound in this function: a closure or module-level name

@@ -273,6 +273,14 @@ def parse_module(text: str) -> cst.Module:
         base.__post_init__ = _VALIDATE
 
 
+def last_statement(suite) -> Optional[cst.CSTNode]:
+    """The last statement a suite runs: the last small statement of its last line (``return``
+    in ``...; return x``), the last compound statement, or None for an empty or missing suite."""
+    body = getattr(suite, "body", None) or [None]
+    last = body[-1]
+    return last.body[-1] if isinstance(last, cst.SimpleStatementLine) and last.body else last
+
+
 def iter_subtree(node: cst.CSTNode, *, into_scopes: bool = True):
     """Pre-order syntactic nodes under ``node`` (itself included).
 
