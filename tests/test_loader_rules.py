@@ -284,7 +284,7 @@ MORE_CASES = [
     }),
     # DSL506: a fallback the constructor keeps when a parameter defaulting to None is left out (`t or (lambda ...)`,
     # `t if t is not None else ...`) goes to the workers with the dataset; a `**` dict whose every key is followed
-    # passes what it holds and nothing else
+    # passes what it holds and nothing else (another file's construction: reported at the class's fallback)
     ("DSL506", "invalid", {
         "tiles.py": """
             import torchvision.transforms as T
@@ -297,7 +297,7 @@ MORE_CASES = [
                 def __init__(self, paths, transform=None, target=None, fmt=None, scale=T.ToTensor()):
                     self.paths = paths
                     self.transform = transform if transform is not None else lambda x: x  # expect: DSL506
-                    self.target = target or T.Compose([T.Lambda(lambda y: y - 1)])
+                    self.target = target or T.Compose([T.Lambda(lambda y: y - 1)])  # expect: DSL506
                     self.fmt = fmt or identity  # a module-level function: pickled by name
                     self.scale = scale if scale else (lambda x: x)  # the default is not None: never the fallback
 
@@ -318,7 +318,7 @@ MORE_CASES = [
                 partial = {"paths": paths, "transform": str.lower}
                 a = DataLoader(Tiles(**given), num_workers=workers)
                 b = DataLoader(Tiles(**kw), num_workers=workers)  # any key may be there
-                return a, b, DataLoader(Tiles(**partial), num_workers=workers)  # expect: DSL506
+                return a, b, DataLoader(Tiles(**partial), num_workers=workers)  # leaves `target` out: at its fallback
             """,
     }),
     # DSL506: a subclass hands its `collate_fn` parameter on by name: reported at the lambda each caller passes
@@ -1037,6 +1037,108 @@ def test_dsl506_a_dataset_built_in_either_arm_of_an_if_keeps_its_class_lambda(tm
                            "train_a.py": script.format(data="lambdas"), "train_b.py": script.format(data="named")})
     found = [(f.path.rsplit("/", 1)[-1], f.code) for f in check_tree(tmp_path, select=["DSL506"]).diagnostics]
     assert found == [("lambdas.py", "DSL506")]  # at the lambda, where the fix goes (``kept_elsewhere``)
+
+def test_dsl506_a_default_lambda_left_out_through_a_dict_the_caller_builds(tmp_path):
+    """A class keeps a parameter whose default is a lambda; another file builds it from a ``**`` dict
+    that lacks the key (``Stems(split="valid", **common)``) and loads it with workers: reported once,
+    at the default in the class's file (``built_datasets`` follows the dict). Silent when the dict
+    gives the key."""
+    data = """
+        from torch.utils.data import Dataset
+
+        class Stems(Dataset):
+            def __init__(self, root, split="train",
+                         augment=lambda a: a):  # expect: DSL506
+                self.root = root
+                self.augment = augment
+
+            def __getitem__(self, i):
+                return self.augment(i)
+
+            def __len__(self):
+                return 8
+        """
+    train = """
+        from torch.utils.data import DataLoader
+        from stems import Stems
+
+        def flip(a):
+            return a[::-1]
+
+        def main(cfg):
+            common = {{"root": cfg.root{extra}}}
+            train_set = Stems(augment=flip, **common)
+            valid_set = Stems(split="valid", **common)
+            return DataLoader(train_set, num_workers=cfg.workers), DataLoader(valid_set, num_workers=cfg.workers)
+        """
+    write_files(tmp_path, {"stems.py": data, "train.py": train.format(extra="")})
+    found = check_tree(tmp_path, select=["DSL506"]).diagnostics
+    assert {(f.path.rsplit("/", 1)[-1], f.row) for f in found} == {(p, r) for p, r, _ in expected_markers(tmp_path)}
+    assert "which a construction there leaves out" in found[0].message
+    write_files(tmp_path, {"train.py": train.format(extra=', "augment": flip')})
+    assert not check_tree(tmp_path, select=["DSL506"]).diagnostics
+
+
+def test_dsl506_datasets_a_function_returns_from_each_arm_with_its_own_dict(tmp_path):
+    """A function builds its ``**`` dict in each arm of an ``if`` and returns the dataset that arm
+    constructs; another file loads it with workers given by a conditional dict (``{...} if cuda
+    else {}``). Each class whose default lambda its arm's dict leaves out is reported, at the default;
+    an arm whose dict gives the key is silent, and so is a loader whose dicts give no workers."""
+    data = """
+        from torch.utils.data import Dataset
+
+        def flip(a):
+            return a[::-1]
+
+        class Stems(Dataset):
+            def __init__(self, root, split="train", augment=lambda a: a):  # expect: DSL506
+                self.root = root
+                self.augment = augment
+
+            def __getitem__(self, i):
+                return self.augment(i)
+
+            def __len__(self):
+                return 8
+
+        class Tracks(Stems):
+            def __init__(self, root, split="train", augment=lambda a: a):  # expect: DSL506
+                super().__init__(root, split, flip)
+                self.augment = augment
+
+        class Mixes(Stems):
+            def __init__(self, root, split="train", augment=lambda a: a):
+                super().__init__(root, split, flip)
+                self.augment = augment
+
+        def load_valid(args):
+            if args.kind == "stems":
+                common = {"root": args.root}
+                valid = Stems(split="valid", **common)
+            elif args.kind == "tracks":
+                common = {"root": args.root, "split": "valid"}
+                valid = Tracks(**common)
+            else:
+                common = {"root": args.root, "augment": flip}
+                valid = Mixes(split="valid", **common)
+            return valid
+        """
+    train = """
+        from torch.utils.data import DataLoader
+        from data import load_valid
+
+        def main(args):
+            loader_kwargs = {loader} if args.cuda else {{}}
+            valid_set = load_valid(args)
+            return DataLoader(valid_set, batch_size=1, **loader_kwargs)
+        """
+    write_files(tmp_path, {"data.py": data, "train.py": train.format(loader='{"num_workers": args.workers, "pin_memory": True}')})
+    found = check_tree(tmp_path, select=["DSL506"]).diagnostics
+    assert {(f.path.rsplit("/", 1)[-1], f.row) for f in found} == {(p, r) for p, r, _ in expected_markers(tmp_path)}
+    assert all("the dataset `load_valid` returns is an instance of" in f.message for f in found)
+    write_files(tmp_path, {"train.py": train.format(loader='{"pin_memory": True}')})
+    assert not check_tree(tmp_path, select=["DSL506"]).diagnostics
+
 
 def test_dsl506_library_and_pass_through_loaders_are_dataloaders(tmp_path):
     """MONAI's ``DataLoader`` and PyG's hand torch's arguments on (``library_loaders.KWARGS_LOADERS``),

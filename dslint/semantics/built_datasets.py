@@ -2,7 +2,10 @@
 
 ``built_classes(tree, names, expr, qualify)`` (phase 1, loader fact ``built``): ``[class, passes]``
 for each construction the dataset expression may be (a name bound in several places: each one),
-with ``passes`` its ``[keywords, positional count]``, None when it has a ``*``/``**`` argument.
+with ``passes`` its ``[keywords, positional count]``: the keys of a ``**`` dict the file builds
+count as keywords (``RebalancedSet(split="valid", **common)`` with ``common = {"root": r}``:
+``kwargs_dicts.closed_items``); None when it has a ``*`` argument or a ``**`` dict not followed
+to every key it can hold.
 Asked by ``kept_elsewhere`` (which lambdas a class keeps reach another file's workers).
 """
 
@@ -13,6 +16,7 @@ from typing import List
 import libcst as cst
 
 from dslint.semantics.bindings import block_assignment, class_ref, enclosing_scope, scope_assignments, single_assignment
+from dslint.semantics.kwargs_dicts import FileSource, closed_items
 
 
 def built_classes(tree, names, expr, qualify) -> List[list]:
@@ -28,8 +32,15 @@ def built_classes(tree, names, expr, qualify) -> List[list]:
     for value in values:
         ref = class_ref(tree, names, value) if isinstance(value, cst.Call) else None
         if ref is not None:
-            passes = None if any(arg.star for arg in value.args) else [
-                sorted(arg.keyword.value for arg in value.args if arg.keyword is not None),
-                sum(1 for arg in value.args if arg.keyword is None)]
-            out.append([qualify(ref), passes])
+            out.append([qualify(ref), _passes(FileSource(tree, names), value)])
     return out
+
+
+def _passes(source, call: cst.Call):
+    """``[keywords, positional count]`` of ``call``, or None (see the module docstring)."""
+    items, closed = closed_items(source, call)
+    if not closed:
+        return None
+    keywords = {arg.keyword.value for arg in call.args if arg.keyword is not None} | {key for key, _ in items}
+    return [sorted(keywords), sum(1 for arg in call.args if arg.keyword is None and not arg.star)]
+

@@ -1,6 +1,8 @@
 """The ``**`` dicts handed to a call: which keys they hold and the expressions given to them.
 
-A dict is followed to its construction in the same scope (a display, ``dict(...)``) and
+A dict is followed to its constructions in the same scope that reach the call (a display,
+``dict(...)``, both arms of a conditional expression; one per arm when each arm of an ``if``
+builds its own: ``reaching``) and
 through the changes made to it there (``d["k"] = v``, ``d.update(k=v)``); ``values``
 reads the values of those expressions, and ``entry_expressions`` the expressions themselves
 (a rule asking what a ``collate_fn=`` or ``worker_init_fn=`` in such a dict is).
@@ -14,6 +16,24 @@ import libcst as cst
 
 from dslint.semantics.bindings import scope_assignments
 from dslint.semantics.calls import UNKNOWN, literal_value
+from dslint.semantics.reaching import cannot_reach, rebound_between
+
+
+class FileSource:
+    """What this module asks of a file (``tree``, ``parent``, ``ancestors``, ``call_name``), from the
+    tree and names alone: phase 1 (the summaries) asks with one, the rules with their ``FileContext``."""
+
+    def __init__(self, tree, names) -> None:
+        self.tree, self.names = tree, names
+
+    def parent(self, node):
+        return self.tree.parent_of(node)
+
+    def ancestors(self, node):
+        return self.tree.ancestors(node)
+
+    def call_name(self, call: cst.Call) -> Optional[str]:
+        return self.names.qualname(call.func) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
 
 
 def subscript_key(expr: cst.Subscript) -> Optional[str]:
@@ -69,53 +89,68 @@ def entry_expressions(ctx, call: cst.Call, key: str) -> List[cst.BaseExpression]
 def closed_entries(ctx, call: cst.Call, key: str) -> Tuple[List[cst.BaseExpression], bool]:
     """``entry_expressions``, and whether those are all ``key`` can be: every ``**`` dict was
     followed to its construction and its every change is a key write or an update followed."""
-    found: List[cst.BaseExpression] = []
+    items, closed = closed_items(ctx, call)
+    return [value for written, value in items if written == key], closed
+
+
+def closed_items(ctx, call: cst.Call) -> Tuple[List[Tuple[str, cst.BaseExpression]], bool]:
+    """(key, expression) for each entry the ``**`` dicts of ``call`` are given, and whether those
+    are all the keys they can hold (``closed_entries``). ``ctx`` needs only ``tree``, ``parent``,
+    ``ancestors`` and ``call_name``: the summaries ask it with the tree and names of phase 1."""
+    found: List[Tuple[str, cst.BaseExpression]] = []
     closed = True
     for arg in call.args:
         if arg.star == "**":
-            closed = _collect(ctx, arg.value, key, found, 0) and closed
+            closed = _collect(ctx, arg.value, found, 0) and closed
         elif arg.star == "*":
             closed = False
     return found, closed
 
 
-def _collect(ctx, expr, key: str, found: List[cst.BaseExpression], depth: int) -> bool:
+def _collect(ctx, expr, found: List[Tuple[str, cst.BaseExpression]], depth: int) -> bool:
     if depth > 3:
         return False
     if isinstance(expr, cst.Dict):
         closed = True
         for element in expr.elements:
-            if isinstance(element, cst.DictElement) and literal_value(element.key) == key:
-                found.append(element.value)
-            elif isinstance(element, cst.StarredDictElement):
-                closed = _collect(ctx, element.value, key, found, depth + 1) and closed
-            elif literal_value(element.key) is UNKNOWN:
-                closed = False  # a computed key may be this one
+            key = literal_value(element.key) if isinstance(element, cst.DictElement) else None
+            if isinstance(element, cst.StarredDictElement):
+                closed = _collect(ctx, element.value, found, depth + 1) and closed
+            elif isinstance(key, str):
+                found.append((key, element.value))
+            elif key is UNKNOWN:
+                closed = False  # a computed key may be any
         return closed
     if isinstance(expr, cst.Call) and ctx.call_name(expr) == "builtins.dict":
         closed = True
         for arg in expr.args:
-            if arg.keyword is not None and arg.keyword.value == key:
-                found.append(arg.value)
-            elif arg.keyword is None:
-                closed = _collect(ctx, arg.value, key, found, depth + 1) and closed
+            if arg.keyword is not None:
+                found.append((arg.keyword.value, arg.value))
+            else:
+                closed = _collect(ctx, arg.value, found, depth + 1) and closed
         return closed
+    if isinstance(expr, cst.IfExp):  # ``{"num_workers": n} if cuda else {}``: either arm
+        body = _collect(ctx, expr.body, found, depth + 1)
+        return _collect(ctx, expr.orelse, found, depth + 1) and body
     if not isinstance(expr, cst.Name):
         return False
     scope = ctx.tree.scope_node(expr)
-    assigned = scope_assignments(ctx.tree, scope, expr.value)
-    if not assigned or len(assigned) != 1:
+    reaching = [value for value in scope_assignments(ctx.tree, scope, expr.value) or ()
+                if not (cannot_reach(ctx, value, expr) or rebound_between(ctx, value, expr, expr.value))]
+    if not reaching:
         return False
-    closed = _collect(ctx, assigned[0], key, found, depth + 1)
+    closed = True
+    for value in reaching:  # (the dict of each branch that may bind it: ``d = {...}`` in each arm of an ``if``)
+        closed = _collect(ctx, value, found, depth + 1) and closed
     for change in dict_changes(ctx, scope, expr.value):
         if change is None:
             closed = False
             continue
         written, value = change
-        if written == key:
-            found.append(value)
-        elif written is None:
-            closed = _collect(ctx, value, key, found, depth + 1) and closed
+        if written is None:
+            closed = _collect(ctx, value, found, depth + 1) and closed
+        else:
+            found.append((written, value))
     return closed
 
 
@@ -146,4 +181,4 @@ def transform_entries(ctx, index, expr) -> List[cst.BaseExpression]:
     return found
 
 
-__all__ = ["closed_entries", "dict_changes", "entry_expressions", "subscript_key", "transform_entries", "unchanged_values"]
+__all__ = ["FileSource", "closed_entries", "closed_items", "dict_changes", "entry_expressions", "subscript_key", "transform_entries", "unchanged_values"]

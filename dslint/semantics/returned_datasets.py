@@ -7,7 +7,8 @@ datasets keep (a lambda as their ``target_transform``) is decided in the factory
 shows no loader, and that is where the fix goes.
 
 Phase 1 (``loader_results``, summary fact ``loader_results``): for each DataLoader
-construction whose ``num_workers`` is passed and is not a literal 0 (or None/False), its
+construction whose ``num_workers`` is passed (also in a ``**`` dict the file builds, in either
+arm of ``{"num_workers": n} if cuda else {}``) and is not a literal 0 (or None/False), its
 dataset argument when it is a call (``DataLoader(make_set(cfg), ...)``) or a name its
 function (or the module) assigns from calls only, each assignment a path (``ds =
 make_set(cfg)``; ``a, b = make_sets(cfg)``; ``pair = make_sets(cfg)`` then ``a, b = pair``;
@@ -33,6 +34,7 @@ import libcst as cst
 from dslint.semantics.bindings import value_bindings
 from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall, literal_value
 from dslint.semantics.epoch_facts import dataloader_calls
+from dslint.semantics.kwargs_dicts import FileSource, closed_items
 from dslint.semantics.walk import plain_returns
 
 
@@ -75,14 +77,21 @@ def _returned_at(node: cst.Return, position: int):
     return value.elements[position].value if isinstance(value, cst.Tuple) and position < len(value.elements) else None
 
 
+def _may_start_workers(tree, names, bound) -> bool:
+    """``num_workers`` is passed, or given by a ``**`` dict the file builds (``closed_items``), and
+    one value it is given is not a literal 0 (or None/False)."""
+    given = [bound.expr("num_workers")] if bound.passed("num_workers") else [
+        value for key, value in closed_items(FileSource(tree, names), bound.call)[0] if key == "num_workers"]
+    return any(literal_value(value) is UNKNOWN or literal_value(value) not in (0, None, False) for value in given)
+
+
 def loader_results(tree, names) -> List[list]:
     """Phase 1: see the module docstring."""
     defs = {node.name.value: node for node in tree.nodes(cst.FunctionDef) if isinstance(tree.parent_of(node), cst.Module)}
     out: List[list] = []
     for call in dataloader_calls(tree, names):
         bound = BoundCall(call, DATALOADER)
-        workers = literal_value(bound.expr("num_workers")) if bound.passed("num_workers") else 0
-        if workers is not UNKNOWN and workers in (0, None, False):
+        if not _may_start_workers(tree, names, bound):
             continue  # no workers: nothing is pickled
         dataset = bound.expr("dataset")
         ancestors = list(tree.ancestors(call))

@@ -199,8 +199,8 @@ def held_unpicklable(ctx, expr) -> Optional[str]:
     return f"`self.{found[0]}` (`{found[1]}`)" if found else None
 
 
-def kept_callable(ctx, index, expr) -> Optional[Tuple[cst.CSTNode, Problem]]:
-    """(node, (description, error)): a lambda, nested function or local-class instance that the
+def kept_callables(ctx, index, expr) -> List[Tuple[cst.CSTNode, Problem]]:
+    """[(node, (description, error))]: a lambda, nested function or local-class instance that the
     dataset object ``expr`` constructs is handed to keep and run per sample, so the dataset cannot
     be pickled either. Looked for in the stages of a webdataset or torchdata pipeline, and in the
     construction's arguments (not a method of an object's: ``table.map(f)``; a keyword only when it names a
@@ -209,44 +209,45 @@ def kept_callable(ctx, index, expr) -> Optional[Tuple[cst.CSTNode, Problem]]:
     names (each value they may hold: one path is enough), into transform containers
     (``T.Compose([T.Lambda(lambda x: 1 - x)])``) and into what a factory of the file returns; or
     kept by the dataset's own class from its ``__init__`` (``class_kept_callable``; for a name, the
-    class of any construction it may hold: ``ds = A(**kw) if crop else B(**kw)``)."""
+    class of each construction it may hold, one finding per lambda: ``ds = A(**kw) if crop else B(**kw)``)."""
     for held in [expr, *wrapped_datasets(ctx, index, expr)]:  # (and the datasets a ``ConcatDataset``... keeps)
         found = _kept_by_dataset(ctx, index, held)
         if found:
             return found
-    return None
+    return []
 
 
-def _kept_by_dataset(ctx, index, expr) -> Optional[Tuple[cst.CSTNode, Problem]]:
+def _kept_by_dataset(ctx, index, expr) -> List[Tuple[cst.CSTNode, Problem]]:
     nodes = index.value_nodes(expr) if isinstance(expr, cst.Name) else [expr]
     for node in nodes or ():  # (any construction the name may hold: the loader fails on that path)
         for stage in pipeline_callables(ctx, node, index.value_nodes):  # ``wds.WebDataset(urls).map(f)``
             found = _kept(ctx, index, stage, 0)
             if found:
-                return found[0], (f"a pipeline keeping {found[1][0]} as a stage", found[1][1])
+                return [(found[0], (f"a pipeline keeping {found[1][0]} as a stage", found[1][1]))]
         constructed = isinstance(node, cst.Call) and not _method_of_object(ctx, node)
         stored = {id(value) for value in (_kept_by_project_class(ctx, node) if constructed else ())}
         for arg in node.args if constructed else ():
             for entry in transform_entries(ctx, index, arg.value) if arg.star == "**" else ():  # ``Images(**options)``
                 found = _kept(ctx, index, entry, 0)
                 if found:
-                    return found[0], (f"given {found[1][0]} to keep", found[1][1])
+                    return [(found[0], (f"given {found[1][0]} to keep", found[1][1]))]
             if arg.star or (arg.keyword is not None and "transform" not in arg.keyword.value.lower()
                             and not _container(ctx, arg.value) and id(arg.value) not in stored):
                 continue
             found = _kept(ctx, index, arg.value, 0)
             if found:
-                return found[0], (f"given {found[1][0]} to keep", found[1][1])
+                return [(found[0], (f"given {found[1][0]} to keep", found[1][1]))]
     for value in _transform_stores(ctx, expr) if nodes and isinstance(expr, cst.Name) else ():
         found = _kept(ctx, index, value, 0)
         if found:
-            return found[0], (f"given {found[1][0]} to keep", found[1][1])
+            return [(found[0], (f"given {found[1][0]} to keep", found[1][1]))]
     found = class_kept_callable(ctx, expr)  # (a name bound once, or by the assignment reaching the read)
+    every = [found] if found else []
     for node in nodes or () if found is None and isinstance(expr, cst.Name) else ():
-        found = class_kept_callable(ctx, node) if isinstance(node, cst.Call) else None  # one construction it may hold
-        if found:
-            break
-    return (found[0], (f"an instance of {found[1][0]}", found[1][1])) if found else None
+        found = class_kept_callable(ctx, node) if isinstance(node, cst.Call) else None  # each construction it may hold
+        if found and not any(found[0] is other[0] for other in every):
+            every.append(found)
+    return [(node, (f"an instance of {what}", error)) for node, (what, error) in every]
 
 
 def _method_of_object(ctx, call: cst.Call) -> bool:

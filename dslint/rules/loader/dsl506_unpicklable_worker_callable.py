@@ -10,7 +10,7 @@ from dslint.semantics.calls import SubclassInit, dataloader_constructions
 from dslint.semantics.kwargs_dicts import entry_expressions
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.returned_datasets import returned_datasets
-from dslint.semantics.unpicklable import caller_callables, foreign_kept_callables, held_unpicklable, kept_callable, local_instance, local_instance_class, unpicklable
+from dslint.semantics.unpicklable import caller_callables, foreign_kept_callables, held_unpicklable, kept_callables, local_instance, local_instance_class, unpicklable
 
 
 class UnpicklableWorkerCallable(Rule):
@@ -271,9 +271,8 @@ class UnpicklableWorkerCallable(Rule):
             dataset = local_instance(ctx, index, bound.expr("dataset"))
             if dataset:
                 problems.append(("the dataset", dataset, bound.arg("dataset")))
-            kept = None if dataset else kept_callable(ctx, index, bound.expr("dataset"))
-            if kept:  # reported at the lambda (or nested function) the dataset keeps
-                problems.append(("the dataset", kept[1], kept[0]))
+            for node, problem in [] if dataset else kept_callables(ctx, index, bound.expr("dataset")):
+                problems.append(("the dataset", problem, node))  # reported at the lambda (or nested function) it keeps
             via = ""
             if isinstance(bound, SubclassInit) and not bound.passed("num_workers"):
                 via = f" (`{bound.owner.name.value}` passes its callers' `num_workers` on through `**kwargs`)"
@@ -289,10 +288,10 @@ class UnpicklableWorkerCallable(Rule):
                 reported.add(id(node))
                 yield self.report(node, _message(f"the dataset is an instance of {what}", f" (a DataLoader with workers in `{path}` is built over one)", error))
         for func, expr, module in returned_datasets(ctx):  # a dataset this file's factory returns to another file's loader
-            kept = kept_callable(ctx, index, expr) or local_instance_class(ctx, index, expr)
-            if kept and id(kept[0]) not in reported:
-                reported.add(id(kept[0]))
-                yield self.report(kept[0], _message(f"the dataset `{func.name.value}` returns is {kept[1][0]}", f" (module `{module}` hands it to a DataLoader with workers)", kept[1][1]))
+            for node, (what, error) in kept_callables(ctx, index, expr) or list(filter(None, [local_instance_class(ctx, index, expr)])):
+                if id(node) not in reported:
+                    reported.add(id(node))
+                    yield self.report(node, _message(f"the dataset `{func.name.value}` returns is {what}", f" (module `{module}` hands it to a DataLoader with workers)", error))
 
 
 def _message(what: str, via: str, error: str) -> str:
