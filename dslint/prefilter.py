@@ -7,7 +7,9 @@ name that textually derives from a dataset class in *any* checked file (the
 fixed point over ``class X(Base)`` statements and ``Alias = Base`` assignments),
 so a subclass in a file that never says "Dataset" is still analysed. A DataLoader wrapper (a
 class with an ``__iter__`` in a file that says "DataLoader") counts as such a root: a file that
-iterates its instances (``for batch in Batches(...)``) is analysed too.
+iterates its instances (``for batch in Batches(...)``) is analysed too, and so does a module-level
+function of such a file that takes ``**kwargs`` (a loader builder): a file that calls it or hands it
+on by name (``make_loaders(cfg, get_loader)``) is analysed.
 The engine later pulls in any file whose functions are reached from dataset
 code. ``--no-prefilter`` parses everything; a test checks both give identical
 findings.
@@ -20,7 +22,7 @@ import re
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 # Bumped when ``file_facts`` changes what it reads (cached facts are then discarded).
-FACTS_VERSION = 5
+FACTS_VERSION = 6
 
 CORE_WORDS = (
     "Dataset",
@@ -95,6 +97,18 @@ def loader_wrappers(text: str) -> Set[str]:
         elif last is not None:
             found.add(last)
     return found
+
+
+_FORWARDER = re.compile(r"\ndef[ \t]+(\w+)[ \t]*\(([^)]*)\)")
+
+
+def kwargs_forwarder_defs(text: str) -> Set[str]:
+    """Module-level functions of a text that says "DataLoader" that take ``**kwargs`` (``def
+    get_loader(path, **kwargs)``): a caller's keywords may reach a loader through them, and a
+    file that calls one, or hands it to another function by name, is analysed too."""
+    if "DataLoader" not in text or "**" not in text:
+        return set()
+    return {match.group(1) for match in _FORWARDER.finditer("\n" + text) if "**" in match.group(2)}
 
 
 def dataset_names(edges_by_file: Iterable[List[Tuple[str, Set[str]]]], roots: Set[str] = frozenset()) -> Set[str]:
@@ -190,7 +204,7 @@ def file_facts(text: str) -> list:
     """What the prefilter reads from one text, as JSON-able data (cached per content):
     ``[mentions a core word or a DSL noqa, torchvision roots, class edges]``."""
     core = mentions_core(text)
-    roots = sorted(torchvision_roots(text) | loader_wrappers(text)) if core else []
+    roots = sorted(torchvision_roots(text) | loader_wrappers(text) | kwargs_forwarder_defs(text)) if core else []
     edges = []
     if "class" in text or "=" in text or " as " in text:
         edges = [[name, sorted(bases)] for name, bases in class_edges(text)]

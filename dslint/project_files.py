@@ -109,9 +109,10 @@ def context_candidates(paths: Sequence[str], candidates: Sequence[Candidate], di
 
 
 def reached_files(index: "ProjectIndex", summaries: Dict[str, dict], by_module: Dict[str, List[str]]) -> Set[str]:
-    """Files (not yet summarised) that define something dataset code refers to; and the function an
+    """Files (not yet summarised) that define something dataset code refers to; the function an
     epoch loop hands the result of a factory to (``epoch_facts``), when the factory's module builds
-    DataLoaders (a module that does passed the prefilter; a package may re-export its function)."""
+    DataLoaders (a module that does passed the prefilter; a package may re-export its function); and
+    a function handed by name to one that calls that parameter with a worker count (``function_values``)."""
     wanted: Dict[str, str] = {}  # qualified name -> a file that refers to it
     per_sample_by_path: Dict[str, List[tuple]] = {}
     for key in index.per_sample:
@@ -141,6 +142,12 @@ def reached_files(index: "ProjectIndex", summaries: Dict[str, dict], by_module: 
             if qualified in receivers:
                 for ref in refs:
                     wanted.setdefault(ref, path)
+    handed_to = {(path, qualified) for path, summary in summaries.items() for qualified, *_ in summary.get("worker_params", ())}
+    for path, summary in summaries.items():  # a function handed by name to one that calls it with workers (``function_values``)
+        for callee, _, handed in summary.get("function_args", ()) if handed_to else ():
+            if index.locate(canonical(callee), path, table="functions") in handed_to:
+                wanted.setdefault(handed, path)
+                locate_all(index, canonical(handed), path)  # (as for references: a package may re-export it)
     found: Set[str] = {path for path in index.wanted_paths if path not in summaries}  # (through star imports)
     for qualified, referrer in wanted.items():
         parts = qualified.split(".")

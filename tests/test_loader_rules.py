@@ -1140,6 +1140,54 @@ def test_dsl506_datasets_a_function_returns_from_each_arm_with_its_own_dict(tmp_
     assert not check_tree(tmp_path, select=["DSL506"]).diagnostics
 
 
+def test_dsl506_a_loader_builder_handed_by_name_to_a_function_that_gives_it_workers(tmp_path):
+    """``make_loaders(cfg, build_loader)`` hands a builder (re-exported by its package with a star
+    import) to a function that calls that parameter with ``num_workers=``: the builder's own
+    ``**kwargs`` then hold a worker count, so its nested collate function is reported
+    (``function_values``). The script that hands it on names no data API. Silent when the call
+    through the parameter passes no workers; when another builder is handed there, only that one."""
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/loaders/__init__.py": "from .text import *\n",
+        "pkg/loaders/text.py": """
+            from torch.utils.data import DataLoader
+
+            def build_loader(rows, pad, **kwargs):
+                def collate(batch):
+                    return [row + [pad] for row in batch]
+
+                return DataLoader(rows, collate_fn=collate, **kwargs)  # expect: DSL506
+
+            def plain_loader(rows, pad, **kwargs):
+                def collate(batch):
+                    return [row + [pad] for row in batch]
+
+                return DataLoader(rows, collate_fn=collate, **kwargs)
+            """,
+        "pkg/build.py": """
+            def make_loaders(cfg, get_loader_fn, **kwargs):
+                train = get_loader_fn(cfg.train, shuffle=True, num_workers={workers}, **kwargs)
+                return train, cfg.valid
+            """,
+        "train.py": """
+            from pkg.build import make_loaders
+            from pkg.loaders import build_loader
+
+            def main(cfg):
+                return make_loaders(cfg, build_loader, pad=0)
+            """,
+    }
+    write_files(tmp_path, {**files, "pkg/build.py": files["pkg/build.py"].format(workers="cfg.workers")})
+    found = check_tree(tmp_path, select=["DSL506"]).diagnostics
+    assert {(f.path, f.row) for f in found} == {(p, r) for p, r, _ in expected_markers(tmp_path)}
+    assert "the nested function `collate`" in found[0].message
+    write_files(tmp_path, {"pkg/build.py": files["pkg/build.py"].format(workers="0")})
+    assert not check_tree(tmp_path, select=["DSL506"]).diagnostics
+    write_files(tmp_path, {"pkg/build.py": files["pkg/build.py"].format(workers="cfg.workers"),
+                           "train.py": files["train.py"].replace("build_loader", "plain_loader")})
+    assert [f.row for f in check_tree(tmp_path, select=["DSL506"]).diagnostics] == [13]  # the one handed there
+
+
 def test_dsl506_library_and_pass_through_loaders_are_dataloaders(tmp_path):
     """MONAI's ``DataLoader`` and PyG's hand torch's arguments on (``library_loaders.KWARGS_LOADERS``),
     and so does a project subclass whose ``__init__`` takes and forwards ``*args, **kwargs``: their

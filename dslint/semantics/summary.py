@@ -40,6 +40,7 @@ from dslint.semantics.regions import RegionCache, is_cached
 from dslint.semantics.rng_holders import holder_facts
 from dslint.semantics.distributed import construction_reads_world
 from dslint.semantics.kwargs_forwarders import kwargs_forwards
+from dslint.semantics.function_values import handed_functions
 from dslint.semantics.library_loaders import kwargs_loader_signatures
 from dslint.semantics.returned_closures import closure_returns
 from dslint.semantics.returned_datasets import loader_results
@@ -468,8 +469,8 @@ def summarize(tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> dict
         "length_probes": summary_probes(tree, names, local_qualname),
         # classes whose methods probe ``self.x`` for a length: [attr, callee, position, loader] (``length_probes``)
         "attr_probes": attribute_probes(tree, names, local_qualname),
-        # what the file calls with a worker count; may it start loader workers at all (``worker_counts``)
-        "worker_kwargs": worker_count_callees(tree, names), "names_workers": names_workers(tree, names),
+        # what the file calls with a worker count, may it start workers at all; functions handed on (``function_values``)
+        "worker_kwargs": worker_count_callees(tree, names), "names_workers": names_workers(tree, names), **handed_functions(tree, names, qualname_of),
     }
 
 

@@ -12,6 +12,7 @@ from typing import List, Optional
 from dslint.semantics.attr_reads import read_after_construction
 from dslint.semantics.construction_trace import construction_runs
 from dslint.semantics.epoch_hook_index import hook_loaders
+from dslint.semantics.function_value_index import handed_to_worker_calls
 from dslint.semantics.held_state import kept_callable_attributes, unpicklable_attribute
 from dslint.semantics.indexing import indexes_only
 from dslint.semantics.inheritance import iterable_heirs, one_shot_arguments
@@ -94,7 +95,8 @@ class View:
 
     def workers_passed(self, qual: str) -> bool:
         """Some file of the project calls this file's function ``qual`` with a worker count."""
-        return self._record("workers_passed", [qual], self._index.workers_passed((self.path, qual)))
+        key = (self.path, qual)
+        return self._record("workers_passed", [qual], self._index.workers_passed(key) or handed_to_worker_calls(self._index, key))
 
     def in_project(self, qualified: str) -> bool:
         """The qualified name is defined in a module of the project (a checked file)."""

@@ -39,7 +39,7 @@ from dslint.semantics.values import expand_kwargs, possible_arg
 def may_have_workers(ctx, bound) -> bool:
     """See the module docstring."""
     if bound.passed("num_workers"):
-        return _may_start_workers(ctx.value(bound, "num_workers"))
+        return may_start_workers(ctx.value(bound, "num_workers"))
     if not bound.has_star_kwargs:
         return False
     workers = expand_kwargs(ctx, bound.call)[0].get("num_workers")  # a ``**`` dict this file builds
@@ -60,7 +60,7 @@ def workers_only_by_choice(ctx, bound) -> bool:
         return False
     found = possible_arg(ctx, bound, "num_workers")
     return bool(found.values) and not found.complete and all(
-        not _may_start_workers(v.value) and v.origin.startswith(("the default of `", "`set_defaults(")) for v in found.values)
+        not may_start_workers(v.value) and v.origin.startswith(("the default of `", "`set_defaults(")) for v in found.values)
 
 
 def local_callers_pass_no_workers(ctx, cls) -> bool:
@@ -78,7 +78,7 @@ def local_callers_pass_no_workers(ctx, cls) -> bool:
     return True
 
 
-def _may_start_workers(value) -> bool:
+def may_start_workers(value) -> bool:
     """A ``num_workers`` value that is unknown, or a literal other than 0, ``None`` or ``False``."""
     return value is UNKNOWN or not (is_zero(value) or value is None or value is False)
 
@@ -99,7 +99,7 @@ def worker_count_callees(tree, names) -> list:
     for call in tree.nodes(cst.Call):
         for arg in call.args:
             if arg.keyword is not None and arg.keyword.value == "num_workers":
-                if _may_start_workers(literal_value(arg.value)):
+                if may_start_workers(literal_value(arg.value)):
                     qualified = names.qualname(call.func) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
                     if qualified:
                         out.add(qualified)
@@ -119,7 +119,7 @@ def names_workers(tree, names) -> bool:
     for node in tree.nodes(cst.Name):
         if node.value in WORKER_NAMES:
             arg = tree.parent_of(node)
-            if not (isinstance(arg, cst.Arg) and arg.keyword is node and not _may_start_workers(literal_value(arg.value))):
+            if not (isinstance(arg, cst.Arg) and arg.keyword is node and not may_start_workers(literal_value(arg.value))):
                 return True
     for node in tree.nodes(cst.SimpleString):  # a config key, or a command-line option (``--num-workers``)
         if "workers" in node.value and node.raw_value.lstrip("-").replace("-", "_") in WORKER_NAMES:

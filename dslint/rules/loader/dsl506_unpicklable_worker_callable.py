@@ -41,9 +41,10 @@ class UnpicklableWorkerCallable(Rule):
     construction it may hold: `ds = Resized(**kw) if plain else Cropped(**kw)`), and a dataset given, as its transform, an object of a project class (any file) that keeps one
     (reported at that object's construction); not when another store on some path replaces it, a subclass's `__init__` stores its own value there, or the class decides its own pickling (`__getstate__`).
     A dataset that a module-level function returns (whole, or an element of a returned tuple) to a DataLoader of
-    another file whose `num_workers` is passed and not a literal 0 (`train_set, test_set = get_cifar10(root)`) is
-    judged the same way in the function's file, where the fix goes (the preview-only forms are not told apart there; an instance of a class the function defines inside itself: at that class).
-    So is a lambda a class keeps from its own `__init__` (also through a parameter defaulting to a module-level `identity = lambda x: x`:
+    another file whose `num_workers` is passed and not a literal 0, also in a `**` dict (`{"num_workers": n} if cuda else {}`) (`train_set, test_set = get_cifar10(root)`) is
+    judged the same way in the function's file, where the fix goes (the preview-only forms are not told apart there; an instance of a class the function defines inside itself: at that class;
+    each class the returned name may be built from, one finding per lambda). So is a lambda a class keeps from its own `__init__` (also a parameter's default that a construction there
+    leaves out, also through a `**` dict it builds, or a default naming a module-level `identity = lambda x: x`:
     pickle looks it up as `<lambda>`), once, when another file's such DataLoader is built over it or a subclass; that file says nothing.
 
     A `DataLoader` subclass counts too: the `super().__init__(...)` call in its `__init__` is a DataLoader
@@ -53,15 +54,14 @@ class UnpicklableWorkerCallable(Rule):
     `num_workers` to 0 (or builds the forwarded dict itself without `num_workers`).
 
     ## When it does not fire
-    - Module-level functions and classes, `functools.partial` of a module-level
-      function, bound methods.
-    - A factory that may return anything else (a module-level function; for a
-      factory of another file also `None` by falling off its end, or any
-      decorator, which may change the result).
-    - `num_workers` absent or `0`, a plain `DataLoader(...)` call whose workers
-      come only from an unknown `**kwargs` (a function's own `**kwargs` counts
-      when a call of it in the project passes `num_workers`), an explicit
-      `multiprocessing_context="fork"` (also `"fork" if num_workers > 0 else None`).
+    - Module-level functions and classes, `functools.partial` of a module-level function, bound methods.
+    - A factory that may return anything else (a module-level function; for a factory of another file also
+      `None` by falling off its end, or any decorator, which may change the result).
+    - `num_workers` absent or `0`, a plain `DataLoader(...)` call whose workers come only from an unknown
+      `**kwargs` (a function's own `**kwargs` counts when a call of it in the project passes `num_workers`,
+      also through a function it is handed to by name: `make_loaders(cfg, build_loader)` calling
+      `get_loader_fn(path, num_workers=n)`), an explicit `multiprocessing_context="fork"` (also `"fork" if
+      num_workers > 0 else None`).
 
     ## Preview
     With `--preview`, also a loader whose workers start only when a user asks for them by hand: every
