@@ -1235,6 +1235,37 @@ def test_dsl503_a_count_of_cpus_less_one_is_zero_on_a_one_cpu_machine(tmp_path):
     assert check_tree(tmp_path, select=["DSL503"], preview=False).diagnostics == []
 
 
+def test_dsl503_a_division_by_the_count_before_the_loader_rules_zero_out(tmp_path):
+    """A statement before the loader that divides by the worker count (or by a product with it)
+    raises ``ZeroDivisionError`` first when the count is 0, so the loader never sees 0 there
+    (``narrowing``: the user-set preview form and a parameter defaulting to 0 alike). A division
+    the statement may skip (a conditional's arm, the right of ``or``, a lambda) decides nothing."""
+    write_files(tmp_path, {"train.py": """
+        import math
+        from torch.utils.data import DataLoader
+
+        def build(ds, batch, workers):
+            steps = math.ceil(len(ds) / (batch * workers))
+            return DataLoader(ds, num_workers=workers, persistent_workers=True), steps
+
+        def share(ds, workers=0):
+            per_worker = len(ds) // workers
+            return DataLoader(ds, num_workers=workers, prefetch_factor=2), per_worker
+
+        def maybe(ds, batch, workers):
+            steps = len(ds) / (batch * workers) if workers else 0
+            later = lambda: len(ds) % workers
+            return DataLoader(ds, num_workers=workers, persistent_workers=True), steps, later
+
+        def short(ds, workers=0):
+            steps = workers == 0 or len(ds) / workers
+            return DataLoader(ds, num_workers=workers, persistent_workers=True), steps
+        """})
+    found = [(f.code, f.start[0]) for f in check_tree(tmp_path, select=["DSL503"], preview=True).diagnostics]
+    assert found == [("DSL503", 15), ("DSL503", 19)]
+    assert [f.start[0] for f in check_tree(tmp_path, select=["DSL503"]).diagnostics] == [15, 19]  # (the code tests 0 there)
+
+
 def test_dsl506_a_fork_context_chosen_by_the_worker_count_forks_every_worker(tmp_path):
     """``multiprocessing_context="fork" if num_workers > 0 else None`` forks whenever there are
     workers, so nothing is pickled (``zero_arms.workers_arm``); a test that does not split 0

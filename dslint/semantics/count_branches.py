@@ -14,6 +14,7 @@ from typing import Optional
 
 import libcst as cst
 
+from dslint.semantics.narrowing import excludes
 from dslint.semantics.user_values import kwargs_expr
 from dslint.semantics.walk import iter_subtree
 
@@ -32,9 +33,10 @@ def handles_count(ctx, index, bound, expr, option: Optional[str] = None) -> bool
     ``raise``, ``continue``, ``break``), rebinds the count, or, for ``option``, rebinds what the call
     passes for it (``prefetch_factor = None``, ``kwargs["prefetch_factor"] = ...``, ``.pop``/``.update``
     naming it). A branch that does something else (``if workers > 0: context = "fork"``) handles
-    only what it rebinds."""
+    only what it rebinds. A test ``narrowing`` reads before the call that rules 0 out counts too (a
+    statement dividing by the count: ``n / (batch * workers)`` raises first)."""
     inside, tests = _branches(ctx, index, bound.call, expr)
-    if inside:
+    if inside or excludes(ctx, expr, 0):  # (also a division by the count before the call: ``narrowing``)
         return True
     counts = {ctx.code(expr).strip()}
     arg = bound.arg(option) if option else None

@@ -9,12 +9,17 @@ still be there, the way a type checker narrows a variable by the tests on its pa
   (``if x == 0 or infer: ... else: read``); ``not`` flips a test;
 - after a guard ``if t: ... return`` (or ``raise``, ``continue``, ``break``) with no ``else``,
   earlier in an enclosing block of the same function: ``t`` is false; after ``assert t``: true;
+  after a statement there that divides by it (``x / (b * n)``, ``//``, ``%``; not in a lambda, a
+  comprehension, a conditional's arms or the right of ``and``/``or``): it is truthy, as 0 and
+  ``None`` raise;
 - the same for both arms of a conditional expression.
 
 The tests understood compare the target with a literal or a module constant (``x == 0``,
 ``x > 1``, ``x is None``, ``x in (0, 1)``, either side) or take its truth (``x``, ``not x``).
 A test that pins the value (``x == 0``, ``x is None`` holding) makes it exactly that literal;
 any other keeps the values that pass and every value it cannot evaluate (unknown ones).
+
+``excludes(ctx, expr, value)``: one of those tests rules the literal ``value`` out at ``expr``.
 
 A test stops counting when the code between it and the read binds the same target again,
 or when the test and the read lie in different functions. ``values.possible`` narrows every
@@ -70,6 +75,20 @@ def narrow(ctx, expr: cst.CSTNode, found: Callable[[], Possible]) -> Possible:
     return Possible(kept, values.complete)
 
 
+def excludes(ctx, expr: cst.CSTNode, value) -> bool:
+    """A test passed before ``expr`` (a name or dotted attribute) rules out the literal ``value``
+    there (``if n == 0: return``, ``assert n > 0``, a division by ``n``)."""
+    if not _is_target(expr):
+        return False
+    text = ctx.code(expr).strip()
+    probe = Value(value, "")
+    for part, truth in passed_tests(ctx, expr, text):
+        compared = _comparison(ctx, part, text)
+        if (compared is not None or _same(ctx, part, text)) and not _admits(compared, truth, probe):
+            return True
+    return False
+
+
 def passed_tests(ctx, expr: cst.CSTNode, text: str) -> Iterator[Fact]:
     """The test parts known to hold (or not) where ``expr`` is read, about anything."""
     child = expr
@@ -97,8 +116,37 @@ def _guards(ctx, block: cst.IndentedBlock, statement: cst.BaseStatement, text: s
             for small in before.body:
                 if isinstance(small, cst.Assert):
                     yield from _facts(small.test, True)
+                elif not _rebinds(ctx, small, text, read):  # ``x / (b * n)`` ran: ``n`` was not 0 (nor None)
+                    yield from ((divisor, True) for divisor in _divisors(small))
         if _rebinds(ctx, before, text, read):
             return
+
+
+def _divisors(node: cst.CSTNode) -> Iterator[cst.BaseExpression]:
+    """The factors of every divisor (``/``, ``//``, ``%``) that evaluating the simple statement
+    ``node`` always computes: not in a lambda, a comprehension, the arms of a conditional
+    expression or the right side of ``and``/``or``, which may not run."""
+    if isinstance(node, (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)):
+        return
+    if isinstance(node, cst.IfExp):
+        yield from _divisors(node.test)
+        return
+    if isinstance(node, cst.BooleanOperation):
+        yield from _divisors(node.left)
+        return
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Divide, cst.FloorDivide, cst.Modulo)):
+        yield from _factors(node.right)
+    for child in node.children:
+        yield from _divisors(child)
+
+
+def _factors(expr: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
+    """``b * n`` is 0 when either is: both factors (and a plain divisor itself)."""
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+        yield from _factors(expr.left)
+        yield from _factors(expr.right)
+    else:
+        yield expr
 
 
 def _facts(test: cst.BaseExpression, truth: bool) -> Iterator[Fact]:

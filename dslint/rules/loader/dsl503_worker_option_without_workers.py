@@ -31,16 +31,15 @@ class WorkerOptionWithoutWorkers(Rule):
     itself tests against 0 in another function (`if num_workers > 0:` in `__init__`: the author expects 0). The
     option must then be set on every path seen (`persistent_workers=True`, or a configuration's default: `cfg.get("persistent_workers", True)`;
     also in a `**` dict when 0 is certain; or in the dict one branch binds to a `**` name that another branch
-    binds to a dict without it, while the call passes the count itself: reported at that entry). A function that forces `opts["num_workers"] = 0` in a
-    caller's options dict spread into the loader (`**opts`), resetting some worker-only keys but never naming
-    `prefetch_factor` (or another), keeps whatever the caller put there: it fires on that call.
+    binds to a dict without it, while the call passes the count itself: reported at that entry). A function that forces
+    `opts["num_workers"] = 0` in a caller's options dict spread into the loader (`**opts`), resetting some worker-only
+    keys but never naming `prefetch_factor` (or another), keeps whatever the caller put there: it fires on that call.
 
-    An option whose value is a conditional on the worker count itself is judged by the arm for 0
-    workers: `prefetch_factor=p if workers > 0 else 2` raises whenever the count is 0.
+    An option whose value is a conditional on the worker count itself is judged by the arm for 0 workers:
+    `prefetch_factor=p if workers > 0 else 2` raises whenever the count is 0.
 
-    DataLoader subclasses that hand torch's arguments through (PyG's `DataLoader`, `DataListLoader`,
-    `DenseDataLoader`, MONAI's, webdataset's `WebLoader`, a subclass of the same file whose `__init__(self, *args,
-    **kwargs)` forwards both unchanged, a project function handing its `**kwargs` to one) are checked the same way.
+    DataLoader subclasses that hand torch's arguments through (PyG's `DataLoader`, `DataListLoader`, `DenseDataLoader`, MONAI's,
+    webdataset's `WebLoader`, a subclass of the same file whose `__init__(self, *args, **kwargs)` forwards both unchanged, a project function handing its `**kwargs` to one) are checked the same way.
 
     ## When it does not fire
     - A computed count (`max(1, n)`, `os.cpu_count()`), argparse `choices` that list every value, values this
@@ -49,7 +48,8 @@ class WorkerOptionWithoutWorkers(Rule):
     - A loader built under a test of the count (`if workers > 0:`, the `else` of `if workers == 0 or infer:`), or
       after one that returns, raises or rebinds the count or the option (`if workers == 0: prefetch = None`; one
       that only sets another option handles that one; a store of 0 in an arm that returns does not reach the
-      loader), an option set only with workers (`persistent_workers=workers > 0`), a forced 0 naming every key.
+      loader; a statement that divides by the count, `n / (batch * workers)`, raises first), an option set only
+      with workers (`persistent_workers=workers > 0`), a forced 0 naming every key.
 
     ## Preview
     With `--preview`, a worker count the *user* sets also counts as one that can be 0 (users set 0 to debug,
