@@ -1038,17 +1038,10 @@ def test_dsl506_a_dataset_built_in_either_arm_of_an_if_keeps_its_class_lambda(tm
     found = [(f.path.rsplit("/", 1)[-1], f.code) for f in check_tree(tmp_path, select=["DSL506"]).diagnostics]
     assert found == [("lambdas.py", "DSL506")]  # at the lambda, where the fix goes (``kept_elsewhere``)
 
-def test_dsl506_a_default_lambda_left_out_through_a_dict_the_caller_builds(tmp_path):
-    """A class keeps a parameter whose default is a lambda; another file builds it from a ``**`` dict
-    that lacks the key (``Stems(split="valid", **common)``) and loads it with workers: reported once,
-    at the default in the class's file (``built_datasets`` follows the dict). Silent when the dict
-    gives the key."""
-    data = """
-        from torch.utils.data import Dataset
-
+#: a dataset keeping a parameter whose default is a lambda (the DSL506 tests below)
+_STEMS = """
         class Stems(Dataset):
-            def __init__(self, root, split="train",
-                         augment=lambda a: a):  # expect: DSL506
+            def __init__(self, root, split="train", augment=lambda a: a):  # expect: DSL506
                 self.root = root
                 self.augment = augment
 
@@ -1058,6 +1051,16 @@ def test_dsl506_a_default_lambda_left_out_through_a_dict_the_caller_builds(tmp_p
             def __len__(self):
                 return 8
         """
+
+
+def test_dsl506_a_default_lambda_left_out_through_a_dict_the_caller_builds(tmp_path):
+    """A class keeps a parameter whose default is a lambda; another file builds it from a ``**`` dict
+    that lacks the key (``Stems(split="valid", **common)``) and loads it with workers: reported once,
+    at the default in the class's file (``built_datasets`` follows the dict). Silent when the dict
+    gives the key."""
+    data = """
+        from torch.utils.data import Dataset
+        """ + _STEMS
     train = """
         from torch.utils.data import DataLoader
         from stems import Stems
@@ -1089,18 +1092,7 @@ def test_dsl506_datasets_a_function_returns_from_each_arm_with_its_own_dict(tmp_
 
         def flip(a):
             return a[::-1]
-
-        class Stems(Dataset):
-            def __init__(self, root, split="train", augment=lambda a: a):  # expect: DSL506
-                self.root = root
-                self.augment = augment
-
-            def __getitem__(self, i):
-                return self.augment(i)
-
-            def __len__(self):
-                return 8
-
+        """ + _STEMS + """
         class Tracks(Stems):
             def __init__(self, root, split="train", augment=lambda a: a):  # expect: DSL506
                 super().__init__(root, split, flip)
