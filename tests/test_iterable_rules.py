@@ -240,6 +240,55 @@ def test_dsl303_level_follows_the_loaders(tmp_path, loaders, level):
             assert "arrives 4 times" in finding.message
 
 
+def test_dsl303_worker_info_read_only_while_the_object_is_built_splits_nothing(tmp_path):
+    """``get_worker_info()`` read in ``__init__`` (or in a method only ``__init__`` runs) is None
+    there: the dataset is built in the main process and each worker gets a copy of the same split.
+    Reported at that read, or at the ``__init__`` call of the method (``sharding.construction_code``);
+    a method that ``__iter__`` also runs still shards."""
+    write_files(tmp_path, {"train.py": """
+        from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+        class Ranked(IterableDataset):
+            def __init__(self, rows):
+                self.rows = rows
+                self._setup()  # expect: DSL303
+
+            def _setup(self):
+                info = get_worker_info()
+                workers, worker = (info.num_workers, info.id) if info else (1, 0)
+                self.part = slice(worker, None, workers)
+
+            def __iter__(self):
+                yield from self.rows[self.part]
+
+        class Direct(IterableDataset):
+            def __init__(self, rows):
+                info = get_worker_info()  # expect: DSL303
+                self.rows = rows[info.id::info.num_workers] if info else rows
+
+            def __iter__(self):
+                yield from self.rows
+
+        class Lazy(IterableDataset):
+            def __init__(self, rows):
+                self.rows = rows
+                self._setup()
+
+            def _setup(self):
+                info = get_worker_info()
+                self.part = slice(info.id, None, info.num_workers) if info else slice(None)
+
+            def __iter__(self):
+                self._setup()  # (runs in each worker too)
+                yield from self.rows[self.part]
+
+        loaders = [DataLoader(cls(list(range(8))), num_workers=2) for cls in (Ranked, Direct, Lazy)]
+        """})
+    found = check_tree(tmp_path, select=["DSL303"]).diagnostics
+    assert {(f.path, f.row) for f in found} == {(p, r) for p, r, _ in expected_markers(tmp_path)}
+    assert all("only while the object is built" in f.message for f in found)
+
+
 def test_dsl303_silent_when_a_worker_init_fn_in_another_file_shards_through_a_helper(tmp_path):
     write_files(
         tmp_path,

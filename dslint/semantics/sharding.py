@@ -2,7 +2,10 @@
 
 ``shards_or_unknown`` answers for one class: yes when the class (or what its
 ``__iter__``/``__next__`` reach, in this file or across files) reads the worker info
-for more than seeding (``worker_info.worker_info_shards``), when a ``worker_init_fn``
+for more than seeding (``worker_info.worker_info_shards``) outside the code that runs only
+while it is built (``construction_code``: ``__init__`` and what only it runs, in the main
+process, where ``get_worker_info()`` is None; ``construction_worker_info`` says where such a
+read splits the data), when a ``worker_init_fn``
 of a DataLoader over it may shard, or when its data source may shard itself (a
 library of ``libraries.SHARDING_LIBRARIES``, a dataset or reader it wraps, a method
 the project does not define); "range" streams of random draws count too. It stays
@@ -12,19 +15,20 @@ the project does not define); "range" streams of random draws count too. It stay
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional, Set
+from typing import Dict, List, Optional, Set, Tuple
 
 import libcst as cst
 
 from dslint.semantics.bindings import class_ref
-from dslint.semantics.classes import all_methods, called_method, find_method, has_class_attribute, reached_methods
+from dslint.semantics.classes import all_methods, called_method, find_method, has_class_attribute, local_mro, methods, reached_methods
 from dslint.semantics.held_classes import receiver_class
+from dslint.semantics.init_code import init_helpers
 from dslint.semantics.libraries import SHARDING_LIBRARIES
 from dslint.semantics.random_draws import DRAW_METHODS, is_random_draw
 from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.streams import InitValues, draws_from_self, mutated_attrs, returns_self
 from dslint.semantics.walk import iter_subtree
-from dslint.semantics.worker_info import iteration_shards, shards_transitively, worker_info_shards
+from dslint.semantics.worker_info import is_worker_info, iteration_shards, shards_transitively, worker_info_shards
 
 _WRAPPED = re.compile(
     r"(^|_)(datasets?|ds|datapipes?|dp|pipes?|sources?|iterables?|loaders?|streams?|iterators?|readers?)($|_)", re.I
@@ -384,6 +388,34 @@ def _own_method_of(ctx, cls: cst.ClassDef, dataset, target) -> bool:
     )
 
 
+def construction_code(ctx, cls) -> List[Tuple[cst.FunctionDef, cst.FunctionDef]]:
+    """(``__init__``, function) for each ``__init__`` of the class's local MRO and each method that
+    only it runs (``init_code.init_helpers``): code that runs once, in the parent process."""
+    out = []
+    for klass in local_mro(ctx, cls):
+        init = methods(klass).get("__init__")
+        if init is not None:
+            out += [(init, init)] + [(init, helper) for helper in init_helpers(ctx, klass, init)]
+    return out
+
+
+def construction_worker_info(ctx, cls) -> Optional[cst.CSTNode]:
+    """Where construction code splits the data by ``get_worker_info()``, which is None there (the
+    object is built in the parent and copied into each worker): the read in an ``__init__``, or the
+    ``self.m(...)`` call of an ``__init__`` that runs the helper reading it."""
+    for init, func in construction_code(ctx, cls):
+        if not worker_info_shards(ctx, func):
+            continue
+        if func is init:
+            return next((n for n in iter_subtree(init.body) if isinstance(n, cst.Call) and is_worker_info(ctx, n.func)), init)
+        for call in (n for n in iter_subtree(init.body, into_scopes=False) if isinstance(n, cst.Call)):
+            method = called_method(ctx, cls, call, self_name(init))
+            if method is not None and any(m is func for m in reached_methods(ctx, cls, method)):
+                return call
+        return init
+    return None
+
+
 def shards_or_unknown(ctx, cls, qual: str, iter_func: cst.FunctionDef, loaders: List[dict]) -> bool:
     """The stream ``__iter__`` makes is sharded by worker (in the class, across files, or by
     a ``worker_init_fn`` of ``loaders``), or cannot be judged: DSL303 stays silent."""
@@ -392,8 +424,10 @@ def shards_or_unknown(ctx, cls, qual: str, iter_func: cst.FunctionDef, loaders: 
     if next_func is not None and (returns_self(iter_func) or draws_from_self(iter_func)):
         funcs += [f for f in reached_methods(ctx, cls, next_func) if not any(f is g for g in funcs)]
     # sharding in this file: the methods reached, nested functions, any method of the class
-    # (worker info read only to seed a random generator does not split the data)
-    if any(worker_info_shards(ctx, f) for f in all_methods(ctx, cls)):
+    # (worker info read only to seed a random generator does not split the data; nor in code that
+    # runs only while the object is built, in the parent, where ``get_worker_info()`` is None)
+    built = {id(f) for _, f in construction_code(ctx, cls)}
+    if any(worker_info_shards(ctx, f) for f in all_methods(ctx, cls) if id(f) not in built):
         return True
     if _shards_across_files(ctx, cls, qual, iter_func) or _reads_unknown_behaviour(ctx, cls, qual, funcs):
         return True

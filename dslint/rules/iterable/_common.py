@@ -74,13 +74,19 @@ def literal_workers(loaders: List[dict]) -> Optional[List[int]]:
     return literal
 
 
-def sharding_message(ctx, cls: cst.ClassDef, heirs: Optional[List[dict]], many: List[int]) -> str:
-    """DSL303's message for the ``__iter__`` of ``cls`` (inherited by ``heirs``, if any)."""
+def sharding_message(ctx, cls: cst.ClassDef, heirs: Optional[List[dict]], many: List[int], built_at=None) -> str:
+    """DSL303's message for the ``__iter__`` of ``cls`` (inherited by ``heirs``, if any); ``built_at``:
+    where its construction reads the worker info (``sharding.construction_worker_info``)."""
     if many:
         times = f"with `num_workers={many[-1]}` every sample arrives {many[-1]} times per epoch"
     else:
         times = "with N workers every sample arrives N times per epoch (2 workers: 200 items, 100 unique)"
-    if any(mentions_worker_info(ctx, f) for f in all_methods(ctx, cls)):
+    if built_at is not None:
+        consults = (
+            f"splits by `torch.utils.data.get_worker_info()` only while the object is built (line {ctx.line(built_at)}): "
+            "that runs in the main process, where it returns None, and every worker gets a copy of the same split,"
+        )
+    elif any(mentions_worker_info(ctx, f) for f in all_methods(ctx, cls)):
         consults = (
             "reads `torch.utils.data.get_worker_info()` only to seed a random generator (or to test it "
             "for None), which does not split the data,"

@@ -7,7 +7,7 @@ from dslint.rules.iterable._common import inherited_iter_bases, iterable_classes
 from dslint.semantics.classes import constructions_of, methods
 from dslint.semantics.libraries import consumed_by_pipeline
 from dslint.semantics.loops import is_test_code
-from dslint.semantics.sharding import shards_or_unknown
+from dslint.semantics.sharding import construction_worker_info, shards_or_unknown
 
 
 class IterableWithoutWorkerSharding(Rule):
@@ -22,10 +22,11 @@ class IterableWithoutWorkerSharding(Rule):
 
     Reading the worker info does not count as sharding when all the iteration does with it is seed a
     random generator (`np.random.seed(info.seed)`, `default_rng(info.id)`), log it or test it for None:
-    every worker then still replays the whole stream, in its own random order.
+    every worker then still replays the whole stream, in its own random order. Nor when only construction
+    reads it (`__init__`, or a method only `__init__` runs): the object is built in the main process, where
+    `get_worker_info()` is None, and each worker gets a copy of that split; reported at that read (or the call in `__init__`).
 
-    It reports at warning level, and at error level when a DataLoader over the class is built with a
-    literal `num_workers` greater than 1.
+    It reports at warning level, and at error level when a DataLoader over the class has a literal `num_workers` above 1.
 
     ## When it does not fire
     - Every DataLoader known to be built over the class (a method's `DataLoader(self)` too) has `num_workers` 0 or 1.
@@ -78,8 +79,7 @@ class IterableWithoutWorkerSharding(Rule):
     ```
 
     ## References
-    - PyTorch docs: `torch.utils.data.IterableDataset` (the `worker_init_fn` and
-      in-`__iter__` sharding examples), `torch.utils.data.get_worker_info`
+    - PyTorch docs: `torch.utils.data.IterableDataset` (the `worker_init_fn` and in-`__iter__` sharding examples), `get_worker_info`
     - pytorch/pytorch#30599, huggingface/datasets#3423
     - [evidence: IT-2](../docs/evidence.md#it-2), [W4](../docs/evidence.md#w4)
     """
@@ -295,6 +295,6 @@ class IterableWithoutWorkerSharding(Rule):
                 continue
             if any(consumed_by_pipeline(ctx, call) for call in constructions_of(ctx, cls)):
                 continue  # a source of a webdataset pipeline: its stages split by worker (or not)
-            many = sorted({w for w in literal if w > 1})
-            message = sharding_message(ctx, cls, heirs, many)
-            yield self.report(iter_func, message, level=ERROR if many else WARNING, end_node=iter_func.name)
+            many, at = sorted({w for w in literal if w > 1}), construction_worker_info(ctx, cls)
+            message = sharding_message(ctx, cls, heirs, many, at)  # (at that read in ``__init__``: the fix goes there)
+            yield self.report(at or iter_func, message, level=ERROR if many else WARNING, end_node=None if at else iter_func.name)
