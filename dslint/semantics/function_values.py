@@ -32,41 +32,34 @@ from typing import Callable, Dict
 import libcst as cst
 
 from dslint.semantics.bindings import scope_assignments
-from dslint.semantics.calls import literal_value
 from dslint.semantics.walk import iter_subtree
-from dslint.semantics.worker_counts import may_start_workers
+from dslint.semantics.worker_counts import passes_workers
 
 __all__ = ["handed_functions"]
 
 
 def handed_functions(tree, names, qualname_of: Callable[[cst.CSTNode], str]) -> Dict[str, list]:
     """See the module docstring."""
-    defs = {node.name.value for node in tree.nodes(cst.FunctionDef) if type(tree.parent_of(node)) is cst.Module}
+    functions = [node for node in tree.nodes(cst.FunctionDef) if type(tree.parent_of(node)) is cst.Module]
     worker_params = []
-    for func in tree.nodes(cst.FunctionDef):
-        if type(tree.parent_of(func)) is not cst.Module:
-            continue
+    for func in functions:
         positional = [p.name.value for p in (*func.params.posonly_params, *func.params.params)]
         params = {name: i for i, name in enumerate(positional)}
         params.update((p.name.value, -1) for p in func.params.kwonly_params)
         for node in iter_subtree(func.body, into_scopes=False):
             name = node.func.value if type(node) is cst.Call and type(node.func) is cst.Name else None
-            if name in params and _with_workers(node) and scope_assignments(tree, func, name) == []:
+            if name in params and passes_workers(node) and scope_assignments(tree, func, name) == []:
                 worker_params.append([qualname_of(func), name, params[name]])
+    named = {func.name.value for func in functions} | set(names.imports)
     function_args = []
-    for call in tree.nodes(cst.Call) if worker_params or defs or names.imports else ():
-        callee = names.qualname(call.func) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
+    for call in tree.nodes(cst.Call):
+        handed = [(i, arg) for i, arg in enumerate(call.args)
+                  if not arg.star and type(arg.value) is cst.Name and arg.value.value in named]
+        callee = names.qualname(call.func) if handed and isinstance(call.func, (cst.Name, cst.Attribute)) else None
         if callee is None or callee.startswith(("builtins.", "torch.")):
             continue
-        for i, arg in enumerate(call.args):
-            if arg.star or type(arg.value) is not cst.Name or not (arg.value.value in defs or arg.value.value in names.imports):
-                continue
-            handed = names.qualname(arg.value)
-            if handed:
-                function_args.append([callee, arg.keyword.value if arg.keyword is not None else i, handed])
+        for i, arg in handed:
+            qualified = names.qualname(arg.value)
+            if qualified:
+                function_args.append([callee, arg.keyword.value if arg.keyword is not None else i, qualified])
     return {"worker_params": sorted(worker_params), "function_args": function_args}
-
-
-def _with_workers(call: cst.Call) -> bool:
-    return any(arg.keyword is not None and arg.keyword.value == "num_workers" and may_start_workers(literal_value(arg.value))
-               for arg in call.args)

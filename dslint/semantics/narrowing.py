@@ -59,12 +59,7 @@ def narrow(ctx, expr: cst.CSTNode, found: Callable[[], Possible]) -> Possible:
     """``found()`` (the values bound to ``expr``) narrowed by the tests passed before ``expr``."""
     if not _is_target(expr):
         return found()
-    text = ctx.code(expr).strip()
-    tests = []  # (part, whether it holds, its comparison: None for the target's own truth)
-    for part, truth in passed_tests(ctx, expr, text):
-        compared = _comparison(ctx, part, text)
-        if compared is not None or _same(ctx, part, text):
-            tests.append((part, truth, compared))
+    tests = list(_target_tests(ctx, expr, ctx.code(expr).strip()))
     for part, truth, compared in tests:
         if compared is not None and _PINS.get(type(part.comparisons[0].operator)) == truth:
             return exactly(compared[1], f"the test on line {ctx.line(part)}")
@@ -80,13 +75,17 @@ def excludes(ctx, expr: cst.CSTNode, value) -> bool:
     there (``if n == 0: return``, ``assert n > 0``, a division by ``n``)."""
     if not _is_target(expr):
         return False
-    text = ctx.code(expr).strip()
     probe = Value(value, "")
+    return any(not _admits(compared, truth, probe) for _, truth, compared in _target_tests(ctx, expr, ctx.code(expr).strip()))
+
+
+def _target_tests(ctx, expr: cst.CSTNode, text: str) -> Iterator[Tuple[cst.BaseExpression, bool, object]]:
+    """(part, whether it holds, its comparison: None for the target's own truth) for each test passed
+    before ``expr`` that is about the target ``text`` (``narrow`` and ``excludes`` read these)."""
     for part, truth in passed_tests(ctx, expr, text):
         compared = _comparison(ctx, part, text)
-        if (compared is not None or _same(ctx, part, text)) and not _admits(compared, truth, probe):
-            return True
-    return False
+        if compared is not None or _same(ctx, part, text):
+            yield part, truth, compared
 
 
 def passed_tests(ctx, expr: cst.CSTNode, text: str) -> Iterator[Fact]:

@@ -93,16 +93,20 @@ def _kwargs_owner(ctx, call: cst.Call):
     return func if spread else None
 
 
+def passes_workers(call: cst.Call) -> bool:
+    """``call`` passes ``num_workers=`` other than a literal 0 (or None/False)."""
+    return any(arg.keyword is not None and arg.keyword.value == "num_workers" and may_start_workers(literal_value(arg.value))
+               for arg in call.args)
+
+
 def worker_count_callees(tree, names) -> list:
     """Qualified names this file calls with ``num_workers=`` other than a literal 0 (or None/False)."""
     out = set()
     for call in tree.nodes(cst.Call):
-        for arg in call.args:
-            if arg.keyword is not None and arg.keyword.value == "num_workers":
-                if may_start_workers(literal_value(arg.value)):
-                    qualified = names.qualname(call.func) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
-                    if qualified:
-                        out.add(qualified)
+        if passes_workers(call):
+            qualified = names.qualname(call.func) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
+            if qualified:
+                out.add(qualified)
     return sorted(out)
 
 
