@@ -131,3 +131,64 @@ def test_a_function_of_another_file_iterates_its_parameter_inside_its_own_epoch_
     assert _rows(tmp_path / "a", {"run.py": _RUN, "engine.py": _ENGINE}) == [("run.py", 5), ("run.py", 12)]
     rebound = _ENGINE.replace("\n    for epoch in range(epochs):\n", "\n    loader = list(loader)\n    for epoch in range(epochs):\n", 1)
     assert _rows(tmp_path / "b", {"run.py": _RUN, "engine.py": rebound}) == [("run.py", 12)]
+
+
+_HELPERS = """
+import torch
+
+def _one_epoch(model, data, epoch):
+    model.train()
+    for step, batch in enumerate(data):
+        model(batch).sum().backward()
+
+def _score(model, data):
+    model.eval()
+    for batch in data:
+        model(batch)
+
+def train(model, train_data, val_data, epochs=1):
+    for epoch in range(epochs):
+        _one_epoch(model, train_data, epoch)
+        _score(model, val_data)
+
+def once(model, data):
+    _one_epoch(model, data, 0)
+
+class Runner:
+    def __init__(self, model):
+        self.model = model
+
+    def fit(self, loader, epochs):
+        for epoch in range(epochs):
+            self.step_epoch(data=loader)
+
+    def step_epoch(self, data):
+        for batch in data:
+            self.model(batch).backward()
+"""
+
+_CALLER = """
+from torch.utils.data import DataLoader, DistributedSampler
+from engine import train, once, Runner
+
+def main(ds, val, model):
+    loader = DataLoader(ds, sampler=DistributedSampler(ds))
+    checked = DataLoader(val, sampler=DistributedSampler(val))
+    train(model, loader, checked, epochs=5)
+    single = DataLoader(ds, sampler=DistributedSampler(ds))
+    once(model, single)
+    Runner(model).fit(DataLoader(ds, sampler=DistributedSampler(ds)), 3)
+"""
+
+
+def test_the_epoch_loop_hands_the_parameter_to_a_training_helper_that_iterates_it(tmp_path):
+    # train's epoch loop hands train_data to _one_epoch (it trains and iterates it): the training
+    # loader; _score only evaluates, once calls the helper outside any loop; Runner.fit hands its
+    # parameter by keyword to a method of its class
+    files = {"main.py": _CALLER, "engine.py": _HELPERS}
+    assert _rows(tmp_path / "a", files) == [("main.py", 5), ("main.py", 10)]
+    untrained = _HELPERS.replace("        model(batch).sum().backward()", "        model(batch)").replace(
+        "    model.train()\n", "")
+    assert _rows(tmp_path / "b", {"main.py": _CALLER, "engine.py": untrained}) == [("main.py", 10)]
+    looped = _HELPERS.replace("        self.step_epoch(data=loader)", "        self.step_epoch(data=list(loader))")
+    assert _rows(tmp_path / "c", {"main.py": _CALLER, "engine.py": looped}) == [("main.py", 5)]

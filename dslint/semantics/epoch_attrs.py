@@ -57,15 +57,19 @@ def epoch_iterated_params(tree: TreeIndex, names: ModuleNames, qualname_of) -> D
     """{function: [[position, name]]} for module-level functions and methods (``Class.method``,
     positions after ``self``/``cls``) that iterate a parameter in a ``for`` nested in another loop
     of their body (``def fit(model, loader, epochs): for epoch in range(epochs): for batch in
-    loader``), the parameter never rebound there: what a caller hands them is re-iterated epoch
-    after epoch."""
+    loader``), or hand it inside such a loop to a training helper of the module (or a method of
+    the class) that iterates it (``for epoch in ...: train_one_epoch(model, loader)``), the parameter
+    never rebound there: what a caller hands them is re-iterated epoch after epoch."""
     out: Dict[str, List[list]] = {}
-    funcs = [(f, 0) for f in tree.scope_nodes(None, cst.FunctionDef)]
+    module_funcs = {f.name.value: f for f in tree.scope_nodes(None, cst.FunctionDef)}
+    funcs = [(f, 0, (module_funcs, None)) for f in module_funcs.values()]
     for cls in tree.nodes(cst.ClassDef):
-        for stmt in cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ():
-            if isinstance(stmt, cst.FunctionDef):
-                funcs.append((stmt, 0 if binding_kind(stmt) == "staticmethod" else 1))
-    for func, skip in funcs:
+        body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+        methods = {s.name.value: s for s in body if isinstance(s, cst.FunctionDef)}
+        funcs += [(m, 0, (module_funcs, None)) if binding_kind(m) == "staticmethod"
+                  else (m, 1, (methods, m.params.params[0].name.value)) for m in methods.values()
+                  if binding_kind(m) == "staticmethod" or m.params.params]
+    for func, skip, helpers in funcs:
         params = [p.name.value for p in (*func.params.posonly_params, *func.params.params)][skip:]
         if not params or no_grad_decorated(names, func):
             continue
@@ -77,9 +81,54 @@ def epoch_iterated_params(tree: TreeIndex, names: ModuleNames, qualname_of) -> D
                 if name in params and name not in rebound and not _under_no_grad(tree, names, loop) \
                         and _outer_loop(tree, names, loop) is not None:
                     found.add((params.index(name), name) if key is None else (params.index(name), name, key))
+        for name in _handed_to_training_helpers(tree, names, func, *helpers):
+            if name in params and name not in rebound:
+                found.add((params.index(name), name))
         if found:
             out[qualname_of(func)] = [list(p) for p in sorted(found, key=repr)]
     return out
+
+
+def _handed_to_training_helpers(tree: TreeIndex, names: ModuleNames, func: cst.FunctionDef, helpers: dict,
+                                selfp: Optional[str]) -> Set[str]:
+    """Names ``func`` hands, in a call inside an outer loop of its body (not under ``no_grad``), to a
+    training helper that iterates that parameter: a function of the module (``for epoch in ...:
+    train_one_epoch(model, loader)``), or for a method (``selfp`` its instance parameter) another
+    method of its class (``self.run_epoch(loader)``). A helper trains when it calls ``.backward()``,
+    ``.zero_grad()`` or ``.train()``: an evaluation pass's order does not matter."""
+    out: Set[str] = set()
+    for call in tree.scope_nodes(func, cst.Call):
+        callee = call.func
+        if selfp is None:
+            helper = helpers.get(callee.value) if isinstance(callee, cst.Name) else None
+        elif isinstance(callee, cst.Attribute) and isinstance(callee.value, cst.Name) and callee.value.value == selfp:
+            helper = helpers.get(callee.attr.value)
+        else:
+            helper = None
+        if helper is None or helper is func or _outer_loop(tree, names, call) is None or not _trains(tree, helper) \
+                or no_grad_decorated(names, helper):
+            continue
+        skip = 1 if selfp is not None and binding_kind(helper) != "staticmethod" else 0
+        slots = [p.name.value for p in (*helper.params.posonly_params, *helper.params.params)][skip:]
+        iterated = {n for loop in tree.scope_nodes(helper, cst.For) if not _under_no_grad(tree, names, loop)
+                    for n, key in _iterated_names(loop) if key is None}
+        for i, arg in enumerate(call.args):
+            if arg.star or not isinstance(arg.value, cst.Name):
+                continue
+            if arg.keyword is not None:
+                slot = arg.keyword.value
+            elif not any(a.star for a in call.args[:i]) and i < len(slots):
+                slot = slots[i]
+            else:
+                continue
+            if slot in iterated:
+                out.add(arg.value.value)
+    return out
+
+
+def _trains(tree: TreeIndex, func: cst.FunctionDef) -> bool:
+    return any(isinstance(c.func, cst.Attribute) and c.func.attr.value in ("backward", "zero_grad", "train") and not c.args
+               for c in tree.scope_nodes(func, cst.Call))
 
 
 def _iterated_names(loop: cst.For) -> List[Tuple[str, Optional[str]]]:

@@ -21,7 +21,7 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     Also flagged, when no file of the project names `set_epoch` nor imports a library whose trainers call it
     (Lightning, Accelerate, Ignite...): the loader handed to project code whose result an epoch loop iterates
     (`batches = Prefetcher(loader)`), to a class or function that re-iterates it every epoch itself (`Trainer(m,
-    loader)`, `fit(m, loader, n)`; a dict holding it counts for the entry they re-iterate,
+    loader)`, `fit(m, loader, n)`, or its epoch loop hands it to a training helper of its module or class: `one_epoch(m, loader)`; a dict holding it counts for the entry they re-iterate,
     `self.loaders["train"]`), in the epoch loop to a function of another module that iterates it (`train_one_epoch(m,
     loader)`), returned by a function whose result another file re-iterates (or hands, in a loop, to a function that
     trains on it: `loader = build(cfg)`, `for e in ...: train(m, loader)`), or by a method (itself, or in a returned
