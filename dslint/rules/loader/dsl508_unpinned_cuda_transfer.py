@@ -7,6 +7,7 @@ from typing import Optional, Tuple
 import libcst as cst
 
 from dslint.rules.base import WARNING, Rule, Symptom
+from dslint.rules.loader._common import literal_zero
 from dslint.semantics.batches import BatchViews
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.loops import loader_loops
@@ -29,6 +30,9 @@ class UnpinnedCudaTransfer(Rule):
 
     ## When it does not fire
     - `pin_memory` that is not a literal (such as `torch.cuda.is_available()`).
+    - A loader without workers (`num_workers` absent or `0`): there `pin_memory=True` pins each batch
+      in the training process itself, one more host copy per step, which costs about what the faster
+      transfer saves (and `non_blocking=True` then only overlaps the copy with the next step's GPU work).
     - `.to(device)` where the device is not known to be CUDA and `non_blocking`
       is not set.
     - Loops that pin the batch themselves (`.pin_memory()`), and tensors the
@@ -99,6 +103,12 @@ class UnpinnedCudaTransfer(Rule):
             x = x.to(device)  # the device is not known to be CUDA
             model.cuda()
         """,
+        """
+        from torch.utils.data import DataLoader
+        loader = DataLoader(ds, batch_size=64, num_workers=0)  # pinned in this process: no gain
+        for x, y in loader:
+            x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
+        """,
     )
     invalid = (
         """
@@ -120,7 +130,7 @@ class UnpinnedCudaTransfer(Rule):
                 model(**batch)
 
         def main(ds):
-            loader = tud.DataLoader(ds, batch_size=8, pin_memory=False)  # expect: DSL508
+            loader = tud.DataLoader(ds, batch_size=8, num_workers=2, pin_memory=False)  # expect: DSL508
             for epoch in range(3):
                 train_epoch(model, loader)
         """,
@@ -134,7 +144,7 @@ class UnpinnedCudaTransfer(Rule):
             if id(loader.call) in reported:
                 continue
             pin = ctx.value(loader.bound, "pin_memory")
-            if pin is UNKNOWN or pin:
+            if pin is UNKNOWN or pin or literal_zero(ctx.value(loader.bound, "num_workers")):
                 continue
             transfer = self._transfer(ctx, index, loop)
             if transfer is None:
