@@ -56,7 +56,7 @@ def stored_callables(
     return [(attr, held[0]) for attr, held in held_by.items() if all(h is not None for h in held)]
 
 
-def kept_facts(assigns, defs, self_param: Optional[str], params: cst.Parameters, names) -> dict:
+def kept_facts(assigns, defs, self_param: Optional[str], params: cst.Parameters, names, func=None) -> dict:
     """The summary facts of a method: ``kept_callables`` ([attr, "<lambda>" or the nested
     function's name], ``stored_callables``) and ``kept_defaults`` ([attr, parameter, position, whether
     the lambda is the method's own (a fallback in its body: true), the parameter's default (false),
@@ -66,7 +66,7 @@ def kept_facts(assigns, defs, self_param: Optional[str], params: cst.Parameters,
         "kept_callables": [[attr, "<lambda>" if type(held) is cst.Lambda else held.value]
                            for attr, held in stored_callables(assigns, self_param, [d.name.value for d in defs], names.qualname)],
         "kept_defaults": [[attr, param, position, "module" if any(held is v for v in lambdas.values()) else _in_body(held, params)]
-                          for attr, held, param, position in stored_defaults(assigns, self_param, params, names.qualname, lambdas)],
+                          for attr, held, param, position in stored_defaults(assigns, self_param, params, names.qualname, lambdas, func)],
     }
 
 
@@ -79,13 +79,17 @@ def module_lambdas(names) -> dict:
 
 def stored_defaults(
     assigns: Iterable[cst.Assign], self_param: Optional[str], params: cst.Parameters, qualname: Callable, lambdas: dict,
+    func: Optional[cst.FunctionDef] = None,
 ) -> List[Tuple[str, cst.CSTNode, str, int]]:
     """(attribute, the lambda, parameter, position) for each attribute that every ``self.<attr> = ...``
     of ``assigns`` sets to the same parameter, whose default keeps a lambda (``def __init__(self,
     fmt=lambda b: b): self.fmt = fmt``), or to that parameter with a fallback keeping one when it
     defaults to ``None`` (``self.fmt = fmt or (lambda b: b)``, ``fmt if fmt is not None else ...``):
     the object keeps it when a construction leaves that argument out; a default naming one of ``lambdas``
-    (``module_lambdas``) keeps that lambda. The position counts the parameters after ``self`` (-1: keyword-only)."""
+    (``module_lambdas``) keeps that lambda. With the method ``func``, an ``if`` of its body that tests such a
+    parameter (``if fmt is None:``, ``if not fmt:``) counts too: its arm for the parameter left out rebinds
+    the parameter to a fallback (``fmt = lambda b: b``) or stores one on the attribute that the other arm
+    sets to the parameter. The position counts the parameters after ``self`` (-1: keyword-only)."""
     if not self_param:
         return []
     positional = [p for p in params.params if p.name.value != self_param]
@@ -93,12 +97,26 @@ def stored_defaults(
     defaults.update((p.name.value, (p.default, -1)) for p in params.kwonly_params if p.default is not None)
     if not defaults:
         return []
+    rebound, left_out, given = _none_arms(func, defaults) if func is not None else ({}, {}, {})
     stored: dict = {}  # attr -> (parameter, what it keeps then) per store
     for node in assigns:
         for target in node.targets:
             t = target.target
             if type(t) is cst.Attribute and type(t.value) is cst.Name and t.value.value == self_param:
-                stored.setdefault(t.attr.value, []).append(_defaulted(node.value, defaults))
+                if id(node) in left_out:
+                    value = (left_out[id(node)], node.value)
+                elif id(node) in given:
+                    value = (given[id(node)], None) if _is_name(node.value, given[id(node)]) else None
+                    value = value if value is None else (value[0], _GIVEN)
+                else:
+                    value = _defaulted(node.value, defaults)
+                    if value is not None and type(node.value) is cst.Name and value[0] in rebound:
+                        value = (value[0], rebound[value[0]])
+                stored.setdefault(t.attr.value, []).append(value)
+    for attr, values in stored.items():  # the arm that keeps the parameter given keeps no fallback
+        kept = [v for v in values if v is not None and v[1] is not _GIVEN]
+        if len(kept) < len(values) and all(v is not None for v in values) and kept:
+            stored[attr] = kept
     found = []
     for attr, values in stored.items():
         if len({v[0] if v else None for v in values}) == 1 and values[0] is not None:
@@ -107,6 +125,45 @@ def stored_defaults(
                 param = values[0][0]
                 found.append((attr, held[0], param, defaults[param][1]))
     return found
+
+
+_GIVEN = object()  # a store of the parameter itself in the arm where it was given
+
+
+def _is_name(value, name: str) -> bool:
+    return type(value) is cst.Name and value.value == name
+
+
+def _none_arms(func: cst.FunctionDef, defaults: dict) -> Tuple[dict, dict, dict]:
+    """For each ``if`` among the statements of ``func``'s body that tests a parameter defaulting to
+    ``None`` (``_tested``): {parameter: the value the arm for it left out rebinds it to}, and {id of
+    an assignment: parameter} for the assignments in the arm for it left out and in the other arm."""
+    rebound: dict = {}
+    left_out: dict = {}
+    given: dict = {}
+    body = func.body.body if isinstance(func.body, cst.IndentedBlock) else ()
+    for stmt in body:
+        tested = _tested(stmt.test) if type(stmt) is cst.If else None
+        if tested is None or tested[0] not in defaults or not is_none(defaults[tested[0]][0]):
+            continue
+        param, when_given = tested
+        orelse = stmt.orelse.body if type(stmt.orelse) is cst.Else else None
+        if stmt.orelse is not None and orelse is None:
+            continue  # an ``elif``: more than two arms
+        arms = (orelse, stmt.body) if when_given else (stmt.body, orelse)
+        for arm, marks in zip(arms, (left_out, given)):
+            for assign in _arm_assigns(arm):
+                marks[id(assign)] = param
+                if marks is left_out and any(_is_name(t.target, param) for t in assign.targets):
+                    rebound[param] = assign.value
+    return rebound, left_out, given
+
+
+def _arm_assigns(arm) -> List[cst.Assign]:
+    if not isinstance(arm, cst.IndentedBlock):
+        return []
+    return [small for line in arm.body if isinstance(line, cst.SimpleStatementLine)
+            for small in line.body if isinstance(small, cst.Assign)]
 
 
 def _defaulted(value, defaults: dict) -> Optional[Tuple[str, cst.BaseExpression]]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 # Where torch and friends re-export a name, report the public spelling.
 _CANONICAL_PREFIXES = (
@@ -96,3 +96,39 @@ def resolve_relative(level: int, module: Optional[str], modname: str, is_package
     if module:
         base = base + module.split(".")
     return ".".join(base) or None
+
+
+def source_root(path: str, module: str) -> Optional[str]:
+    """The directory above the file's top package, where its module name is rooted
+    (``src/pkg/mod.py`` named ``pkg.mod``: ``src``); None when the path does not end so."""
+    stem = path[:-len(".py")] if path.endswith(".py") else path
+    pieces = stem.split(os.sep)
+    if pieces[-1] == "__init__":
+        pieces.pop()
+    parts = module.split(".")
+    if len(pieces) < len(parts) or pieces[len(pieces) - len(parts):] != parts:
+        return None
+    return os.sep.join(pieces[:len(pieces) - len(parts)])
+
+
+def closest_path(paths: List[str], from_path: Optional[str], roots: Dict[str, Optional[str]]) -> Optional[str]:
+    """Of the files several packages of one name hold, the one an import in ``from_path`` reaches:
+    the one whose directory shares the longest leading part with ``from_path``'s; on a tie, the
+    one whose source root (``roots``) holds ``from_path`` when only one does (``import pkg`` in
+    ``examples/run.py`` reaches the top-level ``pkg/``, not ``other/pkg/`` beside it); else None."""
+    if len(paths) == 1:
+        return paths[0]
+    if from_path is None:
+        return None
+    here = os.path.dirname(from_path)
+    best, best_len, tied = None, -1, []
+    for path in paths:
+        common = len(os.path.commonpath([here, os.path.dirname(path)]))
+        if common > best_len:
+            best, best_len, tied = path, common, [path]
+        elif common == best_len:
+            tied.append(path)
+    if len(tied) == 1:
+        return best
+    holding = [p for p in tied if roots.get(p) is not None and (roots[p] == "" or (here + os.sep).startswith(roots[p] + os.sep))]
+    return holding[0] if len(holding) == 1 else None

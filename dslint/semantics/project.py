@@ -18,7 +18,7 @@ import os
 from typing import Dict, List, Optional, Tuple
 
 from dslint.semantics.alternatives import base_alternatives, callees, construction_reach, duck_roots, mro_variants
-from dslint.semantics.modules import canonical
+from dslint.semantics.modules import canonical, closest_path, source_root
 from dslint.semantics.project_loaders import LoaderQueries
 from dslint.semantics.option_reach import callee_off, off_attributes, skipped
 from dslint.semantics.sample_calls import ENTRY_METHODS, ENTRY_POINTS, LOOP, WHOLE  # noqa: F401  (re-exported)
@@ -95,19 +95,8 @@ class ProjectIndex(LoaderQueries):
 
     # ---------------------------------------------------------------- locating
     def _pick(self, paths: List[str], from_path: Optional[str]) -> Optional[str]:
-        if len(paths) == 1:
-            return paths[0]
-        if from_path is None:
-            return None
-        here = os.path.dirname(from_path)
-        best, best_len, tie = None, -1, False
-        for path in paths:
-            common = len(os.path.commonpath([here, os.path.dirname(path)]))
-            if common > best_len:
-                best, best_len, tie = path, common, False
-            elif common == best_len:
-                tie = True
-        return None if tie else best
+        roots = {p: source_root(p, self.summaries[p]["module"]) for p in paths if p in self.summaries}
+        return closest_path(paths, from_path, roots)
 
     def locate(self, qualified: str, from_path: Optional[str], table: str = "classes", _depth: int = 0) -> Optional[Key]:
         """Where the class (or function) ``qualified`` is defined in the project."""

@@ -176,7 +176,7 @@ class Summarizer:
             "self_stores": sorted(self_stores),
             "self_loads": self_loads(buckets, self_param, parent),  # (``attr_reads``)
             # ``self.x = lambda ...`` / a nested function / a pipeline holding one, or a parameter defaulting to one
-            **kept_facts(buckets.get(cst.Assign, ()), buckets.get(cst.FunctionDef, ()), self_param, func.params, self.names),
+            **kept_facts(buckets.get(cst.Assign, ()), buckets.get(cst.FunctionDef, ()), self_param, func.params, self.names, func),
             # the ``if`` tests that guard calls, the options they test, what calls forward (``option_guards``)
             **guard_facts(func, self_param, recorded, parent, buckets),
         }

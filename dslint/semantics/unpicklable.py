@@ -329,7 +329,7 @@ def _stored_node(ctx, cls: cst.ClassDef, attr: str, default: bool = False) -> Op
         return None
     buckets, qualname = body_buckets(init, ctx.tree), lambda func: ctx.names.qualname(func)
     if default:
-        stored = [(held_attr, node) for held_attr, node, _, _ in stored_defaults(buckets.get(cst.Assign, ()), self_name(init), init.params, qualname, module_lambdas(ctx.names))]
+        stored = [(held_attr, node) for held_attr, node, _, _ in stored_defaults(buckets.get(cst.Assign, ()), self_name(init), init.params, qualname, module_lambdas(ctx.names), init)]
     else:
         stored = stored_callables(buckets.get(cst.Assign, ()), self_name(init), [d.name.value for d in buckets.get(cst.FunctionDef, ())], qualname)
     return next((node for held_attr, node in stored if held_attr == attr), None)

@@ -1,0 +1,91 @@
+"""DSL506: a lambda a dataset keeps when a parameter defaulting to ``None`` is left out, written as an
+``if`` statement (``kept_lambdas.stored_defaults``), and imports of a package name that two source
+roots of the project define (``modules.closest_path``)."""
+
+from __future__ import annotations
+
+from tests.conftest import check_tree, write_files
+
+_DATA = """
+import torch
+
+class Slices(torch.utils.data.Dataset):
+    def __init__(self, root, keep=None, transform=None):
+        self.root = root
+        if keep is None:
+            self.keep = lambda item: True
+        else:
+            self.keep = keep
+        if not transform:
+            transform = lambda x: x
+        self.transform = transform
+        self.items = [r for r in range(8) if self.keep(r)]
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, i):
+        return self.transform(self.items[i])
+"""
+
+_RUN = """
+import torch
+from data import Slices
+
+def main(root, workers):
+    dataset = Slices(root{args})
+    return torch.utils.data.DataLoader(dataset, num_workers=4)
+"""
+
+
+def _found(tmp_path, files):
+    write_files(tmp_path, files)
+    outcome = check_tree(tmp_path, select=["DSL506"])
+    assert not outcome.result.internal_errors
+    return sorted((d.path, d.row) for d in outcome.diagnostics)
+
+
+def test_the_arm_for_a_left_out_parameter_stores_or_rebinds_a_lambda(tmp_path):
+    # both fallbacks are kept when the construction leaves both parameters out: reported at each lambda
+    assert _found(tmp_path / "a", {"data.py": _DATA, "run.py": _RUN.format(args="")}) == [("data.py", 7), ("data.py", 11)]
+    # given, the other arm keeps what the caller passed
+    given = _RUN.format(args=", keep=str.isdigit, transform=abs")
+    assert _found(tmp_path / "b", {"data.py": _DATA, "run.py": given}) == []
+    assert _found(tmp_path / "c", {"data.py": _DATA, "run.py": _RUN.format(args=", transform=abs")}) == [("data.py", 7)]
+
+
+def test_an_arm_that_stores_something_else_or_an_elif_is_not_a_fallback(tmp_path):
+    other = _DATA.replace("            self.keep = keep\n", "            self.keep = None\n")
+    assert _found(tmp_path / "a", {"data.py": other, "run.py": _RUN.format(args=", transform=abs")}) == []
+    chained = _DATA.replace("        else:\n            self.keep = keep\n",
+                            "        elif callable(keep):\n            self.keep = keep\n")
+    assert _found(tmp_path / "b", {"data.py": chained, "run.py": _RUN.format(args=", transform=abs")}) == []
+
+
+_VENDORED = """
+import torch
+
+class Slices(torch.utils.data.Dataset):
+    def __init__(self, root):
+        self.root = root
+
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        return i
+"""
+
+
+def test_an_import_reaches_the_package_whose_source_root_holds_the_importing_file(tmp_path):
+    # ``pkg`` at the top and a second ``pkg`` under ``legacy/`` (a directory without ``__init__.py``):
+    # ``examples/run.py`` imports the top-level one, whose class keeps a lambda
+    data = _DATA.replace("class Slices", "class Slices")
+    run = _RUN.format(args=", transform=abs").replace("from data import Slices", "from pkg.data import Slices")
+    files = {"pkg/__init__.py": "", "pkg/data.py": data, "legacy/pkg/__init__.py": "", "legacy/pkg/data.py": _VENDORED,
+             "examples/run.py": run}
+    assert _found(tmp_path / "a", files) == [("pkg/data.py", 7)]
+    # from inside ``legacy/``, the same import reaches the vendored copy, which keeps none
+    files = {**files, "legacy/run.py": run}
+    del files["examples/run.py"]
+    assert _found(tmp_path / "b", files) == []
