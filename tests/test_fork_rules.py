@@ -16,6 +16,28 @@ from tests.conftest import check_tree, expected_markers, write_files
 from tests.test_rule_cases import run_case
 
 FLAGGED = {
+    # mmdet's seeding (vedadet#45, mmdetection#8110): worker id plus values the partial bound when the
+    # loader was built, so every epoch's recreated workers replay the same streams
+    "mmdet-style-seed": (
+        "DSL403",
+        """
+        import random
+        from functools import partial
+        import numpy as np
+        import torch
+        from torch.utils.data import DataLoader
+
+        def worker_init_fn(worker_id, num_workers, rank, seed):
+            worker_seed = num_workers * rank + worker_id + seed
+            np.random.seed(worker_seed)  # expect: DSL403
+            random.seed(worker_seed)
+            torch.manual_seed(worker_seed)
+
+        def build(ds, rank, seed):
+            init_fn = partial(worker_init_fn, num_workers=2, rank=rank, seed=seed)
+            return DataLoader(ds, num_workers=2, worker_init_fn=init_fn)
+        """,
+    ),
     # an `.npz` archive kept open: told by its members read by name or its `keys()` (the path says
     # nothing), also with `mmap_mode`, which archives ignore; measured in bench/handle_fork.py
     "npz-archive-read-by-member": (
@@ -279,8 +301,8 @@ FLAGGED = {
             np.random.seed(seed)
             torch.manual_seed(seed)
 
-        def worker_init(worker_id):  # expect: DSL403
-            set_seed(1000 + worker_id)
+        def worker_init(worker_id):
+            set_seed(1000 + worker_id)  # expect: DSL403
 
         loader = DataLoader(ds, num_workers=4, worker_init_fn=worker_init)
         """,
@@ -292,8 +314,8 @@ FLAGGED = {
         import numpy as np
         from torch.utils.data import DataLoader
 
-        def debugging_init(worker_id):  # expect: DSL403
-            random.seed(0)
+        def debugging_init(worker_id):
+            random.seed(0)  # expect: DSL403
             np.random.seed(worker_id)
 
         def get_loader(ds, workers, debug, worker_init_fn=None):
@@ -310,8 +332,8 @@ FLAGGED = {
 
         class Data(Dataset):
             @staticmethod
-            def worker_init_fn(worker_id):  # expect: DSL403
-                np.random.seed(worker_id)
+            def worker_init_fn(worker_id):
+                np.random.seed(worker_id)  # expect: DSL403
 
         loader = DataLoader(Data(), num_workers=2, worker_init_fn=Data.worker_init_fn)
         """,
@@ -612,26 +634,6 @@ SILENT = {
                 self.rng.shuffle(order)  # once per epoch, before the loop
                 for item in order:
                     yield item
-        """,
-    ),
-    "mmdet-style-seed": (
-        "DSL403",
-        """
-        import random
-        from functools import partial
-        import numpy as np
-        import torch
-        from torch.utils.data import DataLoader
-
-        def worker_init_fn(worker_id, num_workers, rank, seed):
-            worker_seed = num_workers * rank + worker_id + seed
-            np.random.seed(worker_seed)
-            random.seed(worker_seed)
-            torch.manual_seed(worker_seed)
-
-        def build(ds, rank, seed):
-            init_fn = partial(worker_init_fn, num_workers=2, rank=rank, seed=seed)
-            return DataLoader(ds, num_workers=2, worker_init_fn=init_fn)
         """,
     ),
     "detectron2-style-seed": (
@@ -955,8 +957,8 @@ MORE_CASES = [
         parser.add_argument("--seed", type=int, default=7)
         opt = parser.parse_args()
 
-        def init(worker_id):  # expect: DSL403
-            np.random.seed(opt.seed)
+        def init(worker_id):
+            np.random.seed(opt.seed)  # expect: DSL403
             random.seed(opt.seed)
 
         loader = DataLoader(ds, num_workers=4, worker_init_fn=init)

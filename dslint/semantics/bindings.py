@@ -198,6 +198,32 @@ def local_aliases(tree: TreeIndex, expr) -> List[cst.BaseExpression]:
             if isinstance(value, cst.Name) and value.value not in params and scope_assignments(tree, scope, value.value) == []]
 
 
+def referenced_callables(tree: TreeIndex, names: ModuleNames, expr, _depth: int = 0) -> List[cst.BaseExpression]:
+    """The names a callable argument (``worker_init_fn=...``) may stand for: itself (a name or an
+    attribute), the function a ``functools.partial(f, ...)`` wraps, each arm of a conditional that is
+    not ``None``, the module-level names a local or parameter is assigned (``local_aliases``), and
+    what the one value a local is bound to stands for (``init = partial(seed_worker, seed=s) if s
+    is not None else None``)."""
+    if expr is None or _depth > 4:
+        return []
+    if isinstance(expr, cst.Call) and names.qualname(expr.func) == "functools.partial" and expr.args:
+        return referenced_callables(tree, names, expr.args[0].value, _depth + 1)
+    if isinstance(expr, cst.IfExp):
+        return [v for arm in (expr.body, expr.orelse) if not (isinstance(arm, cst.Name) and arm.value == "None")
+                for v in referenced_callables(tree, names, arm, _depth + 1)]
+    aliases = local_aliases(tree, expr)
+    if aliases:
+        return aliases
+    scope = tree.scope_node(expr) if isinstance(expr, cst.Name) else None
+    if type(scope) is cst.FunctionDef:
+        values = scope_assignments(tree, scope, expr.value) or []
+        found = referenced_callables(tree, names, values[0], _depth + 1) \
+            if len(values) == 1 and isinstance(values[0], (cst.Call, cst.IfExp)) else []
+        if found:
+            return found
+    return [expr] if isinstance(expr, (cst.Name, cst.Attribute)) else []
+
+
 def local_class_path(tree: TreeIndex, name: str) -> Optional[cst.ClassDef]:
     by_name = tree.memo(("bindings.classes_by_name",), lambda: _classes_by_name(tree))
     local = by_name.get(name, ())

@@ -2,7 +2,9 @@
 
 ``fixed_seedings(ctx, func, worker_param)`` lists the seeding calls (``np.random.seed``,
 ``random.seed``, ``torch.manual_seed``, a stored ``default_rng(...)``, a same-file
-helper that seeds) whose seed depends only on the worker id and constants, or only on
+helper that seeds) whose seed depends only on the worker id, constants and the function's
+other parameters (bound by ``functools.partial`` or their defaults when the loader is
+built: ``num_workers * rank + worker_id + seed``), or only on
 values fixed in the parent (constants, the function's other, ``partial``-bound,
 parameters, and module globals that are never None); ``worker_invariant`` tells the second kind (every worker the same seed)
 from the first (each worker its own seed, the same every epoch). A seed that also
@@ -71,6 +73,8 @@ class _SeedAnalysis:
         if isinstance(expr, cst.Name):
             if expr.value == self.worker_param:
                 return self._is_parameter(expr)
+            if self._other_parameter(expr):
+                return True  # bound by ``functools.partial`` or its default: fixed in the parent
             if self._bound_in_function(expr):
                 value = self._local_value(expr)
                 return value is not None and self.fixed(value, depth + 1)
@@ -78,7 +82,10 @@ class _SeedAnalysis:
         if isinstance(expr, cst.Attribute):
             if expr.attr.value in _FIXED_INFO_ATTRS and self._worker_info_value(expr.value, depth):
                 return True
-            return False
+            root = expr
+            while isinstance(root, cst.Attribute):
+                root = root.value
+            return isinstance(root, cst.Name) and self._other_parameter(root)  # ``cfg.seed``, ``cfg`` bound so
         if isinstance(expr, cst.BinaryOperation):
             return self.fixed(expr.left, depth + 1) and self.fixed(expr.right, depth + 1)
         if isinstance(expr, cst.UnaryOperation):

@@ -14,7 +14,7 @@ from typing import Dict, List, Optional
 import libcst as cst
 
 from dslint.semantics.self_loads import self_loads
-from dslint.semantics.bindings import annotated_class, class_ref, local_aliases
+from dslint.semantics.bindings import annotated_class, class_ref, referenced_callables
 from dslint.semantics.bound_collates import bound_collates, param_collates
 from dslint.semantics.dataset_uses import use_facts
 from dslint.semantics.device_flow import device_facts
@@ -226,15 +226,10 @@ class Summarizer:
         }
 
     def function_ref(self, expr) -> Optional[str]:
-        """Qualified name of a function passed by name (or through functools.partial)."""
-        if expr is None:
-            return None
-        if isinstance(expr, cst.Call) and self.names.qualname(expr.func) == "functools.partial" and expr.args:
-            expr = expr.args[0].value
-        for value in local_aliases(self.tree, expr):  # ``init = debug_init`` under a test, then ``worker_init_fn=init``
+        """Qualified name of a function passed by name (through functools.partial, a conditional, a local
+        alias: ``init = debug_init`` under a test, then ``worker_init_fn=init``; ``referenced_callables``)."""
+        for value in referenced_callables(self.tree, self.names, expr):
             return self.names.qualname(value)
-        if isinstance(expr, (cst.Name, cst.Attribute)):
-            return self.names.qualname(expr)
         return None
 
     def call_target(self, call: cst.Call, self_param: Optional[str]):

@@ -491,7 +491,7 @@ def seed_message(ctx, seedings, worker_param: str, func=None, same: bool = False
         )
     return (
         f"{who} is a DataLoader `worker_init_fn` that seeds {shown} only from the worker id "
-        f"(`{worker_param}`) and constants, replacing torch's "
+        f"(`{worker_param}`) and values fixed when the loader is built (constants, arguments the parent bound), replacing torch's "
         "per-epoch worker seed: there are no duplicates within an epoch, but every epoch replays the same "
         "random streams (measured with 2 workers: 64 of 64 values identical across epochs) unless "
         "`persistent_workers=True`"

@@ -19,10 +19,13 @@ class WorkerSeedFromWorkerId(Rule):
     ## What it does
     Flags a function used as a DataLoader `worker_init_fn` (in this file or, through
     the project's DataLoader calls, in another one; also through a local or parameter the
-    loader's function assigns it to: `if debug: init = debugging_init`) that seeds an RNG
+    loader's function assigns it to: `if debug: init = debugging_init`, or `init =
+    partial(seed_worker, seed=s) if s is not None else None`) that seeds an RNG
     (`np.random.seed`, `random.seed`, `torch.manual_seed`, a global
-    `np.random.default_rng(...)`...) only from `worker_id` and constants, not from
-    `torch.initial_seed()` or `get_worker_info().seed`.
+    `np.random.default_rng(...)`...) only from `worker_id`, constants and its other
+    parameters (bound with `functools.partial` or by their defaults when the loader is built:
+    `num_workers * rank + worker_id + seed`), not from `torch.initial_seed()` or
+    `get_worker_info().seed`. The finding points at the first such seeding, where the seed is chosen.
 
     Also flagged, with or without `persistent_workers=True`: a `worker_init_fn`
     whose seed does not depend on the worker id at all - only on constants,
@@ -32,7 +35,7 @@ class WorkerSeedFromWorkerId(Rule):
     `np.random.seed(rank + seed)`: every worker then draws the same numbers.
 
     ## When it does not fire
-    - A seed that also depends on anything else: another parameter, an epoch, an unknown value.
+    - A seed that also depends on anything else: an epoch, a global, an unknown value.
     - A `worker_init_fn` used only with `persistent_workers=True` (streams continue across epochs).
     - The missing-`worker_init_fn` form (see Preview): on torch >= 1.9 (or no pin), in test code
       and test splits, and on evaluation-only loaders.
@@ -125,16 +128,6 @@ class WorkerSeedFromWorkerId(Rule):
             np.random.seed(worker_id)
         """,
         """
-        import functools
-        import numpy as np
-        from torch.utils.data import DataLoader
-
-        def init(worker_id, base_seed):
-            np.random.seed(base_seed + worker_id)  # base_seed: unknown
-
-        loader = DataLoader(ds, num_workers=2, worker_init_fn=functools.partial(init, base_seed=seed))
-        """,
-        """
         import numpy as np
         from torch.utils.data import DataLoader
 
@@ -172,8 +165,8 @@ class WorkerSeedFromWorkerId(Rule):
         import numpy as np
         from torch.utils.data import DataLoader
 
-        def worker_init_fn(worker_id):  # expect: DSL403
-            np.random.seed(worker_id)
+        def worker_init_fn(worker_id):
+            np.random.seed(worker_id)  # expect: DSL403
 
         loader = DataLoader(ds, batch_size=8, num_workers=4, worker_init_fn=worker_init_fn)
         """,
@@ -185,9 +178,9 @@ class WorkerSeedFromWorkerId(Rule):
 
         BASE = 1234
 
-        def init_worker(wid):  # expect: DSL403
+        def init_worker(wid):
             s = BASE + wid
-            np_seed(s)
+            np_seed(s)  # expect: DSL403
             rnd.seed(s)
             torch.manual_seed(s)
 
@@ -197,8 +190,8 @@ class WorkerSeedFromWorkerId(Rule):
             "utils/seeding.py": """
                 import numpy as np
 
-                def worker_init(worker_id):  # expect: DSL403
-                    np.random.seed(42 + worker_id)
+                def worker_init(worker_id):
+                    np.random.seed(42 + worker_id)  # expect: DSL403
                 """,
             "utils/__init__.py": "",
             "train.py": """
@@ -211,9 +204,9 @@ class WorkerSeedFromWorkerId(Rule):
         import numpy as np
         from torch.utils.data import DataLoader, get_worker_info
 
-        def init(worker_id):  # expect: DSL403
+        def init(worker_id):
             info = get_worker_info()
-            info.dataset.rng = np.random.default_rng(info.id)
+            info.dataset.rng = np.random.default_rng(info.id)  # expect: DSL403
 
         loader = DataLoader(ds, num_workers=2, worker_init_fn=init)
         """,
@@ -228,11 +221,23 @@ class WorkerSeedFromWorkerId(Rule):
         import numpy as np
         from torch.utils.data import DataLoader
 
-        def init(worker_id, rank, seed):  # expect: DSL403
+        def init(worker_id, rank, seed):
             worker_seed = rank + seed
-            np.random.seed(worker_seed)
+            np.random.seed(worker_seed)  # expect: DSL403
 
         loader = DataLoader(ds, num_workers=4, persistent_workers=True, worker_init_fn=partial(init, rank=0, seed=7))
+        """,
+        """
+        import functools
+        import numpy as np
+        from torch.utils.data import DataLoader
+
+        def init(worker_id, base_seed):
+            np.random.seed(base_seed + worker_id)  # expect: DSL403 (base_seed: bound once, when the loader is built)
+
+        def build(ds, seed=None):
+            init_fn = functools.partial(init, base_seed=seed) if seed is not None else None
+            return DataLoader(ds, num_workers=2, worker_init_fn=init_fn)
         """,
     )
 
@@ -251,7 +256,7 @@ class WorkerSeedFromWorkerId(Rule):
             if not users or not any(loader_repeats(facts, same) for facts in users):
                 continue
             reported.add(id(func))
-            yield self.report(func, seed_message(ctx, seedings, params[0], func, same), end_node=func.name)
+            yield self.report(seedings[0][1], seed_message(ctx, seedings, params[0], func, same))
         # lambdas and methods passed in this file
         for bound in ctx.dataloader_calls():
             arg = bound.arg("worker_init_fn")
@@ -274,8 +279,7 @@ class WorkerSeedFromWorkerId(Rule):
             if not loader_repeats({"persistent_workers": persistent, "num_workers": workers}, same):
                 continue
             reported.add(id(func))
-            end = None if isinstance(func, cst.Lambda) else func.name
-            yield self.report(func, seed_message(ctx, seedings, params[offset], func, same), end_node=end)
+            yield self.report(seedings[0][1], seed_message(ctx, seedings, params[offset], func, same))
         # torch < 1.9: no worker_init_fn at all, and the dataset draws from numpy's global RNG
         for call, message in unseeded_numpy_loaders(ctx) if self.preview_forms else ():
             yield self.report(call, message, end_node=call.func)
