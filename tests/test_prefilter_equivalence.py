@@ -27,8 +27,9 @@ from tests.conftest import FIXTURES, run_cli
 ARGS = ("check", "--no-cache", "--isolated", "--select", "ALL", "--preview", "--output-format", "json", "--exit-zero", "-q")
 
 
-def findings(path: Path, cwd: Path, *extra: str) -> List[dict]:
-    run = run_cli(*ARGS, *extra, str(path), cwd=cwd)
+def findings(path: Path, cwd: Path, *extra: str, select: str = "ALL") -> List[dict]:
+    args = [a if a != "ALL" else select for a in ARGS]
+    run = run_cli(*args, *extra, str(path), cwd=cwd)
     assert run.returncode == 0, run.stderr
     rows = json.loads(run.stdout or "[]")
     return sorted(
@@ -72,6 +73,18 @@ def write(root: Path, files: Dict[str, str]) -> None:
 def test_fixtures_same_findings_with_and_without_prefilter():
     found = assert_equivalent(FIXTURES, FIXTURES.parent)
     assert found, "the fixtures have findings (otherwise the comparison proves nothing)"
+
+
+def test_a_rule_finds_the_same_whatever_else_is_selected():
+    """``bench/realworld/run.py recall`` selects only the codes of a checkout's defects: each rule's
+    findings (with the prefilter reading only the files the selected rules need) must equal its
+    findings when every rule runs."""
+    everything = findings(FIXTURES, FIXTURES.parent)
+    codes = sorted({d["code"] for d in everything})
+    assert len(codes) > 20, codes
+    for code in codes:
+        alone = findings(FIXTURES, FIXTURES.parent, select=code)
+        assert alone == [d for d in everything if d["code"] == code], code
 
 
 # ---------------------------------------------------------------------- real code

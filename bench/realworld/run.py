@@ -21,7 +21,9 @@ repositories laid out as ``DIR/<owner>+<name>/repo`` (each commit is exported wi
 left out of the figures.
 
 Each repository is checked as a whole (``--select ALL --preview``, or the default set
-with ``--default-set``), so cross-file facts are seen as a user would see them.
+with ``--default-set``), so cross-file facts are seen as a user would see them; recall selects
+only the codes of a checkout's defects, and ``--codes`` only those (a code's findings do not
+depend on which other rules run).
 
 Recall: a defect is found when a finding of its code is in its file within
 ``--slack`` lines (default 3) of its line; with ``--span``, also when both lines lie in one simple
@@ -259,7 +261,7 @@ def precision(args) -> int:
         if root is None:
             missing.append(repo["repo"])
             continue
-        got = findings(root, args.default_set)
+        got = findings(root, args.default_set, set(args.codes) if args.codes else None)
         counts = Counter()
         judged = [v for v in verdicts if v["repo"] == repo["repo"]]
         for finding in got:
