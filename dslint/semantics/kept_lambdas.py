@@ -106,8 +106,7 @@ def stored_defaults(
                 if id(node) in left_out:
                     value = (left_out[id(node)], node.value)
                 elif id(node) in given:
-                    value = (given[id(node)], None) if _is_name(node.value, given[id(node)]) else None
-                    value = value if value is None else (value[0], _GIVEN)
+                    value = (given[id(node)], _GIVEN) if _is_name(node.value, given[id(node)]) else None
                 else:
                     value = _defaulted(node.value, defaults)
                     if value is not None and type(node.value) is cst.Name and value[0] in rebound:
