@@ -35,7 +35,8 @@ class WorkerSeedFromWorkerId(Rule):
     `np.random.seed(rank + seed)`: every worker then draws the same numbers.
 
     ## When it does not fire
-    - A seed that also depends on anything else: an epoch, a global, an unknown value.
+    - A seed that also depends on anything else: an epoch, an unknown value, or, beside the worker id, a
+      global that is not a constant.
     - A `worker_init_fn` used only with `persistent_workers=True` (streams continue across epochs).
     - The missing-`worker_init_fn` form (see Preview): on torch >= 1.9 (or no pin), in test code
       and test splits, and on evaluation-only loaders.
