@@ -62,14 +62,17 @@ def epoch_iterated_params(tree: TreeIndex, names: ModuleNames, qualname_of) -> D
     never rebound there: what a caller hands them is re-iterated epoch after epoch."""
     out: Dict[str, List[list]] = {}
     module_funcs = {f.name.value: f for f in tree.scope_nodes(None, cst.FunctionDef)}
-    funcs = [(f, 0, (module_funcs, None)) for f in module_funcs.values()]
+    # (function, parameters to skip, the helpers its calls may run, its instance parameter)
+    funcs = [(f, 0, module_funcs, None) for f in module_funcs.values()]
     for cls in tree.nodes(cst.ClassDef):
         body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
         methods = {s.name.value: s for s in body if isinstance(s, cst.FunctionDef)}
-        funcs += [(m, 0, (module_funcs, None)) if binding_kind(m) == "staticmethod"
-                  else (m, 1, (methods, m.params.params[0].name.value)) for m in methods.values()
-                  if binding_kind(m) == "staticmethod" or m.params.params]
-    for func, skip, helpers in funcs:
+        for method in methods.values():
+            if binding_kind(method) == "staticmethod":
+                funcs.append((method, 0, module_funcs, None))
+            elif method.params.params:
+                funcs.append((method, 1, methods, method.params.params[0].name.value))
+    for func, skip, helpers, selfp in funcs:
         params = [p.name.value for p in (*func.params.posonly_params, *func.params.params)][skip:]
         if not params or no_grad_decorated(names, func):
             continue
@@ -81,7 +84,7 @@ def epoch_iterated_params(tree: TreeIndex, names: ModuleNames, qualname_of) -> D
                 if name in params and name not in rebound and not _under_no_grad(tree, names, loop) \
                         and _outer_loop(tree, names, loop) is not None:
                     found.add((params.index(name), name) if key is None else (params.index(name), name, key))
-        for name in _handed_to_training_helpers(tree, names, func, *helpers):
+        for name in _handed_to_training_helpers(tree, names, func, helpers, selfp):
             if name in params and name not in rebound:
                 found.add((params.index(name), name))
         if found:

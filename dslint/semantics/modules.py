@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 # Where torch and friends re-export a name, report the public spelling.
 _CANONICAL_PREFIXES = (
@@ -111,11 +111,12 @@ def source_root(path: str, module: str) -> Optional[str]:
     return os.sep.join(pieces[:len(pieces) - len(parts)])
 
 
-def closest_path(paths: List[str], from_path: Optional[str], roots: Dict[str, Optional[str]]) -> Optional[str]:
+def closest_path(paths: List[str], from_path: Optional[str], root_of: Callable[[str], Optional[str]]) -> Optional[str]:
     """Of the files several packages of one name hold, the one an import in ``from_path`` reaches:
     the one whose directory shares the longest leading part with ``from_path``'s; on a tie, the
-    one whose source root (``roots``) holds ``from_path`` when only one does (``import pkg`` in
-    ``examples/run.py`` reaches the top-level ``pkg/``, not ``other/pkg/`` beside it); else None."""
+    one whose source root (``root_of``, asked only then) holds ``from_path`` when only one does
+    (``import pkg`` in ``examples/run.py`` reaches the top-level ``pkg/``, not ``other/pkg/``
+    beside it); else None."""
     if len(paths) == 1:
         return paths[0]
     if from_path is None:
@@ -130,5 +131,6 @@ def closest_path(paths: List[str], from_path: Optional[str], roots: Dict[str, Op
             tied.append(path)
     if len(tied) == 1:
         return best
-    holding = [p for p in tied if roots.get(p) is not None and (roots[p] == "" or (here + os.sep).startswith(roots[p] + os.sep))]
+    roots = {p: root_of(p) for p in tied}
+    holding = [p for p in tied if roots[p] is not None and (roots[p] == "" or (here + os.sep).startswith(roots[p] + os.sep))]
     return holding[0] if len(holding) == 1 else None

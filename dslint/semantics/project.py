@@ -95,8 +95,8 @@ class ProjectIndex(LoaderQueries):
 
     # ---------------------------------------------------------------- locating
     def _pick(self, paths: List[str], from_path: Optional[str]) -> Optional[str]:
-        roots = {p: source_root(p, self.summaries[p]["module"]) for p in paths if p in self.summaries}
-        return closest_path(paths, from_path, roots)
+        return closest_path(paths, from_path,
+                            lambda p: source_root(p, self.summaries[p]["module"]) if p in self.summaries else None)
 
     def locate(self, qualified: str, from_path: Optional[str], table: str = "classes", _depth: int = 0) -> Optional[Key]:
         """Where the class (or function) ``qualified`` is defined in the project."""

@@ -82,9 +82,7 @@ class _SeedAnalysis:
         if isinstance(expr, cst.Attribute):
             if expr.attr.value in _FIXED_INFO_ATTRS and self._worker_info_value(expr.value, depth):
                 return True
-            root = expr
-            while isinstance(root, cst.Attribute):
-                root = root.value
+            root = _attribute_root(expr)
             return isinstance(root, cst.Name) and self._other_parameter(root)  # ``cfg.seed``, ``cfg`` bound so
         if isinstance(expr, cst.BinaryOperation):
             return self.fixed(expr.left, depth + 1) and self.fixed(expr.right, depth + 1)
@@ -105,9 +103,7 @@ class _SeedAnalysis:
         if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString)):
             return True
         if isinstance(expr, cst.Attribute):
-            root = expr
-            while isinstance(root, cst.Attribute):
-                root = root.value
+            root = _attribute_root(expr)
             if not isinstance(root, cst.Name) or root.value == self.worker_param:
                 return False
             return self._other_parameter(root) or (self._free(root) and self._never_none(expr))
@@ -171,6 +167,13 @@ class _SeedAnalysis:
             return False
         found, _ = self.ctx.names.scope(self.func).lookup(name.value)
         return found
+
+
+def _attribute_root(expr: cst.Attribute) -> cst.BaseExpression:
+    """``a`` of ``a.b.c``."""
+    while isinstance(expr, cst.Attribute):
+        expr = expr.value
+    return expr
 
 
 def _seed_arg(call: cst.Call) -> Optional[cst.CSTNode]:
