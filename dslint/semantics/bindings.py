@@ -1,6 +1,7 @@
 """Local data flow that both the summary and the rules need.
 
 ``value_binding``/``call_binding``: the one value (call) a name is assigned in a scope, and where in it.
+``parameter_default``: the default of the parameter a name reads, when its function never rebinds it.
 ``single_assignment``: the value of the only assignment to a name in its scope
 (function or module), or None when it is assigned more than once, rebound by a
 loop, or bound some other way. ``class_ref``: the qualified name of the class an
@@ -119,6 +120,22 @@ def single_assignment(tree: TreeIndex, name: cst.Name) -> Optional[cst.BaseExpre
             if param.name.value == name.value:
                 return None
     return found[0] if len(found) == 1 else None
+
+
+def parameter_default(tree: TreeIndex, expr) -> Optional[cst.BaseExpression]:
+    """The default of the parameter of the enclosing function that the name ``expr`` reads, when
+    that function never assigns the name (``def build(ds, persistent_workers=True): ...
+    DataLoader(ds, persistent_workers=persistent_workers)``: what runs when a caller keeps it)."""
+    if type(expr) is not cst.Name:
+        return None
+    scope = enclosing_scope(tree, expr)
+    if not isinstance(scope, cst.FunctionDef) or scope_assignments(tree, scope, expr.value) != []:
+        return None
+    params = scope.params
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        if param.name.value == expr.value:
+            return param.default
+    return None
 
 
 def scope_assignments(tree: TreeIndex, scope, name: str) -> Optional[List[cst.BaseExpression]]:

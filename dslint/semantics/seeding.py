@@ -9,7 +9,8 @@ values fixed in the parent (constants, the function's other, ``partial``-bound,
 parameters, and module globals that are never None); ``worker_invariant`` tells the second kind (every worker the same seed)
 from the first (each worker its own seed, the same every epoch). A seed that also
 depends on anything else (``torch.initial_seed()``, ``get_worker_info().seed``, an
-unknown value) makes the whole RNG family silent.
+unknown value) makes the whole RNG family silent. ``loader_persistence(ctx, bound)`` is a loader
+call's ``persistent_workers``, counting the default of the builder parameter that gives it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Dict, List, Optional, Tuple
 
 import libcst as cst
 
-from dslint.semantics.bindings import local_class_path, single_assignment
+from dslint.semantics.bindings import local_class_path, parameter_default, single_assignment
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.names import dotted_parts
 from dslint.semantics.regions import self_name
@@ -312,6 +313,14 @@ def local_worker_init(ctx, target):
                     return stmt, 0
                 return (stmt, 1) if bound else (None, 0)
     return None, 0
+
+
+def loader_persistence(ctx, bound):
+    """The loader call's ``persistent_workers``: its literal, or the default of the builder's parameter
+    that gives it when the caller keeps it (the loader summaries' fact); UNKNOWN otherwise."""
+    value = ctx.value(bound, "persistent_workers")
+    default = parameter_default(ctx.tree, bound.expr("persistent_workers")) if value is UNKNOWN else None
+    return ctx.literal(default) if default is not None else value
 
 
 def loader_repeats(facts: dict, same_in_every_worker: bool = False) -> bool:

@@ -14,7 +14,7 @@ from typing import Dict, List, Optional
 import libcst as cst
 
 from dslint.semantics.self_loads import self_loads
-from dslint.semantics.bindings import annotated_class, class_ref, referenced_callables
+from dslint.semantics.bindings import annotated_class, class_ref, parameter_default, referenced_callables
 from dslint.semantics.bound_collates import bound_collates, param_collates
 from dslint.semantics.dataset_uses import use_facts
 from dslint.semantics.device_flow import device_facts
@@ -208,9 +208,10 @@ class Summarizer:
             values = self.names.assigns.get(name_node.value)
             return values[0] if values and len(values) == 1 and name_node.value not in self.names.imports else None
 
-        def literal(name):
+        def literal(name, default=False):  # (``default``: a builder parameter's default when the caller keeps it)
             if bound.passed(name):
-                value = literal_value(bound.expr(name), constant)
+                expr = bound.expr(name)
+                value = literal_value((default and parameter_default(self.tree, expr)) or expr, constant)
             else:
                 value = UNKNOWN if bound.is_open else signature.defaults.get(name)
             return None if value is UNKNOWN else value
@@ -219,7 +220,7 @@ class Summarizer:
         return {
             "dataset": qualify(ref) if ref is not None else annotated_class(self.tree, self.names, bound.expr("dataset")),
             "num_workers": literal("num_workers"),
-            "persistent_workers": literal("persistent_workers"),
+            "persistent_workers": literal("persistent_workers", default=True),
             "worker_init_fn": self.function_ref(bound.expr("worker_init_fn")),
             "collate_fn": self.function_ref(bound.expr("collate_fn")),
             "built": built_classes(self.tree, self.names, bound.expr("dataset"), qualify),  # (``kept_elsewhere``)

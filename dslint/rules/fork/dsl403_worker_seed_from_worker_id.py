@@ -9,7 +9,7 @@ import libcst as cst
 from dslint.rules.base import ERROR, Rule, Symptom
 from dslint.rules.fork._common import function_target, seed_message
 from dslint.semantics.seeding import (
-    fixed_seedings, lambda_seedings, loader_repeats, local_worker_init, positional_params, worker_invariant,
+    fixed_seedings, lambda_seedings, loader_persistence, loader_repeats, local_worker_init, positional_params, worker_invariant,
 )
 from dslint.semantics.worker_numpy import unseeded_numpy_loaders
 
@@ -37,7 +37,9 @@ class WorkerSeedFromWorkerId(Rule):
     ## When it does not fire
     - A seed that also depends on anything else: an epoch, an unknown value, or, beside the worker id, a
       global that is not a constant.
-    - A `worker_init_fn` used only with `persistent_workers=True` (streams continue across epochs).
+    - A `worker_init_fn` used only with `persistent_workers=True` (streams continue across epochs), also
+      when that is the default of the loader builder's parameter (`def build(ds, seed, persistent_workers=True)`)
+      and the builder never rebinds it.
     - The missing-`worker_init_fn` form (see Preview): on torch >= 1.9 (or no pin), in test code
       and test splits, and on evaluation-only loaders.
 
@@ -114,6 +116,7 @@ class WorkerSeedFromWorkerId(Rule):
         loader = DataLoader(ds, num_workers=2, worker_init_fn=init)
         """,
         """
+        from functools import partial
         import numpy as np
         from torch.utils.data import DataLoader
 
@@ -121,6 +124,16 @@ class WorkerSeedFromWorkerId(Rule):
             np.random.seed(worker_id)
 
         loader = DataLoader(ds, num_workers=2, persistent_workers=True, worker_init_fn=init)
+
+        def build(ds, workers, seed, persistent_workers=True):  # the builder's default keeps them
+            init = partial(seeded, seed=seed)
+            return DataLoader(ds, num_workers=workers, worker_init_fn=init, persistent_workers=persistent_workers)
+
+        def seeded(worker_id, seed):
+            np.random.seed(worker_id + seed)
+
+        def build_plain(ds, workers, persistent_workers=True):
+            return DataLoader(ds, num_workers=workers, worker_init_fn=lambda i: np.random.seed(i), persistent_workers=persistent_workers)
         """,
         """
         import numpy as np
@@ -270,7 +283,7 @@ class WorkerSeedFromWorkerId(Rule):
             params = positional_params(func)
             if len(params) <= offset or isinstance(arg.value, cst.Call):
                 continue  # (partial(...) of a lambda or method: arguments unknown)
-            persistent = ctx.value(bound, "persistent_workers")
+            persistent = loader_persistence(ctx, bound)
             workers = ctx.value(bound, "num_workers")
             finder = lambda_seedings if isinstance(func, cst.Lambda) else fixed_seedings
             seedings = finder(ctx, func, params[offset])
