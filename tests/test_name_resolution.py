@@ -106,6 +106,20 @@ def test_a_script_inside_a_package_imports_from_its_own_directory(tmp_path):
     assert _codes(tmp_path, files) == [("scripts/data/images.py", 6, "DSL102")]
 
 
+def test_a_package_checked_from_its_own_root_imports_from_there(tmp_path):
+    """A checked directory that is itself a package (``__init__.py`` at the top: module names
+    start with its name) whose scripts run from it import ``lib.base`` as ``lib/base.py``; a star
+    import of a module rooted at a script's directory binds that module's names too."""
+    files = {
+        "__init__.py": "",
+        "lib/__init__.py": "",
+        "lib/base.py": "from torch.utils.data import Dataset\n\n\nclass Base(Dataset):\n    pass\n",
+        "data/images.py": "from lib.base import Base\n\n\nclass Images(Base):" + PER_SAMPLE_OPEN,
+        "data/frames.py": "from lib.base import *\n\n\nclass Frames(Base):" + PER_SAMPLE_OPEN,
+    }
+    assert _codes(tmp_path, files) == [("data/frames.py", 6, "DSL102"), ("data/images.py", 6, "DSL102")]
+
+
 def test_a_class_named_like_its_imported_base(tmp_path):
     """``class Dataset(Dataset)``: the base is evaluated before the class binds the name."""
     files = {"a.py": "from torch.utils.data import Dataset\n\n\nclass Dataset(Dataset):" + PER_SAMPLE_OPEN}

@@ -137,9 +137,9 @@ class ProjectIndex(LoaderQueries):
         tail = os.sep + os.path.join(*parts)
         found = []
         for path in self._suffixes.get(".".join(parts), ()):
-            stem = path[:-len(os.sep + "__init__.py")] if path.endswith(os.sep + "__init__.py") else path[:-len(".py")]
-            root = stem[:len(stem) - len(tail)] + os.sep
-            if len(stem) >= len(tail) and (os.sep + stem).endswith(tail) and here.startswith(root):
+            stem = os.sep + (path[:-len(os.sep + "__init__.py")] if path.endswith(os.sep + "__init__.py") else path[:-len(".py")])
+            root = stem[:len(stem) - len(tail)] + os.sep  # (the checked directory itself: "/")
+            if stem.endswith(tail) and (os.sep + here).startswith(root):
                 found.append(path)
         return found
 
@@ -164,7 +164,8 @@ class ProjectIndex(LoaderQueries):
             if target is not None:
                 return self.locate(canonical(".".join([target, *rest[1:]])), path, table, depth + 1)
             for star in reversed(summary["star_imports"]):  # the last one binding the name wins
-                if star not in self.by_module and not self._namespace_paths(star.split(".")):
+                if star not in self.by_module and not self._namespace_paths(star.split(".")) \
+                        and not self.rooted_paths(star.split("."), path):
                     continue  # a module the project does not have binds none of its names
                 found = self.locate(f"{star}.{key}", path, table, depth + 1)
                 if found is not None:
