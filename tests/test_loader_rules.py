@@ -187,6 +187,47 @@ MORE_CASES = [
                 loader = DataLoader(Frames(paths), batch_size=8, shuffle=True, num_workers=8)
             """,
     }),
+    # DSL507: a dataset that puts each sample on the GPU in a helper it calls (forked workers could not run
+    # it: DSL204's finding), and one that only indexes a tensor, reading its sizes and drawing noise
+    ("DSL507", "valid", {
+        "series.py": """
+            import random
+            import numpy as np
+            import torch
+            from torch.utils.data import Dataset
+
+            class Labelled(Dataset):
+                def __init__(self, data):
+                    self.data = data
+
+                def __getitem__(self, i):
+                    return self.augment(self.data[i]), self.label(i)
+
+                def augment(self, x):
+                    return np.roll(x, random.randint(0, 5))
+
+                def label(self, i):
+                    return torch.from_numpy(np.array(i)).cuda()
+
+            class Jittered(Dataset):
+                def __init__(self, data):
+                    self.data = data
+
+                def __getitem__(self, i):
+                    x = self.data[i % self.data.size(0)]
+                    return x + torch.randn(x.size(-1)) * 0.1
+            """,
+        "train.py": """
+            from torch.utils.data import DataLoader
+            from series import *
+
+            def main(data, model, opt):
+                for x, y in DataLoader(Labelled(data), batch_size=8, shuffle=True):
+                    model(x, y).backward()
+                for x in DataLoader(Jittered(data), batch_size=8, shuffle=True):
+                    model(x).backward()
+            """,
+    }),
     # DSL507: the same block in a module no other file uses is a script: its loader is its training run
     ("DSL507", "invalid", """
         import torch

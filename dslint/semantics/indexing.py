@@ -5,7 +5,8 @@ entries in small tensors and draws random numbers does no loading: loader worker
 only add the cost of sending every batch between processes. This module says which calls
 are that cheap. The summary records, per function, the calls that are not
 (``call_costs.costly_calls``); ``indexes_only`` follows the ones that stay in the project
-(``self.m()``, ``super().m()``, a project function) to decide for a whole method.
+(``self.m()``, ``super().m()``, a project function) to decide for a whole method, and
+``moves_to_cuda`` follows them to tell a method that puts its samples on the GPU (``.cuda()``).
 
 Anything else (an opener, a decoder, a transform held on ``self``, a library call this
 module does not list, a method of an unknown object not listed below, a pandas lookup) is
@@ -41,7 +42,7 @@ _BUILTINS = frozenset({
 METHODS = frozenset({
     "append", "extend", "insert", "pop", "reshape", "astype", "tolist", "item", "numpy", "long", "float", "int",
     "copy", "clone", "view", "squeeze", "unsqueeze", "flatten", "toarray", "todense", "keys", "values", "items",
-    "index", "count", "update",
+    "index", "count", "update", "size", "dim", "permute", "transpose", "contiguous", "detach", "expand",
 })
 
 
@@ -78,22 +79,42 @@ def indexes_only(index, cls, method, _seen: Optional[Set] = None, unset: frozens
     facts = index.function_facts(method)
     if not facts or facts.get("costly_calls") is None:
         return False
-    path, qual = method
-    owner = (path, qual.rpartition(".")[0])
     for kind, name, guard in facts["costly_calls"]:
         if guard in unset:
             continue
-        target = None
-        if kind == "self" and cls is not None:
-            target = index.find_method(index.mro(cls), name)
-        elif kind == "super" and cls is not None and owner[1] in index.summaries[path]["classes"]:
-            target = index.find_method(index.mro(cls), name, after=owner)
-        elif kind == "func":
-            target = index.locate(name, path, "functions")
+        target = _callee(index, cls, method, kind, name)
         if target is None or not indexes_only(index, cls if kind != "func" else None, target, seen,
                                               unset if kind != "func" else frozenset()):
             return False
     return True
 
 
-__all__ = ["METHODS", "PANDAS_INDEXERS", "TENSOR_FACTORIES", "cheap", "indexes_only"]
+def moves_to_cuda(index, cls, method, _seen: Optional[Set] = None) -> bool:
+    """The project method or function ``method``, run on an instance of class ``cls``, calls
+    ``.cuda()``, itself or in a method or project function it reaches (followed as
+    ``indexes_only`` follows them, cycle-safe): each sample is put on the GPU there."""
+    seen = _seen if _seen is not None else set()
+    if method in seen:
+        return False
+    seen.add(method)
+    for kind, name, _guard in (index.function_facts(method) or {}).get("costly_calls") or ():
+        if kind == "other" and name == "cuda":
+            return True
+        target = _callee(index, cls, method, kind, name)
+        if target is not None and moves_to_cuda(index, cls if kind != "func" else None, target, seen):
+            return True
+    return False
+
+
+def _callee(index, cls, method, kind: str, name: str):
+    """The project method (``self``/``super``, looked up from ``cls``) or function a costly call names."""
+    path, qual = method
+    owner = (path, qual.rpartition(".")[0])
+    if kind == "self" and cls is not None:
+        return index.find_method(index.mro(cls), name)
+    if kind == "super" and cls is not None and owner[1] in index.summaries[path]["classes"]:
+        return index.find_method(index.mro(cls), name, after=owner)
+    return index.locate(name, path, "functions") if kind == "func" else None
+
+
+__all__ = ["METHODS", "PANDAS_INDEXERS", "TENSOR_FACTORIES", "cheap", "indexes_only", "moves_to_cuda"]

@@ -14,7 +14,7 @@ from dslint.semantics.construction_trace import construction_runs
 from dslint.semantics.epoch_hook_index import hook_loaders
 from dslint.semantics.function_value_index import handed_to_worker_calls
 from dslint.semantics.held_state import kept_callable_attributes, unpicklable_attribute
-from dslint.semantics.indexing import indexes_only
+from dslint.semantics.indexing import indexes_only, moves_to_cuda
 from dslint.semantics.inheritance import iterable_heirs, one_shot_arguments
 from dslint.semantics.kept_elsewhere import foreign_loader, kept_owner
 from dslint.semantics.modules import canonical
@@ -192,6 +192,13 @@ class View:
         method = index.find_method(index.mro(located), name) if located is not None else None
         answer = bool(method) and indexes_only(index, located, method, unset=frozenset(unset or ()))
         return self._record("indexes_only", [qualified, name] + ([unset] if unset else []), answer)
+
+    def moves_to_cuda(self, qualified: str, name: str) -> bool:
+        """Method ``name`` of the project class ``qualified`` (any file) calls ``.cuda()``, itself or in
+        what it reaches (``indexing.moves_to_cuda``)."""
+        index, located = self._index, self._index.locate(canonical(qualified), self.path)
+        method = index.find_method(index.mro(located), name) if located is not None else None
+        return self._record("moves_to_cuda", [qualified, name], bool(method) and moves_to_cuda(index, located, method))
 
     def inherited_construction(self, qual: str) -> List[list]:
         """For this file's class ``qual`` whose ``__init__`` comes from another file: [name, attributes

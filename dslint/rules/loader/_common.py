@@ -410,12 +410,15 @@ def worker_options_set(ctx, bound) -> bool:
 
 def loads_samples(ctx, index, bound) -> bool:
     """The dataset is always an instance of a known map-style dataset class whose data is not
-    already in memory (unknown datasets, iterable datasets and in-memory data are left alone)."""
+    already in memory (unknown datasets, iterable datasets and in-memory data are left alone), and
+    whose ``__getitem__`` puts nothing on the GPU (``.cuda()``: forked workers could not run it)."""
     expr = bound.expr("dataset")
     if expr is None or index.in_memory(expr):
         return False
     nodes = index.value_nodes(expr)
-    return bool(nodes) and all(isinstance(n, cst.Call) and ctx.dataset_kind(n) == MAP for n in nodes)
+    cuda = getattr(ctx.view, "moves_to_cuda", None)
+    return bool(nodes) and all(isinstance(n, cst.Call) and ctx.dataset_kind(n) == MAP
+                               and not (cuda and cuda(ctx.call_name(n) or "", "__getitem__")) for n in nodes)
 
 
 def set_epoch_fix(ctx, index, loader, sampler, loops) -> Optional[FixSpec]:

@@ -40,7 +40,7 @@ class SingleProcessLoading(Rule):
     `**kwargs`; a dataset that cannot be told statically; data already in memory (a `TensorDataset`, a tensor, a
     `range` or list, a `Subset` of those, a project dataset class, in any file or function, whose `__getitem__` only indexes (what it runs under `if self.transform:` aside, when this construction leaves that `None`): it
     calls builtins, tensor/array constructors, copies (`copy.deepcopy`), fills its own lists and dicts (`append`, `update`), random draws (an error it raises is no work), its own methods, `super()` or project helpers that
-    do no more; a pandas `.loc`/`.iloc` or a mask over a column is work), where indexing is cheaper than sending batches between processes; `IterableDataset`s (adding
+    do no more; a pandas `.loc`/`.iloc` or a mask over a column is work), where indexing is cheaper than sending batches between processes; a dataset whose `__getitem__` puts samples on the GPU (`.cuda()`, itself or in what it calls: forked workers could not run it, see DSL204); `IterableDataset`s (adding
     workers needs sharding first, see DSL303); loaders built inside dataset code (they run in the outer loader's workers); test
     code (a `tests/` directory, `test_*.py`, a `test_*` function, the `__main__` block of a module whose dataset class
     another file constructs, and a function only that block calls), whose loaders are not training runs; and loaders
