@@ -813,3 +813,38 @@ def test_an_except_handler_and_a_one_sample_dataset_are_not_per_item_costs(tmp_p
         """})
     found = {(f.path.rsplit("/", 1)[-1], f.start[0], f.code) for f in check_tree(tmp_path, select=["DSL201", "DSL202"]).diagnostics}
     assert found == expected_markers(tmp_path)
+
+
+def test_code_behind_a_counter_the_method_resets_runs_every_few_items(tmp_path):
+    """``once.every_few_calls``: a replay buffer that rescans its directory only after ``every``
+    samples (``if self.seen < self.every: return`` ... ``self.seen = 0``, the counter counted up per
+    sample) lists it once every few items, not per item. A counter the method never resets (it only
+    grows) throttles nothing: past the threshold the scan runs for every sample."""
+    write_files(tmp_path, {"buffer.py": """
+        import glob
+        import random
+        from torch.utils.data import IterableDataset
+
+        class Replay(IterableDataset):
+            def __init__(self, root, every=1000):
+                self.root, self.every, self.seen, self.files = root, every, 0, []
+
+            def _fetch(self):
+                if self.seen < self.every:
+                    return
+                self.seen = 0
+                self.files = sorted(glob.glob(f"{self.root}/*.npz"))
+
+            def __iter__(self):
+                while True:
+                    self._fetch()
+                    self.seen += 1
+                    yield random.choice(self.files)
+
+        class Growing(Replay):
+            def _fetch(self):
+                if self.seen >= self.every:
+                    self.files = sorted(glob.glob(f"{self.root}/*.npz"))  # expect: DSL201
+        """})
+    found = {(f.path.rsplit("/", 1)[-1], f.start[0], f.code) for f in check_tree(tmp_path, select=["DSL201"]).diagnostics}
+    assert found == expected_markers(tmp_path)

@@ -44,6 +44,7 @@ from dslint.semantics.bindings import names_in_target
 from dslint.semantics.call_facts import MUTATORS, PURE_METHODS, varies_per_call
 from dslint.semantics.classes import find_method
 from dslint.semantics.lifetimes import once_guarded
+from dslint.semantics.once import every_few_calls
 from dslint.semantics.regions import LOOP, self_attr
 from dslint.semantics.walk import iter_subtree
 
@@ -108,12 +109,13 @@ def per_item(ctx, node: cst.CSTNode) -> bool:
     per pass over ``data``, not once per item. A node runs per item when the
     innermost yielding loop around it yields directly (not only through a nested
     loop). Code behind a once-only guard on ``self`` (``if self.loaded: return``
-    ... ``self.loaded = True``) runs once per worker, not per item. Nor does the
+    ... ``self.loaded = True``) runs once per worker, not per item, and code behind a counter
+    the method resets (``once.every_few_calls``) once every few items. Nor does the
     handler of an ``except`` (it runs when loading the item failed: a missing file's
     error message), nor the ``__getitem__`` of a dataset whose ``__len__`` returns
     ``1`` (a demo of one sample reads it once, as ``__init__`` would).
     """
-    if not ctx.is_per_sample(node) or once_guarded(ctx, node):
+    if not ctx.is_per_sample(node) or once_guarded(ctx, node) or every_few_calls(ctx, node):
         return False
     func = ctx.enclosing_function(node)
     if func is not None and (_in_handler(ctx, node, func) or _single_sample(ctx, func)):

@@ -2,6 +2,10 @@
 attribute of ``self`` that the guarded code sets (the lazy once-per-worker pattern).
 
 Used by ``lifetimes`` (a handle opened once is not one per sample) and ``dataflow``.
+
+``every_few_calls`` is code behind a counter of ``self`` that its function compares and resets
+(``if self.seen < self.every: return`` ... ``self.seen = 0``): it runs once every few samples,
+which per-sample cost rules do not count as per sample (a handle opened there still counts).
 """
 
 from __future__ import annotations
@@ -166,6 +170,47 @@ def once_guarded(ctx, node: cst.CSTNode) -> bool:
                             return True
         previous = ancestor
     return False
+
+
+def every_few_calls(ctx, node: cst.CSTNode) -> bool:
+    """``node`` runs once every few calls of its method: behind an early return, or inside an ``if``,
+    that orders a counter of ``self`` against another value (``if self.seen < self.every: return``,
+    ``if self.seen >= self.every:``) which the method resets to 0 (``self.seen = 0``)."""
+    func = ctx.enclosing_function(node)
+    selfp = self_name(func) if func is not None else None
+    if not selfp:
+        return False
+    resets = {_chain(n.target) for n in iter_subtree(func.body, into_scopes=False) if isinstance(n, cst.AssignTarget)
+              and isinstance(n.target, cst.Attribute) and isinstance(ctx.parent(n).value, cst.Integer)
+              and ctx.parent(n).value.value == "0"}
+    counters = _on_self(resets - {None}, selfp)
+    if not counters:
+        return False
+    previous = node
+    for ancestor in ctx.ancestors(node):
+        if ancestor is func:
+            break
+        if isinstance(ancestor, cst.If) and previous is ancestor.body and _ordered_chains(ancestor.test) & counters:
+            return True
+        if isinstance(ancestor, cst.IndentedBlock):
+            for stmt in ancestor.body:
+                if stmt is previous:
+                    break
+                if isinstance(stmt, cst.If) and stmt.orelse is None and _returns_only(stmt.body) \
+                        and _ordered_chains(stmt.test) & counters:
+                    return True
+        previous = ancestor
+    return False
+
+
+def _ordered_chains(test: cst.BaseExpression) -> set:
+    """Attribute chains that ``test`` orders against something (``<``, ``<=``, ``>``, ``>=``)."""
+    if isinstance(test, cst.BooleanOperation):
+        return _ordered_chains(test.left) | _ordered_chains(test.right)
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1 or not isinstance(
+            test.comparisons[0].operator, (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual)):
+        return set()
+    return {c for c in (_attribute_chain(test.left), _attribute_chain(test.comparisons[0].comparator)) if c}
 
 
 def in_once_block(ctx, node: cst.CSTNode) -> bool:

@@ -64,7 +64,9 @@ class PerSampleDirectoryScan(Rule):
       pattern whose directory is only known per sample (`glob.glob(p + "*")`).
     - A scan in `__init__`, before the loop of `__iter__` (once per epoch), in a
       lazy once-per-worker block (`if self.files is None: ...`, or after an early
-      `if self.loaded: return`) or in an `lru_cache`d helper.
+      `if self.loaded: return`) or in an `lru_cache`d helper, or behind a counter the
+      method resets (`if self.seen < self.every: return` ... `self.seen = 0`: a rescan
+      every few samples, for a directory that grows while training).
     - Classes that are not datasets, and glob modules other than `glob`/pathlib.
     - A scan in an `except` handler (it runs when loading the item failed: the
       folder listed to suggest a name for a missing file), and the `__getitem__`
