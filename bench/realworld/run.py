@@ -213,7 +213,7 @@ def recall(args) -> int:
     for entry in defects:
         groups[(entry["repo"], entry["commit"])].append(entry)
     found_by_code, total_by_code = Counter(), Counter()
-    missing, misses = [], []
+    missing, misses, in_statement = [], [], []
     for (repo, commit), entries in sorted(groups.items()):
         root = checkouts.get(repo, commit)
         if root is None:
@@ -226,22 +226,27 @@ def recall(args) -> int:
                 found_by_code[entry["code"]] += 1
             else:
                 misses.append(entry)
+                if not args.span and any(near(f, entry, args.slack, root) for f in got):
+                    in_statement.append(entry["id"])  # (found by ``--span``: the call's first line vs its keyword)
     total, found = sum(total_by_code.values()), sum(found_by_code.values())
     reports = len({e["report"] for e in defects})
     print(f"recall {found}/{total} = {found / total:.2f}" if total else "no defect checked",
           f"({len(defects)} defects from {reports} reports; {'default set' if args.default_set else 'every rule, preview included'}"
           f"{'; or in the same statement' if args.span else ''})")
+    if in_statement:
+        print(f"(with --span, {found + len(in_statement)}/{total}: {len(in_statement)} more found in the statement the manifest marks)")
     print("| code | found | defects | recall |\n|---|---:|---:|---:|")
     for code in sorted(total_by_code):
         print(f"| {code} | {found_by_code[code]} | {total_by_code[code]} | {found_by_code[code] / total_by_code[code]:.2f} |")
     if args.verbose:
         for entry in misses:
-            print(f"missed {entry['id']}: {entry['code']} {entry['repo']} {entry['path']}:{entry['line']}")
+            also = " (in the same statement)" if entry["id"] in in_statement else ""
+            print(f"missed {entry['id']}: {entry['code']} {entry['repo']} {entry['path']}:{entry['line']}{also}")
     for item in missing:
         print(f"not checked (no local checkout): {item}", file=sys.stderr)
     if args.json:
         Path(args.json).write_text(json.dumps({"found": found, "total": total, "per_code": {
-            c: [found_by_code[c], total_by_code[c]] for c in total_by_code}, "missed": [e["id"] for e in misses],
+            c: [found_by_code[c], total_by_code[c]] for c in total_by_code}, "missed": [e["id"] for e in misses], "in_statement": in_statement,
             "not_checked": missing}, indent=2) + "\n")
     return 0
 
