@@ -26,7 +26,9 @@ from dslint.semantics.regions import RegionCache
 from dslint.semantics.summary import summarize
 from dslint.semantics.walk import TreeIndex, parse_module
 from dslint.source import split_lines
-from dslint.syntax import accepted_tab_indentation, context_lines, describe_error, gate, python2_indentation, syntax_finding
+from dslint.syntax import (
+    accepted_tab_indentation, context_lines, describe_error, gate, python2_indentation, python36_async_keywords, syntax_finding,
+)
 
 @dataclass
 class Parsed:
@@ -74,9 +76,13 @@ def parse_file(path: str, text: str, modname: str, is_package: bool) -> Tuple[Op
             module = parse_module(text)
         except cst.ParserSyntaxError as exc:
             expanded = python2_indentation(path, text)
+            renamed = python36_async_keywords(path, text) if expanded is None else None
             if expanded is not None:
                 legacy = syntax_finding(path, text, exc)
                 legacy.message += " (analysed as Python 2 reads it: a tab in the indentation moves to the next multiple of 8 columns)"
+            elif renamed is not None:
+                legacy, expanded = syntax_finding(path, text, exc), renamed
+                legacy.message += " (analysed as Python 3.6 reads it: `async` names a keyword argument, as in `.cuda(async=True)`)"
             else:  # a tab mix CPython accepts and libcst's tokenizer does not: read it as CPython does
                 expanded = accepted_tab_indentation(path, text)
                 if expanded is None:

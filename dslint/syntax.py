@@ -142,6 +142,25 @@ def python2_indentation(path: str, text: str) -> Optional[str]:
     return expanded
 
 
+_ASYNC_KEYWORD = re.compile(r"(?<=[(,])(\s*)async(?=\s*=(?!=))")
+
+
+def python36_async_keywords(path: str, text: str) -> Optional[str]:
+    """The text with ``async`` as a keyword argument's name (``x.cuda(async=True)``, the spelling
+    of ``non_blocking`` before torch 0.4) renamed ``asyn_``, for a file that Python 3.7+ rejects
+    only for that (``async`` became a keyword), or None. Code of that era is otherwise Python 3;
+    the renamed text keeps every row and column, and its findings are reported beside the DSL000
+    (without fixes, like ``python2_indentation``'s)."""
+    if "async" not in text or _ASYNC_KEYWORD.search(text) is None:
+        return None
+    renamed = _ASYNC_KEYWORD.sub(lambda m: m.group(1) + "asyn_", text)
+    try:
+        _python_compile(path, renamed)
+    except (SyntaxError, RecursionError, MemoryError, ValueError, TypeError):
+        return None
+    return renamed
+
+
 def expand_indentation(text: str) -> str:
     """Every tab in the leading whitespace of a line moved to the next multiple of 8 columns
     (the width CPython's tokenizer gives it): the same rows and the same blocks."""

@@ -583,6 +583,35 @@ def test_python2_tab_indentation_is_analysed_as_python2_read_it(tmp_path):
     assert (tmp_path / "legacy.py").read_text() == source  # columns of the expanded text: no edit
 
 
+def test_async_as_a_keyword_argument_is_analysed_as_python36_read_it(tmp_path):
+    """``.cuda(async=True)`` (torch 0.3's ``non_blocking``) is a syntax error since Python 3.7: the
+    file is a DSL000 and is still checked as Python 3.6 read it, on the same rows, with no fix. An
+    ``async ==`` comparison or an ``async def`` is not renamed."""
+    source = (
+        "from torch.utils.data import DataLoader, RandomSampler\n"
+        "\n"
+        "def make(ds, x):\n"
+        "    x = x.cuda(async=True)\n"
+        "    loader = DataLoader(ds, sampler=RandomSampler(ds), shuffle=True)\n"
+        "    return loader, x.to('cpu',\n"
+        "                        async = False)\n"
+    )
+    (tmp_path / "legacy.py").write_text(source)
+    code, found, stderr = run_json("legacy.py", cwd=tmp_path)
+    assert code == 1, stderr
+    assert_clean_stderr(stderr)
+    assert set(found) == {("legacy.py", "DSL000"), ("legacy.py", "DSL501")}, found
+    row, _, message = found[("legacy.py", "DSL000")]
+    assert row == 4 and "Python 3.6" in message
+    assert found[("legacy.py", "DSL501")][0] == 5
+    fixed = run_cli("check", "--no-cache", "--fix", "--unsafe-fixes", "legacy.py", cwd=tmp_path)
+    assert fixed.returncode == 1, fixed.stderr
+    assert (tmp_path / "legacy.py").read_text() == source  # the renamed text is not the user's: no edit
+    (tmp_path / "legacy.py").write_text("async def f():\n    pass\nx = (async == 1\n")
+    code, found, stderr = run_json("legacy.py", cwd=tmp_path)
+    assert "Python 3.6" not in found[("legacy.py", "DSL000")][2]
+
+
 def test_a_dangling_symlink_named_explicitly_is_an_io_error(tmp_path):
     """Named on the command line, a symlink whose target is gone is a missing file: DSL002, exit 1."""
     os.symlink(str(tmp_path / "gone" / "target.py"), tmp_path / "dangling.py")
