@@ -559,35 +559,41 @@ def test_warnings_about_the_checked_code_are_not_printed(tmp_path):
     assert_clean_stderr(run.stderr)
 
 
+def _checked_beside_its_dsl000(tmp_path, source: str):
+    """A file Python rejects but dslint reads as an older Python did: its DSL000 and its DSL501 on
+    row 5, and no fix applied (the text analysed is not the user's). Returns the DSL000's row and message."""
+    (tmp_path / "legacy.py").write_text(source)
+    code, found, stderr = run_json("legacy.py", cwd=tmp_path)
+    assert code == 1, stderr
+    assert_clean_stderr(stderr)
+    assert set(found) == {("legacy.py", "DSL000"), ("legacy.py", "DSL501")}, found
+    assert found[("legacy.py", "DSL501")][0] == 5
+    fixed = run_cli("check", "--no-cache", "--fix", "--unsafe-fixes", "legacy.py", cwd=tmp_path)
+    assert fixed.returncode == 1, fixed.stderr
+    assert (tmp_path / "legacy.py").read_text() == source
+    row, _, message = found[("legacy.py", "DSL000")]
+    return row, message
+
+
 def test_python2_tab_indentation_is_analysed_as_python2_read_it(tmp_path):
     """Python 3 rejects a mix of tabs and spaces (TabError) that Python 2 ran: the file
     is a DSL000 and is still checked as Python 2 read it, on the same rows, with no fix."""
-    source = (
+    _, message = _checked_beside_its_dsl000(tmp_path, (
         "from torch.utils.data import DataLoader, RandomSampler\n"
         "\n"
         "def make(ds):\n"
         "        sampler = RandomSampler(ds)\n"  # eight spaces
         "\tloader = DataLoader(ds, sampler=sampler, shuffle=True)\n"  # a tab: column 8 in Python 2
         "\treturn loader\n"
-    )
-    (tmp_path / "legacy.py").write_text(source)
-    code, found, stderr = run_json("legacy.py", cwd=tmp_path)
-    assert code == 1, stderr
-    assert_clean_stderr(stderr)
-    assert set(found) == {("legacy.py", "DSL000"), ("legacy.py", "DSL501")}, found
-    row, _, message = found[("legacy.py", "DSL000")]
+    ))
     assert "inconsistent use of tabs and spaces" in message and "Python 2" in message
-    assert found[("legacy.py", "DSL501")][0] == 5
-    fixed = run_cli("check", "--no-cache", "--fix", "--unsafe-fixes", "legacy.py", cwd=tmp_path)
-    assert fixed.returncode == 1, fixed.stderr
-    assert (tmp_path / "legacy.py").read_text() == source  # columns of the expanded text: no edit
 
 
 def test_async_as_a_keyword_argument_is_analysed_as_python36_read_it(tmp_path):
     """``.cuda(async=True)`` (torch 0.3's ``non_blocking``) is a syntax error since Python 3.7: the
     file is a DSL000 and is still checked as Python 3.6 read it, on the same rows, with no fix. An
     ``async ==`` comparison or an ``async def`` is not renamed."""
-    source = (
+    row, message = _checked_beside_its_dsl000(tmp_path, (
         "from torch.utils.data import DataLoader, RandomSampler\n"
         "\n"
         "def make(ds, x):\n"
@@ -595,18 +601,8 @@ def test_async_as_a_keyword_argument_is_analysed_as_python36_read_it(tmp_path):
         "    loader = DataLoader(ds, sampler=RandomSampler(ds), shuffle=True)\n"
         "    return loader, x.to('cpu',\n"
         "                        async = False)\n"
-    )
-    (tmp_path / "legacy.py").write_text(source)
-    code, found, stderr = run_json("legacy.py", cwd=tmp_path)
-    assert code == 1, stderr
-    assert_clean_stderr(stderr)
-    assert set(found) == {("legacy.py", "DSL000"), ("legacy.py", "DSL501")}, found
-    row, _, message = found[("legacy.py", "DSL000")]
+    ))
     assert row == 4 and "Python 3.6" in message
-    assert found[("legacy.py", "DSL501")][0] == 5
-    fixed = run_cli("check", "--no-cache", "--fix", "--unsafe-fixes", "legacy.py", cwd=tmp_path)
-    assert fixed.returncode == 1, fixed.stderr
-    assert (tmp_path / "legacy.py").read_text() == source  # the renamed text is not the user's: no edit
     (tmp_path / "legacy.py").write_text("async def f():\n    pass\nx = (async == 1\n")
     code, found, stderr = run_json("legacy.py", cwd=tmp_path)
     assert "Python 3.6" not in found[("legacy.py", "DSL000")][2]
