@@ -148,28 +148,39 @@ def once_guarded(ctx, node: cst.CSTNode) -> bool:
     if not selfp:
         return False
     assigned_in_func = None
+    for guard, returns in _guards(ctx, node, func):
+        if not returns:
+            if _on_self(_tested_chains(guard.test, want_set=False), selfp) & _assigned_chains(guard.body):
+                return True
+            if _replaces_path_entry(ctx, guard, selfp) or _fills_tested_slot(guard, selfp):
+                return True
+            continue
+        checked = _on_self(_tested_chains(guard.test, want_set=True), selfp)
+        if checked:
+            if assigned_in_func is None:
+                assigned_in_func = _assigned_chains(func.body)
+            if checked & assigned_in_func:
+                return True
+    return False
+
+
+def _guards(ctx, node: cst.CSTNode, func):
+    """(``if``, returns) for each ``if`` of ``func`` that decides whether ``node`` runs, innermost
+    first: one whose body holds it (False), and one before it in an enclosing block that has no
+    ``else`` and only returns (True: ``node`` runs when its test is false)."""
     previous = node
     for ancestor in ctx.ancestors(node):
         if ancestor is func:
-            break
+            return
         if isinstance(ancestor, cst.If) and previous is ancestor.body:
-            if _on_self(_tested_chains(ancestor.test, want_set=False), selfp) & _assigned_chains(ancestor.body):
-                return True
-            if _replaces_path_entry(ctx, ancestor, selfp) or _fills_tested_slot(ancestor, selfp):
-                return True
+            yield ancestor, False
         if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
             for stmt in ancestor.body:
                 if stmt is previous:
                     break
                 if isinstance(stmt, cst.If) and stmt.orelse is None and _returns_only(stmt.body):
-                    checked = _on_self(_tested_chains(stmt.test, want_set=True), selfp)
-                    if checked:
-                        if assigned_in_func is None:
-                            assigned_in_func = _assigned_chains(func.body)
-                        if checked & assigned_in_func:
-                            return True
+                    yield stmt, True
         previous = ancestor
-    return False
 
 
 def every_few_calls(ctx, node: cst.CSTNode) -> bool:
@@ -180,27 +191,16 @@ def every_few_calls(ctx, node: cst.CSTNode) -> bool:
     selfp = self_name(func) if func is not None else None
     if not selfp:
         return False
+    ordered = set()
+    for guard, _ in _guards(ctx, node, func):
+        ordered |= _ordered_chains(guard.test)
+    counters = _on_self(ordered, selfp)
+    if not counters:  # (the method's body is walked only for a node behind such a test)
+        return False
     resets = {_chain(n.target) for n in iter_subtree(func.body, into_scopes=False) if isinstance(n, cst.AssignTarget)
               and isinstance(n.target, cst.Attribute) and isinstance(ctx.parent(n).value, cst.Integer)
               and ctx.parent(n).value.value == "0"}
-    counters = _on_self(resets - {None}, selfp)
-    if not counters:
-        return False
-    previous = node
-    for ancestor in ctx.ancestors(node):
-        if ancestor is func:
-            break
-        if isinstance(ancestor, cst.If) and previous is ancestor.body and _ordered_chains(ancestor.test) & counters:
-            return True
-        if isinstance(ancestor, cst.IndentedBlock):
-            for stmt in ancestor.body:
-                if stmt is previous:
-                    break
-                if isinstance(stmt, cst.If) and stmt.orelse is None and _returns_only(stmt.body) \
-                        and _ordered_chains(stmt.test) & counters:
-                    return True
-        previous = ancestor
-    return False
+    return bool(counters & resets)
 
 
 def _ordered_chains(test: cst.BaseExpression) -> set:

@@ -418,7 +418,7 @@ def loads_samples(ctx, index, bound) -> bool:
     nodes = index.value_nodes(expr)
     cuda = getattr(ctx.view, "moves_to_cuda", None)
     return bool(nodes) and all(isinstance(n, cst.Call) and ctx.dataset_kind(n) == MAP
-                               and not (cuda and cuda(ctx.call_name(n) or "", "__getitem__")) for n in nodes)
+                               and not (cuda and ctx.call_name(n) and cuda(ctx.call_name(n), "__getitem__")) for n in nodes)
 
 
 def set_epoch_fix(ctx, index, loader, sampler, loops) -> Optional[FixSpec]:
