@@ -1485,3 +1485,34 @@ def test_a_library_base_the_project_defines_is_read_as_code(tmp_path):
     })
     found = {(f.path.replace(str(tmp_path) + "/", ""), f.start[0], f.code) for f in check_tree(tmp_path, select=["DSL201"]).diagnostics}
     assert {(p.rsplit("/", 1)[-1], r, c) for p, r, c in found} == {(p.rsplit("/", 1)[-1], r, c) for p, r, c in expected_markers(tmp_path)}
+
+
+def test_dsl501_a_builder_called_from_another_file_with_a_sampler(tmp_path):
+    """A function that hands its own ``shuffle`` (default True) and ``sampler`` parameters to a
+    DataLoader is judged per call: a method of another file that passes a sampler and keeps the
+    default builds a loader that raises; reported at the loader call, naming that caller."""
+    loaders = """
+        from torch.utils.data import DataLoader
+
+        def create_loader(ds, options, sampler=None, shuffle=True):
+            return DataLoader(ds, batch_size=options["batch"], shuffle=shuffle, sampler=sampler)  # expect: DSL501
+        """
+    train = """
+        from torch.utils.data import DistributedSampler
+        from data.loaders import create_loader
+
+        class Trainer:
+            def setup(self, ds, options, distributed):
+                self.sampler = DistributedSampler(ds) if distributed else None
+                self.train_loader = create_loader(ds, options, self.sampler)
+                self.val_loader = create_loader(ds, options)
+        """
+    write_files(tmp_path, {"data/__init__.py": "", "data/loaders.py": loaders, "train.py": train})
+    found = check_tree(tmp_path, select=["DSL501"]).diagnostics
+    assert [(f.path.replace("\\", "/").endswith("data/loaders.py"), f.row) for f in found] == [(True, 4)]
+    assert "`Trainer.setup` in `train.py` passes a `sampler`" in found[0].message
+    # the caller turns shuffling off with its sampler, or passes it through `**`: nothing
+    write_files(tmp_path, {"train.py": train.replace("self.sampler)", "self.sampler, shuffle=False)")})
+    assert not check_tree(tmp_path, select=["DSL501"]).diagnostics
+    write_files(tmp_path, {"train.py": train.replace("self.sampler)", "**{'sampler': self.sampler})")})
+    assert not check_tree(tmp_path, select=["DSL501"]).diagnostics

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import List, Optional
 
 from dslint.semantics.attr_reads import read_after_construction
+from dslint.semantics.caller_index import project_call_arguments
 from dslint.semantics.construction_trace import construction_runs
 from dslint.semantics.epoch_hook_index import hook_loaders
 from dslint.semantics.function_value_index import handed_to_worker_calls
@@ -92,6 +93,11 @@ class View:
         constructs its class, ``table="classes"``)."""
         answer = self._index.called_from_other_files((self.path, qual), table)
         return self._record("called_elsewhere", [qual, table], answer)
+
+    def caller_arguments(self, qual: str) -> list:
+        """``[path, caller, positional, keywords]`` of each summarised call of this file's module-level
+        function ``qual`` in the project (``builder_args``: literals, ``"?"`` for other expressions)."""
+        return self._record("caller_arguments", [qual], project_call_arguments(self._index, (self.path, qual)))
 
     def workers_passed(self, qual: str) -> bool:
         """Some file of the project calls this file's function ``qual`` with a worker count."""

@@ -10,6 +10,7 @@ from dslint.rules.base import Invalid, Rule, Symptom
 from dslint.rules.loader._common import (
     always_set, given, line_of, literal_option, loader_calls, over_iterable, shuffled_with_supplied_sampler, truthy, where,
 )
+from dslint.semantics.builder_args import builder_calls
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.values import possible
 
@@ -48,10 +49,19 @@ class SamplerWithShuffle(Rule):
     of it, or of that function's `**kwargs` elsewhere. There is no fix for
     this form.
 
+    A function that passes its own `shuffle` and `sampler` parameters to the
+    `DataLoader` is judged call by call: a call of it (in this file, or in a
+    function of another file) that passes a sampler and leaves `shuffle` at a
+    true default (or passes `True`) builds a loader that raises. No fix: the
+    change belongs at the call or in the function's default.
+
     ## When it does not fire
     - A sampler that is literally `None`, or a `shuffle` that is false on every path.
     - An iterable dataset (DSL504 reports `shuffle`/`sampler` there).
     - A `**d` that nothing shows carrying a sampler: unknown is not wrong.
+    - A function whose callers never pass a sampler with a true `shuffle`
+      (or pass them through `*args`/`**kwargs`, or call it only at module
+      level of another file, which is not summarised).
 
     ## Fix safety
     When the sampler is set on every path (each value the code can give it is
@@ -130,8 +140,28 @@ class SamplerWithShuffle(Rule):
             options.pop("sampler", None)
             return helper(ds, shuffle=True, **options)
         """,
+        """
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        def create_loader(ds, batch_size, sampler=None, shuffle=True):
+            return DataLoader(ds, batch_size=batch_size, sampler=sampler, shuffle=shuffle)
+
+        def main(ds):  # no call gives a sampler and keeps shuffling
+            return (create_loader(ds, 8), create_loader(ds, 8, None),
+                    create_loader(ds, 8, DistributedSampler(ds), shuffle=False))
+        """,
     )
     invalid = (
+        """
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        def create_loader(ds, batch_size, sampler=None, shuffle=True):
+            return DataLoader(ds, batch_size=batch_size, sampler=sampler, shuffle=shuffle)  # expect: DSL501
+
+        def main(ds, distributed):
+            sampler = DistributedSampler(ds) if distributed else None
+            return create_loader(ds, 8, sampler)  # shuffle keeps its default
+        """,
         """
         import copy
         from torch.utils.data import DataLoader
@@ -219,13 +249,22 @@ class SamplerWithShuffle(Rule):
                 f"looks for one on line {line_of(ctx, shown)}): the DataLoader built{through} then raises {error}",
             )
         index = loader_loops(ctx)
+        error = "`ValueError: sampler option is mutually exclusive with shuffle`"
         for bound in loader_calls(ctx):
-            if not given(ctx, bound, "sampler") or not truthy(literal_option(ctx, bound, "shuffle")):
+            if not truthy(literal_option(ctx, bound, "shuffle")):
+                caller = _caller_with_sampler(ctx, bound)
+                if caller is not None and not over_iterable(ctx, bound):
+                    yield self.report(
+                        bound.call,
+                        f"{caller} passes a `sampler` to this function and leaves `shuffle` true (`shuffle="
+                        f"{ctx.code(bound.expr('shuffle')).strip()}`): the DataLoader built for that call raises {error}",
+                    )
+                continue
+            if not given(ctx, bound, "sampler"):
                 continue
             if over_iterable(ctx, bound):
                 continue  # DSL504 reports the iterable-dataset form
             shuffle = bound.arg("shuffle")
-            error = "`ValueError: sampler option is mutually exclusive with shuffle`"
             if shuffle is None:  # both come from a ``**`` dict: no edit to offer here
                 yield self.report(bound.call, f"`sampler` and `shuffle=True` (from `**` options) are mutually exclusive: the DataLoader raises {error}")
                 continue
@@ -250,3 +289,12 @@ class SamplerWithShuffle(Rule):
                 f"`sampler` is not None{when}; without a sampler the loader shuffles",
                 fix=fix,
             )
+
+
+def _caller_with_sampler(ctx, bound):
+    """Where a call of the function building ``bound`` from its own ``shuffle`` and ``sampler``
+    parameters passes a sampler (not ``None``) while ``shuffle`` stays true (``builder_args``)."""
+    for where, values in builder_calls(ctx, bound, ("shuffle", "sampler")):
+        if values["shuffle"] is True and values["sampler"] not in (None, False):
+            return where
+    return None
