@@ -12,6 +12,7 @@ import libcst as cst
 import pytest
 
 from tests.conftest import FIXTURES, check_tree, expected_markers, write_files
+from tests.test_rule_cases import run_case
 
 
 def _context(tmp_path, source: str, name: str = "train.py"):
@@ -761,3 +762,39 @@ def test_dsl702_an_override_that_drops_the_base_methods_distributed_sampler(tmp_
     found = check_tree(tmp_path, select=["DSL702"]).diagnostics
     assert {(f.path.rsplit("/", 1)[-1], f.start[0], f.code) for f in found} == expected_markers(tmp_path)
     assert "`BaseTrainer.setup_data`, builds a `DistributedSampler`" in found[0].message
+
+
+# DSL701 cases across three files (they do not fit in the rule module): a project helper that adds
+# the process index to the seed it is given when handed the accelerator seeds per rank only
+def _seeded_through_helper(args: str, expect: str) -> dict:
+    return {
+        "seeding.py": """
+        import torch
+        def seed_all(seed, accelerator=None):
+            if accelerator is not None: seed += accelerator.process_index  # a different seed per process
+            torch.manual_seed(seed)
+        """,
+        "data.py": f"""
+        from torch.utils.data import random_split
+        def build(full): return random_split(full, [0.9, 0.1]){expect}
+        """,
+        "train.py": f"""
+        from accelerate import Accelerator
+        from torch.utils.data import random_split
+        from data import build
+        from seeding import seed_all
+        def main(cfg, full):
+            accelerator = Accelerator()
+            seed_all({args})
+            train, val = build(full)
+            parts = random_split(full, [0.5, 0.5]){expect}
+        """,
+    }
+
+
+@pytest.mark.parametrize("kind,case", [
+    ("valid", _seeded_through_helper("cfg.seed", "")),
+    ("invalid", _seeded_through_helper("cfg.seed, accelerator=accelerator", "  # expect: DSL701")),
+])
+def test_dsl701_seeded_through_a_helper_of_another_file(tmp_path, kind, case):
+    run_case(tmp_path, "DSL701", kind, case)

@@ -7,32 +7,7 @@ from dslint.rules.distributed._common import per_rank_splits, stage_resplits
 from dslint.semantics.distributed import line_of
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.random_splits import random_splits, split_pairs
-
-
-def _seeded_through_helper(args: str, expect: str) -> dict:
-    return {
-        "seeding.py": """
-        import torch
-        def seed_all(seed, accelerator=None):
-            if accelerator is not None: seed += accelerator.process_index  # a different seed per process
-            torch.manual_seed(seed)
-        """,
-        "data.py": f"""
-        from torch.utils.data import random_split
-        def build(full): return random_split(full, [0.9, 0.1]){expect}
-        """,
-        "train.py": f"""
-        from accelerate import Accelerator
-        from torch.utils.data import random_split
-        from data import build
-        from seeding import seed_all
-        def main(cfg, full):
-            accelerator = Accelerator()
-            seed_all({args})
-            train, val = build(full)
-            parts = random_split(full, [0.5, 0.5]){expect}
-        """,
-    }
+from dslint.semantics.sampler_seeds import per_rank_seeds
 
 
 class UnseededRandomSplit(Rule):
@@ -54,6 +29,9 @@ class UnseededRandomSplit(Rule):
       method of a `LightningDataModule`/`LightningModule` (Lightning calls
       `setup`, the `*_dataloader` hooks and `__init__` on every rank) whose
       class stores a seed (`self.seed = seed`) that the split ignores;
+    - **per-rank sampler seed**: a `DistributedSampler` that may shuffle, given a `seed` that names the rank
+      (`seed=args.seed + rank`, or a name bound to `int(time.time()) * dist.get_rank()`): each rank draws its own
+      permutation and takes its slice of it, so the slices overlap and other samples go unseen every epoch;
     - **two draws**: two unseeded splits of the same dataset (the same value, or the same constructor with the same
       arguments but transforms) with the same lengths, one keeping the training part and the other the validation
       part (typically one in `train_dataloader`, one in `val_dataloader`); or one split in the `setup` hook of a
@@ -106,6 +84,7 @@ class UnseededRandomSplit(Rule):
     - files without any sign of a process group and outside Lightning hooks, and test code; a script of another
       file that seeds nothing (a helper it calls may seed), or seeds once without the rank (a seed-named function
       whose result is passed on, `start_seed=resolve_seed(cfg)`, returns a seed: it is not counted);
+    - for a sampler seed: `shuffle=False`, or a seed varying only with the clock or a draw (maybe the same on all ranks);
     - for two draws: a seed set in the same function before each call, or calls over different datasets or
       lengths; a `setup` split under an `if` (the stage, or whether it was split already).
     """
@@ -119,7 +98,15 @@ class UnseededRandomSplit(Rule):
             "and keep both subsets")
 
     valid = (
-        _seeded_through_helper("cfg.seed", ""),
+        """
+        import time
+        import torch.distributed as dist
+        from torch.utils.data import DistributedSampler
+        def sampler(ds, args):
+            rank = dist.get_rank()
+            return (DistributedSampler(ds, rank=rank, seed=args.seed), DistributedSampler(ds, seed=int(time.time())),
+                    DistributedSampler(ds, shuffle=False, seed=args.seed + rank))
+        """,
         {
             "data.py": """
             from torch.utils.data import random_split
@@ -201,7 +188,15 @@ class UnseededRandomSplit(Rule):
         """,
     )
     invalid = (
-        _seeded_through_helper("cfg.seed, accelerator=accelerator", "  # expect: DSL701"),
+        """
+        import time
+        import torch.distributed as dist
+        from torch.utils.data import DistributedSampler
+        def sampler(ds, base_seed):
+            seed = int(time.time()) % (2**31) * dist.get_rank()
+            first = DistributedSampler(ds, shuffle=True, seed=seed)  # expect: DSL701
+            return first, DistributedSampler(ds, seed=base_seed + dist.get_rank())  # expect: DSL701
+        """,
         {
             "data.py": """
             from torch.utils.data import random_split
@@ -293,6 +288,11 @@ class UnseededRandomSplit(Rule):
         for call, message in per_rank_splits(ctx, index, calls, reported) if calls else ():
             reported.add(id(call))
             yield self.report(call, message)
+        for call, seed in per_rank_seeds(ctx, index or loader_loops(ctx)):
+            yield self.report(call, f"this `DistributedSampler` shuffles with a seed that names the rank "
+                              f"(`{ctx.code(seed).strip()}`): each rank draws its own permutation and takes its slice "
+                              "of it, so the slices overlap and other samples are seen by no rank in an epoch; the "
+                              "seed must be the same on every rank")
         for call in stage_resplits(ctx, calls, reported):
             yield self.report(call, "Lightning calls `setup` once per stage (fit, validate, test, predict) and this "
                               "unguarded `random_split` keeps a new draw of torch's global RNG each time: the part "
