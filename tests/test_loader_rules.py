@@ -9,6 +9,30 @@ from tests.conftest import check_tree, expected_markers, write_files
 from tests.test_rule_cases import run_case
 
 MORE_CASES = [
+    # DSL507: rows of a matrix in memory, normalised; a type test of the index is no loading work
+    ("DSL507", "valid", """
+        import numpy as np
+        import torch
+        from torch.utils.data import DataLoader, Dataset
+
+        class Rows(Dataset):
+            def __init__(self, X, mean=None, std=None):
+                self.X, self.mean, self.std = X, mean, std
+
+            def __getitem__(self, idx):
+                if torch.is_tensor(idx):
+                    idx = idx.tolist()
+                row = self.X[idx, :]
+                if self.mean is not None and np.isscalar(self.std) is False:
+                    row = (row - self.mean) / (self.std + 1e-8)
+                return torch.as_tensor(row, dtype=torch.float32)
+
+            def __len__(self):
+                return len(self.X)
+
+        def fit(X):
+            return DataLoader(Rows(X, X.mean(0), X.std(0)), batch_size=32, shuffle=True, drop_last=True)
+        """),
     # DSL507: a dataset of random tensors that fills a dict of its own has nothing to load
     ("DSL507", "valid", """
         import torch

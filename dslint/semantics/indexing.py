@@ -24,11 +24,14 @@ TENSOR_FACTORIES = frozenset(
 _TORCH = TENSOR_FACTORIES | {
     "Tensor", "FloatTensor", "LongTensor", "IntTensor", "BoolTensor", "DoubleTensor", "HalfTensor", "ByteTensor",
     "full", "empty", "zeros_like", "ones_like", "full_like",
+    # type tests of a value in hand (``if torch.is_tensor(idx): idx = idx.tolist()``)
+    "is_tensor", "is_floating_point", "is_complex", "numel",
 }
 _NUMPY = frozenset({
     "array", "asarray", "zeros", "ones", "full", "empty", "arange", "reshape", "concatenate", "stack", "where",
     "nonzero", "int32", "int64", "float32", "float64", "clip", "random.randint", "random.choice", "random.rand",
     "random.randn", "random.random", "random.uniform", "random.permutation", "random.normal", "random.shuffle",
+    "isscalar", "ndim", "shape", "size",
 })
 _RANDOM = frozenset({"random", "randint", "randrange", "choice", "choices", "sample", "shuffle", "uniform"})
 _BUILTINS = frozenset({

@@ -39,7 +39,7 @@ class SingleProcessLoading(Rule):
     (its loop calls builtins, numpy, `os.path`, `.numpy()`, `append` on its own lists, `cv2.imwrite`...; also a loop over a name each arm of an `if` binds to its own loader), and hands to no other module); a non-literal `num_workers` or
     `**kwargs`; a dataset that cannot be told statically; data already in memory (a `TensorDataset`, a tensor, a
     `range` or list, a `Subset` of those, a project dataset class, in any file or function, whose `__getitem__` only indexes (what it runs under `if self.transform:` aside, when this construction leaves that `None`): it
-    calls builtins, tensor/array constructors, copies (`copy.deepcopy`), fills its own lists and dicts (`append`, `update`), random draws (an error it raises is no work), its own methods, `super()` or project helpers that
+    calls builtins, tensor/array constructors and type tests (`torch.is_tensor(idx)`), copies (`copy.deepcopy`), fills its own lists and dicts (`append`, `update`), random draws (an error it raises is no work), its own methods, `super()` or project helpers that
     do no more; a pandas `.loc`/`.iloc` or a mask over a column is work), where indexing is cheaper than sending batches between processes; a dataset whose `__getitem__` puts samples on the GPU (`.cuda()`, itself or in what it calls: forked workers could not run it, see DSL204); `IterableDataset`s (adding
     workers needs sharding first, see DSL303); loaders built inside dataset code (they run in the outer loader's workers); test
     code (a `tests/` directory, `test_*.py`, a `test_*` function, the `__main__` block of a module whose dataset class
