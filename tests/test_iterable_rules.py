@@ -505,6 +505,103 @@ def test_iterable_protocol_rules_leave_test_fixtures_alone(tmp_path):
 # Cases of this family's rules that do not fit in the rule modules (300 lines each);
 # they run exactly like the embedded ones (tests/test_rule_cases.py).
 MORE_CASES = [
+    # DSL301: an endless stream (its __next__ never stops)
+    ('DSL301', 'valid', """
+    import torch
+    from torch.utils.data import IterableDataset
+
+    class Endless(IterableDataset):
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            return torch.randn(3)
+    """),
+    # DSL301: a cursor advanced by __next__ with no reset
+    ('DSL301', 'invalid', """
+    import torch.utils.data as tud
+
+    class Rows(tud.IterableDataset):
+        def __init__(self, rows):
+            self.rows = iter(rows)
+
+        def __iter__(self):
+            return self  # expect: DSL301
+
+        def __next__(self):
+            return self._parse(next(self.rows))
+
+        def _parse(self, row):
+            return row
+    """),
+    # DSL302: a file rewound by `__iter__` (seek) is renewed for each epoch
+    ('DSL302', 'valid', """
+    from torch.utils.data import IterableDataset
+
+    class Rewinds(IterableDataset):
+        def __init__(self, path):
+            self.f = open(path)
+
+        def __iter__(self):
+            self.f.seek(0)
+            for line in self.f:
+                yield line
+    """),
+    # DSL302: an iterator that another method (set_epoch) renews
+    ('DSL302', 'valid', """
+    from torch.utils.data import IterableDataset
+
+    class ResetHook(IterableDataset):
+        def __init__(self, items):
+            self.items = items
+            self.it = iter(items)
+
+        def set_epoch(self, epoch):
+            self.it = iter(self.items)
+
+        def __iter__(self):
+            yield from self.it
+    """),
+    # DSL302: a generator passed to the constructor of another file's stream and drained by __next__
+    ('DSL302', 'invalid', {
+        "rows.py": """
+        import torch
+
+        def lines(path):
+            with open(path) as f:
+                yield from f
+
+        class Stream(torch.utils.data.IterableDataset):
+            def __init__(self, iterator):
+                self._iterator = iterator  # expect: DSL302
+
+            def __iter__(self):
+                return self
+
+            def __next__(self):
+                return next(self._iterator)
+        """,
+        "news.py": "from rows import Stream, lines\n\nds = Stream(lines('news.txt'))\n",
+    }),
+    # DSL302: a subclass in another file of a base that derives from IterableDataset
+    ('DSL302', 'invalid', {
+        "base.py": """
+        import torch.utils.data as tud
+
+        class Base(tud.IterableDataset):
+            pass
+        """,
+        "child.py": """
+        from base import Base
+
+        class Child(Base):
+            def __init__(self, items):
+                self.it = iter(items)  # expect: DSL302
+
+            def __iter__(self):
+                return self.it
+        """,
+    }),
     # the class itself (``Cls(...)`` in its own methods) is not a project object that shards:
     # worker info read only to seed does not split the stream
     ('DSL303', 'invalid', """

@@ -4,9 +4,10 @@ exhausted after the first epoch."""
 from __future__ import annotations
 
 from dslint.rules.base import ERROR, Invalid, Rule, Symptom
-from dslint.rules.iterable._common import iter_fix, iterable_classes
+from dslint.rules.iterable._common import iter_fix, iterable_classes, reiterated_message
 from dslint.semantics.classes import all_methods, find_method, methods, reached_methods
 from dslint.semantics.loops import is_test_code
+from dslint.semantics.reiteration import reiterated_classes
 from dslint.semantics.streams import advanced_state, assigned_attrs, mutated_attrs, reset_on_exhaustion, returns_self
 
 
@@ -17,6 +18,13 @@ class IterReturnsSelf(Rule):
     `__next__` advances state on the instance (a counter, a cursor, an iterator)
     and can raise `StopIteration`, when nothing resets that state for the next
     `iter()` call.
+
+    Also flagged: the same `__iter__` of a class of this file that is no dataset
+    (a DataLoader wrapper whose `__next__` returns `next(self._it)` over an
+    `iter(loader)` made when it is built), when the code re-iterates an instance:
+    a `for` over it, in full, inside a loop that does not rebind it, directly or
+    through a function of this file that iterates it (`self._validate(val_iter)`
+    on every step; see DSL302 for what counts).
 
     ## When it does not fire
     An `__iter__` that resets everything `__next__` advances before returning
@@ -108,17 +116,6 @@ class IterReturnsSelf(Rule):
                 return self.i
         """,
         """
-        import torch
-        from torch.utils.data import IterableDataset
-
-        class Endless(IterableDataset):
-            def __iter__(self):
-                return self
-
-            def __next__(self):
-                return torch.randn(3)
-        """,
-        """
         from torch.utils.data import IterableDataset
 
         class Gen(IterableDataset):
@@ -129,6 +126,29 @@ class IterReturnsSelf(Rule):
         """,
     )
     invalid = (
+        """
+        from torch.utils.data import DataLoader
+
+        class Batches:
+            def __init__(self, loader):
+                self.loader = loader
+                self._it = iter(loader)
+
+            def __iter__(self):
+                return self  # expect: DSL301
+
+            def __next__(self):
+                return next(self._it)
+
+        def validate(model, batches):
+            for batch in batches:
+                model(batch)
+
+        def search(model, dataset, rates):
+            batches = Batches(DataLoader(dataset, batch_size=8))
+            for rate in rates:
+                validate(model, batches)
+        """,
         Invalid(
             """
             from torch.utils.data import IterableDataset, get_worker_info
@@ -171,22 +191,6 @@ class IterReturnsSelf(Rule):
                     return self.i
             """,
         ),
-        """
-        import torch.utils.data as tud
-
-        class Rows(tud.IterableDataset):
-            def __init__(self, rows):
-                self.rows = iter(rows)
-
-            def __iter__(self):
-                return self  # expect: DSL301
-
-            def __next__(self):
-                return self._parse(next(self.rows))
-
-            def _parse(self, row):
-                return row
-        """,
         Invalid(
             {
                 "base.py": """
@@ -252,8 +256,10 @@ class IterReturnsSelf(Rule):
     )
 
     def check(self, ctx):
-        for cls in iterable_classes(ctx):
-            iter_func = methods(cls).get("__iter__")
+        wrappers = [(cls, found) for cls, _, found in reiterated_classes(ctx) if ctx.class_kind(cls) is None]
+        reported = set()
+        for cls, found in [(cls, None) for cls in iterable_classes(ctx)] + wrappers:
+            iter_func = methods(cls).get("__iter__") if found is None else find_method(ctx, cls, "__iter__")
             if iter_func is None or ctx.regions.get(iter_func).is_generator:
                 continue
             if is_test_code(ctx, cls):
@@ -280,11 +286,15 @@ class IterReturnsSelf(Rule):
             if not missing:
                 continue
             ret = returns[0]
+            if id(ret) in reported:
+                continue
+            reported.add(id(ret))
             names = ", ".join(f"`self.{a}`" for a in sorted(missing))
             message = (
                 f"`__iter__` returns `self` and nothing resets {names}: every epoch continues the iterator the "
                 "first epoch exhausted, so with `num_workers=0` or `persistent_workers=True` the second epoch "
                 "yields 0 samples (non-persistent workers hide it by re-forking the parent's untouched copy)"
-            )
+            ) if found is None else reiterated_message(
+                ctx, f"`__iter__` returns `self` and nothing resets {names} for a new pass over a `{cls.name.value}`", found)
             to_reset = (advanced | mutated_attrs(advancing)) - assigned_attrs(iter_func)
             yield self.report(ret, message, fix=iter_fix(ctx, cls, iter_func, ret, to_reset))

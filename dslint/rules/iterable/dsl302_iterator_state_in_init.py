@@ -6,7 +6,11 @@ from __future__ import annotations
 from typing import Set
 
 from dslint.rules.base import ERROR, Rule, Symptom
-from dslint.rules.iterable._common import drained_init_iterators, iterable_classes, state_message, wrapped_one_shots
+from dslint.rules.iterable._common import (
+    drained_init_iterators, iterable_classes, reiterated_message, state_message, wrapped_one_shots,
+)
+from dslint.semantics.loops import is_test_code
+from dslint.semantics.reiteration import drained_one_shots, reiterated_classes
 
 
 class IteratorStateInInit(Rule):
@@ -32,11 +36,20 @@ class IteratorStateInInit(Rule):
     wrapper falls back to the generator itself), or any other iterator when `deepcopy` is certainly
     false (every value seen is `False`; an unresolved one stays silent).
 
+    Also flagged, outside datasets: a one-shot iterator bound once to a name (a generator, `iter(...)`,
+    `map`/`zip`/..., a generator expression) that a loop drains again on every pass: a `for` over it
+    inside a `for`/`while` that does not rebind the name, or a call in that loop handing it to a function
+    of this file whose own `for` iterates that parameter (`for step ...: evaluate(model, held_out)`).
+    The same for the iterator that a class of this file (a DataLoader wrapper, not a dataset) makes when
+    built and drains in `__iter__`, when the code re-iterates an instance that way.
+
     ## When it does not fire
     An attribute that `__iter__` or any other method reassigns (or rewinds with `seek`) - it is renewed
     for the next epoch; endless iterators (`itertools.count`/`cycle`/`repeat`); a reader over a handle
     that a `with` block closed in `__init__`. A handle that is only read or seeked (not iterated) is
-    DSL401's.
+    DSL401's. Outside datasets: a `for` that stops early (`break`, `return`, `raise` in its body) takes
+    a few items per pass and goes on with the stream on purpose; a loop that binds a new iterator each
+    pass; a function of another file iterating the iterator (not followed).
 
     ## Why is this bad?
     An iterator can be iterated once. The first epoch drains it; every later epoch gets an exhausted
@@ -83,6 +96,22 @@ class IteratorStateInInit(Rule):
 
     valid = (
         """
+        def batches(loader):
+            for batch in loader:
+                yield batch
+
+        def main(model, loader, epochs):
+            stream = batches(loader)
+            for epoch in range(epochs):
+                for i, batch in enumerate(stream):  # a few batches per pass: the stream goes on
+                    if i == 10:
+                        break
+            for epoch in range(epochs):
+                fresh = batches(loader)  # a new generator every pass
+                for batch in fresh:
+                    model(batch)
+        """,
+        """
         from torch.utils.data import IterableDataset
 
         class Items(IterableDataset):
@@ -110,18 +139,6 @@ class IteratorStateInInit(Rule):
         """
         from torch.utils.data import IterableDataset
 
-        class Rewinds(IterableDataset):
-            def __init__(self, path):
-                self.f = open(path)
-
-            def __iter__(self):
-                self.f.seek(0)
-                for line in self.f:
-                    yield line
-        """,
-        """
-        from torch.utils.data import IterableDataset
-
         class Renewed(IterableDataset):
             def __init__(self, items):
                 self.items = items
@@ -129,20 +146,6 @@ class IteratorStateInInit(Rule):
 
             def __iter__(self):
                 self.it = iter(self.items)
-                yield from self.it
-        """,
-        """
-        from torch.utils.data import IterableDataset
-
-        class ResetHook(IterableDataset):
-            def __init__(self, items):
-                self.items = items
-                self.it = iter(items)
-
-            def set_epoch(self, epoch):
-                self.it = iter(self.items)
-
-            def __iter__(self):
                 yield from self.it
         """,
         """
@@ -167,26 +170,23 @@ class IteratorStateInInit(Rule):
         """,
     )
     invalid = (
-        {
-            "rows.py": """
-            import torch
+        """
+        from torch.utils.data import DataLoader
 
-            def lines(path):
-                with open(path) as f:
-                    yield from f
+        def batches(loader):
+            for batch in loader:
+                yield batch
 
-            class Stream(torch.utils.data.IterableDataset):
-                def __init__(self, iterator):
-                    self._iterator = iterator  # expect: DSL302
+        def evaluate(model, data):
+            for batch in data:
+                model(batch)
 
-                def __iter__(self):
-                    return self
-
-                def __next__(self):
-                    return next(self._iterator)
-            """,
-            "news.py": "from rows import Stream, lines\n\nds = Stream(lines('news.txt'))\n",
-        },
+        def main(model, dataset, steps):
+            held_out = batches(DataLoader(dataset, batch_size=8))  # expect: DSL302
+            for step in range(steps):
+                if step % 100 == 0:
+                    evaluate(model, held_out)
+        """,
         """
         import csv
         from torch.utils.data import IterableDataset
@@ -237,24 +237,6 @@ class IteratorStateInInit(Rule):
                 for f in self.files:
                     yield first, f
         """,
-        {
-            "base.py": """
-            import torch.utils.data as tud
-
-            class Base(tud.IterableDataset):
-                pass
-            """,
-            "child.py": """
-            from base import Base
-
-            class Child(Base):
-                def __init__(self, items):
-                    self.it = iter(items)  # expect: DSL302
-
-                def __iter__(self):
-                    return self.it
-            """,
-        },
         """
         import csv
         from torch.utils.data import IterableDataset
@@ -280,11 +262,19 @@ class IteratorStateInInit(Rule):
 
     def check(self, ctx):
         reported: Set[int] = set()
-        for cls in iterable_classes(ctx):
+        wrappers = [(cls, found) for cls, _, found in reiterated_classes(ctx) if ctx.class_kind(cls) is None]
+        for cls, found in [(cls, None) for cls in iterable_classes(ctx)] + wrappers:
             for attr, node, flavour in drained_init_iterators(ctx, cls):
                 if id(node) not in reported:
                     reported.add(id(node))
-                    yield self.report(node, state_message(attr, flavour))
+                    message = state_message(attr, flavour) if found is None else reiterated_message(
+                        ctx, f"`self.{attr}` is a one-shot iterator made once, when the object is built", found)
+                    yield self.report(node, message)
+        for value, flavour, found in drained_one_shots(ctx):
+            if not is_test_code(ctx, value):
+                name = ctx.code(ctx.parent(value).targets[0].target).strip()
+                what = "a generator" if flavour == "generator" else "a one-shot iterator"
+                yield self.report(value, reiterated_message(ctx, f"`{name}` is {what} made once here", found))
         yield from self._wrapped_iterators(ctx)
 
     def _wrapped_iterators(self, ctx):
