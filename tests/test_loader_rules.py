@@ -9,6 +9,41 @@ from tests.conftest import check_tree, expected_markers, write_files
 from tests.test_rule_cases import run_case
 
 MORE_CASES = [
+    # DSL503: counts from command-line options, guarded or handled by the loader's own code
+    ('DSL503', 'valid', """
+    import argparse
+    from torch.utils.data import DataLoader
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--workers", type=int, default=0)
+    parser.add_argument("--listed", type=int, default=4, choices=[2, 4, 8])
+    args = parser.parse_args()
+    if args.workers > 0:  # the loader's code handles 0 itself
+        loader = DataLoader(ds, num_workers=args.workers, persistent_workers=True)
+    fast = DataLoader(ds, num_workers=args.workers, persistent_workers=args.workers > 0)
+    prefetched = DataLoader(ds, num_workers=args.workers, prefetch_factor=4 if args.workers else None)
+    listed = DataLoader(ds, num_workers=args.listed, persistent_workers=True)
+    """),
+    # DSL503: a `**` dict bound per path: the path with workers sets the option itself, and a write after the paths join
+    # that turns it off; no path pairs 0 workers with a worker-only option
+    ("DSL503", "valid", """
+        from torch.utils.data import DataLoader
+
+        def build(ds, opt, phase):
+            if phase == "train":
+                args = {"dataset": ds, "num_workers": opt["workers"], "persistent_workers": True}
+            else:
+                args = {"dataset": ds, "num_workers": 0}
+            return DataLoader(**args)
+
+        def plain(ds, workers, phase):
+            if phase == "train":
+                args = {"dataset": ds, "num_workers": workers}
+            else:
+                args = {"dataset": ds, "num_workers": 0}
+            args["persistent_workers"] = False
+            return DataLoader(**args)
+        """),
     # DSL507: rows of a matrix in memory, normalised; a type test of the index is no loading work
     ("DSL507", "valid", """
         import numpy as np

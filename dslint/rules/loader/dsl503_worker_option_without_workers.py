@@ -10,7 +10,7 @@ from dslint.rules.base import Invalid, Rule, Symptom, Valid
 from dslint.rules.loader._common import fixed_by_code, forwarding_loader_calls, must_be, must_be_on_a_call, truthy, user_zero_workers, zero_workers
 from dslint.semantics.builder_defaults import defaulted_option
 from dslint.semantics.forced_zero import forced_zero_leftovers, leftovers_message
-from dslint.semantics.kwargs_paths import path_entry
+from dslint.semantics.kwargs_paths import path_entry, zero_paths
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.count_branches import option_handled
 from dslint.semantics.loops import loader_loops
@@ -35,8 +35,8 @@ class WorkerOptionWithoutWorkers(Rule):
     `opts["num_workers"] = 0` in a caller's options dict spread into the loader (`**opts`), resetting some worker-only
     keys but never naming `prefetch_factor` (or another), keeps whatever the caller put there: it fires on that call.
 
-    An option whose value is a conditional on the worker count itself is judged by the arm for 0 workers:
-    `prefetch_factor=p if workers > 0 else 2` raises whenever the count is 0.
+    An option whose value is a conditional on the worker count itself is judged by the arm for 0 workers: `prefetch_factor=p if workers > 0 else 2` raises whenever the count is 0. A `**` name bound to a different dict on each
+    path is judged path by path, with the keys written into it later in that path's branch or after the paths join (before the call): a path whose dict leaves `num_workers` 0 while a worker-only option may be set there raises whenever it runs (reported where that option is written).
 
     DataLoader subclasses that hand torch's arguments through (PyG's `DataLoader`, `DataListLoader`, `DenseDataLoader`, MONAI's,
     webdataset's `WebLoader`, a subclass of the same file whose `__init__(self, *args, **kwargs)` forwards both unchanged, a project function handing its `**kwargs` to one) are checked the same way.
@@ -119,22 +119,19 @@ class WorkerOptionWithoutWorkers(Rule):
         loader = DataLoader(ds, persistent_workers=True, **loader_kwargs)
         graphs = GraphLoader(dataset, 32, True, None, None, num_workers=4, persistent_workers=True)
         """,
-        """
-        import argparse
-        from torch.utils.data import DataLoader
-
-        parser = argparse.ArgumentParser()
-        parser.add_argument("--workers", type=int, default=0)
-        parser.add_argument("--listed", type=int, default=4, choices=[2, 4, 8])
-        args = parser.parse_args()
-        if args.workers > 0:  # the loader's code handles 0 itself
-            loader = DataLoader(ds, num_workers=args.workers, persistent_workers=True)
-        fast = DataLoader(ds, num_workers=args.workers, persistent_workers=args.workers > 0)
-        prefetched = DataLoader(ds, num_workers=args.workers, prefetch_factor=4 if args.workers else None)
-        listed = DataLoader(ds, num_workers=args.listed, persistent_workers=True)
-        """,
     )
     invalid = (
+        """
+        from torch.utils.data import DataLoader
+
+        def build(ds, opt, phase):
+            if phase == "train":
+                args = {"dataset": ds, "num_workers": opt["workers"], "shuffle": True}
+            else:
+                args = {"dataset": ds, "batch_size": 1, "num_workers": 0}
+            args["persistent_workers"] = opt.get("persistent_workers", True)  # expect: DSL503
+            return DataLoader(**args)
+        """,
         Invalid(
             """
             from torch.utils.data import DataLoader
@@ -262,6 +259,9 @@ class WorkerOptionWithoutWorkers(Rule):
             small = zero_on_small_machines(ctx, bound.expr("num_workers")) if self.preview_forms and not zero else None
             zero = zero or (f"is 0 on a machine with few CPUs (`{small}`)" if small else None)
             if zero is None:
+                for each, found in zero_paths(ctx, bound, SET):
+                    yield self.report(found[0][1], f"{' and '.join(f'`{o}`' for o, _ in found)} may be set while `num_workers` is 0 on the path "
+                                      f"that binds the `**` dict on line {ctx.line(each)}: there the DataLoader raises {ERRORS[found[0][0]]}")
                 continue
             certain = zero == "is 0"
             problems = [p for p in self._options(ctx, bound, certain, zero.startswith("comes from")) if p is not None and not option_handled(ctx, index, bound, p[1])]
