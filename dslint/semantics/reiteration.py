@@ -130,8 +130,13 @@ def _binds(ctx, name: cst.Name) -> bool:
         return True
     if isinstance(parent, cst.AugAssign) and parent.target is name:
         return True
-    if isinstance(parent, (cst.Element, cst.StarredElement)):
-        return any(isinstance(a, cst.AssignTarget) for a in ctx.ancestors(name))
+    if isinstance(parent, (cst.Element, cst.StarredElement)):  # unpacked: ``a, it = ...``, ``for p, it in pairs``
+        for ancestor in ctx.ancestors(name):
+            if isinstance(ancestor, cst.AssignTarget):
+                return True
+            if isinstance(ancestor, (cst.For, cst.CompFor)):
+                return any(n is name for n in iter_subtree(ancestor.target))
+        return False
     return isinstance(parent, (cst.AsName, cst.Param, cst.NamedExpr)) and getattr(parent, "name", getattr(parent, "target", None)) is name
 
 

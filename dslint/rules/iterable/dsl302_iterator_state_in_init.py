@@ -110,6 +110,9 @@ class IteratorStateInInit(Rule):
                 fresh = batches(loader)  # a new generator every pass
                 for batch in fresh:
                     model(batch)
+            for name, fresh in [("a", loader)]:  # the loop's own target: bound anew every pass
+                for batch in fresh:
+                    model(batch)
         """,
         """
         from torch.utils.data import IterableDataset
