@@ -142,8 +142,8 @@ def _joined_writes(ctx, scope, name: str, dicts, call) -> Optional[tuple]:
         holder = _statement_in(ctx, call, block) if block is not None else None
         if holder is None or body.index(holder) <= body.index(at):
             return None
-        if any((_statement_in(ctx, d, block) is None) or body.index(_statement_in(ctx, d, block)) >= body.index(at)
-               for d in dicts):
+        bound_at = [_statement_in(ctx, d, block) for d in dicts]
+        if any(b is None or body.index(b) >= body.index(at) for b in bound_at):
             return None
         joined.append(change)
     return joined, own
@@ -178,4 +178,3 @@ def _statement_in(ctx, node, block):
             return child
         child = ancestor
     return None
-

@@ -51,8 +51,6 @@ def bound_name(ctx, value: cst.CSTNode) -> Optional[cst.Name]:
     if isinstance(parent, cst.Assign) and parent.value is value and len(parent.targets) == 1:
         target = parent.targets[0].target
         return target if isinstance(target, cst.Name) else None
-    if isinstance(parent, cst.AnnAssign) and parent.value is value and isinstance(parent.target, cst.Name):
-        return parent.target
     return None
 
 
@@ -71,7 +69,7 @@ def drained_again(ctx, value: cst.CSTNode) -> Optional[Tuple[cst.CSTNode, cst.Fo
         inner, handed = _iteration(ctx, use)
         if inner is None:
             continue
-        loop = _outer_loop(ctx, use, inner if handed is None else None, scope)
+        loop = _outer_loop(ctx, use, inner if handed is None else None)
         if loop is None or any(_inside(ctx, b, loop) for b in bindings):
             continue
         return loop, inner, handed
@@ -92,7 +90,12 @@ def drained_one_shots(ctx) -> List[tuple]:
 
 def reiterated_classes(ctx) -> List[tuple]:
     """``(class, construction, (loop, inner for, handing call))`` for each construction of a class
-    of this file bound to a name and drained again by a loop (the first one per class)."""
+    of this file bound to a name and drained again by a loop (the first one per class). Computed
+    once per file (DSL301 and DSL302 both ask)."""
+    return ctx.memo(("reiteration.classes",), lambda: _reiterated_classes(ctx))
+
+
+def _reiterated_classes(ctx) -> List[tuple]:
     classes = {f"{ctx.names.modname}.{ctx.qualname_of_def(c)}": c for c in ctx.nodes(cst.ClassDef)}
     found, seen = [], set()
     for value in _bound_values(ctx):
@@ -225,8 +228,8 @@ def _owner_loop(node: cst.CSTNode, loop: cst.For) -> bool:
     return not found
 
 
-def _outer_loop(ctx, use: cst.Name, inner: Optional[cst.For], scope) -> Optional[cst.CSTNode]:
-    """The nearest ``for``/``while`` of ``scope`` around ``use`` (around ``inner``, when the use is
+def _outer_loop(ctx, use: cst.Name, inner: Optional[cst.For]) -> Optional[cst.CSTNode]:
+    """The nearest ``for``/``while`` of the scope around ``use`` (around ``inner``, when the use is
     that ``for``'s own iterable), not the ``for`` itself."""
     start = inner if inner is not None else use
     for ancestor in ctx.ancestors(start):

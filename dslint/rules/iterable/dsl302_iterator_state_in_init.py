@@ -10,7 +10,7 @@ from dslint.rules.iterable._common import (
     drained_init_iterators, iterable_classes, reiterated_message, state_message, wrapped_one_shots,
 )
 from dslint.semantics.loops import is_test_code
-from dslint.semantics.reiteration import drained_one_shots, reiterated_classes
+from dslint.semantics.reiteration import bound_name, drained_one_shots, reiterated_classes
 
 
 class IteratorStateInInit(Rule):
@@ -275,7 +275,7 @@ class IteratorStateInInit(Rule):
                     yield self.report(node, message)
         for value, flavour, found in drained_one_shots(ctx):
             if not is_test_code(ctx, value):
-                name = ctx.code(ctx.parent(value).targets[0].target).strip()
+                name = bound_name(ctx, value).value
                 what = "a generator" if flavour == "generator" else "a one-shot iterator"
                 yield self.report(value, reiterated_message(ctx, f"`{name}` is {what} made once here", found))
         yield from self._wrapped_iterators(ctx)
