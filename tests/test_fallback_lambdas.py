@@ -38,9 +38,9 @@ def main(root, workers):
 """
 
 
-def _found(tmp_path, files):
+def _found(tmp_path, files, preview=False):
     write_files(tmp_path, files)
-    outcome = check_tree(tmp_path, select=["DSL506"])
+    outcome = check_tree(tmp_path, select=["DSL506"], preview=preview)
     assert not outcome.result.internal_errors
     return sorted((d.path, d.row) for d in outcome.diagnostics)
 
@@ -54,12 +54,27 @@ def test_the_arm_for_a_left_out_parameter_stores_or_rebinds_a_lambda(tmp_path):
     assert _found(tmp_path / "c", {"data.py": _DATA, "run.py": _RUN.format(args=", transform=abs")}) == [("data.py", 7)]
 
 
-def test_an_arm_that_stores_something_else_or_an_elif_is_not_a_fallback(tmp_path):
+def test_the_arm_for_a_given_parameter_may_store_anything_and_an_elif_chain_counts(tmp_path):
+    # only the arm that runs with the parameter left out decides what is kept then
     other = _DATA.replace("            self.keep = keep\n", "            self.keep = None\n")
-    assert _found(tmp_path / "a", {"data.py": other, "run.py": _RUN.format(args=", transform=abs")}) == []
+    assert _found(tmp_path / "a", {"data.py": other, "run.py": _RUN.format(args=", transform=abs")}) == [("data.py", 7)]
     chained = _DATA.replace("        else:\n            self.keep = keep\n",
                             "        elif callable(keep):\n            self.keep = keep\n")
-    assert _found(tmp_path / "b", {"data.py": chained, "run.py": _RUN.format(args=", transform=abs")}) == []
+    assert _found(tmp_path / "b", {"data.py": chained, "run.py": _RUN.format(args=", transform=abs")}) == [("data.py", 7)]
+    # ``if keep is not None: ... elif ...``: an ``elif`` may run with it left out too: no fallback known
+    negated = _DATA.replace("        if keep is None:\n            self.keep = lambda item: True\n        else:\n            self.keep = keep\n",
+                            "        if keep is not None:\n            self.keep = keep\n        elif root:\n            self.keep = lambda item: True\n")
+    assert negated != _DATA
+    assert _found(tmp_path / "c", {"data.py": negated, "run.py": _RUN.format(args=", transform=abs")}) == []
+
+
+def test_defaults_every_construction_gives_are_left_to_the_users_with_preview(tmp_path):
+    # the project's only construction gives both: with --preview each default is reported, as its users may leave it out
+    given = _RUN.format(args=", keep=str.isdigit, transform=abs")
+    assert _found(tmp_path / "a", {"data.py": _DATA, "run.py": given}, preview=True) == [("data.py", 7), ("data.py", 11)]
+    # a construction of the project that may leave it out (a ``**`` dict): its loaders are the project's
+    unknown = _RUN.format(args=", **options").replace("def main(root, workers):", "def main(root, workers, **options):")
+    assert _found(tmp_path / "b", {"data.py": _DATA, "run.py": unknown}, preview=True) == []
 
 
 _VENDORED = """

@@ -9,6 +9,109 @@ from tests.conftest import check_tree, expected_markers, write_files
 from tests.test_rule_cases import run_case
 
 MORE_CASES = [
+    # DSL506: a copy of a dataset keeps what the copied one keeps
+    ("DSL506", "invalid", """
+        import copy
+        import torchvision.transforms as T
+        from torch.utils.data import DataLoader
+        from torchvision.datasets import CIFAR10
+
+        def loaders(root, workers):
+            base = CIFAR10(root, transform=T.Compose([T.ToTensor(), T.Lambda(lambda x: x * 2 - 1)]))  # expect: DSL506
+            meta = copy.deepcopy(base)
+            return DataLoader(meta, num_workers=workers)
+        """),
+    # DSL506 (preview): a dataset on a library's base (torchgeo) that the project leaves to its users
+    ("DSL506", "invalid", """
+        from torchgeo.datasets import NonGeoDataset
+
+        class Tiles(NonGeoDataset):
+            def __init__(self, root, transforms=None):
+                self.root = root
+                self.transforms = transforms if transforms else lambda **sample: sample  # expect: DSL506
+
+            def __getitem__(self, i):
+                return self.transforms(image=self.root[i])
+        """),
+    # DSL506 (preview): a dataset the project constructs itself, loaders unknown: silent; a class that is no dataset
+    ("DSL506", "valid", """
+        from torch.utils.data import Dataset
+
+        class Scans(Dataset):
+            def __init__(self, paths):
+                self.paths = paths
+                self.scale = lambda x: x / 255
+
+        class Registry:
+            def __init__(self):
+                self.make = lambda name: name
+
+        def evaluate(paths):
+            return Scans(paths).paths
+        """),
+    # DSL506: a factory of the file returning a pipeline from each arm: each lambda needs its fix
+    ("DSL506", "invalid", """
+        import torchvision.transforms as T
+        from torch.utils.data import DataLoader
+        from torchvision.datasets import ImageFolder
+
+        def pipeline(train):
+            if train:
+                return T.Compose([T.RandomCrop(32), T.Lambda(lambda x: x * 2 - 1)])  # expect: DSL506
+            return T.Compose([T.CenterCrop(32), T.Lambda(lambda x: x * 2 - 1)])  # expect: DSL506
+
+        def loader(root, train, workers=4):
+            return DataLoader(ImageFolder(root, transform=pipeline(train)), num_workers=workers)
+        """),
+    # DSL506: a local dataset class, and a lambda or None
+    ("DSL506", "invalid", """
+        import numpy as np
+        from torch.utils.data import DataLoader, Dataset
+
+        def main(paths):
+            class Local(Dataset):
+                def __getitem__(self, i):
+                    return paths[i]
+
+                def __len__(self):
+                    return len(paths)
+
+            ds = Local()
+            seed = (lambda wid: np.random.seed(wid)) if paths else None  # None on the other branch
+            return DataLoader(ds, num_workers=4, worker_init_fn=seed)  # expect: DSL506
+        """),
+    # DSL506: DataLoader subclasses that pin no workers or start none
+    ("DSL506", "valid", """
+        from torch.utils.data import DataLoader
+
+        class ListLoader(DataLoader):
+            def __init__(self, dataset, **kwargs):
+                kwargs["num_workers"] = 0  # pinned: the lambda never reaches a worker
+                super().__init__(dataset, collate_fn=lambda items: items, **kwargs)
+
+        class Padded(DataLoader):
+            def __init__(self, dataset, batch_size=1):
+                def pad(batch): return batch
+                super().__init__(dataset, batch_size, collate_fn=pad)  # no workers: nothing is pickled
+
+        def check_batches(ds):
+            class Listed(DataLoader):  # built only below, never with workers
+                def __init__(self, dataset, **kwargs):
+                    super().__init__(dataset, collate_fn=lambda items: items, **kwargs)
+            return Listed(ds, batch_size=2)
+        """),
+    # DSL506: a partial of DataLoader binding a nested function
+    ("DSL506", "invalid", """
+        import functools
+        import torch.utils.data as tud
+
+        def make_loader(ds, workers):
+            def collate(batch, pad):
+                return batch
+
+            build = functools.partial(tud.DataLoader, collate_fn=functools.partial(collate, pad=0))  # expect: DSL506
+            return build(ds, num_workers=workers), build(ds, batch_size=2, num_workers=workers)
+        """),
     # DSL503: counts from command-line options, guarded or handled by the loader's own code
     ('DSL503', 'valid', """
     import argparse
@@ -927,9 +1030,12 @@ def test_dsl506_a_lambda_a_class_keeps_is_reported_once_in_the_class_file(tmp_pa
     assert {(f.path.rsplit("/", 1)[-1], f.row) for f in found} == {
         (path, row) for path, row, _ in expected_markers(tmp_path)}
     assert any("(a DataLoader with workers in `train.py` is built over one)" in f.message for f in found)
-    # every construction gives the parameter: only the unconditional lambda; no workers: nothing
+    # every construction gives the parameter: only the unconditional lambda (with --preview also the
+    # default, left to the users' constructions); no workers: nothing
     write_files(tmp_path, {"train.py": train.replace("(paths)", "(paths, None)")})
-    assert [f.row for f in check_tree(tmp_path, select=["DSL506"]).diagnostics] == [8]
+    assert [f.row for f in check_tree(tmp_path, select=["DSL506"], preview=False).diagnostics] == [8]
+    previewed = check_tree(tmp_path, select=["DSL506"]).diagnostics
+    assert [f.row for f in previewed] == [3, 8] and "no DataLoader of this project is built over a construction that leaves it out" in previewed[0].message
     write_files(tmp_path, {"train.py": train.replace("num_workers=workers", "num_workers=0").replace("num_workers=2", "num_workers=0")})
     assert not check_tree(tmp_path, select=["DSL506"]).diagnostics
 

@@ -409,3 +409,15 @@ def test_a_rerun_with_notebooks_is_replayed_unless_a_notebook_has_a_finding(tmp_
     again = run_cli("check", "-v", "--output-format", "concise", ".", cwd=tmp_path)
     assert SHUFFLE_MSG_START in first.stdout and again.stdout == first.stdout
     assert "replayed run" not in again.stderr
+
+
+def test_a_lambda_given_to_workers_in_a_notebook_is_no_dsl506(tmp_path):
+    """Under spawn a worker cannot import anything a notebook defines (its ``__main__`` has no file),
+    so moving the lambda to the notebook's top level fixes nothing: DSL506 stays silent there; the same
+    code in a ``.py`` file is reported."""
+    code = ("import torch\nfrom torch.utils.data import DataLoader\n"
+            "loader = DataLoader(torch.arange(8), batch_size=2, num_workers=2, collate_fn=lambda b: b)")
+    write_nb(tmp_path / "nb.ipynb", notebook([new_code_cell(code)]))
+    (tmp_path / "script.py").write_text(code + "\n")
+    run = check("--output-format", "concise", "--select", "DSL506", ".", cwd=tmp_path)
+    assert [where for where, _ in located(run.stdout) if where] == ["script.py:3:67"], run.stdout

@@ -16,13 +16,22 @@ classes a loader's dataset may be an instance of, and what each construction pas
 over the class ``key`` (or a subclass) makes its own ``__init__``'s ``self.<attr>`` reach workers, or None.
 
 ``kept_owner(index, key, attr)``: the class of ``key``'s MRO whose ``__init__`` keeps that lambda.
+
+``unloaded(index, key, param, position)``: no summarised DataLoader of the project (any file, any
+worker count) is known to be built over the class ``key`` or a subclass (for the default of
+``param``, at ``position``: over a construction that leaves it out), and no function or method of
+the project constructs one (for the default: constructs the class leaving it out, or maybe, through
+``*``/``**``; ``caller_index``): a dataset, or a default, the project leaves to its users, whose
+workers are theirs to choose (DSL506's preview form). Test code does not count.
 """
 
 from __future__ import annotations
 
 from typing import Optional
 
+from dslint.semantics.caller_index import project_call_arguments
 from dslint.semantics.held_state import kept_callable_attributes
+from dslint.semantics.test_paths import is_test_path
 
 
 def foreign_loader(index, key, attr: str) -> Optional[str]:
@@ -40,6 +49,28 @@ def foreign_loader(index, key, attr: str) -> Optional[str]:
                 if param is None or (passes is not None and param not in passes[0] and not 0 <= position < passes[1]):
                     return path
     return None
+
+
+def unloaded(index, key, param: Optional[str] = None, position: int = -1) -> bool:
+    """See the module docstring."""
+    for path, summary in index.summaries.items():
+        for facts in summary.get("loaders", ()) if not is_test_path(path) else ():
+            for qualified, passes in facts.get("built", ()):
+                built = index.locate(qualified, path)
+                if built is None or key not in index.mro(built):
+                    continue
+                if param is None or passes is None or (param not in passes[0] and not 0 <= position < passes[1]):
+                    return False
+    if param is None:  # constructed anywhere (a subclass too): the project's own loaders may take it
+        subclasses = [(path, qual) for path, summary in index.summaries.items() for qual in summary["classes"]]
+        return not any(not is_test_path(call[0]) for cls in subclasses if key in index.mro(cls)
+                       for call in project_call_arguments(index, cls, table="classes"))
+    for path, _, positional, keywords in project_call_arguments(index, key, table="classes"):
+        if is_test_path(path):
+            continue  # (a test exercising the default)
+        if param not in keywords and (positional is None or "**" in keywords or not 0 <= position < len(positional)):
+            return False  # a construction of the project that may leave it out
+    return True
 
 
 def kept_owner(index, key, attr: str):

@@ -105,8 +105,8 @@ def stored_defaults(
             if type(t) is cst.Attribute and type(t.value) is cst.Name and t.value.value == self_param:
                 if id(node) in left_out:
                     value = (left_out[id(node)], node.value)
-                elif id(node) in given:
-                    value = (given[id(node)], _GIVEN) if _is_name(node.value, given[id(node)]) else None
+                elif id(node) in given:  # the arm that runs with the parameter given: not the left-out path
+                    value = (given[id(node)], _GIVEN)
                 else:
                     value = _defaulted(node.value, defaults)
                     if value is not None and type(node.value) is cst.Name and value[0] in rebound:
@@ -147,15 +147,24 @@ def _none_arms(func: cst.FunctionDef, defaults: dict) -> Tuple[dict, dict, dict]
             continue
         param, when_given = tested
         orelse = stmt.orelse.body if type(stmt.orelse) is cst.Else else None
-        if stmt.orelse is not None and orelse is None:
-            continue  # an ``elif``: more than two arms
+        if stmt.orelse is not None and orelse is None and when_given:
+            continue  # ``if p is not None: ... elif ...``: an ``elif`` may run with ``p`` left out too
         arms = (orelse, stmt.body) if when_given else (stmt.body, orelse)
         for arm, marks in zip(arms, (left_out, given)):
-            for assign in _arm_assigns(arm):
+            for assign in _arm_assigns(arm) if orelse is not None or marks is left_out else _chain_assigns(stmt.orelse):
                 marks[id(assign)] = param
                 if marks is left_out and any(_is_name(t.target, param) for t in assign.targets):
                     rebound[param] = assign.value
     return rebound, left_out, given
+
+
+def _chain_assigns(orelse) -> List[cst.Assign]:
+    """The assignments of every arm of an ``elif``/``else`` chain (each runs with the parameter given)."""
+    found = []
+    while orelse is not None:
+        found += _arm_assigns(orelse.body)
+        orelse = orelse.orelse if type(orelse) is cst.If else None
+    return found
 
 
 def _arm_assigns(arm) -> List[cst.Assign]:

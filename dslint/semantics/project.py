@@ -38,7 +38,17 @@ MAP_ROOTS = frozenset({
 #: library dataset bases, when the project does not define them itself (PyG's own source is read as
 #: code): PyG's ``Dataset`` reads samples through ``get(idx)``, see ``LIBRARY_ENTRY_POINTS``
 PYG_DATASETS = frozenset({"torch_geometric.data.Dataset", "torch_geometric.data.dataset.Dataset"})
-LIBRARY_ROOTS = dict.fromkeys(PYG_DATASETS, MAP)
+#: map-style bases of libraries built on torch's ``Dataset`` (torchgeo's and MONAI's: samples are read
+#: through ``__getitem__``), when the project does not define them itself
+LIBRARY_MAP_DATASETS = frozenset({
+    f"torchgeo.datasets.{module}{name}" for module in ("", "geo.")
+    for name in ("GeoDataset", "NonGeoDataset", "RasterDataset", "VectorDataset", "NonGeoClassificationDataset")
+} | {
+    f"monai.data.{module}{name}" for module in ("", "dataset.")
+    for name in ("Dataset", "CacheDataset", "PersistentDataset", "SmartCacheDataset", "ArrayDataset", "LMDBDataset")
+})
+LIBRARY_ROOTS = {**dict.fromkeys(PYG_DATASETS, MAP), **dict.fromkeys(LIBRARY_MAP_DATASETS, MAP),
+                 "monai.data.IterableDataset": ITERABLE, "monai.data.iterable_dataset.IterableDataset": ITERABLE}
 DATALOADER_ROOTS = frozenset({"torch.utils.data.DataLoader"})
 
 #: more entry points of a library base: the methods its own ``__getitem__`` calls per sample

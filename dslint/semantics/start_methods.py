@@ -40,3 +40,11 @@ def workers_not_forked(methods: Iterable[str]) -> bool:
     """Every start method the project sets is ``spawn`` or ``forkserver`` (and it sets one)."""
     methods = set(methods)
     return bool(methods) and methods <= NON_FORK
+
+
+def main_is_unimportable(path: str) -> bool:
+    """``path`` is a Jupyter notebook: its code runs in a ``__main__`` that has no file, so a worker
+    started with spawn or forkserver cannot import anything the notebook defines, a module-level
+    function or class included (``AttributeError: Can't get attribute 'collate' on <module
+    '__main__' (built-in)>``). Moving a lambda to the notebook's top level fixes nothing there."""
+    return path.lower().endswith(".ipynb")

@@ -217,8 +217,16 @@ def kept_callables(ctx, index, expr) -> List[Tuple[cst.CSTNode, Problem]]:
     return []
 
 
-def _kept_by_dataset(ctx, index, expr) -> List[Tuple[cst.CSTNode, Problem]]:
+_DATASET_COPIES = frozenset({"copy.copy", "copy.deepcopy"})
+
+
+def _kept_by_dataset(ctx, index, expr, depth: int = 0) -> List[Tuple[cst.CSTNode, Problem]]:
     nodes = index.value_nodes(expr) if isinstance(expr, cst.Name) else [expr]
+    for node in nodes or () if depth < 4 else ():  # a copy keeps what the copied dataset keeps
+        if isinstance(node, cst.Call) and ctx.call_name(node) in _DATASET_COPIES and len(node.args) == 1 and not node.args[0].star:
+            found = _kept_by_dataset(ctx, index, node.args[0].value, depth + 1)
+            if found:
+                return found
     for node in nodes or ():  # (any construction the name may hold: the loader fails on that path)
         for stage in pipeline_callables(ctx, node, index.value_nodes):  # ``wds.WebDataset(urls).map(f)``
             found = _kept(ctx, index, stage, 0)
@@ -234,9 +242,9 @@ def _kept_by_dataset(ctx, index, expr) -> List[Tuple[cst.CSTNode, Problem]]:
             if arg.star or (arg.keyword is not None and "transform" not in arg.keyword.value.lower()
                             and not _container(ctx, arg.value) and id(arg.value) not in stored):
                 continue
-            found = _kept(ctx, index, arg.value, 0)
-            if found:
-                return [(found[0], (f"given {found[1][0]} to keep", found[1][1]))]
+            every = _kept_every(ctx, index, arg.value, 0)  # (each lambda a factory's pipelines keep: each needs its fix)
+            if every:
+                return [(node, (f"given {what} to keep", error)) for node, (what, error) in every]
     for value in _transform_stores(ctx, expr) if nodes and isinstance(expr, cst.Name) else ():
         found = _kept(ctx, index, value, 0)
         if found:
@@ -291,6 +299,25 @@ def foreign_kept_callables(ctx) -> List[Tuple[cst.CSTNode, Problem, str]]:
             if node is not None:
                 out.append((node, _kept_problem(cls.name.value, attr, held, param, "as a construction there does",
                                                 "which a construction there leaves out"), path))
+    return out
+
+
+def unloaded_kept_callables(ctx) -> List[Tuple[cst.CSTNode, Problem, bool]]:
+    """(the lambda, (description, error), by default) for what a dataset class of this file keeps on
+    ``self`` from its own ``__init__`` (always, or as a parameter's default: ``by default``) when no
+    DataLoader of the project is known to be built over it or a subclass, or, for a default, over a
+    construction that leaves the parameter out (``kept_elsewhere.unloaded``): what the project leaves
+    to its users, who choose the workers."""
+    out = []
+    for cls in ctx.nodes(cst.ClassDef):
+        qual = ctx.qualname_of_def(cls)
+        if is_local_def(ctx, cls) or not ctx.view.class_kind(qual):
+            continue
+        for attr, held, param, position in ctx.view.kept_callable_attributes(qual, local=True):
+            node = _stored_node(ctx, cls, attr, default=param is not None) if ctx.view.unloaded(qual, param, position) else None
+            if node is not None:
+                out.append((node, _kept_problem(cls.name.value, attr, held, param, "as a user's construction may",
+                                                "which a user's construction may leave out"), param is not None))
     return out
 
 
@@ -384,8 +411,43 @@ def _returned(ctx, call: cst.Call) -> List[cst.BaseExpression]:
 
 
 def _kept(ctx, index, expr, depth: int) -> Optional[Tuple[cst.CSTNode, Problem]]:
+    found = _kept_every(ctx, index, expr, depth)
+    return found[0] if found else None
+
+
+def _kept_every(ctx, index, expr, depth: int) -> List[Tuple[cst.CSTNode, Problem]]:
+    """Each lambda (nested function, local-class instance) that ``expr`` holds, once: the elements of a
+    list or transform container, every value a name may hold, every pipeline a factory may return."""
     if depth > 8:
-        return None
+        return []
+    if isinstance(expr, cst.Name):
+        nodes = index.value_nodes(expr)
+        nodes = extended_list(ctx, expr) if nodes is None else nodes  # (``steps += [...]``: the flow stops there)
+        if any(isinstance(node, (cst.Lambda, cst.FunctionDef)) for node in nodes):
+            problem = unpicklable(ctx, index, expr)
+            lam = next((node for node in nodes if isinstance(node, cst.Lambda)), None)
+            return [(lam or expr, problem)] if problem else []
+        if any(isinstance(node, cst.List) for node in nodes):  # and what the scope adds to it (``steps.append(...)``)
+            nodes = nodes + list_fills(ctx, expr)
+        elements = [node for node in nodes if node is not expr]  # each value the name may hold: a path
+    elif isinstance(expr, cst.Lambda):
+        problem = unpicklable(ctx, index, expr)
+        return [(expr, problem)] if problem else []
+    elif isinstance(expr, (cst.List, cst.Tuple)):
+        elements = [element.value for element in expr.elements]
+    elif _container(ctx, expr):
+        elements = [arg.value for arg in expr.args if not arg.star]
+    elif isinstance(expr, cst.Call):
+        held = class_kept_callable(ctx, expr)
+        if held:
+            return [(held[0], (f"a {held[1][0]}", held[1][1]))]
+        elements = _kept_by_project_class(ctx, expr) or _returned(ctx, expr)
+    else:
+        return []
+    found: List[Tuple[cst.CSTNode, Problem]] = []
+    for element in elements:
+        found += [one for one in _kept_every(ctx, index, element, depth + 1) if not any(one[0] is other[0] for other in found)]
+    return found
     if isinstance(expr, cst.Name):
         nodes = index.value_nodes(expr)
         nodes = extended_list(ctx, expr) if nodes is None else nodes  # (``steps += [...]``: the flow stops there)

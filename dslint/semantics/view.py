@@ -17,7 +17,7 @@ from dslint.semantics.function_value_index import handed_to_worker_calls
 from dslint.semantics.held_state import kept_callable_attributes, unpicklable_attribute
 from dslint.semantics.indexing import indexes_only, moves_to_cuda
 from dslint.semantics.inheritance import iterable_heirs, one_shot_arguments
-from dslint.semantics.kept_elsewhere import foreign_loader, kept_owner
+from dslint.semantics.kept_elsewhere import foreign_loader, kept_owner, unloaded
 from dslint.semantics.modules import canonical
 from dslint.semantics.numpy_rng import loader_draws
 from dslint.semantics.project import ProjectIndex
@@ -151,6 +151,11 @@ class View:
         """The file of another file's DataLoader with workers over this file's class ``qual`` (or a subclass)
         whose own ``__init__`` keeps a lambda on ``self.<attr>``: DSL506 reports it here (``kept_elsewhere``)."""
         return self._record("foreign_loader", [qual, attr], foreign_loader(self._index, (self.path, qual), attr))
+
+    def unloaded(self, qual: str, param: Optional[str] = None, position: int = -1) -> bool:
+        """No DataLoader of the project is known to be built over this file's class ``qual`` or a
+        subclass (leaving ``param`` out) (``kept_elsewhere.unloaded``)."""
+        return self._record("unloaded", [qual, param, position], unloaded(self._index, (self.path, qual), param, position))
 
     def kept_elsewhere(self, qualified: str, attr: str, local: bool = False) -> bool:
         """The lambda an instance of the project class ``qualified`` keeps on ``self.<attr>`` is kept by the

@@ -10,7 +10,9 @@ from dslint.semantics.calls import SubclassInit, dataloader_constructions
 from dslint.semantics.kwargs_dicts import entry_expressions
 from dslint.semantics.loops import loader_loops
 from dslint.semantics.returned_datasets import returned_datasets
-from dslint.semantics.unpicklable import caller_callables, foreign_kept_callables, held_unpicklable, kept_callables, local_instance, local_instance_class, unpicklable
+from dslint.semantics.start_methods import main_is_unimportable
+from dslint.semantics.unpicklable import (caller_callables, foreign_kept_callables, held_unpicklable, kept_callables, local_instance,
+                                         local_instance_class, unloaded_kept_callables, unpicklable)
 
 
 class UnpicklableWorkerCallable(Rule):
@@ -33,11 +35,11 @@ class UnpicklableWorkerCallable(Rule):
     transform, `transform=`, `target_transform=`, also such a key of a `**` dict, or the project class keeps it on `self`: `Folder(root, degrade=lambda x: x)`), through names, lists filled with
     `append`/`extend`/`+=`, and transform containers (`T.Compose([T.Lambda(lambda x: 1 - x)])`, MONAI and albumentations alike, a project subclass of one, and a class of the
     project whose constructor keeps the argument on `self`, or a module-level function of the file that returns such a
-    pipeline: `transform=get_transforms(64)`), or installed on it after construction by the code
+    pipeline: `transform=get_transforms(64)`, each lambda of each pipeline it may return), or installed on it after construction by the code
     that builds the loader (`train_set.transform = T.Compose([...])`), or kept as a stage of a webdataset or torchdata
     pipeline (`wds.WebDataset(urls).map(lambda s: ...)`). The finding then points at the lambda or nested function;
     each problem of a loader is reported where its fix goes. So does a dataset whose own class keeps one from its `__init__` chain (`self.scale = lambda x: 2 * x`, `self.t = T.Compose([..., T.Lambda(lambda x: x * 2 - 1)])`,
-    in a list, dict, `functools.partial` or `collections.defaultdict`; or a parameter it keeps whose default is a lambda, `def __init__(self, paths, augment=lambda a: a)`, or a lambda fallback for one defaulting to `None` (`self.t = t or (lambda x: x)`, an `if t is None:` arm that stores one or rebinds `t` to one), when the construction leaves that argument out (a `**` dict the file builds passes only the keys it holds); for a name bound in several places, the class of any
+    in a list, dict, `functools.partial` or `collections.defaultdict`; or a parameter it keeps whose default is a lambda, `def __init__(self, paths, augment=lambda a: a)`, or a lambda fallback for one defaulting to `None` (`self.t = t or (lambda x: x)`, an `if t is None:` arm that stores one or rebinds `t` to one, whatever its `elif`/`else` arms store), when the construction leaves that argument out (a `**` dict the file builds passes only the keys it holds); for a name bound in several places, the class of any
     construction it may hold: `ds = Resized(**kw) if plain else Cropped(**kw)`), and a dataset given, as its transform, an object of a project class (any file) that keeps one
     (reported at that object's construction); not when another store on some path replaces it, a subclass's `__init__` stores its own value there, or the class decides its own pickling (`__getstate__`).
     A dataset that a module-level function returns (whole, or an element of a returned tuple) to a DataLoader of
@@ -62,6 +64,8 @@ class UnpicklableWorkerCallable(Rule):
       also through a function it is handed to by name: `make_loaders(cfg, build_loader)` calling
       `get_loader_fn(path, num_workers=n)`), an explicit `multiprocessing_context="fork"` (also `"fork" if
       num_workers > 0 else None`).
+    - A Jupyter notebook: its code runs in a `__main__` without a file, so a spawned worker cannot import
+      anything it defines, a module-level function neither; moving the lambda fixes nothing there.
 
     ## Preview
     With `--preview`, also a loader whose workers start only when a user asks for them by hand: every
@@ -74,6 +78,11 @@ class UnpicklableWorkerCallable(Rule):
     from its `__init__`, unless the class decides its own pickling (`__getstate__`, `__reduce__`).
     That object cannot reach a spawned worker either, so the loader works only with `fork` as
     written, and replacing the callable alone changes nothing.
+
+    Also with `--preview`: a dataset class (on torch's, torchgeo's or MONAI's bases) that keeps such a lambda
+    from its `__init__` (always, or as a parameter's default or fallback) when no DataLoader of the project is
+    built over it (for a default: over a construction that leaves the parameter out). The project leaves
+    that dataset to its users, and each of their DataLoaders with workers fails under spawn.
 
     ## Why is this bad?
     With the `spawn` or `forkserver` start method, each worker receives the dataset, `collate_fn` and
@@ -159,6 +168,17 @@ class UnpicklableWorkerCallable(Rule):
         """,
         Valid(
             """
+            from torch.utils.data import Dataset
+
+            class Scans(Dataset):  # a dataset left to its users: a form of --preview only
+                def __init__(self, paths, transform=None):
+                    self.paths = paths
+                    self.transform = transform or (lambda x: x)
+            """,
+            preview=False,
+        ),
+        Valid(
+            """
             import argparse
             from torch.utils.data import DataLoader
 
@@ -169,27 +189,27 @@ class UnpicklableWorkerCallable(Rule):
             """,
             preview=False,
         ),
-        """
-        from torch.utils.data import DataLoader
-
-        class ListLoader(DataLoader):
-            def __init__(self, dataset, **kwargs):
-                kwargs["num_workers"] = 0  # pinned: the lambda never reaches a worker
-                super().__init__(dataset, collate_fn=lambda items: items, **kwargs)
-
-        class Padded(DataLoader):
-            def __init__(self, dataset, batch_size=1):
-                def pad(batch): return batch
-                super().__init__(dataset, batch_size, collate_fn=pad)  # no workers: nothing is pickled
-
-        def check_batches(ds):
-            class Listed(DataLoader):  # built only below, never with workers
-                def __init__(self, dataset, **kwargs):
-                    super().__init__(dataset, collate_fn=lambda items: items, **kwargs)
-            return Listed(ds, batch_size=2)
-        """,
     )
     invalid = (
+        """
+        from torch.utils.data import Dataset
+
+        class Scans(Dataset):  # no DataLoader of the project: its users choose the workers
+            def __init__(self, paths, transform=None):
+                self.paths = paths
+                if not transform:
+                    self.transform = lambda x: x  # expect: DSL506
+                elif callable(transform):
+                    self.transform = transform
+                else:
+                    raise TypeError(transform)
+
+            def __getitem__(self, i):
+                return self.transform(self.paths[i])
+
+            def __len__(self):
+                return len(self.paths)
+        """,
         {
             "collating.py": """
                 from torch.utils.data import default_collate
@@ -220,38 +240,11 @@ class UnpicklableWorkerCallable(Rule):
                     dataset, batch_size, collate_fn=lambda items: items, **kwargs  # expect: DSL506
                 )
         """,
-        """
-        import functools
-        import torch.utils.data as tud
-
-        def make_loader(ds, workers):
-            def collate(batch, pad):
-                return batch
-
-            build = functools.partial(tud.DataLoader, collate_fn=functools.partial(collate, pad=0))  # expect: DSL506
-            return build(ds, num_workers=workers), build(ds, batch_size=2, num_workers=workers)
-        """,
-        """
-        import numpy as np
-        from torch.utils.data import DataLoader, Dataset
-
-        def main(paths):
-            class Local(Dataset):
-                def __getitem__(self, i):
-                    return paths[i]
-
-                def __len__(self):
-                    return len(paths)
-
-            ds = Local()
-            seed = (lambda wid: np.random.seed(wid)) if paths else None  # None on the other branch
-            return DataLoader(ds, num_workers=4, worker_init_fn=seed)  # expect: DSL506
-        """,
     )
 
     def check(self, ctx):
-        if fork_everywhere(ctx):
-            return
+        if fork_everywhere(ctx) or main_is_unimportable(ctx.path):
+            return  # (a notebook: nothing it defines reaches a spawned worker, a module-level function neither)
         index, reported = loader_loops(ctx), set()
         for bound in dataloader_constructions(ctx) + forwarded_loader_calls(ctx):  # (MONAI's, PyG's, pass-through)
             if not may_have_workers(ctx, bound) or (not self.preview_forms and workers_only_by_choice(ctx, bound)):
@@ -287,6 +280,11 @@ class UnpicklableWorkerCallable(Rule):
             if id(node) not in reported:
                 reported.add(id(node))
                 yield self.report(node, _message(f"the dataset is an instance of {what}", f" (a DataLoader with workers in `{path}` is built over one)", error))
+        for node, (what, error), default in unloaded_kept_callables(ctx) if self.preview_forms else ():  # users' loaders
+            if id(node) not in reported:
+                reported.add(id(node))
+                over = "a construction that leaves it out" if default else "it"
+                yield self.report(node, _message(f"the dataset class {what}", f" (no DataLoader of this project is built over {over}: its users choose the workers)", error))
         for func, expr, module in returned_datasets(ctx):  # a dataset this file's factory returns to another file's loader
             for node, (what, error) in kept_callables(ctx, index, expr) or list(filter(None, [local_instance_class(ctx, index, expr)])):
                 if id(node) not in reported:
