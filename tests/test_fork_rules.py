@@ -530,25 +530,6 @@ SILENT = {
                 return self.lines[i]
         """,
     ),
-    "handle-only-in-len": (
-        "DSL401",
-        """
-        import zipfile
-        from torch.utils.data import Dataset
-
-        class Zipped(Dataset):
-            def __init__(self, path):
-                self.zf = zipfile.ZipFile(path)
-                self.path = path
-
-            def __len__(self):
-                return len(self.zf.namelist())
-
-            def __getitem__(self, i):
-                with zipfile.ZipFile(self.path) as zf:
-                    return zf.read(zf.namelist()[i])
-        """,
-    ),
     "not-a-dataset": (
         "DSL401",
         """
@@ -1126,22 +1107,7 @@ MORE_CASES = [
             def __getitem__(self, i):
                 return self.items[i]
         """),
-    ('DSL401', 'valid', """
-        import zipfile
-        from torch.utils.data import Dataset
 
-        class Members(Dataset):
-            def __init__(self, path):
-                self.zf = zipfile.ZipFile(path)
-                self.names = self.zf.namelist()
-
-            def __getitem__(self, i):
-                return self.names[i]
-
-        def not_a_dataset(path):
-            handle = open(path)
-            return handle
-        """),
     ('DSL401', 'valid', """
         from PIL import Image
         from torch.utils.data import Dataset
@@ -1802,3 +1768,95 @@ def test_dsl401_a_class_the_dataset_builds_and_indexes_per_sample_is_a_dataset_t
         """})
     outcome = check_tree(tmp_path, select=["DSL401"])
     assert {(d.path, d.row, d.code) for d in outcome.diagnostics} == expected_markers(tmp_path)
+
+
+_KEPT_UNREAD = """
+import h5py
+import numpy as np
+from torch.utils.data import DataLoader, Dataset
+
+
+class Poses(Dataset):
+    def __init__(self, path):
+        self.data = np.load(path)  # expect: DSL401
+        self.names = self.data["imgname"]
+        self.center = self.data["center"].astype(np.float32)
+
+    def __len__(self):
+        return len(self.names)
+
+    def __getitem__(self, i):
+        return self.names[i], self.center[i]
+
+
+class Closed(Dataset):
+    def __init__(self, path):
+        self.f = h5py.File(path, "r")
+        self.x = self.f["x"][:]
+        self.f.close()
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, i):
+        return self.x[i]
+
+
+class Pickled(Poses):
+    def __getstate__(self):
+        return {"names": self.names, "center": self.center}
+
+
+loaders = [DataLoader(Poses("a.npz"), num_workers=4), DataLoader(Closed("a.h5"), num_workers=4)]
+"""
+
+
+_ZIP_KEPT = {
+    "len": """
+        import zipfile
+        from torch.utils.data import Dataset
+
+        class Zipped(Dataset):
+            def __init__(self, path):
+                self.zf = zipfile.ZipFile(path)  # read by __len__ only, in the parent
+                self.path = path
+
+            def __len__(self):
+                return len(self.zf.namelist())
+
+            def __getitem__(self, i):
+                with zipfile.ZipFile(self.path) as zf:
+                    return zf.read(zf.namelist()[i])
+        """,
+    "init": """
+        import zipfile
+        from torch.utils.data import Dataset
+
+        class Members(Dataset):
+            def __init__(self, path):
+                self.zf = zipfile.ZipFile(path)  # read by __init__ only
+                self.names = self.zf.namelist()
+
+            def __getitem__(self, i):
+                return self.names[i]
+        """,
+}
+
+
+@pytest.mark.parametrize("name", sorted(_ZIP_KEPT))
+def test_dsl401_an_archive_kept_but_read_only_before_the_fork(tmp_path, name):
+    """Forked workers never read it (silent by default); with --preview, a spawned worker cannot receive it."""
+    write_files(tmp_path, textwrap.dedent(_ZIP_KEPT[name]))
+    assert not check_tree(tmp_path, select=["DSL401"], preview=False).diagnostics
+    assert [f.row for f in check_tree(tmp_path, select=["DSL401"]).diagnostics] == [6]
+
+
+def test_dsl401_a_handle_kept_but_never_read_per_sample_is_a_preview_form(tmp_path):
+    """An archive ``__init__`` reads whole and keeps open, never read per sample: forked workers are
+    fine, but a spawned worker cannot receive the dataset (the ``NpzFile`` holds an open file). Only
+    with --preview; silent when ``__init__`` closes it, and when a class decides its own pickling."""
+    run_case(tmp_path / "a", "DSL401", "invalid", _KEPT_UNREAD)
+    write_files(tmp_path / "b", _KEPT_UNREAD)
+    assert not check_tree(tmp_path / "b", select=["DSL401"], preview=False).diagnostics
+    found = check_tree(tmp_path / "b", select=["DSL401"]).diagnostics
+    assert [f.row for f in found] == [8] and "cannot pickle '_io.BufferedReader' object" in found[0].message

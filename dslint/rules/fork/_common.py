@@ -132,28 +132,27 @@ def inherited_uses(
     silenced: Callable[[str, List[AttrUse]], bool],
     construction=(),
     copies: bool = True,
+    unread: bool = False,
 ) -> List[str]:
-    """The attributes of ``held`` that per-sample code uses while the workers inherit them.
-
-    Empty when ``__init__`` drops every one again, when one is re-created outside
+    """The attributes of ``held`` that per-sample code uses while the workers inherit them (``unread``: those
+    it never uses, when it uses none: the workers receive them all the same). Empty when ``__init__`` drops every one again, when one is re-created outside
     ``__init__`` (``stores_elsewhere``) or ``silenced(attr, uses)`` says the project
     handles it, when the dataset consults ``get_worker_info()``/``os.getpid()``, or
     when its DataLoaders show the state is handled (``loaders_allow``). Stores in the
     ``construction`` functions (``__init__`` helpers) run before the fork: no re-creation.
     """
-    family = class_family(ctx, cls)
-    used: List[str] = []
+    family, used, unused = class_family(ctx, cls), [], []
     for attr, site in held.attrs.items():
         if dropped_by_construction(ctx, cls, init, self_param, attr, site, close_methods):
             continue
         uses = self_attr_uses(ctx, family, attr)
         if silenced(attr, uses) or stores_elsewhere(ctx, family, attr, init, construction, copies):
             return []
-        if per_sample_loads(ctx, uses):
-            used.append(attr)
-    if not used or family_consults_worker(ctx, cls, family) or not loaders_allow(ctx, cls, set(held.attrs)):
+        (used if per_sample_loads(ctx, uses) else unused).append(attr)
+    found = (unused if not used else []) if unread else used
+    if not found or family_consults_worker(ctx, cls, family) or not loaders_allow(ctx, cls, set(held.attrs)):
         return []
-    return used
+    return found
 
 
 def construction_calls(ctx):

@@ -3,10 +3,30 @@
 from __future__ import annotations
 
 from dslint.rules.base import ERROR, WARNING, Rule, Symptom
-from dslint.rules.fork._common import construction_calls, handle_message, handles_in_init, held_object, passed_handles, inherited_uses, write_only
-from dslint.semantics.instance_state import consumed_by_iter
+import re
+
+from dslint.rules.fork._common import (call_text, construction_calls, handle_message, handles_in_init, held_object, passed_handles,
+                                       inherited_uses, write_only)
+from dslint.semantics.handle_kinds import HANDLE_DERIVATIONS
+from dslint.semantics.held_state import PICKLING_HOOKS
+from dslint.semantics.instance_state import consumed_by_iter, handle_kind
 from dslint.semantics.pre_fork import holder_kind, length_handles
 from dslint.semantics.regions import self_name
+
+
+def _kept_unread(ctx):
+    """(call, kind, attribute): a handle that does not pickle, opened in construction code and kept on ``self``
+    (not closed there), that no per-sample code uses, in a class that leaves pickling to pickle."""
+    silenced = lambda attr, uses: consumed_by_iter(ctx, uses)  # noqa: E731
+    for cls, init, func, selfp, call in construction_calls(ctx):
+        kind = handle_kind(ctx, call)
+        if kind in (None, "file", "image", "session", "db"):
+            continue  # (a Pillow image and an HTTP session pickle; database clients vary; DSL104 judges a plain file)
+        held, construction = held_object(ctx, cls, init, func, selfp, call, *HANDLE_DERIVATIONS.get(kind, ((), False)))
+        unread = held and inherited_uses(ctx, cls, func, selfp, held, ("close",), silenced, construction, unread=True)
+        qual = ctx.qualname_of_def(cls)
+        if unread and not any(ctx.view.method_facts(qual, hook) for hook in PICKLING_HOOKS):
+            yield call, kind, unread[0]
 
 
 class HandleInInit(Rule):
@@ -34,6 +54,12 @@ class HandleInInit(Rule):
       `xr.open_dataset` (it pickles).
     - Handles that `__iter__` consumes by iteration (DSL302 reports those), and classes whose every DataLoader has
       `num_workers=0`.
+
+    ## Preview
+    With `--preview`, also an archive, HDF5, LMDB, SQLite, socket or library handle (none of them pickles) that
+    `__init__` keeps on `self` and no per-sample code uses (`self.data = np.load(p)`, read whole
+    in `__init__`), unless it is closed there or the class decides its own pickling (`__getstate__`): forked
+    workers never read it, but a spawned worker cannot receive the dataset.
 
     ## Why is this bad?
     DataLoader workers are forked from the process that built the dataset, so they all inherit the *same* open file
@@ -255,6 +281,12 @@ class HandleInInit(Rule):
             if used:
                 where = f"(whose constructor opens a {kind} handle and keeps it) in `__init__`"
                 yield self.report(call, handle_message(ctx, kind, call, used[0]).replace("in `__init__`", where, 1))
+        for call, kind, attr in _kept_unread(ctx) if self.preview_forms else ():
+            error = re.search(r"cannot be pickled \(`([^`]+)`\)", handle_message(ctx, kind, call, attr))
+            yield self.report(call, f"`{call_text(ctx, call)}` in `__init__` is kept on `self.{attr}`, which no per-sample code uses: forked "
+                              "workers never read it, but under spawn/forkserver (the default on macOS and Windows, and on Linux from "
+                              f"Python 3.14) the dataset cannot be pickled to the workers (`{error.group(1) if error else 'TypeError'}`); "
+                              "close it once `__init__` has read what it needs, or keep only the data")
         for cls, func, call, kind, held, runner, before in length_handles(ctx, unread):  # run before the fork
             used = inherited_uses(ctx, cls, func, self_name(func), held, ("close",), silenced, before)
             if used:
