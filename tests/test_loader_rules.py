@@ -9,6 +9,31 @@ from tests.conftest import check_tree, expected_markers, write_files
 from tests.test_rule_cases import run_case
 
 MORE_CASES = [
+    # DSL506: the dataset keeps an object of a class of the file that keeps a lambda; the loader takes `self.dataset`
+    ("DSL506", "invalid", """
+        import numpy as np
+        from torch.utils.data import DataLoader, Dataset
+
+        class Features:
+            def __init__(self, root):
+                self.root = root
+                self.decode = lambda b: np.frombuffer(b, dtype=np.float32)  # expect: DSL506
+
+        class Captions(Dataset):
+            def __init__(self, root):
+                self.features = Features(root)
+
+            def __getitem__(self, i):
+                return self.features.decode(b"0000")
+
+            def __len__(self):
+                return 4
+
+        class Batches:
+            def __init__(self, root, workers):
+                self.dataset = Captions(root)
+                self.loader = DataLoader(self.dataset, batch_size=2, num_workers=workers)
+        """),
     # DSL506: a copy of a dataset keeps what the copied one keeps
     ("DSL506", "invalid", """
         import copy

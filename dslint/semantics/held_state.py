@@ -38,13 +38,16 @@ def unpicklable_attribute(index, key) -> Optional[list]:
     return None
 
 
-def kept_callable_attributes(index, key) -> List[list]:
+def kept_callable_attributes(index, key, _seen: Optional[set] = None) -> List[list]:
     """``[attr, local object, parameter, position]`` for each lambda, nested function or pipeline
     holding one that the ``__init__`` chain of the project class ``key`` keeps on ``self`` (the
     summary fact ``kept_callables``: ``kept_lambdas``; parameter and position None), then for each
     default of a parameter of the class's own ``__init__`` that it keeps (``kept_defaults``: kept
     when a construction leaves ``parameter``, at ``position`` after ``self``, out; the object is
-    ``"Cls.<lambda>"``, ``"Cls.__init__.<locals>.<lambda>"`` for a fallback in its body: ``p or (lambda x: x)``, ``"<lambda>"`` for a module-level one the default names). Empty when a class of its MRO controls its own pickling."""
+    ``"Cls.<lambda>"``, ``"Cls.__init__.<locals>.<lambda>"`` for a fallback in its body: ``p or (lambda x: x)``, ``"<lambda>"`` for a module-level one the default names). An object of a project class that an ``__init__`` of the
+    chain builds and keeps (``self.reader = Reader(path)``, the summary fact ``self_news``) counts with the first lambda
+    that class always keeps (``[attr, "Reader.__init__.<locals>.<lambda>", None, None]``). Empty when a class of its MRO
+    controls its own pickling."""
     mro = index.mro(key)
     if _pickles_itself(index, mro):
         return []
@@ -53,6 +56,13 @@ def kept_callable_attributes(index, key) -> List[list]:
         facts = index.class_info(cls)["methods"].get("__init__") or {}
         found.extend([attr, f"{cls[1]}.__init__.<locals>.{label}", None, None]
                      for attr, label in facts.get("kept_callables", ()) if attr not in stored)
+        seen = (_seen or set()) | set(mro)
+        for attr, qualified in facts.get("self_news", ()) if len(seen) < 12 else ():  # an object it builds and keeps
+            inner = index.locate(qualified, cls[0])
+            held = next((h for a, h, p, _ in kept_callable_attributes(index, inner, seen) if p is None), None) \
+                if inner is not None and inner not in seen and attr not in stored else None
+            if held is not None and not any(attr == f[0] for f in found):
+                found.append([attr, held, None, None])
         stored.update(facts.get("self_stores", ()))
     own = (index.class_info(mro[0])["methods"].get("__init__") or {}) if mro else {}
     labels = {True: f"{mro[0][1]}.__init__.<locals>.<lambda>", False: f"{mro[0][1]}.<lambda>", "module": "<lambda>"}

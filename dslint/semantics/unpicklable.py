@@ -1,10 +1,9 @@
 """Is a value a callable or object that pickle cannot send to a DataLoader worker?
 
-A lambda, a function or class defined inside a function (pickle stores them by importable
-name, and they have none), ``functools.partial`` of one, the result of a project factory
-that returns such a closure, and an instance of a class such a factory returns
-(``returned_closures``, across files through the summaries). Answers ``(description, error)`` only when *every* value of the expression is
-unpicklable; any other or unknown value gives None (the rules stay silent).
+A lambda, a function or class defined inside a function (pickle stores them by importable name, and they
+have none), ``functools.partial`` of one, the result of a project factory that returns such a closure, and an
+instance of a class such a factory returns (``returned_closures``, across files through the summaries).
+Answers ``(description, error)`` only when *every* value of the expression is unpicklable.
 """
 
 from __future__ import annotations
@@ -13,9 +12,10 @@ from typing import List, Optional, Tuple
 
 import libcst as cst
 
-from dslint.semantics.bindings import class_ref
+from dslint.semantics.bindings import class_ref, local_class_path
 from dslint.semantics.classes import methods
 from dslint.semantics.containers import extended_list, list_fills
+from dslint.semantics.held_classes import receiver_class
 from dslint.semantics.held_datasets import wrapped_datasets
 from dslint.semantics.kept_lambdas import TRANSFORM_CONTAINERS, module_lambdas, stored_callables, stored_defaults
 from dslint.semantics.kept_objects import kept_arguments
@@ -173,9 +173,7 @@ def local_instance_class(ctx, index, expr) -> Optional[Tuple[cst.CSTNode, Proble
 
 
 def _returned_class(ctx, index, binding) -> Optional[Problem]:
-    """The name is bound once, to what a project factory returns, and that is always a class
-    defined inside the factory (``Cls = make_dataset_class(...)``): its instances cannot be
-    pickled either."""
+    """A name bound once to a project factory's result that is always a class it defines (``Cls = make(...)``)."""
     value = binding.value if binding.kind == "value" and binding.index is None else None
     if not isinstance(value, cst.Call):
         return None
@@ -202,12 +200,10 @@ def held_unpicklable(ctx, expr) -> Optional[str]:
 def kept_callables(ctx, index, expr) -> List[Tuple[cst.CSTNode, Problem]]:
     """[(node, (description, error))]: a lambda, nested function or local-class instance that the
     dataset object ``expr`` constructs is handed to keep and run per sample, so the dataset cannot
-    be pickled either. Looked for in the stages of a webdataset or torchdata pipeline, and in the
-    construction's arguments (not a method of an object's: ``table.map(f)``; a keyword only when it names a
-    transform, ``transform=``/``target_transform=``, its value is a transform container, or the project class
-    keeps that parameter on ``self``: ``Folder(root, degrade=lambda x: x)``), through
-    names (each value they may hold: one path is enough), into transform containers
-    (``T.Compose([T.Lambda(lambda x: 1 - x)])``) and into what a factory of the file returns; or
+    be pickled either. Looked for in the stages of a webdataset or torchdata pipeline, and in the construction's
+    arguments (not a method of an object's: ``table.map(f)``; a keyword only when it names a transform, its value
+    is a transform container, or the project class keeps that parameter on ``self``), through names (each value
+    they may hold: one path is enough), into transform containers and what a factory of the file returns; or
     kept by the dataset's own class from its ``__init__`` (``class_kept_callable``; for a name, the
     class of each construction it may hold, one finding per lambda: ``ds = A(**kw) if crop else B(**kw)``)."""
     for held in [expr, *wrapped_datasets(ctx, index, expr)]:  # (and the datasets a ``ConcatDataset``... keeps)
@@ -272,7 +268,11 @@ def class_kept_callable(ctx, expr) -> Optional[Tuple[cst.CSTNode, Problem]]:
     own ``__init__`` keeps a parameter defaulting to one that the construction (a call) leaves out.
     The node is that lambda (or nested function's name) when this file's class keeps it, else ``expr``."""
     ref = class_ref(ctx.tree, ctx.names, expr) if expr is not None else None
-    if ref is None:
+    held = receiver_class(ctx, expr) if ref is None and isinstance(expr, cst.Attribute) else None  # ``self.dataset``
+    if held is not None:
+        ref = ("qualified", held) if not held.startswith(f"{ctx.names.modname}.") else \
+            ("local", local_class_path(ctx.tree, held[len(ctx.names.modname) + 1:]))
+    if ref is None or ref[1] is None:
         return None
     local = ref[0] == "local"
     name = ref[1].name.value if local else ref[1].rsplit(".", 1)[-1]
@@ -303,11 +303,8 @@ def foreign_kept_callables(ctx) -> List[Tuple[cst.CSTNode, Problem, str]]:
 
 
 def unloaded_kept_callables(ctx) -> List[Tuple[cst.CSTNode, Problem, bool]]:
-    """(the lambda, (description, error), by default) for what a dataset class of this file keeps on
-    ``self`` from its own ``__init__`` (always, or as a parameter's default: ``by default``) when no
-    DataLoader of the project is known to be built over it or a subclass, or, for a default, over a
-    construction that leaves the parameter out (``kept_elsewhere.unloaded``): what the project leaves
-    to its users, who choose the workers."""
+    """(the lambda, (description, error), by default) for what a dataset class of this file keeps from its own
+    ``__init__`` (always, or as a default) that the project leaves to its users (``kept_elsewhere.unloaded``)."""
     out = []
     for cls in ctx.nodes(cst.ClassDef):
         qual = ctx.qualname_of_def(cls)
@@ -347,8 +344,9 @@ def _passes(ctx, call: cst.Call, param: str, position: int) -> bool:
     return bool(found) or not closed
 
 
-def _stored_node(ctx, cls: cst.ClassDef, attr: str, default: bool = False) -> Optional[cst.CSTNode]:
-    """The lambda (or nested function's name) that ``cls``'s own ``__init__`` keeps on ``self.<attr>``;
+def _stored_node(ctx, cls: cst.ClassDef, attr: str, default: bool = False, depth: int = 0) -> Optional[cst.CSTNode]:
+    """The lambda (or nested function's name) that ``cls``'s own ``__init__`` keeps on ``self.<attr>``
+    (or that an object of a class of this file it keeps there keeps);
     with ``default``, the lambda the default of the parameter it keeps there holds (what the summary
     recorded: ``stored_callables``, ``stored_defaults``)."""
     init = methods(cls).get("__init__")
@@ -359,7 +357,25 @@ def _stored_node(ctx, cls: cst.ClassDef, attr: str, default: bool = False) -> Op
         stored = [(held_attr, node) for held_attr, node, _, _ in stored_defaults(buckets.get(cst.Assign, ()), self_name(init), init.params, qualname, module_lambdas(ctx.names), init)]
     else:
         stored = stored_callables(buckets.get(cst.Assign, ()), self_name(init), [d.name.value for d in buckets.get(cst.FunctionDef, ())], qualname)
-    return next((node for held_attr, node in stored if held_attr == attr), None)
+    found = next((node for held_attr, node in stored if held_attr == attr), None)
+    return found if found is not None or default or depth > 3 else _held_object_node(ctx, init, buckets, attr, depth)
+
+
+def _held_object_node(ctx, init: cst.FunctionDef, buckets, attr: str, depth: int) -> Optional[cst.CSTNode]:
+    """The lambda an object of this file's class keeps, built and kept on ``self.<attr>`` by ``init``."""
+    selfp = self_name(init)
+    for node in buckets.get(cst.Assign, ()):
+        value = node.value
+        if not any(type(t.target) is cst.Attribute and type(t.target.value) is cst.Name and t.target.value.value == selfp
+                   and t.target.attr.value == attr for t in node.targets) or type(value) is not cst.Call:
+            continue
+        ref = class_ref(ctx.tree, ctx.names, value)
+        if ref is not None and ref[0] == "local":
+            inner = next((a for a, _, p, _ in ctx.view.kept_callable_attributes(ctx.qualname_of_def(ref[1]), local=True) if p is None), None)
+            found = _stored_node(ctx, ref[1], inner, depth=depth + 1) if inner else None
+            if found is not None:
+                return found
+    return None
 
 
 def _transform_stores(ctx, name: cst.Name) -> List[cst.BaseExpression]:
@@ -416,8 +432,7 @@ def _kept(ctx, index, expr, depth: int) -> Optional[Tuple[cst.CSTNode, Problem]]
 
 
 def _kept_every(ctx, index, expr, depth: int) -> List[Tuple[cst.CSTNode, Problem]]:
-    """Each lambda (nested function, local-class instance) that ``expr`` holds, once: the elements of a
-    list or transform container, every value a name may hold, every pipeline a factory may return."""
+    """Each lambda (nested function, local-class instance) ``expr`` holds, once (each value, element, pipeline)."""
     if depth > 8:
         return []
     if isinstance(expr, cst.Name):
