@@ -39,7 +39,7 @@ MAP_ROOTS = frozenset({
 #: code): PyG's ``Dataset`` reads samples through ``get(idx)``, see ``LIBRARY_ENTRY_POINTS``
 PYG_DATASETS = frozenset({"torch_geometric.data.Dataset", "torch_geometric.data.dataset.Dataset"})
 #: map-style bases of libraries built on torch's ``Dataset`` (torchgeo's and MONAI's: samples are read
-#: through ``__getitem__``), when the project does not define them itself
+#: through ``__getitem__``), when the project does not define them itself: its subclasses are datasets
 LIBRARY_MAP_DATASETS = frozenset({
     f"torchgeo.datasets.{module}{name}" for module in ("", "geo.")
     for name in ("GeoDataset", "NonGeoDataset", "RasterDataset", "VectorDataset", "NonGeoClassificationDataset")
@@ -47,7 +47,9 @@ LIBRARY_MAP_DATASETS = frozenset({
     f"monai.data.{module}{name}" for module in ("", "dataset.")
     for name in ("Dataset", "CacheDataset", "PersistentDataset", "SmartCacheDataset", "ArrayDataset", "LMDBDataset")
 })
-LIBRARY_ROOTS = {**dict.fromkeys(PYG_DATASETS, MAP), **dict.fromkeys(LIBRARY_MAP_DATASETS, MAP),
+LIBRARY_ROOTS = dict.fromkeys(PYG_DATASETS, MAP)
+#: what a project class on such a base is (a construction of the library's own class is not judged as one)
+LIBRARY_BASES = {**LIBRARY_ROOTS, **dict.fromkeys(LIBRARY_MAP_DATASETS, MAP),
                  "monai.data.IterableDataset": ITERABLE, "monai.data.iterable_dataset.IterableDataset": ITERABLE}
 DATALOADER_ROOTS = frozenset({"torch.utils.data.DataLoader"})
 
@@ -208,7 +210,7 @@ class ProjectIndex(LoaderQueries):
                 if located is not None and located != key:
                     kind = self.class_kind(located)
                 elif located is None:
-                    kind = LIBRARY_ROOTS.get(canonical(base))
+                    kind = LIBRARY_BASES.get(canonical(base))
             if kind:
                 kinds.add(kind)
         kinds.update(self.class_kind(k) for k in base_alternatives(self, key))  # star imports in branches

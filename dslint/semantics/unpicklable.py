@@ -432,7 +432,7 @@ def _kept(ctx, index, expr, depth: int) -> Optional[Tuple[cst.CSTNode, Problem]]
 
 
 def _kept_every(ctx, index, expr, depth: int) -> List[Tuple[cst.CSTNode, Problem]]:
-    """Each lambda (nested function, local-class instance) ``expr`` holds, once (each value, element, pipeline)."""
+    """A lambda (nested function, local-class instance) of each pipeline ``expr`` may hold, once (each value, return)."""
     if depth > 8:
         return []
     if isinstance(expr, cst.Name):
@@ -448,10 +448,10 @@ def _kept_every(ctx, index, expr, depth: int) -> List[Tuple[cst.CSTNode, Problem
     elif isinstance(expr, cst.Lambda):
         problem = unpicklable(ctx, index, expr)
         return [(expr, problem)] if problem else []
-    elif isinstance(expr, (cst.List, cst.Tuple)):
-        elements = [element.value for element in expr.elements]
-    elif _container(ctx, expr):
-        elements = [arg.value for arg in expr.args if not arg.star]
+    elif isinstance(expr, (cst.List, cst.Tuple)) or _container(ctx, expr):  # one pipeline: its first lambda
+        elements = [element.value for element in expr.elements] if isinstance(expr, (cst.List, cst.Tuple)) else \
+            [arg.value for arg in expr.args if not arg.star]
+        return next(([found] for found in (_kept(ctx, index, e, depth + 1) for e in elements) if found), [])
     elif isinstance(expr, cst.Call):
         held = class_kept_callable(ctx, expr)
         if held:
