@@ -463,37 +463,3 @@ def _kept_every(ctx, index, expr, depth: int) -> List[Tuple[cst.CSTNode, Problem
     for element in elements:
         found += [one for one in _kept_every(ctx, index, element, depth + 1) if not any(one[0] is other[0] for other in found)]
     return found
-    if isinstance(expr, cst.Name):
-        nodes = index.value_nodes(expr)
-        nodes = extended_list(ctx, expr) if nodes is None else nodes  # (``steps += [...]``: the flow stops there)
-        if any(isinstance(node, (cst.Lambda, cst.FunctionDef)) for node in nodes):
-            problem = unpicklable(ctx, index, expr)
-            lam = next((node for node in nodes if isinstance(node, cst.Lambda)), None)
-            return (lam or expr, problem) if problem else None
-        if any(isinstance(node, cst.List) for node in nodes):  # and what the scope adds to it (``steps.append(...)``)
-            nodes = nodes + list_fills(ctx, expr)
-        for node in nodes:  # each value the name may hold (`if train: t = T.Compose([...]) else: ...`): a path
-            found = _kept(ctx, index, node, depth + 1) if node is not expr else None
-            if found:
-                return found
-        return None
-    if isinstance(expr, cst.Lambda):
-        problem = unpicklable(ctx, index, expr)
-        return (expr, problem) if problem else None
-    if isinstance(expr, (cst.List, cst.Tuple)):
-        elements = [element.value for element in expr.elements]
-    elif _container(ctx, expr):
-        elements = [arg.value for arg in expr.args if not arg.star]
-    elif isinstance(expr, cst.Call):
-        held = class_kept_callable(ctx, expr)
-        if held:
-            return held[0], (f"a {held[1][0]}", held[1][1])
-        elements = _kept_by_project_class(ctx, expr) or _returned(ctx, expr)
-    else:
-        return None
-    for element in elements:
-        found = _kept(ctx, index, element, depth + 1)
-        if found:
-            return found
-    return None
-
