@@ -35,11 +35,9 @@ MAP_ROOTS = frozenset({
     "torch.utils.data.StackDataset", "torch.utils.data.MapDataPipe", "torch.utils.data.datapipes.datapipe.MapDataPipe",
     "torchvision.datasets.VisionDataset",
 })
-#: library dataset bases, when the project does not define them itself (PyG's own source is read as
-#: code): PyG's ``Dataset`` reads samples through ``get(idx)``, see ``LIBRARY_ENTRY_POINTS``
+#: PyG's ``Dataset`` (its source is read as code) reads samples through ``get(idx)``: ``LIBRARY_ENTRY_POINTS``
 PYG_DATASETS = frozenset({"torch_geometric.data.Dataset", "torch_geometric.data.dataset.Dataset"})
-#: map-style bases of libraries built on torch's ``Dataset`` (torchgeo's and MONAI's: samples are read
-#: through ``__getitem__``), when the project does not define them itself: its subclasses are datasets
+#: map-style bases of libraries built on torch's ``Dataset`` (torchgeo's, MONAI's: ``__getitem__`` reads samples)
 LIBRARY_MAP_DATASETS = frozenset({
     f"torchgeo.datasets.{module}{name}" for module in ("", "geo.")
     for name in ("GeoDataset", "NonGeoDataset", "RasterDataset", "VectorDataset", "NonGeoClassificationDataset")
@@ -48,9 +46,9 @@ LIBRARY_MAP_DATASETS = frozenset({
     for name in ("Dataset", "CacheDataset", "PersistentDataset", "SmartCacheDataset", "ArrayDataset", "LMDBDataset")
 })
 LIBRARY_ROOTS = dict.fromkeys(PYG_DATASETS, MAP)
-#: what a project class on such a base is (a construction of the library's own class is not judged as one)
-LIBRARY_BASES = {**LIBRARY_ROOTS, **dict.fromkeys(LIBRARY_MAP_DATASETS, MAP),
-                 "monai.data.IterableDataset": ITERABLE, "monai.data.iterable_dataset.IterableDataset": ITERABLE}
+#: a project class on such a base (undefined in the project) is a dataset; the library's own class is not judged
+LIBRARY_BASES = {**LIBRARY_ROOTS, **dict.fromkeys(LIBRARY_MAP_DATASETS, MAP), **dict.fromkeys(
+    ("monai.data.IterableDataset", "monai.data.iterable_dataset.IterableDataset"), ITERABLE)}
 DATALOADER_ROOTS = frozenset({"torch.utils.data.DataLoader"})
 
 #: more entry points of a library base: the methods its own ``__getitem__`` calls per sample
