@@ -52,11 +52,11 @@ def kept_callable_attributes(index, key, _seen: Optional[set] = None) -> List[li
     if _pickles_itself(index, mro):
         return []
     found, stored = [], set()  # (set by an ``__init__`` before in the MRO, which a subclass's runs last)
+    seen = (_seen or set()) | set(mro)  # (the classes whose objects are being followed: no cycle)
     for cls in mro:
         facts = index.class_info(cls)["methods"].get("__init__") or {}
         found.extend([attr, f"{cls[1]}.__init__.<locals>.{label}", None, None]
                      for attr, label in facts.get("kept_callables", ()) if attr not in stored)
-        seen = (_seen or set()) | set(mro)
         for attr, qualified in facts.get("self_news", ()) if len(seen) < 12 else ():  # an object it builds and keeps
             inner = index.locate(qualified, cls[0])
             held = next((h for a, h, p, _ in kept_callable_attributes(index, inner, seen) if p is None), None) \

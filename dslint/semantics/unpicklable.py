@@ -24,7 +24,7 @@ from dslint.semantics.libraries import pipeline_callables
 from dslint.semantics.module_calls import positional_args
 from dslint.semantics.scopes import is_none, none_replacements
 from dslint.semantics.returned_closures import returned_closure
-from dslint.semantics.regions import self_name
+from dslint.semantics.regions import self_attr, self_name
 from dslint.semantics.walk import body_buckets, iter_subtree, plain_returns
 
 _PARTIAL = frozenset({"functools.partial"})
@@ -365,11 +365,9 @@ def _held_object_node(ctx, init: cst.FunctionDef, buckets, attr: str, depth: int
     """The lambda an object of this file's class keeps, built and kept on ``self.<attr>`` by ``init``."""
     selfp = self_name(init)
     for node in buckets.get(cst.Assign, ()):
-        value = node.value
-        if not any(type(t.target) is cst.Attribute and type(t.target.value) is cst.Name and t.target.value.value == selfp
-                   and t.target.attr.value == attr for t in node.targets) or type(value) is not cst.Call:
+        if type(node.value) is not cst.Call or not any(self_attr(t.target, selfp) == attr for t in node.targets):
             continue
-        ref = class_ref(ctx.tree, ctx.names, value)
+        ref = class_ref(ctx.tree, ctx.names, node.value)
         if ref is not None and ref[0] == "local":
             inner = next((a for a, _, p, _ in ctx.view.kept_callable_attributes(ctx.qualname_of_def(ref[1]), local=True) if p is None), None)
             found = _stored_node(ctx, ref[1], inner, depth=depth + 1) if inner else None

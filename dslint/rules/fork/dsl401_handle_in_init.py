@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dslint.rules.base import ERROR, WARNING, Rule, Symptom
 import re
 
+from dslint.rules.base import ERROR, WARNING, Rule, Symptom
 from dslint.rules.fork._common import (call_text, construction_calls, handle_message, handles_in_init, held_object, passed_handles,
                                        inherited_uses, write_only)
 from dslint.semantics.handle_kinds import HANDLE_DERIVATIONS
@@ -14,10 +14,9 @@ from dslint.semantics.pre_fork import holder_kind, length_handles
 from dslint.semantics.regions import self_name
 
 
-def _kept_unread(ctx):
+def _kept_unread(ctx, silenced):
     """(call, kind, attribute): a handle that does not pickle, opened in construction code and kept on ``self``
     (not closed there), that no per-sample code uses, in a class that leaves pickling to pickle."""
-    silenced = lambda attr, uses: consumed_by_iter(ctx, uses)  # noqa: E731
     for cls, init, func, selfp, call in construction_calls(ctx):
         kind = handle_kind(ctx, call)
         if kind in (None, "file", "image", "session", "db"):
@@ -281,7 +280,7 @@ class HandleInInit(Rule):
             if used:
                 where = f"(whose constructor opens a {kind} handle and keeps it) in `__init__`"
                 yield self.report(call, handle_message(ctx, kind, call, used[0]).replace("in `__init__`", where, 1))
-        for call, kind, attr in _kept_unread(ctx) if self.preview_forms else ():
+        for call, kind, attr in _kept_unread(ctx, silenced) if self.preview_forms else ():
             error = re.search(r"cannot be pickled \(`([^`]+)`\)", handle_message(ctx, kind, call, attr))
             yield self.report(call, f"`{call_text(ctx, call)}` in `__init__` is kept on `self.{attr}`, which no per-sample code uses: forked "
                               "workers never read it, but under spawn/forkserver (the default on macOS and Windows, and on Linux from "
