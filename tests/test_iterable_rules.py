@@ -583,6 +583,42 @@ MORE_CASES = [
         """,
         "news.py": "from rows import Stream, lines\n\nds = Stream(lines('news.txt'))\n",
     }),
+    # DSL302: a generator of another file, handed in a loop to a function of a third file that drains it
+    ('DSL302', 'invalid', {
+        "data/batches.py": """
+        from torch.utils.data import DataLoader
+
+        def batches(dataset, size):
+            for batch in DataLoader(dataset, batch_size=size):
+                yield batch.cuda(non_blocking=True)
+        """,
+        "evaluation.py": """
+        from torch.utils.data import DataLoader
+
+        def score(model, held_out: DataLoader):
+            total = 0.0
+            for batch in held_out:
+                total += float(model(batch).mean())
+            return total
+
+        def peek(model, held_out):
+            for batch in held_out:
+                return model(batch)
+        """,
+        "train.py": """
+        from torch.utils.data import DataLoader
+        from data.batches import batches
+        from evaluation import peek, score
+
+        def main(model, rows, steps):
+            held_out = batches(rows, 32)  # expect: DSL302
+            stream = batches(rows, 32)
+            for step in range(steps):
+                if step % 100 == 0:
+                    score(model, held_out=held_out)
+                    peek(model, stream)  # one batch per pass: the stream goes on
+        """,
+    }),
     # DSL302: a subclass in another file of a base that derives from IterableDataset
     ('DSL302', 'invalid', {
         "base.py": """

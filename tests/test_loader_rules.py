@@ -9,6 +9,31 @@ from tests.conftest import check_tree, expected_markers, write_files
 from tests.test_rule_cases import run_case
 
 MORE_CASES = [
+    # DSL507: torchvision's in-memory datasets with conversions only: nothing to load per sample
+    ("DSL507", "valid", """
+        from torch.utils.data import DataLoader
+        from torchvision import datasets, transforms
+
+        to_tensor = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.1307,), (0.3081,))])
+
+        def loaders(root, batch_size):
+            train = DataLoader(datasets.MNIST(root, True, to_tensor, download=True), batch_size=batch_size, shuffle=True)
+            plain = DataLoader(datasets.FashionMNIST(root, train=True), batch_size=batch_size, shuffle=True)
+            cifar = DataLoader(datasets.CIFAR10(root, transform=transforms.ToTensor()), batch_size=batch_size, shuffle=True)
+            return train, plain, cifar
+        """),
+    # DSL507: augmentation (or a transform not shown) is per-sample work, in memory or not
+    ("DSL507", "invalid", """
+        from torch.utils.data import DataLoader
+        from torchvision import datasets, transforms as T
+
+        aug = T.Compose([T.RandomCrop(32, padding=4), T.RandomHorizontalFlip(), T.ToTensor()])
+
+        def loaders(root, batch_size, tf):
+            train = DataLoader(datasets.CIFAR10(root, transform=aug), batch_size=batch_size, shuffle=True)  # expect: DSL507
+            other = DataLoader(datasets.CIFAR100(root, transform=tf), batch_size=batch_size, shuffle=True)  # expect: DSL507
+            return train, other
+        """),
     # DSL506: the dataset keeps an object of a class of the file that keeps a lambda; the loader takes `self.dataset`
     ("DSL506", "invalid", """
         import numpy as np

@@ -11,7 +11,7 @@ import libcst as cst
 
 from dslint.semantics.grad_modes import NO_GRAD
 from dslint.semantics.names import ModuleNames
-from dslint.semantics.walk import TreeIndex
+from dslint.semantics.walk import TreeIndex, iter_subtree
 
 _SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
 
@@ -37,6 +37,24 @@ def iterated_params(func: cst.FunctionDef, loops) -> List[list]:
             exprs += [a.value for c in calls for a in c.args if not a.star and a.keyword is None]
         found.update(e.value for e in exprs if isinstance(e, cst.Name) and e.value in params)
     return [[params.index(n), n] for n in sorted(found)]
+
+
+def drained_params(func: cst.FunctionDef, loops) -> List[list]:
+    """``iterated_params`` of the loops that run in full (``in_full``): a one-shot iterator
+    handed to one of these parameters is exhausted when the function returns."""
+    return iterated_params(func, [loop for loop in loops if in_full(loop)])
+
+
+def in_full(loop: cst.For) -> bool:
+    """No ``break``, ``return`` or ``raise`` of the loop's own body stops it early (a ``break``
+    of a loop nested in it stops only that one)."""
+    def own(node) -> bool:
+        if not isinstance(node, cst.Break):
+            return True
+        return not any(isinstance(n, (cst.For, cst.While)) and any(b is node for b in iter_subtree(n.body, into_scopes=False))
+                       for n in iter_subtree(loop.body, into_scopes=False))
+    return not any(isinstance(child, (cst.Break, cst.Return, cst.Raise)) and own(child)
+                   for child in iter_subtree(loop.body, into_scopes=False))
 
 
 

@@ -47,6 +47,7 @@ from dslint.semantics.regions import self_name
 from dslint.semantics.scopes import COMPREHENSIONS, is_none, names_used
 from dslint.semantics.self_checks import is_self_check
 from dslint.semantics.value_flow import Value, ValueFlow
+from dslint.semantics.vision_memory import cheap_vision_dataset
 from dslint.semantics.walk import iter_subtree
 from dslint.semantics.test_paths import is_test_path
 
@@ -411,6 +412,8 @@ class LoopIndex(ValueFlow):
         if name == "torch.utils.data.Subset":
             args = positional_args(node)
             return bool(args) and self.in_memory(args[0])
+        if cheap_vision_dataset(self.ctx, node, self.value_nodes):
+            return True
         if isinstance(node.func, cst.Name):
             _, found = self.name_bindings(node.func.value, node)
             if found and len(found) == 1 and isinstance(found[0].node, cst.ClassDef):

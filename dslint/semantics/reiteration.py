@@ -33,6 +33,7 @@ import libcst as cst
 
 from dslint.semantics.call_sites import called_function
 from dslint.semantics.classes import called_method
+from dslint.semantics.epoch_facts import in_full
 from dslint.semantics.regions import self_name
 from dslint.semantics.streams import one_shot
 from dslint.semantics.walk import iter_subtree
@@ -167,23 +168,38 @@ def _iterated_by(ctx, expr: cst.CSTNode) -> Optional[cst.For]:
 def _iteration(ctx, use: cst.Name) -> Tuple[Optional[cst.For], Optional[cst.Call]]:
     loop = _iterated_by(ctx, use)
     if loop is not None:
-        return (loop, None) if _in_full(loop) else (None, None)
+        return (loop, None) if in_full(loop) else (None, None)
     arg = ctx.parent(use)
     call = ctx.parent(arg) if isinstance(arg, cst.Arg) and not arg.star else None
     if not isinstance(call, cst.Call):
         return None, None
     func = _callee(ctx, call)
     if func is None:
-        return None, None
+        return _drained_elsewhere(ctx, call, arg), call
     param = _parameter(ctx, func, call, arg)
     if param is None:
         return None, None
     for node in ctx.tree.scope_nodes(func, cst.Name):
         if node.value == param and not _binds(ctx, node) and not _not_a_read(ctx, node):
             inner = _iterated_by(ctx, node)
-            if inner is not None and _in_full(inner):
+            if inner is not None and in_full(inner):
                 return inner, call
     return None, None
+
+
+def _drained_elsewhere(ctx, call: cst.Call, arg: cst.Arg) -> Optional[cst.CSTNode]:
+    """A function of another project file, called by its name, whose own ``for`` iterates
+    the parameter ``arg`` binds in full (its summary's ``drains``): the call itself stands
+    for that loop."""
+    name = ctx.call_name(call) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
+    facts = ctx.view.function_facts(name) if name and not name.startswith(ctx.names.modname + ".") else None
+    if not facts:
+        return None
+    slots = {slot for pair in facts.get("drains") or () for slot in pair}
+    position = sum(1 for other in call.args[:call.args.index(arg)] if other.keyword is None)
+    if any(other.star for other in call.args[:call.args.index(arg) + 1]):
+        return None
+    return call if (arg.keyword.value if arg.keyword is not None else position) in slots else None
 
 
 def _callee(ctx, call: cst.Call) -> Optional[cst.FunctionDef]:
@@ -210,22 +226,6 @@ def _parameter(ctx, func: cst.FunctionDef, call: cst.Call, arg: cst.Arg) -> Opti
         if other.keyword is None:
             position += 1
     return None
-
-
-def _in_full(loop: cst.For) -> bool:
-    """No ``break``, ``return`` or ``raise`` of the loop's own body stops it early."""
-    return not any(isinstance(child, (cst.Break, cst.Return, cst.Raise)) and _owner_loop(child, loop)
-                   for child in iter_subtree(loop.body, into_scopes=False))
-
-
-def _owner_loop(node: cst.CSTNode, loop: cst.For) -> bool:
-    """``node`` (a ``break``) belongs to ``loop``, not to a loop nested in it; a ``return`` or
-    ``raise`` anywhere in the body stops it."""
-    if not isinstance(node, cst.Break):
-        return True
-    found = [n for n in iter_subtree(loop.body, into_scopes=False) if isinstance(n, _LOOPS)
-             and any(b is node for b in iter_subtree(n.body, into_scopes=False))]
-    return not found
 
 
 def _outer_loop(ctx, use: cst.Name, inner: Optional[cst.For]) -> Optional[cst.CSTNode]:

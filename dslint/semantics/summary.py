@@ -22,7 +22,8 @@ from dslint.semantics.calls import DATALOADER, UNKNOWN, BoundCall, literal_value
 from dslint.semantics.epoch_hooks import hook_facts
 from dslint.semantics.epoch_attrs import epoch_iterated_params, epoch_stored_params
 from dslint.semantics.epoch_methods import epoch_iterated_methods
-from dslint.semantics.epoch_facts import dataloader_calls, epoch_iterated_results, iterated_params, loader_receivers
+from dslint.semantics.epoch_facts import (dataloader_calls, drained_params, epoch_iterated_results, iterated_params,
+                                          loader_receivers)
 from dslint.semantics.handle_exports import exported_handles
 from dslint.semantics.kept_lambdas import kept_facts
 from dslint.semantics.kept_objects import kept_objects
@@ -162,6 +163,7 @@ class Summarizer:
             "costly_calls": costly_calls(buckets.get(cst.Call, ()), self.names.qualname, self_param,
                                          [*buckets.get(cst.Attribute, ()), *buckets.get(cst.Subscript, ())], parent),
             "iterates": iterated,
+            "drains": drained_params(func, buckets.get(cst.For, ())) if iterated else [],  # (in full: ``reiteration``)
             # for a function that iterates a parameter: trains / de-duplicates / gathers (DSL704, other files)
             "evals": eval_facts(func, self.names, iterated) if iterated else None,
             # a method calling its own name on other objects: the classes of this module defining it

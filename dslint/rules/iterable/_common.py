@@ -285,9 +285,9 @@ def reiterated_message(ctx, subject: str, found) -> str:
     """How a loop drains ``subject`` again (``reiteration.drained_again``'s answer ``found``)."""
     loop, inner, handed = found
     via = f", through `{ctx.code(handed.func).strip()}(...)` on line {ctx.line(handed)}" if handed is not None else ""
-    return (f"{subject}, and the loop on line {ctx.line(loop)} drains it again on every pass (the `for` on line "
-            f"{ctx.line(inner)}{via}): the first pass exhausts it, so every later pass of that `for` runs zero "
-            "times, with no error")
+    where = f"a `for` of that function's own file{via}" if inner is handed else f"the `for` on line {ctx.line(inner)}{via}"
+    return (f"{subject}, and the loop on line {ctx.line(loop)} drains it again on every pass ({where}): the first "
+            "pass exhausts it, so every later pass of that `for` runs zero times, with no error")
 
 
 def drained_init_iterators(ctx, cls) -> List[Tuple[str, cst.CSTNode, str]]:

@@ -38,7 +38,7 @@ class SingleProcessLoading(Rule):
     `inference_mode()` or after `model.eval()`), peeks at (`next(iter(loader))` outside any loop, or once per epoch beside the training loop over another loader) or only prints, tallies or writes out as image files
     (its loop calls builtins, numpy, `os.path`, `.numpy()`, `append` on its own lists, `cv2.imwrite`...; also a loop over a name each arm of an `if` binds to its own loader), and hands to no other module); a non-literal `num_workers` or
     `**kwargs`; a dataset that cannot be told statically; data already in memory (a `TensorDataset`, a tensor, a
-    `range` or list, a `Subset` of those, a project dataset class, in any file or function, whose `__getitem__` only indexes (what it runs under `if self.transform:` aside, when this construction leaves that `None`): it
+    `range` or list, a `Subset` of those, torchvision's MNIST (and variants), CIFAR, SVHN or USPS with no transform or conversions only (`ToTensor`, `Normalize`), a project dataset class, in any file or function, whose `__getitem__` only indexes (what it runs under `if self.transform:` aside, when this construction leaves that `None`): it
     calls builtins, tensor/array constructors and type tests (`torch.is_tensor(idx)`), copies (`copy.deepcopy`), fills its own lists and dicts (`append`, `update`), random draws (an error it raises is no work), its own methods, `super()` or project helpers that
     do no more; a pandas `.loc`/`.iloc` or a mask over a column is work), where indexing is cheaper than sending batches between processes; a dataset whose `__getitem__` puts samples on the GPU (`.cuda()`, itself or in what it calls: forked workers could not run it, see DSL204); `IterableDataset`s (adding
     workers needs sharding first, see DSL303); loaders built inside dataset code (they run in the outer loader's workers); test
@@ -141,8 +141,8 @@ class SingleProcessLoading(Rule):
                     optimizer.step()
 
         def main():
-            train_loader = DataLoader(MNIST("data"), num_workers=4)
-            val_loader = DataLoader(MNIST("data", train=False))  # the backward() is for training only
+            train_loader = DataLoader(MNIST("data", transform=aug), num_workers=4)
+            val_loader = DataLoader(MNIST("data", transform=aug, train=False))  # the backward() is for training only
             for epoch in range(3):
                 run_epoch(model, train_loader, optimizer, True)
                 run_epoch(model, val_loader, optimizer, False)
@@ -176,9 +176,9 @@ class SingleProcessLoading(Rule):
                 return sum((model(x).argmax(1) == y).sum() for x, y in loader)
 
         def main(model):
-            test_loader = DataLoader(MNIST("data", train=False), batch_size=64, shuffle=True)  # a test split
-            val_loader = DataLoader(MNIST("data"), batch_size=64, shuffle=True)  # kept under an evaluation name
-            held_out = DataLoader(MNIST("data"), batch_size=64, shuffle=True)
+            test_loader = DataLoader(MNIST("data", transform=aug, train=False), batch_size=64, shuffle=True)  # a test split
+            val_loader = DataLoader(MNIST("data", transform=aug), batch_size=64, shuffle=True)  # kept under an evaluation name
+            held_out = DataLoader(MNIST("data", transform=aug), batch_size=64, shuffle=True)
             sample = next(iter(held_out))  # a look at one batch
             return accuracy(model, held_out)  # only evaluated
         """,
@@ -188,7 +188,7 @@ class SingleProcessLoading(Rule):
             from torchvision.datasets import MNIST
 
             def test_one_epoch():
-                loader = DataLoader(MNIST("data"), shuffle=True)  # a test, not a training run
+                loader = DataLoader(MNIST("data", transform=aug), shuffle=True)  # a test, not a training run
             """,
         },
     )
