@@ -619,6 +619,36 @@ MORE_CASES = [
                     peek(model, stream)  # one batch per pass: the stream goes on
         """,
     }),
+    # DSL303: torch's base comes first in the bases, so the class does not take Lines.__iter__
+    ('DSL303', 'valid', """
+        from torch.utils.data import IterableDataset
+
+        class Lines:
+            def __iter__(self):
+                with open(self.path) as f:
+                    yield from f
+
+        class TorchLines(IterableDataset, Lines):
+            pass
+    """),
+    # DSL303: the objects it zips are attributes the code never names (set with setattr from what is handed in)
+    ('DSL303', 'valid', """
+        import torch.utils.data as tud
+
+        class Joint(tud.IterableDataset):
+            def __init__(self, sources):
+                self.names = []
+                for key, source in sources.items():
+                    setattr(self, key, source)
+                    self.names.append(key)
+
+            def __iter__(self):
+                for batch in zip(*[getattr(self, n) for n in self.names]):
+                    yield dict(zip(self.names, batch))
+
+        def build(loaders):
+            return Joint(loaders)  # DataLoaders with their own workers, iterated in the main process
+    """),
     # DSL302: a subclass in another file of a base that derives from IterableDataset
     ('DSL302', 'invalid', {
         "base.py": """

@@ -180,6 +180,8 @@ def _source_kind(ctx, cls, func: cst.FunctionDef, expr: cst.CSTNode, depth: int 
         return None
     if isinstance(expr, cst.Call) and called_method(ctx, cls, expr, selfp) is not None:
         return None  # a method of the class: its own loops are judged
+    if _dynamic_attribute(ctx, expr.elt if isinstance(expr, (cst.ListComp, cst.GeneratorExp)) else expr, selfp):
+        return UNKNOWN_SOURCE  # `zip(*[getattr(self, n) for n in self.names])`: objects the code never names
     if isinstance(expr, cst.Call) and depth < 3 and any(
         _source_kind(ctx, cls, func, arg.value, depth + 1) == UNKNOWN_SOURCE for arg in expr.args
     ):
@@ -199,6 +201,13 @@ def _source_kind(ctx, cls, func: cst.FunctionDef, expr: cst.CSTNode, depth: int 
         if value is not None:
             return _source_kind(ctx, cls, func, value, depth + 1)
     return "data"
+
+
+def _dynamic_attribute(ctx, expr: cst.CSTNode, selfp: Optional[str]) -> bool:
+    """``getattr(self, name)`` with a name that is not a literal: what it iterates is not known."""
+    return isinstance(expr, cst.Call) and ctx.call_name(expr) == "builtins.getattr" and len(expr.args) >= 2 \
+        and isinstance(expr.args[0].value, cst.Name) and expr.args[0].value.value == selfp \
+        and not isinstance(expr.args[1].value, cst.SimpleString)
 
 
 def _stream_source(ctx, cls, iter_func, funcs) -> Optional[str]:

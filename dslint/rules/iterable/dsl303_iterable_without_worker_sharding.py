@@ -39,7 +39,8 @@ class IterableWithoutWorkerSharding(Rule):
       file hands to a webdataset pipeline (`wds.DataPipeline(Shards(urls), wds.split_by_worker, ...)`, or stages).
     - A `worker_init_fn` that cannot be followed (a bound method, a lambda), an `__iter__` calling methods the project does not
       define, or whose stream a project method of an object handed in makes (`self.task.stream()`) or a project factory returns
-      as an object of a class with its own `__iter__` (`self.parser = make_parser(kind)`): that class shards, or not, itself.
+      as an object of a class with its own `__iter__` (`self.parser = make_parser(kind)`): that class shards, or not, itself;
+      so do objects the code never names (`zip(*[getattr(self, n) for n in self.names])`).
     - Random or endless generators (`while True: yield torch.randn(...)`; `for _ in range(n): yield self.buf.sample(8)`
       when the held object's project class draws in that method or what it calls), and bare counters: no data to duplicate. Test code (`tests/`, `test_*.py`) replays fixed streams on purpose.
 
@@ -95,17 +96,6 @@ class IterableWithoutWorkerSharding(Rule):
     )
 
     valid = (
-        """
-        from torch.utils.data import IterableDataset
-
-        class Lines:
-            def __iter__(self):
-                with open(self.path) as f:
-                    yield from f
-
-        class TorchLines(IterableDataset, Lines):  # torch's base comes first: not Lines.__iter__
-            pass
-        """,
         """
         from torch.utils.data import IterableDataset, get_worker_info
 
