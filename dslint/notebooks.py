@@ -5,7 +5,8 @@ defined in cell 3 and the DataLoader of cell 7 are analysed together). Markdown 
 raw cells are left out, and so is every cell of a notebook whose kernel language is
 not Python. IPython syntax never becomes a syntax error: at the start of a statement,
 a line magic (``%time``), a shell escape (``!ls``, ``files = !ls``), help (``obj?``,
-``?obj``) is masked as ``pass`` at its indentation; the first line of a Python cell
+``?obj``), a line magic written without its ``%`` that is not Python (``pip install x``,
+``conda install y``: IPython's automagic) is masked as ``pass`` at its indentation; the first line of a Python cell
 magic (``%%time``, ``%%capture``, ...) is blanked, and every line of any other cell
 magic (``%%bash``, ``%%writefile``, ...). A masked line keeps its place, so rows map
 back to cells one to one.
@@ -35,6 +36,8 @@ SUFFIX = ".ipynb"
 PYTHON_CELL_MAGICS = frozenset({"capture", "debug", "prun", "pypy", "python", "python3", "time", "timeit"})
 
 _CELL_MAGIC = re.compile(r"[ \t]*%%(\w*)")
+#: line magics IPython runs without their ``%`` (automagic, on by default) when the line is not Python
+_AUTOMAGIC = re.compile(r"(pip|conda|mamba|cd|ls|pwd|mkdir|rmdir|cp|mv|rm|cat|env|load_ext|reload_ext|matplotlib|autoreload)[ \t]")
 _ASSIGN_MAGIC = re.compile(r"[ \t]*[\w.\[\](),* \t]+=[ \t]*[%!]")
 _COOKIE = re.compile(r"^[ \t\f]*#.*?coding[:=]")
 
@@ -116,7 +119,17 @@ def _is_magic(line: str) -> bool:
         return False
     if stripped[0] in "%!?" or _ASSIGN_MAGIC.match(line):
         return True
+    if _AUTOMAGIC.match(stripped) and not _compiles(stripped):
+        return True  # `pip install x`, `conda install y`: IPython runs a line magic without its `%` (automagic)
     return "?" in _Scanner().feed(line)  # help: `obj?`, `obj.attr??` (never Python outside a string)
+
+
+def _compiles(line: str) -> bool:
+    try:
+        compile(line, "<cell>", "exec")
+    except (SyntaxError, ValueError):
+        return False
+    return True
 
 
 def _ending(line: str) -> str:

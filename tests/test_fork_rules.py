@@ -1281,6 +1281,23 @@ _OLD_DATA = """
             return i + np.random.rand()
     """
 OLD_TORCH_CASES = [
+    ('DSL403', 'valid', {  # the dataset reseeds numpy itself, from the first index each worker gets
+        "requirements.txt": "torch==1.4.0\n", "data.py": """
+    import numpy as np
+    import torch.utils.data as tud
+
+    class Crops(tud.Dataset):
+        def __init__(self, rows):
+            self.rows, self.seeded = rows, False
+
+        def __getitem__(self, i):
+            if not self.seeded:
+                np.random.seed(i)
+                self.seeded = True
+            return self.rows[i] + np.random.rand()
+
+    loader = tud.DataLoader(Crops([1.0] * 8), shuffle=True, num_workers=4)
+    """}),
     ('DSL403', 'valid', {  # the project's DataLoader subclass chooses its own worker_init_fn
         "requirements.txt": "torch==1.8.1\n", "data.py": _OLD_DATA + """
     def reseed(worker_id):

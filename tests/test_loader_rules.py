@@ -9,6 +9,116 @@ from tests.conftest import check_tree, expected_markers, write_files
 from tests.test_rule_cases import run_case
 
 MORE_CASES = [
+    # DSL506: objects pickle cannot copy, kept by the dataset's __init__: generators, a module, a cache wrapper, OpenCV
+    ("DSL506", "invalid", """
+        import functools
+        import random
+        from pathlib import Path
+
+        import cv2
+        from torch.utils.data import DataLoader, Dataset
+
+        def cycle(items):
+            while True:
+                yield from items
+
+        def read(path):
+            return Path(path).read_bytes()
+
+        class Base(Dataset):
+            def __getitem__(self, i):
+                return i
+
+            def __len__(self):
+                return 8
+
+        class Masks(Base):
+            def __init__(self, root):
+                self.masks = Path(root).iterdir()  # expect: DSL506
+
+        class Episodes(Base):
+            def __init__(self, groups):
+                self.streams = [cycle(g) for g in groups]  # expect: DSL506
+
+        class Batches(Base):
+            def __init__(self, workers):
+                self.loader = DataLoader(self, num_workers=workers)
+                self.stream = self.batches()  # expect: DSL506
+
+            def batches(self):
+                while True:
+                    yield from self.loader
+
+        class Jitter(Base):
+            def __init__(self):
+                self.rng = random  # expect: DSL506
+
+        class Cached(Base):
+            def __init__(self):
+                self.read = functools.lru_cache(maxsize=16)(read)  # expect: DSL506
+
+        class Equalized(Base):
+            def __init__(self):
+                self.clahe = cv2.createCLAHE(clipLimit=2.0)  # expect: DSL506
+
+        loaders = [DataLoader(Masks("m"), num_workers=2), DataLoader(Episodes([[1]]), num_workers=2),
+                   DataLoader(Jitter(), num_workers=2), DataLoader(Cached(), num_workers=2),
+                   DataLoader(Equalized(), num_workers=2)]
+        """),
+    # DSL506: a part the dataset keeps was built with a lambda transform (through a local name and ConcatDataset)
+    ("DSL506", "invalid", """
+        from torch.utils.data import ConcatDataset, DataLoader, Dataset
+        from torchvision.datasets import Omniglot
+
+        class Characters(Dataset):
+            def __init__(self, root):
+                background = Omniglot(root, background=True)
+                evaluation = Omniglot(root, background=False, target_transform=lambda y: y + 964)  # expect: DSL506
+                self.parts = ConcatDataset((background, evaluation))
+
+            def __getitem__(self, i):
+                return self.parts[i]
+
+            def __len__(self):
+                return len(self.parts)
+
+        loader = DataLoader(Characters("data"), batch_size=8, num_workers=4)
+        """),
+    # DSL506: what pickle copies (a list, a zip, a logger, a method's list result), a class that pickles itself
+    ("DSL506", "valid", """
+        import glob
+        import logging
+        import random
+
+        from torch.utils.data import DataLoader, Dataset
+
+        class Frames(Dataset):
+            def __init__(self, root, labels):
+                self.files = sorted(glob.glob(root + "/*.png"))
+                self.pairs = zip(self.files, labels)
+                self.log = logging.getLogger(__name__)
+                self.index = self.build_index()
+                self.rng = random.Random(0)
+
+            def build_index(self):
+                return [f for f in self.files]
+
+            def __getitem__(self, i):
+                return self.files[i]
+
+            def __len__(self):
+                return len(self.files)
+
+        class Streams(Frames):
+            def __init__(self, root, labels):
+                super().__init__(root, labels)
+                self.stream = (f for f in self.files)
+
+            def __getstate__(self):
+                return {"files": self.files}
+
+        loaders = [DataLoader(Frames("a", []), num_workers=2), DataLoader(Streams("a", []), num_workers=2)]
+        """),
     # DSL507: torchvision's in-memory datasets with conversions only: nothing to load per sample
     ("DSL507", "valid", """
         from torch.utils.data import DataLoader

@@ -537,7 +537,7 @@ def test_a_loop_that_breaks_after_one_batch_only_looks_at_the_loader(tmp_path):
         from torchvision.datasets import MNIST
 
         dist.init_process_group("gloo")
-        loader = DataLoader(MNIST("data"), batch_size=8, shuffle=True)
+        loader = DataLoader(MNIST("data", transform=augment), batch_size=8, shuffle=True)
         for images, labels in loader:
             show(images, labels)
             {last}
@@ -556,7 +556,7 @@ def test_a_loop_that_only_prints_its_batches_only_looks_at_the_loader(tmp_path):
         from torchvision.datasets import MNIST
 
         if __name__ == "__main__":
-            loader = DataLoader(MNIST("data"), batch_size=12, shuffle=True)
+            loader = DataLoader(MNIST("data", transform=augment), batch_size=12, shuffle=True)
             for points, labels in loader:
                 print(points.shape, len(labels))
                 {work}
@@ -577,7 +577,7 @@ def test_a_loop_that_only_tallies_its_batches_is_a_data_check(tmp_path):
         from torchvision.datasets import MNIST
 
         if __name__ == "__main__":
-            loader = DataLoader(MNIST("data"), batch_size=8, shuffle=True)
+            loader = DataLoader(MNIST("data", transform=augment), batch_size=8, shuffle=True)
             counts = {start}
             for item in loader:
                 counts.append({tally}(item[1]))
@@ -867,8 +867,8 @@ def test_one_batch_peeked_each_epoch_beside_training_and_an_image_export_are_not
         from torchvision.datasets import MNIST
 
         def main(model, opt, out):
-            train = DataLoader(MNIST("data"), batch_size=8, shuffle=True, num_workers=4)
-            preview = DataLoader(MNIST("data", train=False), batch_size=8, shuffle=True)
+            train = DataLoader(MNIST("data", transform=augment), batch_size=8, shuffle=True, num_workers=4)
+            preview = DataLoader(MNIST("data", transform=augment, train=False), batch_size=8, shuffle=True)
             for epoch in range(10):
                 for x, y in train:
                     model(x).sum().backward()
@@ -876,9 +876,9 @@ def test_one_batch_peeked_each_epoch_beside_training_and_an_image_export_are_not
                 x, y = next(iter(preview))
                 show(model(x), epoch)
             if out:
-                dump = DataLoader(MNIST("data"), batch_size=8, shuffle=True)
+                dump = DataLoader(MNIST("data", transform=augment), batch_size=8, shuffle=True)
             else:
-                dump = DataLoader(MNIST("data", train=False), batch_size=8, shuffle=True)
+                dump = DataLoader(MNIST("data", transform=augment, train=False), batch_size=8, shuffle=True)
             for step, (x, y) in enumerate(dump):
                 for i in range(x.shape[0]):
                     cv2.imwrite(os.path.join(out, str(step * 8 + i) + ".png"), 255 * x[i].numpy())
@@ -887,7 +887,7 @@ def test_one_batch_peeked_each_epoch_beside_training_and_an_image_export_are_not
     write_files(tmp_path, {
         "fine.py": script.format(extra=""),
         "steps.py": script.format(extra="\n            ".join([
-            'steps = DataLoader(MNIST("data"), batch_size=8, shuffle=True)',
+            'steps = DataLoader(MNIST("data", transform=augment), batch_size=8, shuffle=True)',
             "for it in range(1000):",
             "    x, y = next(iter(steps))",
             "    model(x).sum().backward()",

@@ -282,15 +282,15 @@ def test_dsl507_leaves_validation_hooks_alone_even_when_shuffled(tmp_path):
 
         class Data:
             def train_dataloader(self):
-                ds = torchvision.datasets.CIFAR10("data", train=True)
+                ds = torchvision.datasets.CIFAR10("data", transform=augment, train=True)
                 return DataLoader(ds, batch_size=2, shuffle=True, num_workers=0)
 
             def val_dataloader(self):
-                ds = torchvision.datasets.CIFAR10("data", train=False)
+                ds = torchvision.datasets.CIFAR10("data", transform=augment, train=False)
                 return DataLoader(ds, batch_size=2, shuffle=True, num_workers=0)
 
             def _make(self, train):
-                return DataLoader(torchvision.datasets.MNIST("data", train=train), shuffle=True)
+                return DataLoader(torchvision.datasets.MNIST("data", transform=augment, train=train), shuffle=True)
 
             def test_dataloader(self):
                 return self._make(False)

@@ -110,6 +110,9 @@ def test_magics_and_help_are_masked_never_parse_errors(tmp_path):
     )
     assert sorted(masked) == [5, 6, 7, 8, 9, 11, 12, 13]
     assert mask("%%timeit x = 1\nx + 1")[0] == ["\n", "x + 1\n"]  # a Python cell magic: its line only
+    # automagic: a line magic without its `%`, when the line is not Python; a name of one used as Python stays
+    assert mask("conda install pyg -c pyg\npip = 3\ncd ..\nls -la\nenv.get('x')\n")[0] == [
+        "pass\n", "pip = 3\n", "pass\n", "ls -la\n", "env.get('x')\n"]
     assert mask("%%writefile a.py\ndef (:\n")[0] == ["\n", "\n"]  # any other: the whole cell
 
     write_nb(tmp_path / "m.ipynb", notebook([new_code_cell(source), new_code_cell("%%html\n<b>(</b>")]))

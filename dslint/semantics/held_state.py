@@ -55,8 +55,10 @@ def kept_callable_attributes(index, key, _seen: Optional[set] = None) -> List[li
     seen = (_seen or set()) | set(mro)  # (the classes whose objects are being followed: no cycle)
     for cls in mro:
         facts = index.class_info(cls)["methods"].get("__init__") or {}
-        found.extend([attr, f"{cls[1]}.__init__.<locals>.{label}", None, None]
-                     for attr, label in facts.get("kept_callables", ()) if attr not in stored)
+        for attr, label in facts.get("kept_callables", ()):
+            label = _generator_call(index, mro, cls[0], label) if label.startswith("<call ") else label
+            if label is not None and attr not in stored:
+                found.append([attr, f"{cls[1]}.__init__.<locals>.{label}", None, None])
         for attr, qualified in facts.get("self_news", ()) if len(seen) < 12 else ():  # an object it builds and keeps
             inner = index.locate(qualified, cls[0])
             held = next((h for a, h, p, _ in kept_callable_attributes(index, inner, seen) if p is None), None) \
@@ -68,6 +70,18 @@ def kept_callable_attributes(index, key, _seen: Optional[set] = None) -> List[li
     labels = {True: f"{mro[0][1]}.__init__.<locals>.<lambda>", False: f"{mro[0][1]}.<lambda>", "module": "<lambda>"}
     found.extend([attr, labels[in_body], param, position] for attr, param, position, in_body in own.get("kept_defaults", ()))
     return found
+
+
+def _generator_call(index, mro, path: str, label: str) -> Optional[str]:
+    """``"<generator>"`` when the call a ``"<call mod.f>"``/``"<call self.m>"`` label names (``kept_lambdas.object_label``)
+    is of a project generator function or method (its result is a generator object), else None."""
+    name = label[len("<call "):-1]
+    if name.startswith("self."):
+        key = index.find_method(mro, name[len("self."):])
+    else:
+        key = index.locate(canonical(name), path, table="functions")
+    facts = index.function_facts(key) if key is not None else None
+    return "<generator>" if facts and facts.get("gen") else None
 
 
 def _pickles_itself(index, mro) -> bool:

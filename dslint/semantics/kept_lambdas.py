@@ -34,26 +34,71 @@ TRANSFORM_CONTAINERS = frozenset(
 KEEPING_CALLS = TRANSFORM_CONTAINERS | frozenset({"functools.partial", "collections.defaultdict"})
 
 _LITERALS = (cst.List, cst.Tuple, cst.Set)
+#: modules kept on ``self`` (``self.random = random``): a module object cannot be pickled
+KEPT_MODULES = frozenset({"random", "numpy.random", "numpy", "torch", "math", "os", "cv2", "logging"})
+_GENERATOR_CALLS = frozenset({"os.walk", "os.scandir", "glob.iglob"})
+_PATH_GENERATORS = frozenset({"iterdir", "rglob"})
+_CACHES = frozenset({"functools.lru_cache", "functools.cache"})
+_DATASET_WRAPPERS = frozenset(f"torch.utils.data{sub}.{name}" for sub in ("", ".dataset") for name in ("ConcatDataset", "Subset"))
 
 
 def stored_callables(
     assigns: Iterable[cst.Assign], self_param: Optional[str], local_defs: Iterable[str], qualname: Callable,
+    params: Optional[cst.Parameters] = None,
 ) -> List[Tuple[str, cst.CSTNode]]:
     """(attribute, the lambda or the name of the nested function) for each attribute that every
     ``self.<attr> = ...`` of ``assigns`` sets to a value keeping one (a default replaced on another
     path, ``self.t = lambda x: x`` then ``self.t = transform``, is not kept on every path);
     ``local_defs`` are the names of the functions defined in the method, ``qualname`` resolves a
-    call's callee."""
+    call's callee; a local name (not one of ``params``) that one assignment binds to a call stands for it."""
     if not self_param:
         return []
-    local = frozenset(local_defs)
+    local, assigns = frozenset(local_defs), list(assigns)
+    names: dict = {p.name.value: None for p in (*params.params, *params.kwonly_params, *params.posonly_params)} if params else {}
+    for node in assigns:  # (a parameter rebound in a fallback arm is ``stored_defaults``' question)
+        for target in node.targets:
+            if type(target.target) is cst.Name:
+                name, first = target.target.value, target.target.value not in names
+                names[name] = node.value if first and len(node.targets) == 1 and type(node.value) is cst.Call else None
     held_by: dict = {}  # attr -> what each of its stores keeps (None: something pickle copies)
     for node in assigns:
         for target in node.targets:
             t = target.target
             if type(t) is cst.Attribute and type(t.value) is cst.Name and t.value.value == self_param:
-                held_by.setdefault(t.attr.value, []).append(_held(node.value, local, qualname, 0))
+                held_by.setdefault(t.attr.value, []).append(_held(node.value, local, qualname, 0, objects=(self_param, names)))
     return [(attr, held[0]) for attr, held in held_by.items() if all(h is not None for h in held)]
+
+
+def object_label(node: cst.CSTNode, qualname: Callable, self_param: Optional[str]) -> Optional[str]:
+    """For a value pickle cannot copy that is not a function: ``"<generator>"`` (a generator
+    expression, ``os.walk``/``os.scandir``/``glob.iglob``, ``Path.iterdir``/``rglob``), ``"<module
+    random>"`` (a module of ``KEPT_MODULES``), ``"<lru_cache>"`` (a ``functools`` cache wrapper: pickle
+    looks the wrapped function up by name and finds another object), ``"<cv2.createCLAHE>"`` (an OpenCV
+    algorithm object); ``"<call mod.f>"``/``"<call self.m>"`` for a call that is such a generator when the
+    project function or method it calls is a generator function (``held_state`` decides); else None."""
+    kind = type(node)
+    if kind is cst.GeneratorExp:
+        return "<generator>"
+    if kind in (cst.Name, cst.Attribute):
+        name = qualname(node)
+        return f"<module {name}>" if name in KEPT_MODULES else None
+    if kind is not cst.Call:
+        return None
+    func = node.func
+    if type(func) is cst.Call and type(func.func) in (cst.Name, cst.Attribute) and qualname(func.func) in _CACHES:
+        return "<lru_cache>"  # ``functools.lru_cache(maxsize=8)(load)``
+    if type(func) not in (cst.Name, cst.Attribute):
+        return None
+    name = qualname(func)
+    if name in _CACHES and node.args:
+        return "<lru_cache>"
+    if name in _GENERATOR_CALLS or (name is None and type(func) is cst.Attribute and func.attr.value in _PATH_GENERATORS):
+        return "<generator>"
+    if name and name.startswith("cv2.create"):
+        return f"<{name}>"
+    if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == self_param:
+        return f"<call self.{func.attr.value}>"
+    return f"<call {name}>" if name and not name.startswith(("builtins.", "torch.", "numpy.")) else None
 
 
 def kept_facts(assigns, defs, self_param: Optional[str], params: cst.Parameters, names, func=None) -> dict:
@@ -62,9 +107,11 @@ def kept_facts(assigns, defs, self_param: Optional[str], params: cst.Parameters,
     the lambda is the method's own (a fallback in its body: true), the parameter's default (false),
     or a lambda a module-level name holds that the default names (``"module"``)], ``stored_defaults``)."""
     assigns, lambdas = list(assigns), module_lambdas(names)
+    def label(held) -> str:
+        return "<lambda>" if type(held) is cst.Lambda else (object_label(held, names.qualname, self_param) or held.value)
     return {
-        "kept_callables": [[attr, "<lambda>" if type(held) is cst.Lambda else held.value]
-                           for attr, held in stored_callables(assigns, self_param, [d.name.value for d in defs], names.qualname)],
+        "kept_callables": [[attr, label(held)]
+                           for attr, held in stored_callables(assigns, self_param, [d.name.value for d in defs], names.qualname, params)],
         "kept_defaults": [[attr, param, position, "module" if any(held is v for v in lambdas.values()) else _in_body(held, params)]
                           for attr, held, param, position in stored_defaults(assigns, self_param, params, names.qualname, lambdas, func)],
     }
@@ -210,11 +257,29 @@ def _tested(test) -> Optional[Tuple[str, bool]]:
     return None
 
 
-def _held(value, local, qualname, depth: int, lambdas=None) -> Optional[cst.CSTNode]:
+def _held(value, local, qualname, depth: int, lambdas=None, objects: Optional[tuple] = None) -> Optional[cst.CSTNode]:
+    """The lambda or nested function's name ``value`` keeps; with ``objects`` (the method's ``self`` and its
+    local names bound once: ``stored_callables``), also a value of ``object_label`` (an element of a list or
+    list comprehension too), through those names, and a lambda a construction keeps as its transform
+    (``Omniglot(root, target_transform=lambda y: y + 964)``) or a dataset wrapper keeps in its parts."""
     if depth > 4:
         return None
     if type(value) is cst.Lambda:
         return value
+    if objects and type(value) is cst.ListComp:
+        return _held(value.elt, local, qualname, depth + 1, lambdas, objects)
+    keeping = type(value) is cst.Call and type(value.func) in (cst.Name, cst.Attribute) and qualname(value.func) in KEEPING_CALLS
+    inner = (objects[0], objects[1], False) if objects else None  # (what a construction or name holds: no call's result)
+    if objects and type(value) is cst.Call and not keeping:
+        for part in _construction_parts(value, qualname):
+            held = _held(part, local, qualname, depth + 1, lambdas, inner)
+            if held is not None:
+                return held
+    label = object_label(value, qualname, objects[0]) if objects and not keeping else None
+    if label is not None and (len(objects) < 3 or not label.startswith("<call ")):
+        return value
+    if type(value) is cst.Name and objects and value.value not in local and objects[1].get(value.value) is not None:
+        return _held(objects[1][value.value], local, qualname, depth + 1, lambdas, inner)
     if type(value) is cst.Name:
         return value if value.value in local else (lambdas or {}).get(value.value)
     if isinstance(value, _LITERALS):
@@ -225,11 +290,22 @@ def _held(value, local, qualname, depth: int, lambdas=None) -> Optional[cst.CSTN
         parts = [arg.value for arg in value.args if not arg.star]
     else:
         return None
+    candidate = None  # (a call's result that may be a generator: only when nothing surely kept is found)
     for part in parts:
-        held = _held(part, local, qualname, depth + 1, lambdas)
-        if held is not None:
+        held = _held(part, local, qualname, depth + 1, lambdas, objects if isinstance(value, _LITERALS) else inner)
+        if held is not None and not (objects and type(held) is cst.Call
+                                     and (object_label(held, qualname, objects[0]) or "").startswith("<call ")):
             return held
-    return None
+        candidate = candidate or held
+    return candidate
+
+
+def _construction_parts(call: cst.Call, qualname: Callable) -> List[cst.BaseExpression]:
+    """What a construction keeps to run per sample: its ``*transform*`` keywords; every argument of a
+    dataset wrapper (``ConcatDataset((a, b))``, ``Subset(ds, ids)``)."""
+    if type(call.func) in (cst.Name, cst.Attribute) and qualname(call.func) in _DATASET_WRAPPERS:
+        return [arg.value for arg in call.args if not arg.star]
+    return [arg.value for arg in call.args if arg.keyword is not None and "transform" in arg.keyword.value.lower()]
 
 
 def _in_body(held: cst.CSTNode, params: cst.Parameters) -> bool:

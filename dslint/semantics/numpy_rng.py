@@ -11,7 +11,8 @@ object is not counted (whoever made it chose its seed), nor are ``seed``/``get_s
 - ``["chosen", [attrs]]``: none does, but the code calls callables held on the instance
   (``self.transform(x)`` where ``transform`` is no method of the class: a function handed in
   at run time), so what runs per sample is chosen at run time;
-- ``None``: neither.
+- ``None``: neither, or its per-sample code reseeds numpy's global RNG itself (``np.random.seed(index)``:
+  each worker then leaves the state it inherited).
 
 ``chosen_draws(index, attrs)``: a callable chosen at run time may be any project function or
 method of that name (the receiver's class is unknown): the first that draws.
@@ -50,6 +51,10 @@ def _name(index, key) -> str:
 def dataset_draws(index, key) -> Optional[list]:
     mro = index.mro(key)
     chosen: List[str] = []
+    reached = [func for method in PER_SAMPLE for func in index.reachable(key, method)]
+    if any(kind == "func" and target == "numpy.random.seed"
+           for func in reached for kind, target, _ in (index.function_facts(func) or {}).get("calls", ())):
+        return None  # it reseeds numpy itself per sample (``np.random.seed(index)`` in a worker's first call)
     for method in PER_SAMPLE:
         for func in index.reachable(key, method):
             facts = index.function_facts(func)

@@ -136,7 +136,7 @@ class Summarizer:
             if target is None:
                 continue
             in_loop = False if plain else loop_position(node, parent.get(id(node)), func, parent, regions)
-            if in_loop is None:
+            if in_loop is None and target[1] != "numpy.random.seed":  # (a lazy block's reseeding counts: ``numpy_rng``)
                 continue
             calls.append([target[0], target[1], in_loop])
             call_args.append(passed_arguments(node))

@@ -17,7 +17,7 @@ from dslint.semantics.classes import methods
 from dslint.semantics.containers import extended_list, list_fills
 from dslint.semantics.held_classes import receiver_class
 from dslint.semantics.held_datasets import wrapped_datasets
-from dslint.semantics.kept_lambdas import TRANSFORM_CONTAINERS, module_lambdas, stored_callables, stored_defaults
+from dslint.semantics.kept_lambdas import TRANSFORM_CONTAINERS, module_lambdas, object_label, stored_callables, stored_defaults
 from dslint.semantics.kept_objects import kept_arguments
 from dslint.semantics.kwargs_dicts import closed_entries, transform_entries
 from dslint.semantics.libraries import pipeline_callables
@@ -268,6 +268,9 @@ def class_kept_callable(ctx, expr) -> Optional[Tuple[cst.CSTNode, Problem]]:
     own ``__init__`` keeps a parameter defaulting to one that the construction (a call) leaves out.
     The node is that lambda (or nested function's name) when this file's class keeps it, else ``expr``."""
     ref = class_ref(ctx.tree, ctx.names, expr) if expr is not None else None
+    method = ctx.enclosing_function(expr, through_lambdas=False) if ref is None and isinstance(expr, cst.Name) else None
+    if method is not None and ctx.method_class(method) is not None and self_name(method) == expr.value:
+        ref = ("local", ctx.method_class(method))  # ``DataLoader(self, ...)`` in a method of the dataset's own class
     held = receiver_class(ctx, expr) if ref is None and isinstance(expr, cst.Attribute) else None  # ``self.dataset``
     if held is not None:
         ref = ("qualified", held) if not held.startswith(f"{ctx.names.modname}.") else \
@@ -322,6 +325,8 @@ def _kept_problem(name: str, attr: str, held: str, param: Optional[str], fallbac
     """(description, error) for the lambda or nested function ``held`` that class ``name`` keeps on
     ``self.<attr>``: always, or when a construction leaves ``param`` out (its default, or a fallback)."""
     label = held.rsplit(".<locals>.", 1)[-1] if param is None else "<lambda>"
+    if label.startswith("<") and label != "<lambda>":  # an object (``kept_lambdas.object_label``)
+        return (f"`{name}` holding {_object_what(label)[0]} on `self.{attr}`", _object_what(label)[1])
     what = "a lambda" if label == "<lambda>" else f"the nested function `{label}`"
     error = f"AttributeError: Can't pickle local object '{held}'"
     if param is not None and ".<locals>." in held:  # a fallback the method writes in its body
@@ -330,6 +335,18 @@ def _kept_problem(name: str, attr: str, held: str, param: Optional[str], fallbac
         what += f" (the default of `{param}`, {default})"
         error = f"_pickle.PicklingError: Can't pickle <function {held}>: attribute lookup {held} failed"
     return (f"`{name}` holding {what} on `self.{attr}`", error)
+
+
+def _object_what(label: str) -> Problem:
+    """(what, error) for an object label of ``kept_lambdas.object_label``."""
+    if label.startswith("<module "):
+        return f"the module `{label[8:-1]}`", "TypeError: cannot pickle 'module' object"
+    if label == "<lru_cache>":
+        return ("a `functools` cache wrapper", "_pickle.PicklingError: Can't pickle <functools._lru_cache_wrapper object>: "
+                "it's not the same object as the function it wraps")
+    if label.startswith("<cv2.create"):
+        return f"an OpenCV object (`{label[1:-1]}()`)", f"TypeError: cannot pickle 'cv2.{label[11:-1]}' object"
+    return "a generator object", "TypeError: cannot pickle 'generator' object"
 
 
 def _passes(ctx, call: cst.Call, param: str, position: int) -> bool:
@@ -356,9 +373,21 @@ def _stored_node(ctx, cls: cst.ClassDef, attr: str, default: bool = False, depth
     if default:
         stored = [(held_attr, node) for held_attr, node, _, _ in stored_defaults(buckets.get(cst.Assign, ()), self_name(init), init.params, qualname, module_lambdas(ctx.names), init)]
     else:
-        stored = stored_callables(buckets.get(cst.Assign, ()), self_name(init), [d.name.value for d in buckets.get(cst.FunctionDef, ())], qualname)
+        stored = stored_callables(buckets.get(cst.Assign, ()), self_name(init), [d.name.value for d in buckets.get(cst.FunctionDef, ())], qualname, init.params)
     found = next((node for held_attr, node in stored if held_attr == attr), None)
+    label = object_label(found, qualname, self_name(init)) if found is not None and not default else None
+    if label and label.startswith("<call ") and not _generator_call(ctx, cls, label[6:-1]):
+        found = None  # an object a call returns: kept only when that is a generator (``held_state``)
     return found if found is not None or default or depth > 3 else _held_object_node(ctx, init, buckets, attr, depth)
+
+
+def _generator_call(ctx, cls: cst.ClassDef, name: str) -> bool:
+    """The call of ``name`` (``self.m`` of ``cls``, or a project function) makes a generator."""
+    if name.startswith("self."):
+        method = methods(cls).get(name[5:])
+        return method is not None and any(isinstance(n, (cst.Yield)) for n in iter_subtree(method.body, into_scopes=False))
+    facts = ctx.view.function_facts(name)
+    return bool(facts and facts.get("gen"))
 
 
 def _held_object_node(ctx, init: cst.FunctionDef, buckets, attr: str, depth: int) -> Optional[cst.CSTNode]:

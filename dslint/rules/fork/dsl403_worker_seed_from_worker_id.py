@@ -41,7 +41,7 @@ class WorkerSeedFromWorkerId(Rule):
       when that is the default of the loader builder's parameter (`def build(ds, seed, persistent_workers=True)`)
       and the builder never rebinds it.
     - The missing-`worker_init_fn` form (see Preview): on torch >= 1.9 (or no pin), in test code
-      and test splits, and on evaluation-only loaders.
+      and test splits, on evaluation-only loaders, and over a dataset that reseeds numpy itself per sample (`np.random.seed(index)`).
 
     ## Preview
     With `--preview`, if the project pins or caps torch below 1.9 (`requirements*.txt`,

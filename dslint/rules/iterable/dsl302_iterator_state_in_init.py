@@ -39,7 +39,8 @@ class IteratorStateInInit(Rule):
     Also flagged, outside datasets: a one-shot iterator bound once to a name (a generator, `iter(...)`,
     `map`/`zip`/..., a generator expression) that a loop drains again on every pass: a `for` over it
     inside a `for`/`while` that does not rebind the name, or a call in that loop handing it to a function
-    of this file whose own `for` iterates that parameter (`for step ...: evaluate(model, held_out)`).
+    of this file whose own `for` iterates that parameter (`for step ...: evaluate(model, held_out)`), or to a function of
+    another project file that names it and whose `for` drains that parameter in full.
     The same for the iterator that a class of this file (a DataLoader wrapper, not a dataset) makes when
     built and drains in `__iter__`, when the code re-iterates an instance that way.
 
@@ -49,7 +50,7 @@ class IteratorStateInInit(Rule):
     that a `with` block closed in `__init__`. A handle that is only read or seeked (not iterated) is
     DSL401's. Outside datasets: a `for` that stops early (`break`, `return`, `raise` in its body) takes
     a few items per pass and goes on with the stream on purpose; a loop that binds a new iterator each
-    pass; a function of another file iterating the iterator (not followed).
+    pass.
 
     ## Why is this bad?
     An iterator can be iterated once. The first epoch drains it; every later epoch gets an exhausted
