@@ -196,8 +196,9 @@ def _drained_elsewhere(ctx, call: cst.Call, arg: cst.Arg) -> Optional[cst.CSTNod
     if not facts:
         return None
     slots = {slot for pair in facts.get("drains") or () for slot in pair}
-    position = sum(1 for other in call.args[:call.args.index(arg)] if other.keyword is None)
-    if any(other.star for other in call.args[:call.args.index(arg) + 1]):
+    at = next(i for i, other in enumerate(call.args) if other is arg)
+    position = sum(1 for other in call.args[:at] if other.keyword is None)
+    if any(other.star for other in call.args[:at + 1]):
         return None
     return call if (arg.keyword.value if arg.keyword is not None else position) in slots else None
 
