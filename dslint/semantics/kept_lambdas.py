@@ -257,29 +257,31 @@ def _tested(test) -> Optional[Tuple[str, bool]]:
     return None
 
 
-def _held(value, local, qualname, depth: int, lambdas=None, objects: Optional[tuple] = None) -> Optional[cst.CSTNode]:
+def _held(value, local, qualname, depth: int, lambdas=None, objects: Optional[tuple] = None,
+          calls: bool = True) -> Optional[cst.CSTNode]:
     """The lambda or nested function's name ``value`` keeps; with ``objects`` (the method's ``self`` and its
     local names bound once: ``stored_callables``), also a value of ``object_label`` (an element of a list or
     list comprehension too), through those names, and a lambda a construction keeps as its transform
-    (``Omniglot(root, target_transform=lambda y: y + 964)``) or a dataset wrapper keeps in its parts."""
+    (``Omniglot(root, target_transform=lambda y: y + 964)``) or a dataset wrapper keeps in its parts.
+    ``calls``: a call's result may be such a value (``"<call ...>"``); not for what a construction, a
+    keeping call or a name holds."""
     if depth > 4:
         return None
     if type(value) is cst.Lambda:
         return value
     if objects and type(value) is cst.ListComp:
-        return _held(value.elt, local, qualname, depth + 1, lambdas, objects)
+        return _held(value.elt, local, qualname, depth + 1, lambdas, objects, calls)
     keeping = type(value) is cst.Call and type(value.func) in (cst.Name, cst.Attribute) and qualname(value.func) in KEEPING_CALLS
-    inner = (objects[0], objects[1], False) if objects else None  # (what a construction or name holds: no call's result)
     if objects and type(value) is cst.Call and not keeping:
         for part in _construction_parts(value, qualname):
-            held = _held(part, local, qualname, depth + 1, lambdas, inner)
+            held = _held(part, local, qualname, depth + 1, lambdas, objects, calls=False)
             if held is not None:
                 return held
     label = object_label(value, qualname, objects[0]) if objects and not keeping else None
-    if label is not None and (len(objects) < 3 or not label.startswith("<call ")):
+    if label is not None and (calls or not label.startswith("<call ")):
         return value
     if type(value) is cst.Name and objects and value.value not in local and objects[1].get(value.value) is not None:
-        return _held(objects[1][value.value], local, qualname, depth + 1, lambdas, inner)
+        return _held(objects[1][value.value], local, qualname, depth + 1, lambdas, objects, calls=False)
     if type(value) is cst.Name:
         return value if value.value in local else (lambdas or {}).get(value.value)
     if isinstance(value, _LITERALS):
@@ -292,7 +294,7 @@ def _held(value, local, qualname, depth: int, lambdas=None, objects: Optional[tu
         return None
     candidate = None  # (a call's result that may be a generator: only when nothing surely kept is found)
     for part in parts:
-        held = _held(part, local, qualname, depth + 1, lambdas, objects if isinstance(value, _LITERALS) else inner)
+        held = _held(part, local, qualname, depth + 1, lambdas, objects, calls and isinstance(value, _LITERALS))
         if held is not None and not (objects and type(held) is cst.Call
                                      and (object_label(held, qualname, objects[0]) or "").startswith("<call ")):
             return held

@@ -55,15 +55,14 @@ def dataset_draws(index, key) -> Optional[list]:
     if any(kind == "func" and target == "numpy.random.seed"
            for func in reached for kind, target, _ in (index.function_facts(func) or {}).get("calls", ())):
         return None  # it reseeds numpy itself per sample (``np.random.seed(index)`` in a worker's first call)
-    for method in PER_SAMPLE:
-        for func in index.reachable(key, method):
-            facts = index.function_facts(func)
-            tail = draws(facts)
-            if tail:
-                return ["draws", f"{_name(index, func)} (np.random.{tail})"]
-            for kind, target, _ in facts["calls"] if facts else ():
-                if kind == "self" and index.find_method(mro, target) is None and target not in chosen:
-                    chosen.append(target)
+    for func in reached:
+        facts = index.function_facts(func)
+        tail = draws(facts)
+        if tail:
+            return ["draws", f"{_name(index, func)} (np.random.{tail})"]
+        for kind, target, _ in facts["calls"] if facts else ():
+            if kind == "self" and index.find_method(mro, target) is None and target not in chosen:
+                chosen.append(target)
     return ["chosen", chosen] if chosen else None
 
 

@@ -284,7 +284,7 @@ def class_kept_callable(ctx, expr) -> Optional[Tuple[cst.CSTNode, Problem]]:
             continue  # the construction gives its own value (or may: ``*args``, ``**kw``, or not a call we see)
         if ctx.view.kept_elsewhere(ctx.qualname_of_def(ref[1]) if local else ref[1], attr, local=local):
             continue  # reported at the lambda, in the file of the class that keeps it (``kept_elsewhere``)
-        node = (_stored_node(ctx, ref[1], attr, default=param is not None) if local else None) or expr
+        node = (_stored_node(ctx, ref[1], attr, held, default=param is not None) if local else None) or expr
         return (node, _kept_problem(name, attr, held, param, "as the construction does", "which the construction leaves out"))
     return None
 
@@ -298,7 +298,7 @@ def foreign_kept_callables(ctx) -> List[Tuple[cst.CSTNode, Problem, str]]:
         qual = ctx.qualname_of_def(cls)
         for attr, held, param, _ in ctx.view.kept_callable_attributes(qual, local=True):
             path = ctx.view.foreign_loader(qual, attr)
-            node = _stored_node(ctx, cls, attr, default=param is not None) if path else None
+            node = _stored_node(ctx, cls, attr, held, default=param is not None) if path else None
             if node is not None:
                 out.append((node, _kept_problem(cls.name.value, attr, held, param, "as a construction there does",
                                                 "which a construction there leaves out"), path))
@@ -314,7 +314,7 @@ def unloaded_kept_callables(ctx) -> List[Tuple[cst.CSTNode, Problem, bool]]:
         if is_local_def(ctx, cls) or not ctx.view.class_kind(qual):
             continue
         for attr, held, param, position in ctx.view.kept_callable_attributes(qual, local=True):
-            node = _stored_node(ctx, cls, attr, default=param is not None) if ctx.view.unloaded(qual, param, position) else None
+            node = _stored_node(ctx, cls, attr, held, default=param is not None) if ctx.view.unloaded(qual, param, position) else None
             if node is not None:
                 out.append((node, _kept_problem(cls.name.value, attr, held, param, "as a user's construction may",
                                                 "which a user's construction may leave out"), param is not None))
@@ -326,7 +326,8 @@ def _kept_problem(name: str, attr: str, held: str, param: Optional[str], fallbac
     ``self.<attr>``: always, or when a construction leaves ``param`` out (its default, or a fallback)."""
     label = held.rsplit(".<locals>.", 1)[-1] if param is None else "<lambda>"
     if label.startswith("<") and label != "<lambda>":  # an object (``kept_lambdas.object_label``)
-        return (f"`{name}` holding {_object_what(label)[0]} on `self.{attr}`", _object_what(label)[1])
+        what, error = _object_what(label)
+        return (f"`{name}` holding {what} on `self.{attr}`", error)
     what = "a lambda" if label == "<lambda>" else f"the nested function `{label}`"
     error = f"AttributeError: Can't pickle local object '{held}'"
     if param is not None and ".<locals>." in held:  # a fallback the method writes in its body
@@ -361,11 +362,12 @@ def _passes(ctx, call: cst.Call, param: str, position: int) -> bool:
     return bool(found) or not closed
 
 
-def _stored_node(ctx, cls: cst.ClassDef, attr: str, default: bool = False, depth: int = 0) -> Optional[cst.CSTNode]:
+def _stored_node(ctx, cls: cst.ClassDef, attr: str, held: str, default: bool = False, depth: int = 0) -> Optional[cst.CSTNode]:
     """The lambda (or nested function's name) that ``cls``'s own ``__init__`` keeps on ``self.<attr>``
     (or that an object of a class of this file it keeps there keeps);
     with ``default``, the lambda the default of the parameter it keeps there holds (what the summary
-    recorded: ``stored_callables``, ``stored_defaults``)."""
+    recorded: ``stored_callables``, ``stored_defaults``). ``held`` is the summary's label for it
+    (``held_state.kept_callable_attributes``): a call's result counts only when that says generator."""
     init = methods(cls).get("__init__")
     if init is None:
         return None
@@ -376,18 +378,9 @@ def _stored_node(ctx, cls: cst.ClassDef, attr: str, default: bool = False, depth
         stored = stored_callables(buckets.get(cst.Assign, ()), self_name(init), [d.name.value for d in buckets.get(cst.FunctionDef, ())], qualname, init.params)
     found = next((node for held_attr, node in stored if held_attr == attr), None)
     label = object_label(found, qualname, self_name(init)) if found is not None and not default else None
-    if label and label.startswith("<call ") and not _generator_call(ctx, cls, label[6:-1]):
-        found = None  # an object a call returns: kept only when that is a generator (``held_state``)
+    if label and label.startswith("<call ") and not held.endswith(".<generator>"):
+        found = None  # a call's result, kept only when ``held_state`` found the callee a generator (``held``)
     return found if found is not None or default or depth > 3 else _held_object_node(ctx, init, buckets, attr, depth)
-
-
-def _generator_call(ctx, cls: cst.ClassDef, name: str) -> bool:
-    """The call of ``name`` (``self.m`` of ``cls``, or a project function) makes a generator."""
-    if name.startswith("self."):
-        method = methods(cls).get(name[5:])
-        return method is not None and any(isinstance(n, (cst.Yield)) for n in iter_subtree(method.body, into_scopes=False))
-    facts = ctx.view.function_facts(name)
-    return bool(facts and facts.get("gen"))
 
 
 def _held_object_node(ctx, init: cst.FunctionDef, buckets, attr: str, depth: int) -> Optional[cst.CSTNode]:
@@ -398,8 +391,8 @@ def _held_object_node(ctx, init: cst.FunctionDef, buckets, attr: str, depth: int
             continue
         ref = class_ref(ctx.tree, ctx.names, node.value)
         if ref is not None and ref[0] == "local":
-            inner = next((a for a, _, p, _ in ctx.view.kept_callable_attributes(ctx.qualname_of_def(ref[1]), local=True) if p is None), None)
-            found = _stored_node(ctx, ref[1], inner, depth=depth + 1) if inner else None
+            inner = next(((a, h) for a, h, p, _ in ctx.view.kept_callable_attributes(ctx.qualname_of_def(ref[1]), local=True) if p is None), None)
+            found = _stored_node(ctx, ref[1], *inner, depth=depth + 1) if inner else None
             if found is not None:
                 return found
     return None
