@@ -9,6 +9,194 @@ from tests.conftest import check_tree, expected_markers, write_files
 from tests.test_rule_cases import run_case
 
 MORE_CASES = [
+    # DSL507: a Subset of an evaluation-named dataset is an evaluation loader (its sampler shuffles by default)
+    ("DSL507", "invalid", """
+        import numpy as np
+        import torch
+        from PIL import Image
+        from torch.utils.data import DataLoader, Dataset, Subset
+        from torch.utils.data.distributed import DistributedSampler
+
+
+        class Photos(Dataset):
+            def __init__(self, paths):
+                self.paths = paths
+
+            def __getitem__(self, i):
+                with Image.open(self.paths[i]) as im:
+                    return np.asarray(im.convert("RGB"))
+
+            def __len__(self):
+                return len(self.paths)
+
+
+        def eval_samples(test_dataset, n, batch_size):
+            picked = Subset(test_dataset, np.random.choice(len(test_dataset), n, replace=False))
+            return DataLoader(picked, batch_size=batch_size, sampler=DistributedSampler(picked))
+
+
+        def train_samples(train_dataset, n, batch_size):
+            picked = Subset(train_dataset, np.random.choice(len(train_dataset), n, replace=False))
+            return DataLoader(picked, batch_size=batch_size, sampler=DistributedSampler(picked))  # expect: DSL507
+
+
+        test_loader = eval_samples(Photos(["a.jpg"]), 1, 1)
+        train_loader = train_samples(Photos(["a.jpg"]), 1, 1)
+    """),
+    # DSL506: a closure a module-level factory of the project returns (this file or another), kept by __init__
+    ("DSL506", "invalid", {
+        "namers.py": """
+            import os
+
+            def make_namer(root):
+                os.makedirs(root, exist_ok=True)
+
+                def name(shard):
+                    return os.path.join(root, shard)
+
+                return name
+        """,
+        "shards.py": """
+            from torch.utils.data import DataLoader, Dataset
+
+            from namers import make_namer
+
+            def scaler(k):
+                return lambda x: x * k
+
+            class Shards(Dataset):
+                def __init__(self, root):
+                    self.namer = make_namer(root)  # expect: DSL506
+
+                def __getitem__(self, i):
+                    return self.namer(str(i))
+
+                def __len__(self):
+                    return 8
+
+            class Scaled(Dataset):
+                def __init__(self, k):
+                    self.scale = scaler(k)  # expect: DSL506
+
+                def __getitem__(self, i):
+                    return self.scale(i)
+
+                def __len__(self):
+                    return 8
+
+            loaders = [DataLoader(Shards("/tmp/c"), num_workers=2), DataLoader(Scaled(2), num_workers=2)]
+        """,
+    }),
+    ("DSL506", "valid", """
+        import functools
+        import os
+
+        from torch.utils.data import DataLoader, Dataset
+
+        def join(root, shard):
+            return os.path.join(root, shard)
+
+        def make_namer(root):
+            return functools.partial(join, root)
+
+        def maybe_namer(root):
+            if root is None:
+                return None
+
+            def name(shard):
+                return os.path.join(root, shard)
+
+            return name
+
+        class Shards(Dataset):
+            def __init__(self, root):
+                self.namer = make_namer(root)
+                self.other = maybe_namer(root)
+
+            def __getitem__(self, i):
+                return self.namer(str(i))
+
+            def __len__(self):
+                return 8
+
+        loader = DataLoader(Shards("/tmp/c"), num_workers=2)
+    """),
+    # DSL506: a loader over self.dataset, which the class sets to one of several constructions
+    ("DSL506", "invalid", {
+        "data.py": """
+            from torch.utils.data import Dataset
+            from torchvision import transforms
+
+            class Base(Dataset):
+                def __init__(self, root, *args, **kwargs):
+                    self.root = root
+
+                def __getitem__(self, i):
+                    return i
+
+                def __len__(self):
+                    return 4
+
+            class Resized(Base):
+                def __init__(self, size, *args, **kwargs):
+                    super().__init__(*args, **kwargs)
+                    self.scale = transforms.Compose([transforms.Lambda(lambda x: x / 255.0)])
+
+            class Cropped(Base):
+                def __init__(self, size, *args, **kwargs):
+                    super().__init__(*args, **kwargs)
+                    self.crop = size
+        """,
+        "train.py": """
+            import torch
+            from torch.utils.data import Dataset
+
+            from data import Cropped, Resized
+
+            class Trainer:
+                def __init__(self, args):
+                    self.args = args
+                    self.dataset: Dataset = None
+
+                def prepare(self):
+                    if self.args.crop:
+                        self.dataset = Cropped(64, root="x")
+                    else:
+                        self.dataset = Resized(64, root="x")  # expect: DSL506
+                    self.loader = torch.utils.data.DataLoader(self.dataset, num_workers=self.args.num_workers)
+        """,
+    }),
+    ("DSL506", "valid", {
+        "data.py": """
+            from torch.utils.data import Dataset
+            from torchvision import transforms
+
+            class Resized(Dataset):
+                def __init__(self, size):
+                    self.scale = transforms.Compose([transforms.Lambda(lambda x: x / 255.0)])
+
+                def __getitem__(self, i):
+                    return i
+
+                def __len__(self):
+                    return 4
+        """,
+        "train.py": """
+            import torch
+
+            from data import Resized
+
+            class Trainer:
+                def __init__(self, args, dataset):
+                    self.args = args
+                    self.dataset = dataset
+
+                def prepare(self):
+                    if self.args.resize:
+                        self.dataset = Resized(64)
+                    self.loader = torch.utils.data.DataLoader(self.dataset, num_workers=self.args.num_workers)
+        """,
+    }),
     # DSL506: objects pickle cannot copy, kept by the dataset's __init__: generators, a module, a cache wrapper, OpenCV
     ("DSL506", "invalid", """
         import functools

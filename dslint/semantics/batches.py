@@ -226,7 +226,8 @@ def _advances(ctx):
 
 def evaluation_named(ctx, bound) -> Optional[str]:
     """The loader is kept under a name that says evaluation (``test_loader = DataLoader(...)``,
-    ``self.val_dl = ...``, ``loaders["test"] = ...``) or built over one (``DataLoader(test_set)``,
+    ``self.val_dl = ...``, ``loaders["test"] = ...``) or built over one (``DataLoader(test_set)``, also through
+    a local name bound once to a ``Subset`` of one: ``picked = Subset(test_set, ids)``,
     tokens ``val``/``valid``/``eval``/``test``...: ``loader_roles.eval_name``): the name, for a
     message. None otherwise."""
     names = []
@@ -240,9 +241,17 @@ def evaluation_named(ctx, bound) -> Optional[str]:
                 key = ctx.literal(getattr(target.slice[0].slice, "value", None))
                 names += [key] if isinstance(key, str) else []
     dataset = bound.expr("dataset")
-    if isinstance(dataset, (cst.Name, cst.Attribute)):
-        names.append(dataset.value if isinstance(dataset, cst.Name) else dataset.attr.value)
+    for _ in range(3):  # (through local names bound once to a ``Subset`` of one: ``Subset(test_set, picked)``)
+        if isinstance(dataset, (cst.Name, cst.Attribute)):
+            names.append(dataset.value if isinstance(dataset, cst.Name) else dataset.attr.value)
+        value = ctx.single_assignment(dataset) if isinstance(dataset, cst.Name) else None
+        if not (isinstance(value, cst.Call) and ctx.call_name(value) in _SUBSETS and value.args and not value.args[0].star):
+            break
+        dataset = value.args[0].value
     return next((f"`{name}`" for name in names if eval_name(name)), None)
+
+
+_SUBSETS = frozenset({"torch.utils.data.Subset", "torch.utils.data.dataset.Subset"})
 
 
 def evaluation_only(ctx, index, loader, advances) -> bool:

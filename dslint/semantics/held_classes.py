@@ -11,6 +11,9 @@ of the method's own class, along its bases in any file). That class is known whe
   further for an attribute of the constructing class;
 * a local name bound once to such a construction (``r = Reader(root); r.read(p)``).
 
+``attribute_constructions`` gives every construction ``self.x`` may hold instead, when the class
+stores several (``self.dataset = Cropped(...)`` in one arm, ``Resized(...)`` in the other).
+
 Only the qualified name comes back: whether the class (of this project) has the
 method, and what the method does, is the caller's question (``ctx.view``). Anything
 else (two different classes, a value of unknown origin, no construction in the file)
@@ -19,7 +22,7 @@ is None.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional
 
 import libcst as cst
 
@@ -59,6 +62,31 @@ def _expr_class(ctx, expr, depth: int) -> Optional[str]:
         value = ctx.single_assignment(expr)
         return _expr_class(ctx, value, depth + 1) if isinstance(value, cst.Call) else None
     return None
+
+
+def attribute_constructions(ctx, expr) -> List[cst.Call]:
+    """The constructions of project classes that ``self.x`` (``expr``, in a method) may hold, when every
+    (non-None) value the class family stores there is one (``self.dataset = Cropped(...)`` in one arm,
+    ``= Resized(...)`` in the other); empty when any store is something else or is not followed."""
+    method = method_of(ctx, expr, None) if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) else None
+    cls = ctx.method_class(method) if method is not None and expr.value.value == self_name(method) else None
+    if cls is None:
+        return []
+    found: List[cst.Call] = []
+    for use in self_attr_uses(ctx, class_family(ctx, cls), expr.attr.value):
+        parent = ctx.parent(use.node)
+        if isinstance(parent, (cst.AugAssign, cst.Del)) or _bound_elsewhere(ctx, use.node):
+            return []
+        annotated = isinstance(parent, cst.AnnAssign) and parent.target is use.node
+        if not isinstance(parent, cst.AssignTarget) and not annotated:
+            continue
+        value = parent.value if annotated else store_value(ctx, use.node)
+        if absent_or_none(value):
+            continue
+        if not isinstance(value, cst.Call) or _expr_class(ctx, value, 0) is None:
+            return []
+        found.append(value)
+    return found
 
 
 def _is_class_body(ctx, cls: cst.ClassDef) -> bool:

@@ -56,9 +56,9 @@ def kept_callable_attributes(index, key, _seen: Optional[set] = None) -> List[li
     for cls in mro:
         facts = index.class_info(cls)["methods"].get("__init__") or {}
         for attr, label in facts.get("kept_callables", ()):
-            label = _generator_call(index, mro, cls[0], label) if label.startswith("<call ") else label
-            if label is not None and attr not in stored:
-                found.append([attr, f"{cls[1]}.__init__.<locals>.{label}", None, None])
+            held = _call_result(index, mro, cls, label) if label.startswith("<call ") else f"{cls[1]}.__init__.<locals>.{label}"
+            if held is not None and attr not in stored:
+                found.append([attr, held, None, None])
         for attr, qualified in facts.get("self_news", ()) if len(seen) < 12 else ():  # an object it builds and keeps
             inner = index.locate(qualified, cls[0])
             held = next((h for a, h, p, _ in kept_callable_attributes(index, inner, seen) if p is None), None) \
@@ -72,16 +72,22 @@ def kept_callable_attributes(index, key, _seen: Optional[set] = None) -> List[li
     return found
 
 
-def _generator_call(index, mro, path: str, label: str) -> Optional[str]:
-    """``"<generator>"`` when the call a ``"<call mod.f>"``/``"<call self.m>"`` label names (``kept_lambdas.object_label``)
-    is of a project generator function or method (its result is a generator object), else None."""
+def _call_result(index, mro, cls, label: str) -> Optional[str]:
+    """What pickle cannot copy in the result of the call a ``"<call mod.f>"``/``"<call self.m>"`` label names
+    (``kept_lambdas.object_label``): ``"Cls.__init__.<locals>.<generator>"`` for a project generator function or
+    method (its result is a generator object), pickle's name of the closure for a module-level project function
+    whose every ``return`` gives a function or lambda defined inside it (``returned_closures``:
+    ``"make_namer.<locals>.name"``), else None."""
     name = label[len("<call "):-1]
     if name.startswith("self."):
         key = index.find_method(mro, name[len("self."):])
     else:
-        key = index.locate(canonical(name), path, table="functions")
+        key = index.locate(canonical(name), cls[0], table="functions")
     facts = index.function_facts(key) if key is not None else None
-    return "<generator>" if facts and facts.get("gen") else None
+    if facts and facts.get("gen"):
+        return f"{cls[1]}.__init__.<locals>.<generator>"
+    closure = index.summaries[key[0]].get("closure_returns", {}).get(key[1]) if key is not None and not name.startswith("self.") else None
+    return closure[1] if closure else None
 
 
 def _pickles_itself(index, mro) -> bool:

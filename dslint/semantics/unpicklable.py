@@ -15,7 +15,7 @@ import libcst as cst
 from dslint.semantics.bindings import class_ref, local_class_path
 from dslint.semantics.classes import methods
 from dslint.semantics.containers import extended_list, list_fills
-from dslint.semantics.held_classes import receiver_class
+from dslint.semantics.held_classes import attribute_constructions, receiver_class
 from dslint.semantics.held_datasets import wrapped_datasets
 from dslint.semantics.kept_lambdas import TRANSFORM_CONTAINERS, module_lambdas, object_label, stored_callables, stored_defaults
 from dslint.semantics.kept_objects import kept_arguments
@@ -247,7 +247,9 @@ def _kept_by_dataset(ctx, index, expr, depth: int = 0) -> List[Tuple[cst.CSTNode
             return [(found[0], (f"given {found[1][0]} to keep", found[1][1]))]
     found = class_kept_callable(ctx, expr)  # (a name bound once, or by the assignment reaching the read)
     every = [found] if found else []
-    for node in nodes or () if found is None and isinstance(expr, cst.Name) else ():
+    if found is None and not isinstance(expr, cst.Name):
+        nodes = attribute_constructions(ctx, expr)  # ``self.dataset``: each construction the class stores there
+    for node in nodes or () if found is None else ():
         found = class_kept_callable(ctx, node) if isinstance(node, cst.Call) else None  # each construction it may hold
         if found and not any(found[0] is other[0] for other in every):
             every.append(found)
@@ -367,7 +369,7 @@ def _stored_node(ctx, cls: cst.ClassDef, attr: str, held: str, default: bool = F
     (or that an object of a class of this file it keeps there keeps);
     with ``default``, the lambda the default of the parameter it keeps there holds (what the summary
     recorded: ``stored_callables``, ``stored_defaults``). ``held`` is the summary's label for it
-    (``held_state.kept_callable_attributes``): a call's result counts only when that says generator."""
+    (``held_state.kept_callable_attributes``): a call's result counts only when that says generator or closure."""
     init = methods(cls).get("__init__")
     if init is None:
         return None
@@ -378,8 +380,9 @@ def _stored_node(ctx, cls: cst.ClassDef, attr: str, held: str, default: bool = F
         stored = stored_callables(buckets.get(cst.Assign, ()), self_name(init), [d.name.value for d in buckets.get(cst.FunctionDef, ())], qualname, init.params)
     found = next((node for held_attr, node in stored if held_attr == attr), None)
     label = object_label(found, qualname, self_name(init)) if found is not None and not default else None
-    if label and label.startswith("<call ") and not held.endswith(".<generator>"):
-        found = None  # a call's result, kept only when ``held_state`` found the callee a generator (``held``)
+    if label and label.startswith("<call ") and not held.endswith(".<generator>") \
+            and not held.startswith(label[len("<call "):-1].rsplit(".", 1)[-1] + ".<locals>."):
+        found = None  # a call's result, kept only when ``held_state`` found the callee a generator or closure factory (``held``)
     return found if found is not None or default or depth > 3 else _held_object_node(ctx, init, buckets, attr, depth)
 
 

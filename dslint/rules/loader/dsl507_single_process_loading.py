@@ -34,7 +34,7 @@ class SingleProcessLoading(Rule):
     in or returned by `val_dataloader`, `test_dataloader` or `predict_dataloader` is one even when it shuffles, so
     is a loader over a test split, built with `train=False` or `split="test"`/`"val"` (written so, or every value the
     code shows: `get_loader(args, "val")`), one kept as or built over a name that says evaluation (`test_loader`,
-    `DataLoader(val_set)`) whose loops do not train, and one this file only evaluates (under `torch.no_grad()`/
+    `DataLoader(val_set)`, also through a local name bound once to a `Subset` of one) whose loops do not train, and one this file only evaluates (under `torch.no_grad()`/
     `inference_mode()` or after `model.eval()`), peeks at (`next(iter(loader))` outside any loop, or once per epoch beside the training loop over another loader) or only prints, tallies or writes out as image files
     (its loop calls builtins, numpy, `os.path`, `.numpy()`, `append` on its own lists, `cv2.imwrite`...; also a loop over a name each arm of an `if` binds to its own loader), and hands to no other module); a non-literal `num_workers` or
     `**kwargs`; a dataset that cannot be told statically; data already in memory (a `TensorDataset`, a tensor, a
