@@ -798,3 +798,41 @@ def _seeded_through_helper(args: str, expect: str) -> dict:
 ])
 def test_dsl701_seeded_through_a_helper_of_another_file(tmp_path, kind, case):
     run_case(tmp_path, "DSL701", kind, case)
+
+
+def test_dsl702_a_loader_handed_on_only_under_a_rank_zero_test(tmp_path):
+    """A shuffled loader that the file never loops over, only hands to another file's function under
+    ``if is_main_process():``, is iterated on one rank (validation on rank 0): no DSL702. One handed
+    on outside such a test too runs on every rank: reported."""
+    write_files(tmp_path, {
+        "evaluate.py": """
+            import torch
+
+            def evaluate_loss(model, loader):
+                total = 0.0
+                for x in loader:
+                    total += float(model(x).sum())
+                return total
+        """,
+        "train.py": """
+            import torch
+            from torch.nn.parallel import DistributedDataParallel
+            from torch.utils.data import DataLoader
+
+            from evaluate import evaluate_loss
+            from utils import is_main_process
+
+            def train(model, train_set, valid_set, steps):
+                model = DistributedDataParallel(model)
+                valid_loader = DataLoader(valid_set, batch_size=8, shuffle=True, num_workers=2)
+                probe_loader = DataLoader(valid_set, batch_size=8, shuffle=True, num_workers=2)  # expect: DSL702
+                for step in range(steps):
+                    model(next(iter(train_set))).sum().backward()
+                    if is_main_process() and step % 100 == 0:
+                        evaluate_loss(model, valid_loader)
+                        evaluate_loss(model, probe_loader)
+                evaluate_loss(model, probe_loader)
+        """,
+    })
+    found = {(d.path.replace("\\", "/"), d.row, d.code) for d in check_tree(tmp_path, select=["DSL702"]).diagnostics}
+    assert found == {m for m in expected_markers(tmp_path) if m[2] == "DSL702"}

@@ -32,7 +32,7 @@ from dslint.semantics.rank_entries import split_entry_scripts
 from dslint.semantics.trained_results import returned_position
 from dslint.semantics.project import ITERABLE, ITERABLE_ROOTS, MAP
 from dslint.semantics.worker_info import is_worker_info
-from dslint.semantics.instance_state import assign_targets
+from dslint.semantics.instance_state import assign_targets, is_read
 from dslint.semantics.lightning import is_lightning_class, lightning_hook
 from dslint.semantics.random_splits import seeded_before
 from dslint.semantics.regions import self_attr
@@ -163,13 +163,17 @@ def per_rank_output(ctx, index, loop) -> Optional[cst.Call]:
 
 
 def every_use_guarded(ctx, index, loader) -> bool:
-    """The loader is built, or every loop over it runs, on one rank only; or it is built in the arm
+    """The loader is built, or every loop over it runs (with no loop seen: every read of it), on one rank only; or it is built in the arm
     of an ``if``/``else`` whose other arm sets up DDP (``ddp_markers.single_process_arm``): the run
     without a process group."""
     if rank_guarded(ctx, loader.call) or single_process_arm(ctx, loader.call):
         return True
     loops = index.loops_of(loader)
-    return bool(loops) and all(rank_guarded(ctx, loop.loop) or any(rank_guarded(ctx, c) for c in loop.path) for loop in loops)
+    if not loops:  # no loop over it here: every read of it (``validate(loader)``, another file's loop) runs on one rank
+        reads = [name for name in iter_subtree(loader.function or ctx.module, into_scopes=False) if type(name) is cst.Name
+                 and name.value != "self" and is_read(ctx, name) and index.is_loader(name, loader)]
+        return bool(reads) and all(rank_guarded(ctx, name) for name in reads)
+    return all(rank_guarded(ctx, loop.loop) or any(rank_guarded(ctx, c) for c in loop.path) for loop in loops)
 
 
 def per_rank_work(ctx, index, loader, samplers) -> Optional[str]:

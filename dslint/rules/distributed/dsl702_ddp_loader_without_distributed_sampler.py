@@ -79,7 +79,8 @@ class DdpLoaderWithoutDistributedSampler(Rule):
     - the loader is passed to `accelerator.prepare`, `trainer.fit`, `fabric.setup_dataloaders` or `deepspeed.initialize`,
       which shard it, or built in a Lightning hook; in a script building an `Accelerator` or a `Fabric`, a loader no
       loop of the file iterates as it is (it may be prepared where this file cannot follow it);
-    - the loader is built, or every loop over it runs, on one rank only (not in the `else` of `if rank == 0:`), or
+    - the loader is built, or every loop over it runs, on one rank only (not in the `else` of `if rank == 0:`; with no
+      loop over it in the file, every read of it: `if is_main_process(): validation(model, loader)`), or
       in an `if`/`else` arm whose other arm sets up DDP (`if args.distributed: ... DistributedSampler(ds)`);
     - the file's DDP sign is off the loader's path (its function, same-file callers, functions looping over it),
       and nothing per-rank is on it (DDP, FSDP, a `DistributedSampler`, the rank or world size, a `self.x` its
