@@ -169,9 +169,12 @@ def every_use_guarded(ctx, index, loader) -> bool:
     if rank_guarded(ctx, loader.call) or single_process_arm(ctx, loader.call):
         return True
     loops = index.loops_of(loader)
-    if not loops:  # no loop over it here: every read of it (``validate(loader)``, another file's loop) runs on one rank
+    if not loops:  # no loop over it here: every read of the name it is bound to (``validate(loader)``) runs on one rank
+        statement = ctx.parent(loader.call)
+        bound = {t.target.value for t in statement.targets if type(t.target) is cst.Name} \
+            if isinstance(statement, cst.Assign) and statement.value is loader.call else set()
         reads = [name for name in iter_subtree(loader.function or ctx.module, into_scopes=False) if type(name) is cst.Name
-                 and name.value != "self" and is_read(ctx, name) and index.is_loader(name, loader)]
+                 and name.value in bound and is_read(ctx, name) and index.is_loader(name, loader)] if bound else []
         return bool(reads) and all(rank_guarded(ctx, name) for name in reads)
     return all(rank_guarded(ctx, loop.loop) or any(rank_guarded(ctx, c) for c in loop.path) for loop in loops)
 
