@@ -13,7 +13,8 @@ what crosses files, through ``ctx.view``:
   ``shards=True`` also the world size (``world_size``, ``num_replicas``,
   ``num_shards``), which a per-rank shard needs;
 * **which code runs on one rank only** (``rank_guarded``): under an ``if`` whose
-  test names a rank;
+  test names a rank; and a loader no loop of the file iterates whose every read is
+  such code (``read_on_one_rank``);
 * **whether the global RNG is seeded the same on every rank** (``global_seeds``):
   ``torch.manual_seed``/``seed_everything``/``set_seed`` calls (also inside a
   project function, any file; a function of a file the engine did not analyse
@@ -52,6 +53,7 @@ from dslint.semantics.ddp_markers import (  # noqa: F401  (re-exported: the DSL7
     project_calls_any,
 )
 from dslint.semantics.eval_keys import INDEX_WRITES, keyed_store, sample_index_name, unique_ids
+from dslint.semantics.instance_state import is_read
 from dslint.semantics.seed_helpers import passed_arguments
 from dslint.semantics.values import possible_arg
 from dslint.semantics.walk import iter_subtree
@@ -202,6 +204,19 @@ def rank_guarded(ctx, node: cst.CSTNode) -> bool:
                 return True
         previous = ancestor
     return False
+
+
+def read_on_one_rank(ctx, index, loader) -> bool:
+    """Every read of the name the loader's assignment binds, in the loader's function (or the module),
+    runs under a rank test (``rank_guarded``: ``if is_main_process(): validation(model, loader)``), and
+    there is at least one: for a loader no loop of the file iterates, where it is used is where it runs."""
+    statement = ctx.parent(loader.call)
+    if not isinstance(statement, cst.Assign) or statement.value is not loader.call:
+        return False
+    bound = {t.target.value for t in statement.targets if type(t.target) is cst.Name}
+    reads = [name for name in iter_subtree(loader.function or ctx.module, into_scopes=False) if type(name) is cst.Name
+             and name.value in bound and is_read(ctx, name) and index.is_loader(name, loader)]
+    return bool(reads) and all(rank_guarded(ctx, name) for name in reads)
 
 
 def _picks_one_rank(test) -> bool:

@@ -25,6 +25,7 @@ from dslint.semantics.distributed import (
     method_name,
     rank_dependent,
     rank_guarded,
+    read_on_one_rank,
     trains,
 )
 from dslint.semantics.loops import DISTRIBUTED_SAMPLER, RANDOM_SAMPLER, SEQUENTIAL_SAMPLER, is_none, is_test_code
@@ -32,7 +33,7 @@ from dslint.semantics.rank_entries import split_entry_scripts
 from dslint.semantics.trained_results import returned_position
 from dslint.semantics.project import ITERABLE, ITERABLE_ROOTS, MAP
 from dslint.semantics.worker_info import is_worker_info
-from dslint.semantics.instance_state import assign_targets, is_read
+from dslint.semantics.instance_state import assign_targets
 from dslint.semantics.lightning import is_lightning_class, lightning_hook
 from dslint.semantics.random_splits import seeded_before
 from dslint.semantics.regions import self_attr
@@ -169,13 +170,8 @@ def every_use_guarded(ctx, index, loader) -> bool:
     if rank_guarded(ctx, loader.call) or single_process_arm(ctx, loader.call):
         return True
     loops = index.loops_of(loader)
-    if not loops:  # no loop over it here: every read of the name it is bound to (``validate(loader)``) runs on one rank
-        statement = ctx.parent(loader.call)
-        bound = {t.target.value for t in statement.targets if type(t.target) is cst.Name} \
-            if isinstance(statement, cst.Assign) and statement.value is loader.call else set()
-        reads = [name for name in iter_subtree(loader.function or ctx.module, into_scopes=False) if type(name) is cst.Name
-                 and name.value in bound and is_read(ctx, name) and index.is_loader(name, loader)] if bound else []
-        return bool(reads) and all(rank_guarded(ctx, name) for name in reads)
+    if not loops:  # no loop over it here: every read of it (``validate(loader)``) runs on one rank
+        return read_on_one_rank(ctx, index, loader)
     return all(rank_guarded(ctx, loop.loop) or any(rank_guarded(ctx, c) for c in loop.path) for loop in loops)
 
 
