@@ -70,23 +70,10 @@ def attribute_constructions(ctx, expr) -> List[cst.Call]:
     ``= Resized(...)`` in the other); empty when any store is something else or is not followed."""
     method = method_of(ctx, expr, None) if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) else None
     cls = ctx.method_class(method) if method is not None and expr.value.value == self_name(method) else None
-    if cls is None:
+    values = _stored_values(ctx, cls, expr.attr.value) if cls is not None else None
+    if not values or any(not isinstance(v, cst.Call) or _expr_class(ctx, v, 0) is None for v in values):
         return []
-    found: List[cst.Call] = []
-    for use in self_attr_uses(ctx, class_family(ctx, cls), expr.attr.value):
-        parent = ctx.parent(use.node)
-        if isinstance(parent, (cst.AugAssign, cst.Del)) or _bound_elsewhere(ctx, use.node):
-            return []
-        annotated = isinstance(parent, cst.AnnAssign) and parent.target is use.node
-        if not isinstance(parent, cst.AssignTarget) and not annotated:
-            continue
-        value = parent.value if annotated else store_value(ctx, use.node)
-        if absent_or_none(value):
-            continue
-        if not isinstance(value, cst.Call) or _expr_class(ctx, value, 0) is None:
-            return []
-        found.append(value)
-    return found
+    return values
 
 
 def _is_class_body(ctx, cls: cst.ClassDef) -> bool:
@@ -95,10 +82,16 @@ def _is_class_body(ctx, cls: cst.ClassDef) -> bool:
 
 
 def _attr_class(ctx, cls: Optional[cst.ClassDef], attr: str, depth: int) -> Optional[str]:
-    if cls is None:
-        return None
-    found = set()
-    # (a base or subclass of the file may store another)
+    values = _stored_values(ctx, cls, attr) if cls is not None else None
+    found = {_expr_class(ctx, value, depth) for value in values} if values is not None else set()
+    return found.pop() if len(found) == 1 else None
+
+
+def _stored_values(ctx, cls: cst.ClassDef, attr: str) -> Optional[List[cst.CSTNode]]:
+    """The values other than None that the class family (a base or subclass of the file may store another)
+    assigns to ``self.<attr>``; None when a store is not followed (a tuple unpacked, ``+=``, ``del``, a
+    ``for``/``with`` target)."""
+    values = []
     for use in self_attr_uses(ctx, class_family(ctx, cls), attr):
         node = use.node
         parent = ctx.parent(node)
@@ -106,14 +99,11 @@ def _attr_class(ctx, cls: Optional[cst.ClassDef], attr: str, depth: int) -> Opti
             value = store_value(ctx, node)
             if value is None and not (isinstance(parent, cst.AnnAssign) and parent.value is None):
                 return None  # (a value not followed: a tuple unpacked, ...)
-            if absent_or_none(value):
-                continue
-            found.add(_expr_class(ctx, value, depth))
+            if not absent_or_none(value):
+                values.append(value)
         elif isinstance(parent, (cst.AugAssign, cst.Del)) or _bound_elsewhere(ctx, node):
             return None
-    if len(found) != 1:
-        return None
-    return found.pop()
+    return values
 
 
 def _bound_elsewhere(ctx, node) -> bool:

@@ -80,13 +80,12 @@ def _call_result(index, mro, cls, label: str) -> Optional[str]:
     ``"make_namer.<locals>.name"``), else None."""
     name = label[len("<call "):-1]
     if name.startswith("self."):
-        key = index.find_method(mro, name[len("self."):])
+        key, closure = index.find_method(mro, name[len("self."):]), None  # (a method is no closure factory)
     else:
-        key = index.locate(canonical(name), cls[0], table="functions")
+        key, closure = index.locate(canonical(name), cls[0], table="functions"), index.returned_closure(canonical(name), cls[0])
     facts = index.function_facts(key) if key is not None else None
     if facts and facts.get("gen"):
         return f"{cls[1]}.__init__.<locals>.<generator>"
-    closure = index.summaries[key[0]].get("closure_returns", {}).get(key[1]) if key is not None and not name.startswith("self.") else None
     return closure[1] if closure else None
 
 

@@ -74,8 +74,9 @@ def object_label(node: cst.CSTNode, qualname: Callable, self_param: Optional[str
     expression, ``os.walk``/``os.scandir``/``glob.iglob``, ``Path.iterdir``/``rglob``), ``"<module
     random>"`` (a module of ``KEPT_MODULES``), ``"<lru_cache>"`` (a ``functools`` cache wrapper: pickle
     looks the wrapped function up by name and finds another object), ``"<cv2.createCLAHE>"`` (an OpenCV
-    algorithm object); ``"<call mod.f>"``/``"<call self.m>"`` for a call that is such a generator when the
-    project function or method it calls is a generator function (``held_state`` decides); else None."""
+    algorithm object); ``"<call mod.f>"``/``"<call self.m>"`` for a call whose result may be one: a generator
+    when the project function or method it calls is a generator function, or the closure a module-level project
+    factory returns (``held_state`` decides); else None."""
     kind = type(node)
     if kind is cst.GeneratorExp:
         return "<generator>"
