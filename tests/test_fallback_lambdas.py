@@ -77,6 +77,56 @@ def test_defaults_every_construction_gives_are_left_to_the_users_with_preview(tm
     assert _found(tmp_path / "b", {"data.py": _DATA, "run.py": unknown}, preview=True) == []
 
 
+
+_FACTORY = """
+import os
+import torch
+
+def under(root):
+    def name(url):
+        return os.path.join(root, url)
+    return name
+
+def plain(root):
+    return root
+
+class Shards(torch.utils.data.Dataset):
+    def __init__(self, urls, cache_dir=None, localname=None):
+        self.urls = urls
+        if cache_dir is not None:
+            self.localname = under(cache_dir)
+        elif localname is not None:
+            self.localname = localname
+        else:
+            self.localname = {fallback}
+
+    def __len__(self):
+        return len(self.urls)
+
+    def __getitem__(self, i):
+        return self.localname(self.urls[i])
+"""
+
+
+def test_a_fallback_may_be_the_closure_a_module_level_factory_returns_in_any_arm_of_a_chain(tmp_path):
+    # with ``localname`` left out, the first or the last arm runs: both keep a closure of ``under``; the
+    # finding points at the last arm's, which runs when every parameter is left out
+    files = {"data.py": _FACTORY.format(fallback="under('/tmp/cache')"), "run.py": _RUN.replace("Slices", "Shards").format(args="")}
+    assert _found(tmp_path / "a", files) == [("data.py", 20)]
+    given = _RUN.replace("Slices", "Shards").format(args=", localname=os.path.basename").replace("import torch", "import os\nimport torch")
+    assert _found(tmp_path / "b", {**files, "run.py": given}) == []
+    # a factory returning what pickle copies: nothing kept
+    files["data.py"] = _FACTORY.format(fallback="plain('/tmp/cache')")
+    assert _found(tmp_path / "c", files) == []
+    # the chain must end in ``else``: otherwise with both left out no arm runs
+    files["data.py"] = _FACTORY.format(fallback="under('/tmp')").replace("        else:\n            self.localname = under('/tmp')\n", "")
+    assert "else:" not in files["data.py"]
+    assert _found(tmp_path / "d", files) == []
+    # one arm (before the test) keeping what pickle copies: not kept on every path with ``localname`` left out
+    files["data.py"] = _FACTORY.format(fallback="under('/tmp')").replace("self.localname = under(cache_dir)", "self.localname = os.path.basename")
+    assert _found(tmp_path / "e", files) == []
+
+
 _VENDORED = """
 import torch
 

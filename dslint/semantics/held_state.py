@@ -44,7 +44,8 @@ def kept_callable_attributes(index, key, _seen: Optional[set] = None) -> List[li
     summary fact ``kept_callables``: ``kept_lambdas``; parameter and position None), then for each
     default of a parameter of the class's own ``__init__`` that it keeps (``kept_defaults``: kept
     when a construction leaves ``parameter``, at ``position`` after ``self``, out; the object is
-    ``"Cls.<lambda>"``, ``"Cls.__init__.<locals>.<lambda>"`` for a fallback in its body: ``p or (lambda x: x)``, ``"<lambda>"`` for a module-level one the default names). An object of a project class that an ``__init__`` of the
+    ``"Cls.<lambda>"``, ``"Cls.__init__.<locals>.<lambda>"`` for a fallback in its body: ``p or (lambda x: x)``, ``"<lambda>"`` for a module-level one the default names,
+    ``"make_namer.<locals>.name"`` for a fallback calling a module-level factory that returns a closure). An object of a project class that an ``__init__`` of the
     chain builds and keeps (``self.reader = Reader(path)``, the summary fact ``self_news``) counts with the first lambda
     that class always keeps (``[attr, "Reader.__init__.<locals>.<lambda>", None, None]``). Empty when a class of its MRO
     controls its own pickling."""
@@ -68,7 +69,10 @@ def kept_callable_attributes(index, key, _seen: Optional[set] = None) -> List[li
         stored.update(facts.get("self_stores", ()))
     own = (index.class_info(mro[0])["methods"].get("__init__") or {}) if mro else {}
     labels = {True: f"{mro[0][1]}.__init__.<locals>.<lambda>", False: f"{mro[0][1]}.<lambda>", "module": "<lambda>"}
-    found.extend([attr, labels[in_body], param, position] for attr, param, position, in_body in own.get("kept_defaults", ()))
+    for attr, param, position, kind in own.get("kept_defaults", ()):  # (a factory's call: the closure it returns)
+        held = _call_result(index, mro, mro[0], kind) if isinstance(kind, str) and kind.startswith("<call ") else labels[kind]
+        if held is not None:
+            found.append([attr, held, param, position])
     return found
 
 

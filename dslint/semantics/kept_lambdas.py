@@ -106,14 +106,16 @@ def kept_facts(assigns, defs, self_param: Optional[str], params: cst.Parameters,
     """The summary facts of a method: ``kept_callables`` ([attr, "<lambda>" or the nested
     function's name], ``stored_callables``) and ``kept_defaults`` ([attr, parameter, position, whether
     the lambda is the method's own (a fallback in its body: true), the parameter's default (false),
-    or a lambda a module-level name holds that the default names (``"module"``)], ``stored_defaults``)."""
+    or a lambda a module-level name holds that the default names (``"module"``); for a fallback that calls
+    a module-level function, its ``"<call mod.f>"`` label], ``stored_defaults``)."""
     assigns, lambdas = list(assigns), module_lambdas(names)
     def label(held) -> str:
         return "<lambda>" if type(held) is cst.Lambda else (object_label(held, names.qualname, self_param) or held.value)
     return {
         "kept_callables": [[attr, label(held)]
                            for attr, held in stored_callables(assigns, self_param, [d.name.value for d in defs], names.qualname, params)],
-        "kept_defaults": [[attr, param, position, "module" if any(held is v for v in lambdas.values()) else _in_body(held, params)]
+        "kept_defaults": [[attr, param, position, "module" if any(held is v for v in lambdas.values())
+                           else object_label(held, names.qualname, self_param) if type(held) is cst.Call else _in_body(held, params)]
                           for attr, held, param, position in stored_defaults(assigns, self_param, params, names.qualname, lambdas, func)],
     }
 
@@ -146,32 +148,55 @@ def stored_defaults(
     if not defaults:
         return []
     rebound, left_out, given = _none_arms(func, defaults) if func is not None else ({}, {}, {})
-    stored: dict = {}  # attr -> (parameter, what it keeps then) per store
+    stores: dict = {}  # attr -> its stores
     for node in assigns:
         for target in node.targets:
             t = target.target
             if type(t) is cst.Attribute and type(t.value) is cst.Name and t.value.value == self_param:
-                if id(node) in left_out:
-                    value = (left_out[id(node)], node.value)
-                elif id(node) in given:  # the arm that runs with the parameter given: not the left-out path
-                    value = (given[id(node)], _GIVEN)
-                else:
-                    value = _defaulted(node.value, defaults)
-                    if value is not None and type(node.value) is cst.Name and value[0] in rebound:
-                        value = (value[0], rebound[value[0]])
-                stored.setdefault(t.attr.value, []).append(value)
-    for attr, values in stored.items():  # the arm that keeps the parameter given keeps no fallback
-        kept = [v for v in values if v is not None and v[1] is not _GIVEN]
-        if len(kept) < len(values) and all(v is not None for v in values) and kept:
-            stored[attr] = kept
+                stores.setdefault(t.attr.value, []).append(node)
     found = []
-    for attr, values in stored.items():
-        if len({v[0] if v else None for v in values}) == 1 and values[0] is not None:
-            held = [_held(kept, frozenset(), qualname, 0, lambdas) for _, kept in values]
-            if all(h is not None for h in held):
-                param = values[0][0]
-                found.append((attr, held[0], param, defaults[param][1]))
+    for attr, nodes in stores.items():
+        tested = list(dict.fromkeys(p for node in nodes for p in (*left_out.get(id(node), ()), *given.get(id(node), ()))))
+        for param in tested or [None]:  # (each parameter an ``if`` chain tests around the stores, in order)
+            held = _kept_default(nodes, param, defaults, rebound, left_out, given, qualname, lambdas)
+            if held is not None:
+                found.append((attr, held[0], held[1], defaults[held[1]][1]))
+                break
     return found
+
+
+def _kept_default(nodes, param, defaults, rebound, left_out, given, qualname, lambdas) -> Optional[tuple]:
+    """(what the stores ``nodes`` of one attribute keep, the parameter) when a construction leaves that
+    parameter out, reading the arms of the ``if`` chains that test ``param`` (``_none_arms``)."""
+    values = []  # (parameter, what the store keeps then) per store
+    for node in nodes:
+        if param in left_out.get(id(node), ()):
+            value = (param, node.value)
+        elif param in given.get(id(node), ()):  # the arm that runs with the parameter given: not the left-out path
+            value = (param, _GIVEN)
+        else:
+            value = _defaulted(node.value, defaults)
+            if value is not None and type(node.value) is cst.Name and value[0] in rebound:
+                value = (value[0], rebound[value[0]])
+        values.append(value)
+    kept = [v for v in values if v is not None and v[1] is not _GIVEN]
+    if len(kept) < len(values) and all(v is not None for v in values) and kept:
+        values = kept  # the arm that keeps the parameter given keeps no fallback
+    if len({v[0] if v else None for v in values}) != 1 or values[0] is None:
+        return None
+    held = [_held(kept, frozenset(), qualname, 0, lambdas) or _factory_call(kept, qualname) for _, kept in values]
+    if not all(h is not None for h in held):
+        return None
+    marked = [node.value for node in nodes if param in left_out.get(id(node), ())]
+    fallbacks = [h for (_, kept), h in zip(values, held) if any(kept is value for value in marked)]
+    return (fallbacks[-1] if fallbacks else held[0], values[0][0])  # (the last arm's: it runs with all left out)
+
+
+def _factory_call(value, qualname) -> Optional[cst.Call]:
+    """A call of a module-level function (``make_namer(root)``), whose result may be a closure that
+    pickle cannot copy (``held_state`` decides, from the callee's ``returned_closures`` fact)."""
+    label = object_label(value, qualname, None) if type(value) is cst.Call else None
+    return value if label and label.startswith("<call ") else None
 
 
 _GIVEN = object()  # a store of the parameter itself in the arm where it was given
@@ -182,37 +207,50 @@ def _is_name(value, name: str) -> bool:
 
 
 def _none_arms(func: cst.FunctionDef, defaults: dict) -> Tuple[dict, dict, dict]:
-    """For each ``if`` among the statements of ``func``'s body that tests a parameter defaulting to
-    ``None`` (``_tested``): {parameter: the value the arm for it left out rebinds it to}, and {id of
-    an assignment: parameter} for the assignments in the arm for it left out and in the other arm."""
+    """For each ``if`` chain among the statements of ``func``'s body whose arms test a parameter defaulting
+    to ``None`` (``_tested``): {parameter: the value an arm for it left out rebinds it to}, and {id of an
+    assignment: [parameters]} for the assignments of the arms that may run with each parameter left out and of
+    those that run only with it given. With ``p`` left out, the arm testing ``p is None`` runs unless an arm
+    before it does (``if cache: ... elif p is None: ...``), and after a ``p is not None`` arm, the others
+    (which must end in an ``else``: ``if p is not None: ... elif cache: ... else: ...``)."""
     rebound: dict = {}
     left_out: dict = {}
     given: dict = {}
     body = func.body.body if isinstance(func.body, cst.IndentedBlock) else ()
     for stmt in body:
-        tested = _tested(stmt.test) if type(stmt) is cst.If else None
-        if tested is None or tested[0] not in defaults or not is_none(defaults[tested[0]][0]):
-            continue
-        param, when_given = tested
-        orelse = stmt.orelse.body if type(stmt.orelse) is cst.Else else None
-        if stmt.orelse is not None and orelse is None and when_given:
-            continue  # ``if p is not None: ... elif ...``: an ``elif`` may run with ``p`` left out too
-        arms = (orelse, stmt.body) if when_given else (stmt.body, orelse)
-        for arm, marks in zip(arms, (left_out, given)):
-            for assign in _arm_assigns(arm) if orelse is not None or marks is left_out else _chain_assigns(stmt.orelse):
-                marks[id(assign)] = param
-                if marks is left_out and any(_is_name(t.target, param) for t in assign.targets):
-                    rebound[param] = assign.value
+        chain = _chain(stmt) if type(stmt) is cst.If else []
+        complete = bool(chain) and chain[-1][0] is None
+        seen = set()
+        for k, (test, _) in enumerate(chain):
+            tested = _tested(test) if test is not None else None
+            if tested is None or tested[0] in seen or tested[0] not in defaults or not is_none(defaults[tested[0]][0]):
+                continue
+            param, when_given = tested
+            seen.add(param)
+            if when_given and len(chain) > 1 and not complete:
+                continue  # ``if p is not None: ... elif ...``: with ``p`` left out, no arm may run
+            for i, (_, arm) in enumerate(chain):
+                if i < k and not complete:
+                    continue
+                marks = given if (i == k) == when_given and i >= k else left_out
+                for assign in _arm_assigns(arm):
+                    marks.setdefault(id(assign), []).append(param)
+                    if marks is left_out and any(_is_name(t.target, param) for t in assign.targets):
+                        rebound[param] = assign.value
     return rebound, left_out, given
 
 
-def _chain_assigns(orelse) -> List[cst.Assign]:
-    """The assignments of every arm of an ``elif``/``else`` chain (each runs with the parameter given)."""
-    found = []
-    while orelse is not None:
-        found += _arm_assigns(orelse.body)
-        orelse = orelse.orelse if type(orelse) is cst.If else None
-    return found
+def _chain(stmt: cst.If) -> List[tuple]:
+    """(test, body) for each arm of an ``if``/``elif``/``else`` chain (test None for the ``else``)."""
+    arms, node = [], stmt
+    while node is not None:
+        if type(node) is cst.If:
+            arms.append((node.test, node.body))
+            node = node.orelse
+        else:
+            arms.append((None, node.body))
+            node = None
+    return arms
 
 
 def _arm_assigns(arm) -> List[cst.Assign]:

@@ -326,7 +326,7 @@ def unloaded_kept_callables(ctx) -> List[Tuple[cst.CSTNode, Problem, bool]]:
 def _kept_problem(name: str, attr: str, held: str, param: Optional[str], fallback: str, default: str) -> Problem:
     """(description, error) for the lambda or nested function ``held`` that class ``name`` keeps on
     ``self.<attr>``: always, or when a construction leaves ``param`` out (its default, or a fallback)."""
-    label = held.rsplit(".<locals>.", 1)[-1] if param is None else "<lambda>"
+    label = "<lambda>" if held.endswith("<lambda>") else held.rsplit(".<locals>.", 1)[-1]
     if label.startswith("<") and label != "<lambda>":  # an object (``kept_lambdas.object_label``)
         what, error = _object_what(label)
         return (f"`{name}` holding {what} on `self.{attr}`", error)
@@ -379,7 +379,7 @@ def _stored_node(ctx, cls: cst.ClassDef, attr: str, held: str, default: bool = F
     else:
         stored = stored_callables(buckets.get(cst.Assign, ()), self_name(init), [d.name.value for d in buckets.get(cst.FunctionDef, ())], qualname, init.params)
     found = next((node for held_attr, node in stored if held_attr == attr), None)
-    label = object_label(found, qualname, self_name(init)) if found is not None and not default else None
+    label = object_label(found, qualname, self_name(init)) if found is not None else None
     if label and label.startswith("<call ") and not held.endswith(".<generator>") \
             and not held.startswith(label[len("<call "):-1].rsplit(".", 1)[-1] + ".<locals>."):
         found = None  # a call's result, kept only when ``held_state`` found the callee a generator or closure factory (``held``)
