@@ -1633,7 +1633,10 @@ def test_dsl506_a_default_lambda_left_out_through_a_dict_the_caller_builds(tmp_p
     assert {(f.path.rsplit("/", 1)[-1], f.row) for f in found} == {(p, r) for p, r, _ in expected_markers(tmp_path)}
     assert "which a construction there leaves out" in found[0].message
     write_files(tmp_path, {"train.py": train.format(extra=', "augment": flip')})
-    assert not check_tree(tmp_path, select=["DSL506"]).diagnostics
+    assert not check_tree(tmp_path, select=["DSL506"], preview=False).diagnostics
+    # every construction of the project gives it (the dict is followed): with --preview, left to its users
+    left = check_tree(tmp_path, select=["DSL506"]).diagnostics
+    assert len(left) == 1 and "a user's construction may" in left[0].message
 
 
 def test_dsl506_datasets_a_function_returns_from_each_arm_with_its_own_dict(tmp_path):
@@ -1679,11 +1682,14 @@ def test_dsl506_datasets_a_function_returns_from_each_arm_with_its_own_dict(tmp_
             return DataLoader(valid_set, batch_size=1, **loader_kwargs)
         """
     write_files(tmp_path, {"data.py": data, "train.py": train.format(loader='{"num_workers": args.workers, "pin_memory": True}')})
-    found = check_tree(tmp_path, select=["DSL506"]).diagnostics
+    found = check_tree(tmp_path, select=["DSL506"], preview=False).diagnostics
     assert {(f.path.rsplit("/", 1)[-1], f.row) for f in found} == {(p, r) for p, r, _ in expected_markers(tmp_path)}
     assert all("the dataset `load_valid` returns is an instance of" in f.message for f in found)
+    # with --preview, also the default of `Mixes`, which the project's one construction gives: left to its users
+    left = [f for f in check_tree(tmp_path, select=["DSL506"]).diagnostics if f not in found]
+    assert len(left) == 1 and "Mixes" in left[0].message and "a user's construction may" in left[0].message
     write_files(tmp_path, {"train.py": train.format(loader='{"pin_memory": True}')})
-    assert not check_tree(tmp_path, select=["DSL506"]).diagnostics
+    assert not check_tree(tmp_path, select=["DSL506"], preview=False).diagnostics
 
 
 def test_dsl506_a_loader_builder_handed_by_name_to_a_function_that_gives_it_workers(tmp_path):
@@ -2024,8 +2030,11 @@ def test_dsl501_a_builder_called_from_another_file_with_a_sampler(tmp_path):
     found = check_tree(tmp_path, select=["DSL501"]).diagnostics
     assert [(f.path.replace("\\", "/").endswith("data/loaders.py"), f.row) for f in found] == [(True, 4)]
     assert "`Trainer.setup` in `train.py` passes a `sampler`" in found[0].message
-    # the caller turns shuffling off with its sampler, or passes it through `**`: nothing
+    # the caller turns shuffling off with its sampler, or passes it through a `**` dict it does not build: nothing
     write_files(tmp_path, {"train.py": train.replace("self.sampler)", "self.sampler, shuffle=False)")})
     assert not check_tree(tmp_path, select=["DSL501"]).diagnostics
-    write_files(tmp_path, {"train.py": train.replace("self.sampler)", "**{'sampler': self.sampler})")})
+    write_files(tmp_path, {"train.py": train.replace("self.sampler)", "**options.extra)")})
     assert not check_tree(tmp_path, select=["DSL501"]).diagnostics
+    # a dict the caller builds is read: its sampler with the default shuffle raises
+    write_files(tmp_path, {"train.py": train.replace("self.sampler)", "**{'sampler': self.sampler})")})
+    assert [f.row for f in check_tree(tmp_path, select=["DSL501"]).diagnostics] == [4]

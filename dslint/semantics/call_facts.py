@@ -15,6 +15,7 @@ from typing import Optional
 import libcst as cst
 
 from dslint.semantics.bindings import scope_assignments
+from dslint.semantics.kwargs_dicts import closed_items
 
 # Calls whose result differs on every call (RNG, clocks, iterators).
 VARYING_PREFIXES = ("random.", "numpy.random.", "secrets.", "uuid.", "time.", "datetime.", "torch.distributions.")
@@ -166,24 +167,30 @@ def in_per_example_function(ctx, node) -> bool:
     return any(id(ancestor) in ids for ancestor in ctx.ancestors(node))
 
 
-def passed_arguments(call: cst.Call) -> Optional[list]:
+def passed_arguments(call: cst.Call, source=None) -> Optional[list]:
     """What a call passes, for the summaries (``sample_calls``): ``[positional, keywords]`` with
     each value ``[literal]`` (a string, number, bool or None written as such) or ``"?"``;
-    ``positional`` is None after a ``*args``, and a ``**`` unpacking adds the keyword ``"**"``.
+    ``positional`` is None after a ``*args``, and a ``**`` unpacking adds the keyword ``"**"``,
+    unless ``source`` (a ``kwargs_dicts.FileSource``) finds every key the dicts can hold
+    (``closed_items``): then each is a keyword (``"?"`` where its entries disagree).
     None for a call without arguments."""
     if not call.args:
         return None
     positional: Optional[list] = []
     keywords = {}
+    items, closed = closed_items(source, call) if source is not None and any(a.star == "**" for a in call.args) else ([], False)
     for arg in call.args:
         if arg.star == "*":
             positional = None
-        elif arg.star == "**":
+        elif arg.star == "**" and not closed:
             keywords["**"] = "?"
         elif arg.keyword is not None:
             keywords[arg.keyword.value] = _written_literal(arg.value)
-        elif positional is not None:
+        elif positional is not None and not arg.star:
             positional.append(_written_literal(arg.value))
+    for key, value in items if closed else ():
+        written = _written_literal(value)
+        keywords[key] = written if keywords.get(key, written) == written else "?"
     return [positional, keywords]
 
 

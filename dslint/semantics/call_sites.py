@@ -5,13 +5,17 @@ name means this function (a module-level function, or one nested in the scope of
 or ``self.name(...)``/``cls.name(...)`` inside its class; with the expression each passes for
 ``param`` (by keyword or position), None where that is not known (after a ``*`` argument).
 
+``other_file_literals(ctx, func, param)``: the literals the calls of the project's other files pass
+for ``param`` of a module-level function (the summaries' ``call_args``, a ``**`` dict the caller builds
+included: ``call_facts.passed_arguments``).
+
 ``called_function(ctx, call)``: the other way round, the module-level function of this file a
 call runs by its name (its one definition, the name meaning it as ``call_sites`` requires).
 """
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import libcst as cst
 
@@ -38,6 +42,24 @@ def called_function(ctx, call: cst.Call) -> Optional[cst.FunctionDef]:
     if len(defs) != 1 or ctx.call_name(call) != f"{ctx.names.modname}.{call.func.value}":
         return None
     return defs[0]
+
+
+def other_file_literals(ctx, func: cst.FunctionDef, param: cst.Param) -> List[Tuple[str, object]]:
+    """(`caller` in `path`, literal) for each call of the module-level function ``func`` in another file
+    of the project that passes a literal for ``param`` (by keyword or position; not a call leaving it out)."""
+    if ctx.method_class(func) is not None or ctx.tree.scope_node(func) is not None:
+        return []
+    params = func.params
+    positional = [p.name.value for p in (*params.posonly_params, *params.params)]
+    slot = positional.index(param.name.value) if param.name.value in positional else None
+    found = []
+    for path, caller, args, keywords in ctx.view.caller_arguments(func.name.value):
+        value = keywords.get(param.name.value) if path != ctx.view.path else None
+        if value is None and path != ctx.view.path and args is not None and slot is not None and slot < len(args):
+            value = args[slot]
+        if isinstance(value, list):
+            found.append((f"`{caller}` in `{path}`", value[0]))
+    return found
 
 
 def _find_call_sites(ctx, func: cst.FunctionDef, param: cst.Param):
@@ -90,4 +112,4 @@ def _encloses(ctx, scope, node) -> bool:
     return scope is None or any(a is scope for a in ctx.ancestors(node))
 
 
-__all__ = ["call_sites"]
+__all__ = ["call_sites", "called_function", "other_file_literals"]

@@ -40,6 +40,8 @@ from dslint.semantics.option_guards import guard_facts, init_facts
 from dslint.semantics.regions import RegionCache, is_cached
 from dslint.semantics.rng_holders import holder_facts
 from dslint.semantics.distributed import construction_reads_world
+from dslint.semantics.kwargs_dicts import FileSource
+from dslint.semantics.sample_caches import sample_caches
 from dslint.semantics.kwargs_forwarders import kwargs_forwards
 from dslint.semantics.function_values import handed_functions
 from dslint.semantics.library_loaders import kwargs_loader_signatures
@@ -76,6 +78,7 @@ class Summarizer:
     def __init__(self, tree: TreeIndex, names: ModuleNames, regions: RegionCache) -> None:
         self.tree = tree
         self.names = names
+        self.kwargs_source = FileSource(tree, names)  # (``passed_arguments`` reads the ``**`` dicts a call is given)
         if getattr(regions, "tree", None) is None:
             regions.tree = tree  # per-function facts from the tree's per-scope node lists
         self.regions = regions
@@ -139,7 +142,7 @@ class Summarizer:
             if in_loop is None and target[1] != "numpy.random.seed":  # (a lazy block's reseeding counts: ``numpy_rng``)
                 continue
             calls.append([target[0], target[1], in_loop])
-            call_args.append(passed_arguments(node))
+            call_args.append(passed_arguments(node, self.kwargs_source))
             recorded.append(node)
         tails = self.worker_info_tails
         for node in buckets.get(Name, ()):
@@ -173,10 +176,9 @@ class Summarizer:
             "self_draws": draws,
             # ``self.x(...)`` / ``self.x.m(...)``: [x, "__call__" | m, in a per-item loop]
             "held_calls": held_calls,
-            # ``self.x = Cls(...)``: [x, qualified name of the callee]
-            "self_news": news,
+            "self_news": news,  # ``self.x = Cls(...)``: [x, qualified name of the callee]
             "self_stores": sorted(self_stores),
-            "self_loads": self_loads(buckets, self_param, parent),  # (``attr_reads``)
+            "self_loads": self_loads(buckets, self_param, parent), "sample_caches": sample_caches(buckets, self_param, parent),
             # ``self.x = lambda ...`` / a nested function / a pipeline holding one, or a parameter defaulting to one
             **kept_facts(buckets.get(cst.Assign, ()), buckets.get(cst.FunctionDef, ()), self_param, func.params, self.names, func),
             # the ``if`` tests that guard calls, the options they test, what calls forward (``option_guards``)

@@ -10,7 +10,8 @@ the checked file:
   call, even for a parameter of that name);
 - both arms of a conditional expression, ``a or b`` / ``a and b``, and ``not a``;
 - function parameters: their default and the arguments of the calls to the
-  function that this file makes (``train(num_workers=0)``), ``self.m(...)`` too;
+  function that this file makes (``train(num_workers=0)``), ``self.m(...)`` too, and the
+  literals the project's other files pass to a module-level one (``call_sites.other_file_literals``);
 - argparse options read back through ``args.x`` (``semantics/options.py``), where
   ``args`` is bound to ``parse_args()`` here (also through what a function of this file
   returns: ``args = parse_args()``, ``main(args)``) or is a parameter of a function here;
@@ -42,8 +43,8 @@ from typing import Dict, List, Optional, Tuple
 
 import libcst as cst
 
-from dslint.semantics.bindings import block_assignment, scope_assignments
-from dslint.semantics.call_sites import call_sites, called_function
+from dslint.semantics.bindings import block_assignment, local_class_path, scope_assignments
+from dslint.semantics.call_sites import call_sites, called_function, other_file_literals
 from dslint.semantics.calls import UNKNOWN, literal_value
 from dslint.semantics.kwargs_dicts import dict_changes, subscript_key, unchanged_values
 from dslint.semantics.loops import loader_loops
@@ -200,7 +201,7 @@ class _Resolver:
         return out or NOTHING
 
     def _parameter(self, func, param: cst.Param, depth: int) -> Possible:
-        """The default and what this file's calls pass (never complete: other modules may call)."""
+        """The default and what the project's calls pass (never complete: other modules may call)."""
         ctx = self.ctx
         out = Possible((), False)
         if param.default is not None:
@@ -214,6 +215,8 @@ class _Resolver:
                 continue
             passed = self.of(arg, depth + 1)
             out = out | Possible(tuple(Value(v.value, f"a call passes {_show(v.value)}") for v in passed.values), False)
+        for where, value in other_file_literals(ctx, func, param):  # (the project's other files: the summaries)
+            out = out | Possible((Value(value, f"{where} passes {_show(value)}"),), False)
         return out
 
     # -- attributes
@@ -444,13 +447,8 @@ def _show(value) -> str:
 
 
 def _parameter(scope, name: str) -> Optional[cst.Param]:
-    if not isinstance(scope, (cst.FunctionDef, cst.Lambda)):
-        return None
-    params = scope.params
-    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-        if param.name.value == name:
-            return param
-    return None
+    params = scope.params if isinstance(scope, (cst.FunctionDef, cst.Lambda)) else None
+    return next((p for p in (*params.posonly_params, *params.params, *params.kwonly_params) if p.name.value == name), None) if params else None
 
 
 def _is_unresolved_parameter(ctx, name: cst.Name) -> bool:
@@ -493,8 +491,4 @@ def _returned_values(ctx, call) -> List[cst.CSTNode]:
 
 
 def _local_class(ctx, call: cst.Call) -> Optional[cst.ClassDef]:
-    if not isinstance(call.func, cst.Name):
-        return None
-    from dslint.semantics.bindings import local_class_path
-
-    return local_class_path(ctx.tree, call.func.value)
+    return local_class_path(ctx.tree, call.func.value) if isinstance(call.func, cst.Name) else None

@@ -25,8 +25,8 @@ class WorkerOptionWithoutWorkers(Rule):
     `DataLoader` (or a DataLoader subclass's `super().__init__`) whose `num_workers` is absent, a literal `0`,
     or can be 0 while the option is set on every path.
 
-    "Can be 0" follows the value where the code passes it (argparse, a parameter's default and this file's
-    calls, `self.x` as the class stores it, a config class default, a `**kwargs` dict the file builds, the
+    "Can be 0" follows the value where the code passes it (argparse, a parameter's default and this file's calls, the literals
+    other files pass to a module-level function, also in a `**` dict: `build(ds, **dict(per_gpu=0))`, `self.x` as the class stores it, a config class default, a `**kwargs` dict the file builds, the
     branches that assign it): an argparse option whose default is 0 counts as 0, and so does a value the code
     itself tests against 0 in another function (`if num_workers > 0:` in `__init__`: the author expects 0). The
     option must then be set on every path seen (`persistent_workers=True`, or a configuration's default: `cfg.get("persistent_workers", True)`;

@@ -12,6 +12,7 @@ from dslint.semantics.batches import evaluation_named, evaluation_only, evaluati
 from dslint.semantics.calls import UNKNOWN
 from dslint.semantics.epochs import distributed_shuffles
 from dslint.semantics.loops import DISTRIBUTED_SAMPLER, EVALUATION_HOOKS, RANDOM_SAMPLERS, loader_loops
+from dslint.semantics.sample_caches import caches_samples
 from dslint.semantics.values import possible_arg
 from dslint.semantics.worker_counts import capped_at_zero
 
@@ -40,7 +41,7 @@ class SingleProcessLoading(Rule):
     `**kwargs`; a dataset that cannot be told statically; data already in memory (a `TensorDataset`, a tensor, a
     `range` or list, a `Subset` of those, torchvision's MNIST (and variants), CIFAR, SVHN or USPS with no transform or conversions only (`ToTensor`, `Normalize`), a project dataset class, in any file or function, whose `__getitem__` only indexes (what it runs under `if self.transform:` aside, when this construction leaves that `None`): it
     calls builtins, tensor/array constructors and type tests (`torch.is_tensor(idx)`), copies (`copy.deepcopy`), fills its own lists and dicts (`append`, `update`), random draws (an error it raises is no work), its own methods, `super()` or project helpers that
-    do no more; a pandas `.loc`/`.iloc` or a mask over a column is work), where indexing is cheaper than sending batches between processes; a dataset whose `__getitem__` puts samples on the GPU (`.cuda()`, itself or in what it calls: forked workers could not run it, see DSL204); `IterableDataset`s (adding
+    do no more; a pandas `.loc`/`.iloc` or a mask over a column is work), where indexing is cheaper than sending batches between processes; a dataset whose `__getitem__` keeps each sample it loads in a dict on `self` and reads it back (`if i in self.cache: ...`, `self.cache[i] = image`): the main process keeps that cache across epochs, while each worker would fill its own; a dataset whose `__getitem__` puts samples on the GPU (`.cuda()`, itself or in what it calls: forked workers could not run it, see DSL204); `IterableDataset`s (adding
     workers needs sharding first, see DSL303); loaders built inside dataset code (they run in the outer loader's workers); test
     code (a `tests/` directory, `test_*.py`, a `test_*` function, the `__main__` block of a module whose dataset class
     another file constructs, and a function only that block calls), whose loaders are not training runs; and loaders
@@ -255,11 +256,10 @@ class SingleProcessLoading(Rule):
         for loader in index.loaders:
             bound = loader.bound
             zero = literal_zero(ctx.value(bound, "num_workers")) or capped_at_zero(ctx, bound.expr("num_workers"))
-            if not zero or worker_options_set(ctx, bound) \
-                    or rejected_at_construction(ctx, bound):
+            if not zero or worker_options_set(ctx, bound) or rejected_at_construction(ctx, bound):
                 continue
-            if not loads_samples(ctx, index, bound):
-                continue
+            if not loads_samples(ctx, index, bound) or caches_samples(ctx, index, bound.expr("dataset")):
+                continue  # (a dataset caching each sample it loads keeps that cache only in one process)
             if index.is_test_code(bound.call) or ctx.in_dataset_code(bound.call):
                 continue  # a test's throughput is not a training run; a loader inside a dataset runs in its workers
             reason = self._training(ctx, index, loader, hooks, evaluation)
