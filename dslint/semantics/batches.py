@@ -259,12 +259,16 @@ def evaluation_only(ctx, index, loader, advances) -> bool:
     nowhere else: it is iterated (at least once) only in loops with gradients off
     (``torch.no_grad``/``inference_mode``, or after ``model.eval()`` in the same function with no
     training step) or in a loop that ends with ``break`` (one batch: ``runs_once``), or advanced
-    by ``next(iter(loader))`` outside any loop (``advances``: the
+    by ``next(it)`` in such a loop of an evaluating function over ``it = iter(loader)`` kept there
+    (``_evaluated_iterator``), or by ``next(iter(loader))`` outside any loop (``advances``: the
     (call, iterated expression) pairs of the file), and never handed to a function of another
     module nor returned from a function that nothing here calls."""
     loops = index.loops_of(loader) + index.possible_loops(loader)  # (a loop that may iterate it uses it too)
     peeks = [call for call, target in advances if any(r.loader is loader for r in index.resolve_loader(target))]
-    if not loops and not peeks:
+    peeked = {id(call.args[0].value) if call.args else id(call.func.value) for call in peeks}
+    kept = [call for call in ctx.nodes(cst.Call) if ctx.call_name(call) == "builtins.iter" and id(call) not in peeked
+            and call.args and any(r.loader is loader for r in index.resolve_loader(call.args[0].value))]
+    if not loops and not peeks and not kept:
         return False
     for call in peeks:
         found = index.step_loop(call)
@@ -272,15 +276,36 @@ def evaluation_only(ctx, index, loader, advances) -> bool:
             return False
     if not all(_inspects(ctx, index, loop) or evaluation_loop(ctx, index, loop) for loop in loops):
         return False
-    peeked = {id(call.args[0].value) if call.args else id(call.func.value) for call in peeks}
-    for call in ctx.nodes(cst.Call):  # an iterator kept (``it = iter(loader)``) is advanced out of sight
-        if ctx.call_name(call) == "builtins.iter" and id(call) not in peeked and call.args:
-            if any(r.loader is loader for r in index.resolve_loader(call.args[0].value)):
-                return False
+    if not all(_evaluated_iterator(ctx, index, call) for call in kept):
+        return False  # an iterator kept (``it = iter(loader)``) is advanced out of sight
     for comp in ctx.nodes(cst.CompFor):  # ``sum(... for x, y in loader)``: evaluation only under no_grad
         if any(r.loader is loader for r in index.resolve_loader(comp.iter)) and not _no_grad_around(ctx, index, comp):
             return False
     return not _escapes(ctx, index, loader)
+
+
+def _evaluated_iterator(ctx, index, call: cst.Call) -> bool:
+    """``it = iter(loader)`` in a function that evaluates (``_evaluates``), whose every other use there is
+    ``len(it)`` or ``next(it)`` in a loop that makes no training step (an inference script's sampling loop)."""
+    assign, func = ctx.parent(call), ctx.enclosing_function(call)
+    if not (isinstance(assign, cst.Assign) and len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name)):
+        return False
+    if func is None or not _evaluates(index, func):
+        return False
+    target = assign.targets[0].target
+    uses = [n for n in index.body_nodes(func.body) if isinstance(n, cst.Name) and n.value == target.value and n is not target]
+    for use in uses:
+        arg = ctx.parent(use)
+        if (isinstance(arg, cst.Attribute) and arg.attr is use) or (isinstance(arg, cst.Arg) and arg.keyword is use):
+            continue  # (``th.utils.data``, ``f(data=...)``: not the name)
+        used_by = ctx.parent(arg) if isinstance(arg, cst.Arg) else None
+        name = ctx.call_name(used_by) if isinstance(used_by, cst.Call) and len(used_by.args) == 1 else None
+        if name not in ("builtins.next", "builtins.len"):
+            return False
+        loop = next((a for a in ctx.ancestors(used_by) if isinstance(a, (cst.For, cst.While))), None)
+        if name == "builtins.next" and (loop is None or training_step(ctx, index, loop)):
+            return False
+    return bool(uses)
 
 
 def _once_per_epoch(index, peek: cst.Call, found) -> bool:

@@ -36,7 +36,7 @@ class SingleProcessLoading(Rule):
     is a loader over a test split, built with `train=False` or `split="test"`/`"val"` (written so, or every value the
     code shows: `get_loader(args, "val")`), one kept as or built over a name that says evaluation (`test_loader`,
     `DataLoader(val_set)`, also through a local name bound once to a `Subset` of one) whose loops do not train, and one this file only evaluates (under `torch.no_grad()`/
-    `inference_mode()` or after `model.eval()`), peeks at (`next(iter(loader))` outside any loop, or once per epoch beside the training loop over another loader) or only prints, tallies or writes out as image files
+    `inference_mode()` or after `model.eval()`; also by `next(it)` over an iterator it keeps, `it = iter(loader)`), peeks at (`next(iter(loader))` outside any loop, or once per epoch beside the training loop over another loader) or only prints, tallies or writes out as image files
     (its loop calls builtins, numpy, `os.path`, `.numpy()`, `append` on its own lists, `cv2.imwrite`...; also a loop over a name each arm of an `if` binds to its own loader), and hands to no other module); a non-literal `num_workers` or
     `**kwargs`; a dataset that cannot be told statically; data already in memory (a `TensorDataset`, a tensor, a
     `range` or list, a `Subset` of those, torchvision's MNIST (and variants), CIFAR, SVHN or USPS with no transform or conversions only (`ToTensor`, `Normalize`), a project dataset class, in any file or function, whose `__getitem__` only indexes (what it runs under `if self.transform:` aside, when this construction leaves that `None`): it
