@@ -24,6 +24,7 @@ from dslint.semantics.classes import methods
 from dslint.semantics.handle_kinds import HANDLE_KINDS
 from dslint.semantics.kept_objects import keeping_construction
 from dslint.semantics.regions import LOOP, self_attr, self_name
+from dslint.semantics.start_methods import workers_not_forked
 from dslint.semantics.walk import iter_subtree, plain_returns
 
 
@@ -167,8 +168,9 @@ def stores_elsewhere(
     another attribute (``self.rng = self.parent.rng``) shares an existing object: no re-creation.
 
     On ``self`` in any method of the class family (a lazy or per-worker reopen, a
-    ``__setstate__``, a ``worker_init`` method...), on any other object anywhere in
-    the file (``get_worker_info().dataset.<attr> = ...``), or via ``setattr``.
+    ``__setstate__`` when the project starts its workers with spawn/forkserver only, a ``worker_init``
+    method...), on any other object anywhere in the file (``get_worker_info().dataset.<attr> = ...``),
+    or via ``setattr``.
     """
     family_ids = {id(c) for c in family}
     for node in ctx.nodes(cst.Attribute):
@@ -184,6 +186,8 @@ def stores_elsewhere(
         if not copies and isinstance(store_value(ctx, node), cst.Attribute):
             continue
         method = method_of(ctx, node, None)  # innermost method, of any class
+        if method is not None and method.name.value == "__setstate__" and not workers_not_forked(ctx.view.project_start_methods()):
+            continue  # (run on unpickling: forked workers get the parent's object as it is)
         on_self = method is not None and isinstance(node.value, cst.Name) and node.value.value == self_name(method)
         if on_self and id(ctx.method_class(method)) not in family_ids:
             continue  # self.<attr> of an unrelated class: not this instance

@@ -131,6 +131,14 @@ def inherited_construction_code(ctx, cls: cst.ClassDef) -> List[tuple]:
     return out
 
 
+def decides_pickling(ctx, node) -> bool:
+    """The class of the method holding ``node`` (or a class of its family) decides what pickle stores
+    (``__getstate__``, ``__setstate__``, ``__reduce__``...)."""
+    func = ctx.enclosing_function(node, through_lambdas=False)
+    cls = ctx.method_class(func) if func is not None else None
+    return cls is not None and any(PICKLING_HOOKS & set(methods(klass)) for klass in class_family(ctx, cls))
+
+
 def _pickled_into_spawned_workers(ctx, cls: cst.ClassDef) -> bool:
     """The class decides what pickle stores (``__getstate__``: typically the handle as ``None``) and
     the project starts its processes with spawn/forkserver only: its workers get a pickled copy,

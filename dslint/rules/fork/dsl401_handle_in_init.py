@@ -10,7 +10,7 @@ from dslint.rules.fork._common import (call_text, construction_calls, handle_mes
 from dslint.semantics.handle_kinds import HANDLE_DERIVATIONS
 from dslint.semantics.held_state import PICKLING_HOOKS
 from dslint.semantics.instance_state import consumed_by_iter, handle_kind
-from dslint.semantics.pre_fork import holder_kind, length_handles
+from dslint.semantics.pre_fork import decides_pickling, holder_kind, length_handles
 from dslint.semantics.regions import self_name
 
 
@@ -48,7 +48,7 @@ class HandleInInit(Rule):
     - A lazy opener's handle in a class with its own pickling (`__getstate__`) in a project that starts processes
       with spawn/forkserver only: workers get a pickled copy, never the parent's handle.
     - Handles the project re-creates per worker (reassigned in another method or a `worker_init_fn`, or a dataset that
-      checks `get_worker_info()`/`os.getpid()`).
+      checks `get_worker_info()`/`os.getpid()`); `__setstate__` counts only with spawn/forkserver (forked workers never unpickle).
     - Read-only `np.load(mmap_mode=...)` maps of `.npy` arrays (a shared read-only mapping is safe) and
       `xr.open_dataset` (it pickles).
     - Handles that `__iter__` consumes by iteration (DSL302 reports those), and classes whose every DataLoader has
@@ -269,7 +269,10 @@ class HandleInInit(Rule):
 
     def check(self, ctx):
         for call, kind, attr in handles_in_init(ctx):
-            yield self.report(call, handle_message(ctx, kind, call, attr), level=WARNING if kind == "sqlite" else None)
+            message = handle_message(ctx, kind, call, attr)
+            if decides_pickling(ctx, call):  # (its ``__setstate__`` reopens for spawned workers only)
+                message = re.sub(r"; under spawn/forkserver .*$", "; the class's own pickling (`__getstate__`) serves only spawn/forkserver workers: forked ones never unpickle it", message)
+            yield self.report(call, message, level=WARNING if kind == "sqlite" else None)
         for node, kind, attr, origin in passed_handles(ctx):  # opened by the caller: `Frames(lmdb.open(p))`
             yield self.report(node, handle_message(ctx, kind, node, attr, origin), level=WARNING if kind == "sqlite" else None)
         silenced, unread = (lambda attr, uses: consumed_by_iter(ctx, uses)), (lambda call: write_only(ctx, call))

@@ -30,7 +30,7 @@ class RngStateInInit(Rule):
     - Global RNG use (`np.random.rand()`, `random.random()`, `torch.rand()`): torch >= 1.9 reseeds them per worker;
       datasets of an evaluation split (`ValidationDataset`, `TestSet`): the same draws keep evaluation reproducible.
     - A generator reseeded per worker, per epoch or per index: `get_worker_info()`/`os.getpid()` in the dataset, a
-      `worker_init_fn` or another method (`set_epoch`) that reassigns it, `self.rng.seed(self.seed + i)`.
+      `worker_init_fn` or another method (`set_epoch`; `__setstate__` only with spawn/forkserver) that reassigns it, `self.rng.seed(self.seed + i)`.
     - A generator handed to a plain function (it may use it up and return data), a factory that may return anything
       else, generators given to torch's samplers and loaders (they draw in the main process), and one drawn only once a
       sample failed (a replacement index after `if data is not None: return data`, or in an `except`).
