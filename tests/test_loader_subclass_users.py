@@ -35,3 +35,4 @@ def test_a_construction_with_workers_in_any_file_reports_it_by_default(tmp_path)
     assert _rows(tmp_path / "a", {"loaders.py": _LOADERS, "train.py": other}, preview=False) == [("loaders.py", 6)]
     same = _LOADERS + "\n\ndef build(ds):\n    return GraphLoader(ds, 8, num_workers=4)\n"
     assert _rows(tmp_path / "b", {"loaders.py": same}, preview=False) == [("loaders.py", 6)]
+

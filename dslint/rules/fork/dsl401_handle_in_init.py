@@ -23,8 +23,8 @@ def _kept_unread(ctx, silenced):
             continue  # (a Pillow image and an HTTP session pickle; database clients vary; DSL104 judges a plain file)
         held, construction = held_object(ctx, cls, init, func, selfp, call, *HANDLE_DERIVATIONS.get(kind, ((), False)))
         unread = held and inherited_uses(ctx, cls, func, selfp, held, ("close",), silenced, construction, unread=True)
-        qual = ctx.qualname_of_def(cls)
-        if unread and not any(ctx.view.method_facts(qual, hook) for hook in PICKLING_HOOKS):
+        qual = f"{ctx.names.modname}.{ctx.qualname_of_def(cls)}"  # (``method_facts`` takes the qualified name)
+        if unread and not any(ctx.view.method_facts(qual, hook) is not None for hook in PICKLING_HOOKS):
             yield call, kind, unread[0]
 
 
