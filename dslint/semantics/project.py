@@ -463,12 +463,12 @@ class ProjectIndex(LoaderQueries):
                 yield from ((path, target) for facts in bodies for kind, target, _ in facts["calls"] if kind == "func")
         return self._any_call_of(key, table, "_calls_by_tail", calls, skip=key[0])
 
-    def workers_passed(self, key: Key, table: str = "functions") -> bool:
-        """Some summarised file calls the function ``key`` (``table="classes"``: constructs the class) with a worker count (``num_workers=``, not 0)."""
+    def workers_passed(self, key: Key) -> bool:
+        """Some summarised file calls the function ``key`` with a worker count (``num_workers=``, not 0)."""
         def calls():
             for path, summary in self.summaries.items():
                 yield from ((path, target) for target in summary.get("worker_kwargs", ()))
-        return self._any_call_of(key, table, f"_worker_callees_{table}", calls)
+        return self._any_call_of(key, "functions", "_worker_callees", calls)
 
     def _any_call_of(self, key: Key, table: str, cache: str, calls, skip: Optional[str] = None) -> bool:
         """One of the (path, qualified callee) pairs ``calls()`` gives, in a file other than ``skip``,

@@ -99,11 +99,10 @@ class View:
         function ``qual`` in the project (``builder_args``: literals, ``"?"`` for other expressions)."""
         return self._record("caller_arguments", [qual], project_call_arguments(self._index, (self.path, qual)))
 
-    def workers_passed(self, qual: str, table: str = "functions") -> bool:
-        """Some file of the project calls this file's function ``qual`` (``table="classes"``: constructs its class) with a worker count."""
+    def workers_passed(self, qual: str) -> bool:
+        """Some file of the project calls this file's function ``qual`` with a worker count."""
         key = (self.path, qual)
-        answer = self._index.workers_passed(key, table) or (table == "functions" and handed_to_worker_calls(self._index, key))
-        return self._record("workers_passed", [qual] + ([table] if table != "functions" else []), answer)
+        return self._record("workers_passed", [qual], self._index.workers_passed(key) or handed_to_worker_calls(self._index, key))
 
     def in_project(self, qualified: str) -> bool:
         """The qualified name is defined in a module of the project (a checked file)."""

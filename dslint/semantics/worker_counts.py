@@ -13,8 +13,6 @@ construction there passes no workers.
 is 0 (or ``None``/``False``), the default of a command-line option (argparse ``default=`` or
 ``set_defaults``): the loader starts workers only when someone passes the option by hand. (A
 parameter's default does not count: callers in other files may pass a count, also through a dict.)
-Or the ``super().__init__`` of a module-level DataLoader subclass handing its callers' ``**kwargs`` on,
-when no construction of the project passes ``num_workers`` (summary entry ``worker_kwargs``): its users choose.
 
 ``worker_count_callees(tree, names)`` (phase 1, summary entry ``worker_kwargs``): the qualified
 names of what this file calls with a ``num_workers`` keyword that is not a literal 0.
@@ -59,19 +57,10 @@ def may_have_workers(ctx, bound) -> bool:
 def workers_only_by_choice(ctx, bound) -> bool:
     """See the module docstring."""
     if not bound.passed("num_workers"):
-        return isinstance(bound, SubclassInit) and _left_to_users(ctx, bound)
+        return False
     found = possible_arg(ctx, bound, "num_workers")
     return bool(found.values) and not found.complete and all(
         not may_start_workers(v.value) and v.origin.startswith(("the default of `", "`set_defaults(")) for v in found.values)
-
-
-def _left_to_users(ctx, bound) -> bool:
-    """A module-level DataLoader subclass that hands its callers' ``**kwargs`` on (the count unknown) and that no
-    construction in the project gives a worker count (``worker_kwargs``): its users choose the workers."""
-    workers, open_ = forwarded_option(ctx, bound.call, "num_workers")
-    if workers is not None or not open_ or ctx.tree.scope_node(bound.owner) is not None:
-        return False
-    return not ctx.view.workers_passed(ctx.qualname_of_def(bound.owner), "classes")
 
 
 def local_callers_pass_no_workers(ctx, cls) -> bool:

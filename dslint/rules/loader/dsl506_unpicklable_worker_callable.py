@@ -70,9 +70,8 @@ class UnpicklableWorkerCallable(Rule):
     ## Preview
     With `--preview`, also a loader whose workers start only when a user asks for them by hand: every
     value the code shows for `num_workers` is 0, the default of a command-line option (argparse
-    `default=`, `set_defaults`), or the `super().__init__` of a module-level DataLoader subclass that hands its callers'
-    `**kwargs` on when no construction of the project passes `num_workers` (its users choose). Off by default: reviewers
-    judged such findings true but not worth a change, since the worker path is one that no documented run takes.
+    `default=`, `set_defaults`). Off by default: reviewers judged such findings true but not worth a
+    change, since the worker path is one that no documented run takes.
 
     Also with `--preview`: a loader whose dataset or collate object (an instance of a project class)
     keeps a lock, thread, queue, open file or database handle (`h5py.File`, `lmdb.open`...) on `self`
