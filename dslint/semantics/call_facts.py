@@ -182,11 +182,12 @@ def passed_arguments(call: cst.Call, source=None) -> Optional[list]:
     for arg in call.args:
         if arg.star == "*":
             positional = None
-        elif arg.star == "**" and not closed:
-            keywords["**"] = "?"
+        elif arg.star == "**":
+            if not closed:  # (a closed dict's keys are added below)
+                keywords["**"] = "?"
         elif arg.keyword is not None:
             keywords[arg.keyword.value] = _written_literal(arg.value)
-        elif positional is not None and not arg.star:
+        elif positional is not None:
             positional.append(_written_literal(arg.value))
     for key, value in items if closed else ():
         written = _written_literal(value)

@@ -54,8 +54,10 @@ def other_file_literals(ctx, func: cst.FunctionDef, param: cst.Param) -> List[Tu
     slot = positional.index(param.name.value) if param.name.value in positional else None
     found = []
     for path, caller, args, keywords in ctx.view.caller_arguments(func.name.value):
-        value = keywords.get(param.name.value) if path != ctx.view.path else None
-        if value is None and path != ctx.view.path and args is not None and slot is not None and slot < len(args):
+        if path == ctx.view.path:
+            continue  # (this file's calls: ``call_sites``, with their expressions)
+        value = keywords.get(param.name.value)
+        if value is None and args is not None and slot is not None and slot < len(args):
             value = args[slot]
         if isinstance(value, list):
             found.append((f"`{caller}` in `{path}`", value[0]))

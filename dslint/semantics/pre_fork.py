@@ -136,16 +136,18 @@ def decides_pickling(ctx, node) -> bool:
     (``__getstate__``, ``__setstate__``, ``__reduce__``...)."""
     func = ctx.enclosing_function(node, through_lambdas=False)
     cls = ctx.method_class(func) if func is not None else None
-    return cls is not None and any(PICKLING_HOOKS & set(methods(klass)) for klass in class_family(ctx, cls))
+    return cls is not None and _family_pickles(ctx, cls)
+
+
+def _family_pickles(ctx, cls: cst.ClassDef) -> bool:
+    return any(PICKLING_HOOKS & set(methods(klass)) for klass in class_family(ctx, cls))
 
 
 def _pickled_into_spawned_workers(ctx, cls: cst.ClassDef) -> bool:
     """The class decides what pickle stores (``__getstate__``: typically the handle as ``None``) and
     the project starts its processes with spawn/forkserver only: its workers get a pickled copy,
     never the parent's handle."""
-    family = class_family(ctx, cls)
-    return any(PICKLING_HOOKS & set(methods(klass)) for klass in family) and workers_not_forked(
-        ctx.view.project_start_methods())
+    return _family_pickles(ctx, cls) and workers_not_forked(ctx.view.project_start_methods())
 
 
 def opened_handles(ctx, func: cst.FunctionDef, ignored=None):
